@@ -1,0 +1,3 @@
+"""Dataset generation: source enumeration, segmentation, variant building, zarr stores."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,40 @@
+"""Command line the workflow's generation rules call: `python -m pipeline <step> ...`.
+
+Each step takes the dataset's config section as JSON (`--dataset-json`), exactly as the
+Snakefile validated it, so the code never re-reads or re-interprets config files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .datasets import get_family
+from .errors import PipelineError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline")
+    parser.add_argument("step", choices=["source", "segment", "variant"])
+    parser.add_argument("--family", required=True)
+    parser.add_argument("--dataset-json", required=True, help="the dataset's config section, as JSON")
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--variant")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--inputs", type=Path, nargs="*", default=[])
+    args = parser.parse_args(argv)
+    family = get_family(args.family)
+    ds_cfg = json.loads(args.dataset_json)
+    try:
+        family.run_step(args.step, ds_cfg, args.seed, args.out, args.inputs, args.workers, args.variant)
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""Registry of dataset families. A new family is one module here plus one line below."""
+
+from __future__ import annotations
+
+from .base import DatasetFamily
+from .in9 import In9Family
+
+FAMILIES: dict[str, type[DatasetFamily]] = {
+    "in9": In9Family,
+}
+
+
+def get_family(name: str) -> DatasetFamily:
+    if name not in FAMILIES:
+        raise KeyError(f"unknown dataset family {name!r}; known: {sorted(FAMILIES)}")
+    return FAMILIES[name]()

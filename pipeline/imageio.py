@@ -1,0 +1,56 @@
+"""Decoding source images into RGB uint8 arrays, with a clear reason for every rejection."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from .errors import SkipItem
+
+IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+
+
+def is_image_name(path: Path) -> bool:
+    return path.suffix.lower() in IMAGE_SUFFIXES
+
+
+def load_rgb(path: Path, min_side: int) -> np.ndarray:
+    """Decode `path` fully and return it as (H, W, 3) uint8 RGB.
+
+    Grayscale, palette, CMYK and 16-bit images are converted; an alpha channel is
+    composited onto black (transparent pixels carry no scene content). Truncated or
+    corrupt files, and images with a side shorter than `min_side`, raise `SkipItem`.
+    """
+    if not is_image_name(path):
+        raise SkipItem(f"not an image file (suffix {path.suffix!r}); remove it from the class folder")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                im.load()  # forces a full decode: truncated data fails here, not later
+                rgb = _to_rgb(im)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombWarning) as exc:
+        raise SkipItem(f"cannot decode image ({type(exc).__name__}: {exc}); re-download or delete the file") from exc
+    height, width = rgb.shape[:2]
+    if min(height, width) < min_side:
+        raise SkipItem(
+            f"image is {width}x{height}, smaller than min_image_side={min_side}; "
+            "remove it or lower `min_image_side` in the dataset config"
+        )
+    return rgb
+
+
+def _to_rgb(im: Image.Image) -> np.ndarray:
+    if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
+        rgba = np.asarray(im.convert("RGBA"), dtype=np.float32)
+        alpha = rgba[..., 3:4] / 255.0
+        return np.rint(rgba[..., :3] * alpha).astype(np.uint8)
+    if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+        arr = np.asarray(im, dtype=np.float64)
+        scale = 255.0 / max(float(arr.max()), 1.0)
+        gray = np.rint(arr * scale).astype(np.uint8)
+        return np.repeat(gray[..., None], 3, axis=2)
+    return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()

@@ -1,0 +1,129 @@
+"""Stage 1 of IN-9 generation: decode, resize and segment every source image.
+
+Writes an intermediate zarr store with one row per source item (rows of skipped items
+stay zero and `ok` = 0): `images`, `masks` (foreground), `box_masks`, `bg_t` (the
+ONLY_BG_T image, needed as the background of other images' MIXED_* variants), `labels`,
+`ok`, `ids`, `splits`; a JSON-lines segmentation quality record per item; and the
+manifest of skipped items.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import zarr
+from PIL import Image
+
+from . import variants
+from .annotations import read_voc_boxes
+from .errors import SkipItem
+from .imageio import load_rgb
+from .parallel import run_blocks, worker_setup
+from .seeding import name_seed
+from .segmentation import boxes_mask, fallback_box, make_segmenter
+from .sources import SourceItem
+from .store import atomic_path, code_version, config_hash, create_array, shard_rows_of, write_json
+
+ROW_ARRAYS = ("images", "masks", "box_masks", "bg_t", "labels", "ok")
+
+
+def run_segment_stage(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, out_store: Path,
+                      quality_path: Path, manifest_path: Path, workers: int) -> None:
+    size = int(ds_cfg["image_size"])
+    n = len(items)
+    with atomic_path(out_store) as tmp:
+        group = zarr.open_group(tmp, mode="w")
+        shard = int(ds_cfg["shard_images"])
+        # One image per chunk: MIXED_* read other images' backgrounds at random rows, and
+        # sharding keeps that to one small read per image instead of a whole chunk.
+        for name, shape, dtype in (("images", (n, size, size, 3), np.uint8), ("bg_t", (n, size, size, 3), np.uint8),
+                                   ("masks", (n, size, size), np.uint8), ("box_masks", (n, size, size), np.uint8),
+                                   ("labels", (n,), np.int64), ("ok", (n,), np.uint8)):
+            create_array(group, name, shape, dtype, chunk_rows=1, shard_rows=shard)
+        for name, values in (("ids", [it.id for it in items]), ("splits", [it.split for it in items])):
+            create_array(group, name, (n,), str, chunk_rows=max(n, 1), shard_rows=max(n, 1))[:] = np.array(values, dtype=str)
+        group.attrs.update({"classes": list(ds_cfg["classes"]), "image_size": size,
+                            "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed, "code_version": code_version()}})
+        rows = shard_rows_of(group["images"])
+        blocks = [(str(tmp), items[start:start + rows], start, ds_cfg, seed) for start in range(0, n, rows)]
+        records = [rec for block in run_blocks(_segment_block, blocks, workers, "segment") for rec in block]
+    with atomic_path(quality_path) as tmp_q:
+        tmp_q.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    write_json(manifest_path, stage_manifest(items, records))
+
+
+def stage_manifest(items: list[SourceItem], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Inputs, outputs and skipped items (with reasons) per split."""
+    manifest: dict[str, Any] = {}
+    for split in sorted({it.split for it in items}):
+        recs = [r for r in records if r["split"] == split]
+        skipped = [{"id": r["id"], "path": r["path"], "reason": r["skipped"]} for r in recs if "skipped" in r]
+        manifest[split] = {"inputs": len(recs), "outputs": len(recs) - len(skipped), "skipped": skipped}
+    return manifest
+
+
+def _segment_block(store: str, items: list[SourceItem], start: int, ds_cfg: dict[str, Any], seed: int) -> list[dict]:
+    worker_setup()
+    size = int(ds_cfg["image_size"])
+    segmenter = make_segmenter(ds_cfg["segmentation"])
+    n = len(items)
+    out = {name: np.zeros((n, size, size, 3) if name in ("images", "bg_t") else (n, size, size), np.uint8)
+           for name in ("images", "bg_t", "masks", "box_masks")}
+    labels, ok = np.array([it.label for it in items], np.int64), np.zeros(n, np.uint8)
+    records = []
+    for k, item in enumerate(items):
+        record: dict[str, Any] = {"id": item.id, "path": str(item.path), "split": item.split, "label": item.label}
+        try:
+            image, mask, box, quality = segment_item(item, ds_cfg, segmenter, seed)
+        except SkipItem as exc:
+            record["skipped"] = exc.reason
+        else:
+            bg_t, bg_status = variants.only_bg_t(image, box)
+            out["images"][k], out["masks"][k], out["box_masks"][k], out["bg_t"][k] = image, mask, box, bg_t
+            ok[k] = 1
+            record.update(quality, bg_t_status=bg_status)
+        records.append(record)
+    group = zarr.open_group(store, mode="r+")
+    for name, values in (*out.items(), ("labels", labels), ("ok", ok)):
+        group[name][start:start + n] = values
+    return records
+
+
+def segment_item(item: SourceItem, ds_cfg: dict[str, Any], segmenter, seed: int):
+    """(image, foreground mask, box mask, quality record) of one item, all at the output size."""
+    raw = load_rgb(item.path, int(ds_cfg["min_image_side"]))
+    height, width = raw.shape[:2]
+    seg_cfg = ds_cfg["segmentation"]
+    if item.annotation is not None:
+        boxes, box_source = read_voc_boxes(item.annotation, width, height), "xml"
+    else:
+        boxes, box_source = [fallback_box(width, height, float(seg_cfg["fallback_box_fraction"]))], "fallback"
+    size = int(ds_cfg["image_size"])
+    image = cv2.resize(raw, (size, size), interpolation=cv2.INTER_AREA if min(height, width) > size else cv2.INTER_LINEAR)
+    sx, sy = size / width, size / height
+    boxes = [_scaled_box(b, sx, sy, size) for b in boxes]
+    segmentation = segmenter(image, boxes, name_seed(seed, "grabcut", item.id))
+    mask = segmentation.mask
+    quality = {"area_fraction": round(float(mask.mean()), 6), "mask_status": segmentation.status,
+               "box_source": box_source, "n_boxes": len(boxes)}
+    if item.true_mask is not None:
+        truth = _load_true_mask(item.true_mask, size)
+        union = np.logical_or(truth, mask).sum()
+        quality["iou"] = round(float(np.logical_and(truth, mask).sum() / union), 6) if union else 1.0
+    return image, mask, boxes_mask(boxes, size, size), quality
+
+
+def _scaled_box(box, sx: float, sy: float, size: int):
+    x0, y0, x1, y1 = box
+    return (min(size - 1, int(np.floor(x0 * sx))), min(size - 1, int(np.floor(y0 * sy))),
+            max(1, int(np.ceil(x1 * sx))), max(1, int(np.ceil(y1 * sy))))
+
+
+def _load_true_mask(path: Path, size: int) -> np.ndarray:
+    arr = np.load(path) if path.suffix == ".npy" else np.asarray(Image.open(path).convert("L"))
+    binary = (np.asarray(arr) > (0 if path.suffix == ".npy" else 127)).astype(np.uint8)
+    return cv2.resize(binary, (size, size), interpolation=cv2.INTER_NEAREST).astype(bool)

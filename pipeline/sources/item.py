@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class SourceItem:
+    """One source image. `id` is `<split>/<class>/<stem>` and unique within a dataset."""
+
+    id: str
+    path: Path
+    split: str
+    label: int
+    annotation: Path | None  # VOC XML with the object's bounding box(es), if any
+    true_mask: Path | None = None  # ground-truth foreground mask, for measuring segmentation

@@ -1,0 +1,81 @@
+"""Zarr v3 stores and JSON files written atomically: a killed run leaves only `*.tmp-*`.
+
+A store is built under `<name>.tmp-<pid>` and renamed into place once complete, so an
+existing `<variant>.zarr` is always a finished one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import zarr
+
+import pipeline
+
+
+@contextmanager
+def atomic_path(final: Path) -> Iterator[Path]:
+    """Yield a temporary sibling path; move it onto `final` only if the block succeeds."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
+    _remove(tmp)
+    try:
+        yield tmp
+    except BaseException:
+        _remove(tmp)
+        raise
+    _remove(final)
+    os.rename(tmp, final)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+def write_json(path: Path, obj: Any) -> None:
+    with atomic_path(Path(path)) as tmp:
+        tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+
+
+def create_array(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: Any, chunk_rows: int,
+                 shard_rows: int) -> zarr.Array:
+    """An array chunked along its first axis (`chunk_rows` items a chunk, `shard_rows` a shard file)."""
+    chunk_rows = max(1, min(chunk_rows, shape[0] or 1))
+    shard_rows = max(chunk_rows, (min(shard_rows, max(shape[0], 1)) // chunk_rows) * chunk_rows)
+    chunks = (chunk_rows, *shape[1:])
+    if dtype is str:
+        return group.create_array(name, shape=shape, dtype=str, chunks=chunks)
+    shards = (shard_rows, *shape[1:])
+    return group.create_array(name, shape=shape, dtype=dtype, chunks=chunks, shards=shards, fill_value=0)
+
+
+def shard_rows_of(array: zarr.Array) -> int:
+    return (array.shards or array.chunks)[0]
+
+
+def code_version() -> str:
+    """Package version plus the git commit of the checkout (with +dirty if modified)."""
+    root = Path(pipeline.__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                                text=True, check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+        return f"{pipeline.__version__}+{commit}{'.dirty' if dirty else ''}"
+    except (OSError, subprocess.SubprocessError):
+        return pipeline.__version__
+
+
+def config_hash(cfg: Any) -> str:
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]

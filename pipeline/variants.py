@@ -1,0 +1,85 @@
+"""The Background Challenge's image variants (Xiao et al., ICLR 2021), as pure array functions.
+
+Notation: `image` (H, W, 3) uint8, `fg` the binary foreground mask m, `box` the binary
+union of the bounding boxes. MIXED_* composite as x = bg * (1 - m) + image * m, with bg
+the ONLY_BG_T image of another sample chosen by `choose_partner`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import SkipItem
+
+VARIANTS = ("original", "only_fg", "no_fg", "only_bg_b", "only_bg_t", "mixed_same", "mixed_rand", "mixed_next")
+MIXED = ("mixed_same", "mixed_rand", "mixed_next")
+#: Variants whose picture contains this sample's foreground at its mask: they store `masks`.
+WITH_FOREGROUND = ("original", "only_fg", "no_fg", "mixed_same", "mixed_rand", "mixed_next")
+
+
+def only_fg(image: np.ndarray, fg: np.ndarray) -> np.ndarray:
+    return image * fg[..., None]
+
+
+def no_fg(image: np.ndarray, fg: np.ndarray) -> np.ndarray:
+    return image * (1 - fg[..., None])
+
+
+def only_bg_b(image: np.ndarray, box: np.ndarray) -> np.ndarray:
+    return image * (1 - box[..., None])
+
+
+def only_bg_t(image: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, str]:
+    """Fill the box region by tiling the largest background strip left beside it.
+
+    The strips are the full-width bands above and below the boxes' bounding rectangle and
+    the full-height bands left and right of it; the largest (first in that order on ties)
+    is tiled from the top-left corner over the whole image and shows through the boxes.
+    If the boxes cover the whole image there is nothing to tile: the box region is filled
+    with the mean colour of the image and the status says so.
+    """
+    if not box.any():
+        return image.copy(), "ok"
+    ys, xs = np.nonzero(box)
+    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    height, width = box.shape
+    strips = [image[:y0], image[y1:], image[:, :x0], image[:, x1:]]
+    strip = max(strips, key=lambda s: s.shape[0] * s.shape[1])
+    out = image.copy()
+    if strip.size == 0:
+        out[box.astype(bool)] = np.rint(image.reshape(-1, 3).mean(axis=0)).astype(np.uint8)
+        return out, "no background left: box filled with the mean colour"
+    reps = (-(-height // strip.shape[0]), -(-width // strip.shape[1]), 1)
+    tiled = np.tile(strip, reps)[:height, :width]
+    inside = box.astype(bool)
+    out[inside] = tiled[inside]
+    return out, "ok"
+
+
+def composite(background: np.ndarray, image: np.ndarray, fg: np.ndarray) -> np.ndarray:
+    """x = bg * (1 - m) + image * m."""
+    m = fg[..., None]
+    return background * (1 - m) + image * m
+
+
+def choose_partner(variant: str, label: int, self_index: int, by_class: list[np.ndarray],
+                   rng: np.random.Generator) -> int:
+    """Index of the sample whose ONLY_BG_T background this sample's foreground goes onto.
+
+    MIXED_SAME: another image of the same class. MIXED_RAND: a class drawn uniformly from
+    all classes, then an image of it (not this one). MIXED_NEXT: an image of class
+    (y + 1) mod C. `by_class[c]` holds the candidate indices of class c in this split.
+    """
+    n_classes = len(by_class)
+    if variant == "mixed_same":
+        cls = label
+    elif variant == "mixed_rand":
+        cls = int(rng.integers(n_classes))
+    elif variant == "mixed_next":
+        cls = (label + 1) % n_classes
+    else:
+        raise ValueError(variant)
+    candidates = by_class[cls][by_class[cls] != self_index]
+    if candidates.size == 0:
+        raise SkipItem(f"{variant}: no other image of class index {cls} in this split to take a background from")
+    return int(candidates[rng.integers(candidates.size)])

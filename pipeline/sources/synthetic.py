@@ -103,7 +103,7 @@ def render_background(kind: int, size: int, c1: np.ndarray, c2: np.ndarray, rng:
 
 def render_shape(label: int, size: int, rng: np.random.Generator) -> np.ndarray:
     """A binary (size, size) mask of class `label`'s shape at random scale, place and angle."""
-    r = rng.uniform(0.17, 0.26) * size  # "radius" of the shape's bounding circle
+    r = rng.uniform(0.22, 0.32) * size  # "radius" of the shape's bounding circle
     cx, cy = rng.uniform(r + 1, size - r - 1, 2)
     angle = rng.uniform(0, 2 * math.pi)
     name = SHAPES[label]

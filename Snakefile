@@ -1,0 +1,33 @@
+"""Debiasing workbench: dataset generation -> training -> evaluation -> report.
+
+    snakemake --cores 2 all                                   # embedded default (minutes, CPU)
+    snakemake --cores 32 --configfile config/imagenet9.yaml all
+    snakemake --executor slurm --workflow-profile profiles/slurm all
+    snakemake --cores 8 results/datasets/in9/mixed_rand.zarr  # one dataset variant
+
+One rule file per stage under rules/; the rules only call `python -m pipeline` and
+`python -m training`. The config is validated against config/schema.yaml before anything runs.
+"""
+
+import sys
+
+sys.path.insert(0, workflow.basedir)
+from pipeline.config import ConfigError, validate_config
+
+configfile: "config/config.yaml"
+
+try:
+    validate_config(config)
+except ConfigError as error:
+    sys.exit(str(error))
+
+include: "rules/common.smk"
+include: "rules/in9_data.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        REPORT_FILES,

@@ -1,0 +1,30 @@
+# Paths and helpers shared by the rule files.
+import json
+
+R = config["results"]
+IN9 = config["datasets"]["in9"]
+VARIANTS = IN9["variants"]
+SEEDS = config["seeds"]
+EXPERIMENTS = list(config["experiments"])
+# `python` with this checkout importable, also for cluster jobs that run in a conda env.
+PY = f"PYTHONPATH={workflow.basedir}${{PYTHONPATH:+:$PYTHONPATH}} python"
+CONFIG_JSON = json.dumps(config, sort_keys=True)
+
+
+def dataset_json(name):
+    return json.dumps(config["datasets"][name], sort_keys=True)
+
+
+def variant_store(dataset, variant):
+    return f"{R}/datasets/{dataset}/{variant}.zarr"
+
+
+def eval_stores(dataset):
+    """VARIANT=STORE arguments for every variant of `dataset`."""
+    return {v: variant_store(dataset, v) for v in config["datasets"][dataset]["variants"]}
+
+
+wildcard_constraints:
+    variant="|".join(VARIANTS),
+    experiment="|".join(EXPERIMENTS),
+    seed=r"\d+",

@@ -1,0 +1,29 @@
+# The report: tables and figures rebuilt from every run's tidy metrics.
+
+EVAL_FILES = expand(f"{R}/runs/{{experiment}}/seed{{seed}}/eval.jsonl", experiment=EXPERIMENTS, seed=SEEDS)
+if config["evaluation"].get("imagenet_model"):
+    EVAL_FILES.append(f"{R}/runs/base_in/eval.jsonl")
+TRAIN_FILES = expand(f"{R}/runs/{{experiment}}/seed{{seed}}/train_metrics.jsonl", experiment=EXPERIMENTS, seed=SEEDS)
+REPORT_FILES = [f"{R}/report/report.md", f"{R}/report/report.html", f"{R}/report/metrics.csv"]
+
+
+rule report:
+    input:
+        metrics=EVAL_FILES + TRAIN_FILES,
+        quality=rules.in9_segment.output.quality,
+        manifests=expand(f"{R}/datasets/in9/{{variant}}.manifest.json", variant=VARIANTS),
+        stores=list(EVAL_STORES.values()),
+    output:
+        REPORT_FILES,
+    params:
+        cfg=CONFIG_JSON,
+        stores=" ".join(f"{v}={p}" for v, p in EVAL_STORES.items()),
+        out_dir=f"{R}/report",
+    conda:
+        "../envs/workbench.yaml"
+    log:
+        f"{R}/logs/report.log",
+    shell:
+        "{PY} -m training report --config-json {params.cfg:q} --metrics {input.metrics} "
+        "--segmentation-quality {input.quality} --manifests {input.manifests} --stores {params.stores} "
+        "--out-dir {params.out_dir} > {log} 2>&1"

@@ -1,0 +1,37 @@
+"""Shared fixtures: a tiny dataset config, and the `../shared` development assets."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+CLASSES = ["00_dog", "01_bird", "02_wheeled_vehicle", "03_reptile", "04_carnivore", "05_insect",
+           "06_musical_instrument", "07_primate", "08_fish"]
+
+
+def needs_shared(relative: str) -> Path:
+    """Path of a development asset under ../shared, or skip the test saying why."""
+    path = SHARED / relative
+    if not path.exists():
+        pytest.skip(f"{path} is absent: this test needs the shared development assets beside the checkout")
+    return path
+
+
+@pytest.fixture
+def default_config() -> dict:
+    return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+@pytest.fixture
+def tiny_ds_cfg(default_config) -> dict:
+    """The default IN-9 dataset section shrunk to a few 32-px images per class."""
+    cfg = copy.deepcopy(default_config["datasets"]["in9"])
+    cfg.update(image_size=32, chunk_images=4, shard_images=8)
+    cfg["source"]["synthetic"].update(image_size=32, train_per_class=3, val_per_class=2)
+    cfg["segmentation"]["iterations"] = 3
+    return cfg

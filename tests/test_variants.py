@@ -1,0 +1,124 @@
+"""Exact pixel expectations for every Background-Challenge variant."""
+
+import numpy as np
+import pytest
+import zarr
+
+from pipeline import variants
+from pipeline.errors import SkipItem
+from pipeline.variant_stage import run_variant_stage
+from pipeline.store import write_json
+
+
+def _image(h=6, w=6, offset=0):
+    return (np.arange(h * w * 3, dtype=np.int64).reshape(h, w, 3) * 3 + offset).astype(np.uint8)
+
+
+def test_only_fg_no_fg_only_bg_b_are_masks_applied():
+    image = _image()
+    fg = np.zeros((6, 6), np.uint8)
+    fg[2:4, 1:3] = 1
+    box = np.zeros((6, 6), np.uint8)
+    box[1:5, 1:4] = 1
+    assert np.array_equal(variants.only_fg(image, fg), np.where(fg[..., None] == 1, image, 0))
+    assert np.array_equal(variants.no_fg(image, fg), np.where(fg[..., None] == 1, 0, image))
+    assert np.array_equal(variants.only_bg_b(image, box), np.where(box[..., None] == 1, 0, image))
+
+
+def test_only_bg_t_tiles_the_largest_strip_into_the_box():
+    image = _image()
+    box = np.zeros((6, 6), np.uint8)
+    box[1:3, 0:6] = 1  # full-width box on rows 1-2: strips are row 0 (6 px) and rows 3-5 (18 px)
+    out, status = variants.only_bg_t(image, box)
+    assert status == "ok"
+    strip = image[3:6]  # the largest strip, tiled from the top-left corner
+    expected = image.copy()
+    expected[1:3] = np.tile(strip, (2, 1, 1))[1:3]
+    assert np.array_equal(out, expected)
+    assert np.array_equal(out[box == 0], image[box == 0])
+
+
+def test_only_bg_t_with_box_covering_everything_uses_mean_colour():
+    image = _image()
+    out, status = variants.only_bg_t(image, np.ones((6, 6), np.uint8))
+    assert "mean colour" in status
+    assert np.all(out == np.rint(image.reshape(-1, 3).mean(0)).astype(np.uint8))
+
+
+def test_composite_is_bg_times_one_minus_m_plus_image_times_m():
+    image, bg = _image(), _image(offset=1)
+    fg = np.eye(6, dtype=np.uint8)
+    out = variants.composite(bg, image, fg)
+    assert np.array_equal(out, np.where(fg[..., None] == 1, image, bg))
+
+
+def test_choose_partner_rules():
+    by_class = [np.array([0, 1, 2]), np.array([3, 4]), np.array([5])]
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        assert variants.choose_partner("mixed_same", 0, 1, by_class, rng) in (0, 2)
+        assert variants.choose_partner("mixed_next", 1, 3, by_class, rng) == 5
+        assert variants.choose_partner("mixed_next", 2, 5, by_class, rng) in (0, 1, 2)
+        assert variants.choose_partner("mixed_rand", 0, 0, by_class, rng) != 0
+    drawn = {variants.choose_partner("mixed_rand", 0, 0, by_class, rng) for _ in range(200)}
+    assert drawn >= {3, 4, 5}  # every class can give a background
+    with pytest.raises(SkipItem):
+        variants.choose_partner("mixed_same", 2, 5, by_class, rng)  # class 2 has no other image
+
+
+def _hand_made_segmented_store(path, n=6, size=8):
+    """An intermediate store with known images, masks, boxes and backgrounds (2 classes)."""
+    rng = np.random.default_rng(1)
+    g = zarr.open_group(str(path), mode="w")
+    arrays = {
+        "images": rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8),
+        "bg_t": rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8),
+        "masks": (rng.random((n, size, size)) < 0.3).astype(np.uint8),
+        "box_masks": (rng.random((n, size, size)) < 0.5).astype(np.uint8),
+        "labels": np.array([0, 0, 0, 1, 1, 1], np.int64),
+        "ok": np.array([1, 1, 1, 1, 1, 0], np.uint8),  # the last item was skipped upstream
+    }
+    for name, value in arrays.items():
+        g.create_array(name, data=value, chunks=(1, *value.shape[1:]))
+    g.create_array("ids", shape=(n,), dtype=str, chunks=(n,))[:] = np.array([f"val/c/img{i}" for i in range(n)])
+    g.create_array("splits", shape=(n,), dtype=str, chunks=(n,))[:] = np.array(["val"] * n)
+    g.attrs.update(classes=["00_a", "01_b"], image_size=size)
+    return arrays
+
+
+@pytest.mark.parametrize("variant", variants.VARIANTS)
+def test_variant_stage_writes_exact_pixels(tmp_path, variant):
+    arrays = _hand_made_segmented_store(tmp_path / "seg.zarr")
+    write_json(tmp_path / "seg.json", {"val": {"inputs": 6, "outputs": 5,
+                                               "skipped": [{"id": "val/c/img5", "path": "x", "reason": "corrupt"}]}})
+    ds_cfg = {"chunk_images": 2, "shard_images": 4}
+    out = tmp_path / f"{variant}.zarr"
+    run_variant_stage(tmp_path / "seg.zarr", tmp_path / "seg.json", variant, ds_cfg, 0, out,
+                      tmp_path / f"{variant}.manifest.json", workers=1)
+    g = zarr.open_group(str(out), mode="r")["val"]
+    ids = list(g["ids"][:])
+    rows = [int(i[-1]) for i in ids]
+    img, fg, box, bg = (arrays[k][rows] for k in ("images", "masks", "box_masks", "bg_t"))
+    m = fg[..., None]
+    if variant in variants.MIXED:
+        # every output is this image's foreground over SOME usable image's ONLY_BG_T background
+        for k, row in enumerate(rows):
+            partner = int(g["bias_labels"][k])
+            assert partner in (0, 1)
+            candidates = [j for j in range(5) if arrays["labels"][j] == partner and j != row]
+            assert any(np.array_equal(g["images"][k], bg_j * (1 - m[k]) + img[k] * m[k])
+                       for bg_j in arrays["bg_t"][candidates])
+            if variant == "mixed_same":
+                assert partner == arrays["labels"][row]
+            if variant == "mixed_next":
+                assert partner == (arrays["labels"][row] + 1) % 2
+    else:
+        expected = {"original": img, "only_fg": img * m, "no_fg": img * (1 - m),
+                    "only_bg_b": img * (1 - box[..., None]), "only_bg_t": bg}[variant]
+        assert np.array_equal(g["images"][:], expected)
+        assert list(g["bias_labels"][:]) == ([-1] * len(rows) if variant == "only_fg" else list(arrays["labels"][rows]))
+    assert ("masks" in g) == (variant in variants.WITH_FOREGROUND)
+    if "masks" in g:
+        assert np.array_equal(g["masks"][:], fg)
+    manifest = __import__("json").loads((tmp_path / f"{variant}.manifest.json").read_text())["val"]
+    assert manifest["inputs"] == manifest["outputs"] + len(manifest["skipped"]) == 6

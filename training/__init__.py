@@ -1,0 +1,1 @@
+"""Models, debiasing methods, the trainer, evaluation and the report."""

@@ -1,0 +1,79 @@
+"""Command line the workflow's training, evaluation and report rules call.
+
+  python -m training train --config-json J --experiment E --seed S --train-store P --run-dir D
+  python -m training evaluate --config-json J --model M --stores V=P ... --out F
+  python -m training evaluate-imagenet --config-json J --stores V=P ... --out F
+  python -m training report --config-json J --metrics F ... --out-dir D ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pipeline.store import atomic_path
+
+from .models import WeightsError
+
+
+def _stores(pairs: list[str]) -> dict[str, Path]:
+    return {k: Path(v) for k, v in (p.split("=", 1) for p in pairs)}
+
+
+def _write_rows(path: Path, rows: list[dict]) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    tr = sub.add_parser("train")
+    tr.add_argument("--experiment", required=True)
+    tr.add_argument("--seed", type=int, required=True)
+    tr.add_argument("--train-store", type=Path, required=True)
+    tr.add_argument("--run-dir", type=Path, required=True)
+    ev = sub.add_parser("evaluate")
+    ev.add_argument("--model", type=Path, required=True)
+    evi = sub.add_parser("evaluate-imagenet")
+    for p in (ev, evi):
+        p.add_argument("--stores", nargs="+", required=True, help="VARIANT=STORE pairs")
+        p.add_argument("--out", type=Path, required=True)
+    rep = sub.add_parser("report")
+    rep.add_argument("--metrics", type=Path, nargs="+", required=True)
+    rep.add_argument("--segmentation-quality", type=Path, required=True)
+    rep.add_argument("--manifests", type=Path, nargs="+", required=True)
+    rep.add_argument("--stores", nargs="+", required=True)
+    rep.add_argument("--out-dir", type=Path, required=True)
+    for p in (tr, ev, evi, rep):
+        p.add_argument("--config-json", required=True)
+    args = parser.parse_args(argv)
+    config = json.loads(args.config_json)
+    try:
+        if args.cmd == "train":
+            from .trainer import train
+
+            train(config, args.experiment, args.seed, args.train_store, args.run_dir)
+        elif args.cmd == "evaluate":
+            from .evaluation import evaluate_run
+
+            _write_rows(args.out, evaluate_run(args.model, config, _stores(args.stores)))
+        elif args.cmd == "evaluate-imagenet":
+            from .evaluation import evaluate_imagenet_model
+
+            _write_rows(args.out, evaluate_imagenet_model(config, _stores(args.stores)))
+        else:
+            from .reporting.report import build_report
+
+            build_report(config, args.metrics, args.segmentation_quality, args.manifests, _stores(args.stores),
+                         args.out_dir)
+    except WeightsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Fast batches from the workbench's zarr variant stores, and batched augmentation on device.
+
+`ZarrBatches` reads a split chunk by chunk. When the split fits in `in_memory_max_gb` it is
+read once and shuffled globally each epoch; otherwise each epoch visits the chunks in a
+random order and shuffles samples within windows of `window_chunks` chunks, so every read
+is a whole chunk (zarr decompresses per chunk). A background thread reads ahead. The
+order of epoch e is a function of (name, seed, e) only, so a resumed run sees the same
+batches as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import zarr
+
+from pipeline.seeding import name_seed
+
+FIELDS = ("images", "labels", "bias_labels", "masks")
+
+
+class ZarrBatches:
+    def __init__(self, store: Path | str, split: str, batch_size: int, *, shuffle: bool, seed: int = 0,
+                 name: str = "", drop_last: bool = False, window_chunks: int = 8, in_memory_max_gb: float = 4.0,
+                 prefetch: int = 2, fields: tuple[str, ...] = ("images", "labels", "bias_labels"),
+                 pin_memory: bool = False):
+        group = zarr.open_group(str(store), mode="r")
+        if split not in group:
+            raise FileNotFoundError(f"{store} has no split {split!r}; rebuild it with the workflow")
+        self.group = group[split]
+        self.fields = tuple(f for f in fields if f in self.group)
+        self.n = self.group["labels"].shape[0]
+        self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
+        self.seed, self.name, self.window_chunks, self.prefetch = seed, name, window_chunks, prefetch
+        self.pin_memory = pin_memory
+        self.chunk = self.group["images"].chunks[0]
+        self.classes = list(group.attrs["classes"])
+        nbytes = sum(self.group[f].nbytes for f in self.fields)
+        self._cache = {f: self.group[f][:] for f in self.fields} if nbytes <= in_memory_max_gb * 2**30 else None
+
+    def __len__(self) -> int:
+        return self.n // self.batch_size if self.drop_last else math.ceil(self.n / self.batch_size)
+
+    def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+        """Batches of epoch `epoch`: uint8 `images` (B, H, W, 3), int64 labels, row `index`."""
+        source = self._batches(epoch)
+        if self.prefetch <= 0:
+            yield from source
+            return
+        q: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        done = object()
+
+        def produce():
+            try:
+                for item in source:
+                    q.put(item)
+            except BaseException as exc:  # re-raised in the consumer
+                q.put(exc)
+            q.put(done)
+
+        threading.Thread(target=produce, daemon=True).start()
+        while (item := q.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def _batches(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+        rng = np.random.default_rng(name_seed("loader", self.name, self.seed, epoch))
+        pending: list[dict[str, np.ndarray]] = []
+        count = 0
+        for window in self._windows(rng):
+            pending.append(window)
+            count += len(window["index"])
+            while count >= self.batch_size:
+                merged = {k: np.concatenate([w[k] for w in pending]) for k in pending[0]}
+                yield self._to_torch({k: v[: self.batch_size] for k, v in merged.items()})
+                pending = [{k: v[self.batch_size:] for k, v in merged.items()}]
+                count -= self.batch_size
+        if count and not self.drop_last:
+            yield self._to_torch({k: np.concatenate([w[k] for w in pending]) for k in pending[0]})
+
+    def _windows(self, rng: np.random.Generator) -> Iterator[dict[str, np.ndarray]]:
+        if self._cache is not None:
+            order = rng.permutation(self.n) if self.shuffle else np.arange(self.n)
+            for start in range(0, self.n, self.chunk * self.window_chunks):
+                rows = order[start:start + self.chunk * self.window_chunks]
+                yield {"index": rows, **{f: self._cache[f][rows] for f in self.fields}}
+            return
+        starts = np.arange(0, self.n, self.chunk)
+        if self.shuffle:
+            starts = rng.permutation(starts)
+        for w in range(0, len(starts), self.window_chunks):
+            parts = [(s, min(self.n, s + self.chunk)) for s in starts[w:w + self.window_chunks]]
+            rows = np.concatenate([np.arange(a, b) for a, b in parts])
+            data = {f: np.concatenate([self.group[f][a:b] for a, b in parts]) for f in self.fields}
+            perm = rng.permutation(len(rows)) if self.shuffle else np.arange(len(rows))
+            yield {"index": rows[perm], **{f: v[perm] for f, v in data.items()}}
+
+    def _to_torch(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        out = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in batch.items()}
+        if self.pin_memory:
+            out = {k: v.pin_memory() for k, v in out.items()}
+        return out
+
+
+class Augmenter:
+    """Batched RandomResizedCrop + horizontal flip + normalisation, on whatever device the
+    images are on (one `grid_sample` call for the whole batch)."""
+
+    def __init__(self, mean: list[float], std: list[float], crop_scale: tuple[float, float] = (1.0, 1.0),
+                 hflip: bool = False, ratio: tuple[float, float] = (3 / 4, 4 / 3)):
+        self.mean = torch.tensor(mean).view(1, 3, 1, 1)
+        self.std = torch.tensor(std).view(1, 3, 1, 1)
+        self.crop_scale, self.hflip, self.ratio = crop_scale, hflip, ratio
+
+    def normalize(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 (B, H, W, 3) -> normalised float (B, 3, H, W)."""
+        x = images.permute(0, 3, 1, 2).float().div_(255.0)
+        return (x - self.mean.to(x.device)) / self.std.to(x.device)
+
+    def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        x = self.normalize(images)
+        b = x.shape[0]
+        area = torch.empty(b).uniform_(*self.crop_scale, generator=generator)
+        log_r = torch.empty(b).uniform_(math.log(self.ratio[0]), math.log(self.ratio[1]), generator=generator)
+        r = torch.exp(log_r)
+        sx, sy = torch.sqrt(area * r).clamp(max=1.0), torch.sqrt(area / r).clamp(max=1.0)
+        cx = (torch.rand(b, generator=generator) * 2 - 1) * (1 - sx)
+        cy = (torch.rand(b, generator=generator) * 2 - 1) * (1 - sy)
+        flip = torch.where(torch.rand(b, generator=generator) < 0.5, -1.0, 1.0) if self.hflip else torch.ones(b)
+        theta = torch.zeros(b, 2, 3)
+        theta[:, 0, 0], theta[:, 0, 2] = sx * flip, cx
+        theta[:, 1, 1], theta[:, 1, 2] = sy, cy
+        grid = F.affine_grid(theta.to(x.device), list(x.shape), align_corners=False)
+        return F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)

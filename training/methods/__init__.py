@@ -1,0 +1,16 @@
+"""Registry of training methods. A new method is one module here plus one line below."""
+
+from __future__ import annotations
+
+from .base import Method
+from .erm import ERM
+
+METHODS: dict[str, type[Method]] = {
+    "erm": ERM,
+}
+
+
+def get_method(name: str) -> type[Method]:
+    if name not in METHODS:
+        raise KeyError(f"unknown method {name!r}; registered: {sorted(METHODS)}")
+    return METHODS[name]

@@ -1,0 +1,68 @@
+"""The one base class of all methods (DomainBed-style: `update()` one step, `predict()`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from ..data import Augmenter
+from ..models import Classifier
+
+
+class Method(nn.Module):
+    """A debiasing method: owns its networks and optimiser and takes one step per `update`.
+
+    `batch` holds the loader's uint8 `images` (B, H, W, 3), `labels`, `bias_labels` and row
+    `index`, already on the training device; methods augment themselves (CLAD composites
+    before augmenting), with `self.augment(images)` drawing from the trainer's generator.
+    """
+
+    #: dataset fields the method needs besides images/labels/bias_labels (e.g. "masks")
+    extra_fields: tuple[str, ...] = ()
+
+    def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
+        super().__init__()
+        self.num_classes, self.cfg, self.args = num_classes, train_cfg, dict(method_args)
+        aug = train_cfg.get("augment", {})
+        self.augmenter = Augmenter(train_cfg["normalize"]["mean"], train_cfg["normalize"]["std"],
+                                   tuple(aug.get("crop_scale", (1.0, 1.0))), bool(aug.get("hflip", False)))
+        self.network = Classifier(train_cfg["arch"], num_classes, train_cfg.get("pretrained"),
+                                  train_cfg.get("pretrained_sha256"))
+        self.generator = torch.Generator()
+        self.autocast_dtype: torch.dtype | None = None
+
+    def augment(self, images: torch.Tensor) -> torch.Tensor:
+        return self.augmenter(images, self.generator)
+
+    def make_optimizer(self, params) -> torch.optim.Optimizer:
+        opt = self.cfg["optimizer"]
+        if opt["name"] == "adam":
+            return torch.optim.Adam(params, lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0))
+        return torch.optim.SGD(params, lr=opt["lr"], momentum=opt.get("momentum", 0.9),
+                               weight_decay=opt.get("weight_decay", 0.0))
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        """Every optimiser of the method (the trainer schedules and checkpoints them all)."""
+        raise NotImplementedError
+
+    def autocast(self):
+        device = next(self.parameters()).device
+        return torch.autocast(device.type, dtype=self.autocast_dtype or torch.bfloat16,
+                              enabled=self.autocast_dtype is not None)
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        """One optimisation step on `batch`; returns scalar statistics to log."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits for normalised images x (B, 3, H, W)."""
+        with self.autocast():
+            return self.network(x).float()
+
+    @torch.no_grad()
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        with self.autocast():
+            return self.network.features(x).float()

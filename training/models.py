@@ -1,0 +1,68 @@
+"""Backbones: torchvision ResNets, random init or weights from a verified local file."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torchvision
+
+
+class WeightsError(RuntimeError):
+    pass
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_state_dict(path: str | Path, sha256: str | None) -> dict[str, torch.Tensor]:
+    """A state_dict from a local file, checked against `sha256` when given. Never downloads."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise WeightsError(
+            f"pretrained weights not found at {path}. Place the torchvision state_dict file there "
+            "(e.g. resnet50-11ad3fa6.pth for IMAGENET1K_V2) or set the path to null for random init; "
+            "nothing is downloaded at run time."
+        )
+    if sha256 and (actual := sha256_of(path)) != sha256:
+        raise WeightsError(f"{path} has sha256 {actual}, expected {sha256}; replace the file with an intact copy")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    return state.get("state_dict", state) if isinstance(state, dict) else state
+
+
+class Classifier(nn.Module):
+    """A ResNet split into `features(x)` (B, D) pooled features and `head` (D -> classes)."""
+
+    def __init__(self, arch: str, num_classes: int, pretrained: str | None = None, pretrained_sha256: str | None = None):
+        super().__init__()
+        net = getattr(torchvision.models, arch)(weights=None)
+        if pretrained:
+            state = load_state_dict(pretrained, pretrained_sha256)
+            state = {k: v for k, v in state.items() if not k.startswith("fc.")}
+            missing, unexpected = net.load_state_dict(state, strict=False)
+            if unexpected or set(missing) - {"fc.weight", "fc.bias"}:
+                raise WeightsError(f"{pretrained} does not fit {arch}: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        self.feature_dim = net.fc.in_features
+        net.fc = nn.Identity()
+        self.backbone = net
+        self.head = nn.Linear(self.feature_dim, num_classes)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.backbone(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+def imagenet_classifier(arch: str, weights: str, sha256: str | None) -> nn.Module:
+    """A 1000-class torchvision model with the given weights (for scoring Base (IN))."""
+    net = getattr(torchvision.models, arch)(weights=None)
+    net.load_state_dict(load_state_dict(weights, sha256))
+    return net

@@ -1,0 +1,251 @@
+"""The report: CLAD Table 2 layout (ours beside the paper's), Fig. 5 scatter, a grid of
+every variant, the segmentation quality summary and the dataset manifests.
+
+Reads only tidy metric rows (JSON lines) and the dataset stores; writes `report.md`,
+`report.html`, `metrics.csv` (all rows, aggregated) and PNG figures into `out_dir`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+import zarr  # noqa: E402
+
+from pipeline.store import atomic_path  # noqa: E402
+
+from .document import Document  # noqa: E402
+
+TABLE2_COLUMNS = ["original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap"]
+TABLE2_HEADER = ["Original ↑", "Only-FG ↑", "Mixed-Rand ↑", "Mixed-Same ↑", "Only-BG-T ↓", "BG-Gap ↓"]
+
+
+def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
+    rows = []
+    for path in paths:
+        rows += [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return rows
+
+
+def accuracy_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """{model label: {variant or "bg_gap": [value per seed]}} from eval rows.
+
+    BG-GAP = acc(MIXED_SAME) - acc(MIXED_RAND), computed per seed, then aggregated.
+    """
+    per_run: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    for r in rows:
+        if r.get("kind") == "eval" and r["metric"] == "accuracy":
+            per_run[(r["label"], r["seed"])][r["variant"]] = r["value"]
+    table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for (label, _seed), accs in sorted(per_run.items()):
+        for variant, value in accs.items():
+            table[label][variant].append(value)
+        if "mixed_same" in accs and "mixed_rand" in accs:
+            table[label]["bg_gap"].append(accs["mixed_same"] - accs["mixed_rand"])
+    return table
+
+
+def mean_std(values: list[float]) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f}"
+
+
+def build_report(config: dict[str, Any], metric_files: list[Path], quality_file: Path, manifest_files: list[Path],
+                 stores: dict[str, Path], out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = read_rows(metric_files)
+    table = accuracy_table(rows)
+    paper = yaml.safe_load(resources.files("training.reporting").joinpath("paper_numbers.yaml").read_text())
+    doc = Document("Debiasing workbench report")
+    ds = config["datasets"][config["evaluation"]["dataset"]]
+    n_seeds = len(config["seeds"])
+    doc.para(f"Data source: `{ds['source']['kind']}`, {ds['image_size']}×{ds['image_size']} px, "
+             f"segmentation {ds['segmentation']['method']}; backbone {config['training']['arch']}, "
+             f"{config['training']['epochs']} epochs; our rows are mean ± sample std over {n_seeds} seed(s) "
+             f"{config['seeds']}. Rows marked (paper) are quoted from the CLAD paper's Table 2 (ResNet-50 "
+             "on real ImageNet-9): compare the *pattern*, not the values, when the data source is synthetic.")
+
+    _table2(doc, table, paper["clad_table2"])
+    _all_variants(doc, table, ds["variants"])
+    _scatter(doc, table, paper["clad_table2"], out_dir / "fig5_mixed_same_vs_rand.png")
+    _variant_grid(doc, stores, config["report"]["grid_images"], out_dir / "variant_grid.png")
+    _segmentation(doc, quality_file, out_dir / "segmentation_quality.png")
+    _manifests(doc, manifest_files)
+    _training(doc, rows)
+
+    with atomic_path(out_dir / "metrics.csv") as tmp:
+        with open(tmp, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["model", "metric", "mean", "std", "n_seeds", "values"])
+            for label, cols in sorted(table.items()):
+                for metric, values in sorted(cols.items()):
+                    writer.writerow([label, metric, f"{np.mean(values):.4f}",
+                                     f"{np.std(values, ddof=1) if len(values) > 1 else 0.0:.4f}", len(values),
+                                     " ".join(f"{v:.4f}" for v in values)])
+    for name, text in (("report.md", doc.markdown()), ("report.html", doc.html())):
+        with atomic_path(out_dir / name) as tmp:
+            tmp.write_text(text)
+
+
+def _model_order(table: dict[str, Any]) -> list[str]:
+    preferred = ["Base (IN)", "Base (IN9)", "Base (MR)"]
+    return [m for m in preferred if m in table] + sorted(m for m in table if m not in preferred)
+
+
+def _table2(doc: Document, table, paper: dict[str, Any]) -> None:
+    doc.heading("Table 2 – Background Challenge accuracy (%)")
+    rows = [["Ours (this run)", label, *[mean_std(table[label].get(c, [])) for c in TABLE2_COLUMNS]]
+            for label in _model_order(table)]
+    for prow in paper["rows"]:
+        rows.append([f"{prow['type']} (paper)", prow["model"],
+                     *["–" if v is None else f"{v:.1f}" for v in prow["values"]]])
+    doc.table(["Type", "Model", *TABLE2_HEADER], rows)
+    gaps = {label: np.mean(table[label]["bg_gap"]) for label in table if table[label].get("bg_gap")}
+    if "Base (IN9)" in gaps and "Base (MR)" in gaps:
+        doc.para(f"BG-GAP of Base (IN9) here: {gaps['Base (IN9)']:.1f} points; of Base (MR): {gaps['Base (MR)']:.1f} "
+                 "points. A positive gap means the model gains accuracy from a background of the right class.")
+
+
+def _all_variants(doc: Document, table, variants: list[str]) -> None:
+    doc.heading("Accuracy on every variant (%)")
+    doc.table(["Model", *variants], [[label, *[mean_std(table[label].get(v, [])) for v in variants]]
+                                     for label in _model_order(table)])
+
+
+def _scatter(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    col = paper["columns"]
+    for prow in paper["rows"]:
+        same, rand = prow["values"][col.index("mixed_same")], prow["values"][col.index("mixed_rand")]
+        if same is not None and rand is not None:
+            ax.scatter(same, rand, marker="x", color="grey")
+            ax.annotate(prow["model"], (same, rand), fontsize=6, color="grey")
+    for label in _model_order(table):
+        same, rand = table[label].get("mixed_same"), table[label].get("mixed_rand")
+        if same and rand:
+            ax.errorbar(np.mean(same), np.mean(rand), xerr=np.std(same), yerr=np.std(rand), fmt="o", capsize=3,
+                        label=f"{label} (ours)")
+    lo = min([*ax.get_xlim(), *ax.get_ylim()])
+    ax.plot([lo, 100], [lo, 100], "--", color="black", linewidth=0.8, label="identity (no background bias)")
+    ax.set_xlabel("MIXED-SAME accuracy (%)")
+    ax.set_ylabel("MIXED-RAND accuracy (%)")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("Fig. 5: MIXED-SAME vs MIXED-RAND (grey x: paper)")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
+    plt.close(fig)
+    doc.heading("Fig. 5 – MIXED-SAME vs MIXED-RAND")
+    doc.image(path.name, "Models nearer the identity line have less background bias; grey crosses are the paper's "
+                         "models (real IN-9), dots ours (mean ± std over seeds).")
+
+
+def _variant_grid(doc: Document, stores: dict[str, Path], n_images: int, path: Path) -> None:
+    columns = []
+    for variant, store in stores.items():
+        images = zarr.open_group(str(store), mode="r")["val/images"]
+        idx = np.linspace(0, images.shape[0] - 1, n_images).astype(int)
+        columns.append(images.get_orthogonal_selection((idx,)))
+    fig, axes = plt.subplots(n_images, len(columns), figsize=(1.3 * len(columns), 1.3 * n_images + 0.4),
+                             squeeze=False)
+    for j, (variant, images) in enumerate(zip(stores, columns)):
+        for i in range(n_images):
+            axes[i][j].imshow(images[i], interpolation="nearest")
+            axes[i][j].axis("off")
+        axes[0][j].set_title(variant, fontsize=7)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    doc.heading("Every variant of the same validation images")
+    doc.image(path.name, "Rows: validation images; columns: the dataset variants built by the workflow.")
+
+
+def _segmentation(doc: Document, quality_file: Path, path: Path) -> None:
+    records = read_rows([quality_file])
+    done = [r for r in records if "skipped" not in r]
+    doc.heading("Segmentation quality")
+    if not done:
+        doc.para("No image was segmented.")
+        return
+    area = np.array([r["area_fraction"] for r in done])
+    ious = np.array([r["iou"] for r in done if "iou" in r])
+    count = lambda key: ", ".join(f"{k}: {v}" for k, v in sorted(_counts(done, key).items()))  # noqa: E731
+    summary = [["images segmented", str(len(done))], ["images skipped", str(len(records) - len(done))],
+               ["mask area fraction (median, 5%–95%)",
+                f"{np.median(area):.3f} ({np.percentile(area, 5):.3f}–{np.percentile(area, 95):.3f})"],
+               ["mask status", count("mask_status")], ["box source", count("box_source")],
+               ["ONLY_BG_T status", count("bg_t_status")]]
+    if ious.size:
+        summary += [["IoU vs true masks (mean / median)", f"{ious.mean():.3f} / {np.median(ious):.3f}"],
+                    ["images with IoU < 0.5", f"{(ious < 0.5).sum()} of {ious.size}"]]
+    else:
+        summary.append(["IoU vs true masks", "no true masks in this source"])
+    doc.table(["Quantity", "Value"], summary)
+    fig, axes = plt.subplots(1, 2 if ious.size else 1, figsize=(8 if ious.size else 4, 3), squeeze=False)
+    axes[0][0].hist(area, bins=30, color="tab:blue")
+    axes[0][0].set_xlabel("foreground mask area fraction")
+    if ious.size:
+        axes[0][1].hist(ious, bins=30, color="tab:green")
+        axes[0][1].set_xlabel("IoU with the true mask")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    doc.image(path.name, "Distribution of mask area fraction (and IoU against true masks where the source has them).")
+
+
+def _counts(records: list[dict[str, Any]], key: str) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for r in records:
+        out[str(r.get(key))] += 1
+    return out
+
+
+def _manifests(doc: Document, manifest_files: list[Path]) -> None:
+    doc.heading("Datasets: images in = images out + skipped")
+    rows, skipped = [], {}
+    for path in manifest_files:
+        variant = Path(path).name.removesuffix(".manifest.json")
+        manifest = json.loads(Path(path).read_text())
+        for split, m in sorted(manifest.items()):
+            rows.append([variant, split, str(m["inputs"]), str(m["outputs"]), str(len(m["skipped"]))])
+            for item in m["skipped"]:
+                skipped.setdefault(item["id"], item["reason"])
+    doc.table(["Variant", "Split", "Inputs", "Outputs", "Skipped"], rows)
+    if skipped:
+        doc.para(f"{len(skipped)} item(s) skipped; the first ones (see the *.manifest.json files for all):")
+        doc.table(["Item", "Reason"], [[k, v] for k, v in list(skipped.items())[:20]])
+
+
+def _training(doc: Document, rows: list[dict[str, Any]]) -> None:
+    final: dict[tuple[str, str], list[float]] = defaultdict(list)
+    last_epoch: dict[tuple[str, int], int] = {}
+    for r in rows:
+        if r.get("kind") == "train":
+            key = (r["experiment"], r["seed"])
+            last_epoch[key] = max(last_epoch.get(key, -1), r["epoch"])
+    for r in rows:
+        if r.get("kind") == "train" and r["epoch"] == last_epoch[(r["experiment"], r["seed"])]:
+            final[(r["experiment"], r["metric"])].append(r["value"])
+    if not final:
+        return
+    metrics = sorted({m for _, m in final})
+    experiments = sorted({e for e, _ in final})
+    doc.heading("Training (last epoch, mean over seeds)")
+    doc.table(["Experiment", *metrics],
+              [[e, *[f"{np.mean(final[(e, m)]):.4g}" if final.get((e, m)) else "–" for m in metrics]]
+               for e in experiments])

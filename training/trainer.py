@@ -1,0 +1,143 @@
+"""Training loop: seeds, device choice, per-epoch checkpoints, resume after a kill, metrics.
+
+A run directory holds `checkpoint.pt` (rewritten atomically after every epoch: networks,
+optimisers, schedulers, the metric rows so far, next epoch) and, once finished, `model.pt`
+and `train_metrics.jsonl` (one tidy row per epoch and metric). The checkpoint is not a
+declared workflow output, so Snakemake keeps it when it cleans up a failed job. Re-running a killed run resumes from the
+last completed epoch and ends with the same weights as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from pipeline.seeding import name_seed
+from pipeline.store import atomic_path
+
+from .data import ZarrBatches
+from .methods import Method, get_method
+
+
+def pick_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def experiment_training_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:
+    return deep_merge(config["training"], config["experiments"][experiment].get("training", {}))
+
+
+def build_method(config: dict[str, Any], experiment: str, seed: int, num_classes: int,
+                 device: torch.device) -> Method:
+    exp = config["experiments"][experiment]
+    torch.manual_seed(name_seed("init", experiment, seed))  # weight init depends on names only
+    method = get_method(exp["method"])(num_classes, experiment_training_config(config, experiment),
+                                       exp.get("method_args", {}))
+    if device.type == "cuda" and method.cfg.get("amp", True):
+        method.autocast_dtype = torch.bfloat16
+    return method.to(device)
+
+
+def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[torch.optim.lr_scheduler.LRScheduler]:
+    sched = cfg["schedule"]
+    out = []
+    for opt in method.optimizers():
+        if sched["name"] == "step":
+            out.append(torch.optim.lr_scheduler.MultiStepLR(opt, sched.get("milestones", []), sched.get("gamma", 0.1)))
+        elif sched["name"] == "cosine":
+            out.append(torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs))
+        else:
+            out.append(torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1.0))
+    return out
+
+
+def train(config: dict[str, Any], experiment: str, seed: int, train_store: Path, run_dir: Path,
+          stop_after_epochs: int | None = None) -> Path:
+    """Train `experiment` with `seed` on `train_store`; returns the path of `model.pt`.
+
+    `stop_after_epochs` ends the process early (as a kill would) - used by the resume test.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    device = pick_device()
+    cfg = experiment_training_config(config, experiment)
+    exp = config["experiments"][experiment]
+    loader_cfg = cfg.get("loader", {})
+    method_cls = get_method(exp["method"])
+    batches = ZarrBatches(train_store, "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
+                          drop_last=True, window_chunks=loader_cfg.get("shuffle_window_chunks", 8),
+                          in_memory_max_gb=loader_cfg.get("in_memory_max_gb", 4.0),
+                          prefetch=loader_cfg.get("prefetch_batches", 2),
+                          fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
+                          pin_memory=device.type == "cuda")
+    method = build_method(config, experiment, seed, len(batches.classes), device)
+    schedulers = make_schedulers(method, cfg, cfg["epochs"])
+    ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "train_metrics.jsonl"
+    start_epoch, history = _resume(ckpt_path, method, schedulers)
+    tags = {"experiment": experiment, "method": exp["method"], "seed": seed}
+    for epoch in range(start_epoch, cfg["epochs"]):
+        if stop_after_epochs is not None and epoch >= stop_after_epochs:
+            return run_dir / "model.pt"
+        method.train()
+        method.generator.manual_seed(name_seed("augment", experiment, seed, epoch))
+        sums: dict[str, float] = {}
+        steps, t0 = 0, time.perf_counter()
+        for batch in tqdm(batches.epoch(epoch), total=len(batches), desc=f"{experiment} s{seed} e{epoch}",
+                          leave=False, mininterval=5, disable=None):
+            stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + value
+            steps += 1
+        for sched in schedulers:
+            sched.step()
+        elapsed = time.perf_counter() - t0
+        row_stats = {**{k: v / max(steps, 1) for k, v in sums.items()}, "epoch_seconds": elapsed,
+                     "images_per_second": steps * cfg["batch_size"] / max(elapsed, 1e-9),
+                     "lr": method.optimizers()[0].param_groups[0]["lr"]}
+        if any(not math.isfinite(v) for v in row_stats.values()):
+            raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} at epoch {epoch}")
+        history += [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
+        print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items()),
+              flush=True)
+        _save_checkpoint(ckpt_path, method, schedulers, epoch + 1, history)
+    with atomic_path(metrics_path) as tmp:
+        tmp.write_text("".join(json.dumps(row) + "\n" for row in history))
+    model_path = run_dir / "model.pt"
+    with atomic_path(model_path) as tmp:
+        torch.save({"state_dict": method.state_dict(), "experiment": experiment, "seed": seed,
+                    "method": exp["method"], "classes": batches.classes}, tmp)
+    return model_path
+
+
+def _save_checkpoint(path: Path, method: Method, schedulers, next_epoch: int, history: list[dict]) -> None:
+    with atomic_path(path) as tmp:
+        torch.save({"method": method.state_dict(), "optimizers": [o.state_dict() for o in method.optimizers()],
+                    "schedulers": [s.state_dict() for s in schedulers], "next_epoch": next_epoch,
+                    "history": history}, tmp)
+
+
+def _resume(ckpt_path: Path, method: Method, schedulers) -> tuple[int, list[dict]]:
+    """(next epoch, metric rows so far) from the last checkpoint, or (0, []) without one."""
+    if not ckpt_path.exists():
+        return 0, []
+    state = torch.load(ckpt_path, map_location=next(method.parameters()).device, weights_only=False)
+    method.load_state_dict(state["method"])
+    for opt, opt_state in zip(method.optimizers(), state["optimizers"]):
+        opt.load_state_dict(opt_state)
+    for sched, sched_state in zip(schedulers, state["schedulers"]):
+        sched.load_state_dict(sched_state)
+    print(f"resumed from {ckpt_path} at epoch {state['next_epoch']}", flush=True)
+    return state["next_epoch"], state["history"]

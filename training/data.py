@@ -130,7 +130,8 @@ class Augmenter:
         b = x.shape[0]
         area = torch.empty(b).uniform_(*self.crop_scale, generator=generator)
         log_r = torch.empty(b).uniform_(math.log(self.ratio[0]), math.log(self.ratio[1]), generator=generator)
-        r = torch.exp(log_r)
+        # No crop requested means no aspect jitter either (it would crop one side).
+        r = torch.exp(log_r) if tuple(self.crop_scale) != (1.0, 1.0) else torch.ones(b)
         sx, sy = torch.sqrt(area * r).clamp(max=1.0), torch.sqrt(area / r).clamp(max=1.0)
         cx = (torch.rand(b, generator=generator) * 2 - 1) * (1 - sx)
         cy = (torch.rand(b, generator=generator) * 2 - 1) * (1 - sy)

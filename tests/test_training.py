@@ -1,0 +1,112 @@
+"""Trainer: resume after a kill ends with the same weights; every method runs an update;
+evaluation maps 1000-class predictions to IN-9 correctly; the report computes BG-GAP."""
+
+import copy
+import json
+
+import pytest
+import torch
+
+from pipeline.datasets import get_family
+from training.evaluation import IN9_SUBCLASS_COUNTS, evaluate_run, in1k_to_in9, mapping_tensor
+from training.methods import METHODS
+from training.reporting.report import accuracy_table
+from training.trainer import train
+
+from .conftest import needs_shared
+
+
+@pytest.fixture(scope="module")
+def tiny_store(tmp_path_factory):
+    import yaml
+    from .conftest import ROOT
+
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]["in9"]
+    cfg.update(image_size=32, chunk_images=4, shard_images=8)
+    cfg["source"]["synthetic"].update(image_size=32, train_per_class=2, val_per_class=2)
+    root = tmp_path_factory.mktemp("data")
+    fam = get_family("in9")
+    fam.run_step("source", cfg, 0, root / "src", [], 1, None)
+    fam.run_step("segment", cfg, 0, root / "seg.zarr", [root / "src"], 1, None)
+    fam.run_step("variant", cfg, 0, root / "original.zarr", [root / "seg.zarr", root / "segmented.manifest.json"], 1,
+                 "original")
+    return root / "original.zarr"
+
+
+@pytest.fixture
+def train_config(default_config):
+    cfg = copy.deepcopy(default_config)
+    cfg["training"].update(epochs=2, batch_size=6)
+    cfg["training"]["schedule"] = {"name": "step", "milestones": [1], "gamma": 0.5}
+    return cfg
+
+
+def test_resume_after_kill_gives_identical_weights(tmp_path, tiny_store, train_config):
+    straight = train(train_config, "base_in9", 0, tiny_store, tmp_path / "a")
+    train(train_config, "base_in9", 0, tiny_store, tmp_path / "b", stop_after_epochs=1)  # "killed" after epoch 0
+    assert (tmp_path / "b" / "checkpoint.pt").exists() and not (tmp_path / "b" / "model.pt").exists()
+    resumed = train(train_config, "base_in9", 0, tiny_store, tmp_path / "b")
+    a, b = torch.load(straight)["state_dict"], torch.load(resumed)["state_dict"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    rows_a = (tmp_path / "a" / "train_metrics.jsonl").read_text().splitlines()
+    rows_b = (tmp_path / "b" / "train_metrics.jsonl").read_text().splitlines()
+    drop_time = lambda rows: [r for r in map(json.loads, rows) if r["metric"] not in ("epoch_seconds", "images_per_second")]  # noqa: E731
+    assert drop_time(rows_a) == drop_time(rows_b)
+    assert {json.loads(r)["epoch"] for r in rows_b} == {0, 1}
+
+
+def test_different_seeds_give_different_models(tmp_path, tiny_store, train_config):
+    train_config["training"]["epochs"] = 1
+    a = torch.load(train(train_config, "base_in9", 0, tiny_store, tmp_path / "a"))["state_dict"]
+    b = torch.load(train(train_config, "base_in9", 1, tiny_store, tmp_path / "b"))["state_dict"]
+    assert not torch.equal(a["network.head.weight"], b["network.head.weight"])
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_runs_one_update_that_changes_weights(name, tiny_store, train_config):
+    from training.data import ZarrBatches
+
+    method = METHODS[name](9, train_config["training"], {})
+    loader = ZarrBatches(tiny_store, "train", 6, shuffle=True, fields=("images", "labels", "bias_labels",
+                                                                         *method.extra_fields))
+    batch = next(iter(loader.epoch(0)))
+    before = copy.deepcopy(method.network.head.weight.detach())
+    stats = method.update(batch)
+    assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
+    assert not torch.equal(before, method.network.head.weight)
+
+
+def test_evaluation_rows(tmp_path, tiny_store, train_config):
+    model = train(train_config, "base_in9", 0, tiny_store, tmp_path / "run")
+    rows = evaluate_run(model, train_config, {"original": tiny_store})
+    assert len(rows) == 1 and rows[0]["metric"] == "accuracy" and rows[0]["n"] == 18
+    assert rows[0]["label"] == "Base (IN9)" and 0 <= rows[0]["value"] <= 100
+
+
+def test_in1k_to_in9_mapping_of_hand_made_logits():
+    table = torch.full((1000,), -1)
+    table[151], table[10], table[999] = 0, 1, 8
+    logits = torch.zeros(4, 1000)
+    logits[0, 151] = logits[1, 10] = logits[2, 999] = logits[3, 5] = 1.0  # last: unmapped class
+    assert in1k_to_in9(logits, table).tolist() == [0, 1, 8, -1]
+    labels = torch.tensor([0, 1, 7, 0])
+    assert (in1k_to_in9(logits, table) == labels).tolist() == [True, True, False, False]  # -1 is never right
+
+
+def test_real_mapping_is_verified(tmp_path):
+    table = mapping_tensor(needs_shared("data/in_to_in9.json"))
+    assert tuple(int((table == k).sum()) for k in range(9)) == IN9_SUBCLASS_COUNTS
+    assert int((table >= 0).sum()) == 370
+    bad = {str(i): (0 if i < 500 else -1) for i in range(1000)}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="expected"):
+        mapping_tensor(tmp_path / "bad.json")
+
+
+def test_bg_gap_is_mixed_same_minus_mixed_rand_per_seed():
+    rows = [{"kind": "eval", "metric": "accuracy", "label": "M", "seed": s, "variant": v, "value": val}
+            for s, same, rand in ((0, 90.0, 70.0), (1, 80.0, 70.0))
+            for v, val in (("mixed_same", same), ("mixed_rand", rand))]
+    table = accuracy_table(rows)
+    assert table["M"]["bg_gap"] == [20.0, 10.0]
+    assert table["M"]["mixed_same"] == [90.0, 80.0]

@@ -15,8 +15,8 @@ from .conftest import ROOT
 
 def test_shipped_configs_are_valid(default_config):
     validate_config(default_config)
-    merged = deep_merge(default_config, yaml.safe_load((ROOT / "config" / "imagenet9.yaml").read_text()))
-    validate_config(merged)
+    for name in ("imagenet9.yaml", "photos-dev.yaml"):
+        validate_config(deep_merge(default_config, yaml.safe_load((ROOT / "config" / name).read_text())))
 
 
 @pytest.mark.parametrize("path, value, key", [

@@ -8,7 +8,6 @@ records how it was obtained (`mask_status`) so the quality report can show it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import numpy as np
 
 from .annotations import Box
 from .errors import PipelineError
+from .store import file_digest
 
 U2NETP_MD5 = "8e83ca70e441ab06c318d82300c84806"
 
@@ -94,7 +94,7 @@ class U2NetSegmenter:
                 "Nothing is downloaded at run time."
             )
         name = path.stem
-        if name == "u2netp" and _md5(path) != U2NETP_MD5:
+        if name == "u2netp" and file_digest(path, "md5") != U2NETP_MD5:
             raise PipelineError(f"{path} does not have the md5 of u2netp.onnx ({U2NETP_MD5}); replace it with an intact copy")
         os.environ["U2NET_HOME"] = str(path.parent)
         from rembg import new_session  # imported late: rembg is an optional dependency
@@ -109,14 +109,6 @@ class U2NetSegmenter:
         mask = (np.asarray(prob, np.float32) / 255.0 >= self.threshold).astype(np.uint8)
         height, width = image.shape[:2]
         return _checked(mask, boxes_mask(boxes, height, width).astype(bool))
-
-
-def _md5(path: Path) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def make_segmenter(cfg: dict[str, Any]):

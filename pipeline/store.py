@@ -77,5 +77,14 @@ def code_version() -> str:
         return pipeline.__version__
 
 
+def file_digest(path: Path, algorithm: str) -> str:
+    """Hex digest of a file (md5/sha256), read in 1 MiB blocks."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def config_hash(cfg: Any) -> str:
     return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -110,3 +110,28 @@ def test_bg_gap_is_mixed_same_minus_mixed_rand_per_seed():
     table = accuracy_table(rows)
     assert table["M"]["bg_gap"] == [20.0, 10.0]
     assert table["M"]["mixed_same"] == [90.0, 80.0]
+
+
+def test_base_in_scores_a_1000_class_model_through_the_mapping(tmp_path, tiny_store, train_config):
+    import torchvision
+
+    from training.evaluation import evaluate_imagenet_model
+
+    mapping = needs_shared("data/in_to_in9.json")
+    torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "r18.pth")
+    train_config["evaluation"]["imagenet_model"] = {"arch": "resnet18", "weights": str(tmp_path / "r18.pth"),
+                                                    "mapping": str(mapping)}
+    rows = evaluate_imagenet_model(train_config, {"original": tiny_store})
+    assert rows[0]["label"] == "Base (IN)" and rows[0]["n"] == 18 and 0 <= rows[0]["value"] <= 100
+
+
+def test_missing_or_altered_weights_are_clear_errors(tmp_path):
+    from training.models import Classifier, WeightsError
+
+    with pytest.raises(WeightsError, match="not found at .*nope.pth.*nothing is downloaded"):
+        Classifier("resnet18", 9, str(tmp_path / "nope.pth"))
+    torch.save({"x": torch.zeros(1)}, tmp_path / "w.pth")
+    with pytest.raises(WeightsError, match="sha256"):
+        Classifier("resnet18", 9, str(tmp_path / "w.pth"), "0" * 64)
+    with pytest.raises(WeightsError, match="does not fit"):
+        Classifier("resnet18", 9, str(tmp_path / "w.pth"))

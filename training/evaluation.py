@@ -33,12 +33,17 @@ def predict_store(predict: Callable[[torch.Tensor], torch.Tensor], store: Path, 
 
 def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[str, Path], split: str,
                   batch_size: int, augmenter: Augmenter, device: torch.device, tags: dict[str, Any]) -> list[dict]:
-    """One tidy row per variant: accuracy (%) and the number of images."""
-    rows = []
+    """One tidy row per variant: accuracy (%) and the number of images; plus the BG-GAP
+    row, acc(MIXED_SAME) - acc(MIXED_RAND), when both variants are evaluated."""
+    rows, acc = [], {}
     for variant, store in stores.items():
         pred, label = predict_store(predict, store, split, batch_size, augmenter, device)
+        acc[variant] = float(100.0 * (pred == label).mean())
         rows.append({"kind": "eval", **tags, "variant": variant, "split": split, "metric": "accuracy",
-                     "value": float(100.0 * (pred == label).mean()), "n": int(label.size)})
+                     "value": acc[variant], "n": int(label.size)})
+    if "mixed_same" in acc and "mixed_rand" in acc:
+        rows.append({"kind": "eval", **tags, "variant": "mixed_same-mixed_rand", "split": split, "metric": "bg_gap",
+                     "value": acc["mixed_same"] - acc["mixed_rand"], "n": None})
     return rows
 
 

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torchvision
 
+from pipeline.store import file_digest
+
 
 class WeightsError(RuntimeError):
     pass
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_state_dict(path: str | Path, sha256: str | None) -> dict[str, torch.Tensor]:
@@ -31,7 +24,7 @@ def load_state_dict(path: str | Path, sha256: str | None) -> dict[str, torch.Ten
             "(e.g. resnet50-11ad3fa6.pth for IMAGENET1K_V2) or set the path to null for random init; "
             "nothing is downloaded at run time."
         )
-    if sha256 and (actual := sha256_of(path)) != sha256:
+    if sha256 and (actual := file_digest(path, "sha256")) != sha256:
         raise WeightsError(f"{path} has sha256 {actual}, expected {sha256}; replace the file with an intact copy")
     state = torch.load(path, map_location="cpu", weights_only=True)
     return state.get("state_dict", state) if isinstance(state, dict) else state

@@ -105,7 +105,7 @@ def render_shape(label: int, size: int, rng: np.random.Generator) -> np.ndarray:
     """A binary (size, size) mask of class `label`'s shape at random scale, place and angle."""
     r = rng.uniform(0.22, 0.32) * size  # "radius" of the shape's bounding circle
     cx, cy = rng.uniform(r + 1, size - r - 1, 2)
-    angle = rng.uniform(0, 2 * math.pi)
+    angle = rng.uniform(-math.pi / 6, math.pi / 6)  # mostly upright, as objects in photographs
     name = SHAPES[label]
     mask = np.zeros((size, size), np.uint8)
     if name in ("disk", "ring", "crescent"):

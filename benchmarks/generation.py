@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=10)
     args = parser.parse_args()
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]["in9"]
-    cfg.update(image_size=args.size, shard_images=8, chunk_images=8)
+    cfg.update(image_size=args.size, block_images=8, chunk_images=8)
     cfg["segmentation"]["iterations"] = args.iterations
     cfg["source"] = {"kind": "in9_folder", "in9_folder": {"root": str(args.photos)}}
     items = list_source_items(cfg["source"], cfg["classes"])

@@ -18,7 +18,9 @@ def run_blocks(fn: Callable[..., Any], blocks: Sequence[tuple], workers: int, la
     scheduler = "synchronous" if workers <= 1 else "processes"
     print(f"{label}: {len(tasks)} blocks on {workers} worker(s)", flush=True)
     with ProgressBar(minimum=1.0, dt=1.0):
-        return list(dask.compute(*tasks, scheduler=scheduler, num_workers=max(1, workers)))
+        # chunksize=1: a block is seconds of work, and dask's default batches 6 blocks per
+        # submission, which leaves workers idle when there are few blocks.
+        return list(dask.compute(*tasks, scheduler=scheduler, num_workers=max(1, workers), chunksize=1))
 
 
 def worker_setup() -> None:

@@ -26,7 +26,7 @@ from .parallel import run_blocks, worker_setup
 from .seeding import name_seed
 from .segmentation import boxes_mask, fallback_box, make_segmenter
 from .sources import SourceItem
-from .store import atomic_path, code_version, config_hash, create_array, shard_rows_of, write_json
+from .store import atomic_path, code_version, config_hash, create_array, write_json
 
 ROW_ARRAYS = ("images", "masks", "box_masks", "bg_t", "labels", "ok")
 
@@ -37,7 +37,7 @@ def run_segment_stage(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int
     n = len(items)
     with atomic_path(out_store) as tmp:
         group = zarr.open_group(tmp, mode="w")
-        shard = int(ds_cfg["shard_images"])
+        shard = int(ds_cfg["block_images"])
         # One image per chunk: MIXED_* read other images' backgrounds at random rows, and
         # sharding keeps that to one small read per image instead of a whole chunk.
         for name, shape, dtype in (("images", (n, size, size, 3), np.uint8), ("bg_t", (n, size, size, 3), np.uint8),
@@ -48,7 +48,7 @@ def run_segment_stage(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int
             create_array(group, name, (n,), str, chunk_rows=max(n, 1), shard_rows=max(n, 1))[:] = np.array(values, dtype=str)
         group.attrs.update({"classes": list(ds_cfg["classes"]), "image_size": size,
                             "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed, "code_version": code_version()}})
-        rows = shard_rows_of(group["images"])
+        rows = shard  # one block of work per shard file
         blocks = [(str(tmp), items[start:start + rows], start, ds_cfg, seed) for start in range(0, n, rows)]
         records = [rec for block in run_blocks(_segment_block, blocks, workers, "segment") for rec in block]
     with atomic_path(quality_path) as tmp_q:

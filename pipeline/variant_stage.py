@@ -23,7 +23,7 @@ from . import variants
 from .errors import SkipItem
 from .parallel import run_blocks, worker_setup
 from .seeding import name_rng
-from .store import atomic_path, code_version, config_hash, create_array, write_json
+from .store import atomic_path, code_version, config_hash, create_array, rows_per_block, write_json
 
 
 def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg: dict[str, Any], seed: int,
@@ -48,16 +48,16 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
                                "skipped": upstream[split]["skipped"] + skipped}
             sub = group.create_group(split)
             n = len(kept)
-            chunk, shard = int(ds_cfg["chunk_images"]), int(ds_cfg["shard_images"])
-            create_array(sub, "images", (n, size, size, 3), np.uint8, chunk, shard)
+            chunk = int(ds_cfg["chunk_images"])
+            create_array(sub, "images", (n, size, size, 3), np.uint8, chunk)
             if variant in variants.WITH_FOREGROUND:
-                create_array(sub, "masks", (n, size, size), np.uint8, chunk, shard)
+                create_array(sub, "masks", (n, size, size), np.uint8, chunk)
             create_array(sub, "labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = labels[kept]
             create_array(sub, "bias_labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = bias
             create_array(sub, "ids", (n,), str, max(n, 1), max(n, 1))[:] = ids[kept]
-            rows_per_block = (sub["images"].shards or sub["images"].chunks)[0]
-            for start in range(0, n, rows_per_block):
-                stop = min(n, start + rows_per_block)
+            block = rows_per_block(sub["images"].chunks[0], int(ds_cfg["block_images"]))
+            for start in range(0, n, block):
+                stop = min(n, start + block)
                 blocks.append((str(seg_store), str(tmp), split, variant, start, kept[start:stop], partners[start:stop]))
         run_blocks(_compose_block, blocks, workers, f"variant {variant}")
     write_json(manifest_path, manifest)
@@ -85,8 +85,7 @@ def _compose_block(seg_store: str, out_store: str, split: str, variant: str, sta
                    partners: np.ndarray) -> None:
     worker_setup()
     seg = zarr.open_group(seg_store, mode="r")
-    image = seg["images"].get_orthogonal_selection((rows,))
-    fg = seg["masks"].get_orthogonal_selection((rows,))
+    image, fg = _rows(seg["images"], rows), _rows(seg["masks"], rows)
     if variant == "original":
         out = image
     elif variant == "only_fg":
@@ -94,15 +93,22 @@ def _compose_block(seg_store: str, out_store: str, split: str, variant: str, sta
     elif variant == "no_fg":
         out = variants.no_fg(image, fg)
     elif variant == "only_bg_b":
-        out = variants.only_bg_b(image, seg["box_masks"].get_orthogonal_selection((rows,)))
+        out = variants.only_bg_b(image, _rows(seg["box_masks"], rows))
     elif variant == "only_bg_t":
-        out = seg["bg_t"].get_orthogonal_selection((rows,))
+        out = _rows(seg["bg_t"], rows)
     else:
         unique, inverse = np.unique(partners, return_inverse=True)
-        background = seg["bg_t"].get_orthogonal_selection((unique,))[inverse]
+        # partners are scattered: one read per row (the intermediate store has 1-image chunks)
+        background = np.stack([seg["bg_t"][int(r)] for r in unique])[inverse]
         out = variants.composite(background, image, fg)
     group = zarr.open_group(out_store, mode="r+")[split]
     stop = start + len(rows)
     group["images"][start:stop] = out
     if "masks" in group:
         group["masks"][start:stop] = fg
+
+
+def _rows(array: zarr.Array, rows: np.ndarray) -> np.ndarray:
+    """array[rows] for sorted rows, read as one contiguous slice (zarr's fancy indexing is slow)."""
+    lo = int(rows[0])
+    return array[lo:int(rows[-1]) + 1][rows - lo]

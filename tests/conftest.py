@@ -31,7 +31,7 @@ def default_config() -> dict:
 def tiny_ds_cfg(default_config) -> dict:
     """The default IN-9 dataset section shrunk to a few 32-px images per class."""
     cfg = copy.deepcopy(default_config["datasets"]["in9"])
-    cfg.update(image_size=32, chunk_images=4, shard_images=8)
+    cfg.update(image_size=32, chunk_images=4, block_images=8)
     cfg["source"]["synthetic"].update(image_size=32, train_per_class=3, val_per_class=2)
     cfg["segmentation"]["iterations"] = 3
     return cfg

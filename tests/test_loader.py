@@ -25,7 +25,7 @@ def store(tmp_path):
 @pytest.mark.parametrize("in_memory_max_gb", [4.0, 0.0])
 def test_each_epoch_is_a_seeded_permutation(store, in_memory_max_gb):
     loader = ZarrBatches(store, "train", 7, shuffle=True, seed=3, name="t", in_memory_max_gb=in_memory_max_gb,
-                         window_chunks=2)
+                         read_chunks=1, window_reads=2)
     def rows(epoch):
         out = []
         for b in loader.epoch(epoch):
@@ -40,9 +40,9 @@ def test_each_epoch_is_a_seeded_permutation(store, in_memory_max_gb):
 
 
 def test_streaming_reads_whole_chunks(store):
-    loader = ZarrBatches(store, "train", 8, shuffle=True, seed=0, in_memory_max_gb=0.0, window_chunks=1, prefetch=0)
+    loader = ZarrBatches(store, "train", 8, shuffle=True, seed=0, in_memory_max_gb=0.0, read_chunks=1, window_reads=1, prefetch=0)
     for batch in loader.epoch(0):
-        # with a one-chunk window every full batch comes from a single chunk of 8 rows
+        # with a one-chunk window (8-row chunks) a batch spans at most 2 units
         if len(batch["index"]) == 8:
             assert len(set((batch["index"] // 8).tolist())) <= 2
 

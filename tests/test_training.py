@@ -22,7 +22,7 @@ def tiny_store(tmp_path_factory):
     from .conftest import ROOT
 
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]["in9"]
-    cfg.update(image_size=32, chunk_images=4, shard_images=8)
+    cfg.update(image_size=32, chunk_images=4, block_images=8)
     cfg["source"]["synthetic"].update(image_size=32, train_per_class=2, val_per_class=2)
     root = tmp_path_factory.mktemp("data")
     fam = get_family("in9")

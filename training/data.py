@@ -1,9 +1,10 @@
 """Fast batches from the workbench's zarr variant stores, and batched augmentation on device.
 
-`ZarrBatches` reads a split chunk by chunk. When the split fits in `in_memory_max_gb` it is
-read once and shuffled globally each epoch; otherwise each epoch visits the chunks in a
-random order and shuffles samples within windows of `window_chunks` chunks, so every read
-is a whole chunk (zarr decompresses per chunk). A background thread reads ahead. The
+`ZarrBatches` reads a split in runs of `read_chunks` whole consecutive chunks. When the split
+fits in `in_memory_max_gb` it is read once and shuffled globally each epoch; otherwise each
+epoch visits the runs in a random order and shuffles samples within windows of
+`window_reads` runs (the usual shard-shuffle of streaming loaders). Zarr decompresses whole
+chunks and reads long contiguous runs fastest; its reads of scattered rows cost ~100x more. A background thread reads ahead. The
 order of epoch e is a function of (name, seed, e) only, so a resumed run sees the same
 batches as an uninterrupted one.
 """
@@ -28,7 +29,8 @@ FIELDS = ("images", "labels", "bias_labels", "masks")
 
 class ZarrBatches:
     def __init__(self, store: Path | str, split: str, batch_size: int, *, shuffle: bool, seed: int = 0,
-                 name: str = "", drop_last: bool = False, window_chunks: int = 8, in_memory_max_gb: float = 4.0,
+                 name: str = "", drop_last: bool = False, read_chunks: int = 8, window_reads: int = 2,
+                 in_memory_max_gb: float = 4.0,
                  prefetch: int = 2, fields: tuple[str, ...] = ("images", "labels", "bias_labels"),
                  pin_memory: bool = False):
         group = zarr.open_group(str(store), mode="r")
@@ -38,12 +40,20 @@ class ZarrBatches:
         self.fields = tuple(f for f in fields if f in self.group)
         self.n = self.group["labels"].shape[0]
         self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
-        self.seed, self.name, self.window_chunks, self.prefetch = seed, name, window_chunks, prefetch
+        self.seed, self.name, self.window_reads, self.prefetch = seed, name, window_reads, prefetch
         self.pin_memory = pin_memory
-        self.chunk = self.group["images"].chunks[0]
+        images = self.group["images"]
+        # One read = `read_chunks` consecutive chunks (shards for sharded arrays) in one call:
+        # zarr reads long contiguous runs fastest.
+        self.unit = (images.shards or images.chunks)[0] * read_chunks
         self.classes = list(group.attrs["classes"])
-        nbytes = sum(self.group[f].nbytes for f in self.fields)
-        self._cache = {f: self.group[f][:] for f in self.fields} if nbytes <= in_memory_max_gb * 2**30 else None
+        # 1-D fields (labels) are tiny: always in memory. Image-like fields are cached if they fit.
+        self._small = {f: self.group[f][:] for f in self.fields if self.group[f].ndim == 1}
+        self._large = tuple(f for f in self.fields if f not in self._small)
+        nbytes = sum(self.group[f].nbytes for f in self._large)
+        self._cache = None
+        if nbytes <= in_memory_max_gb * 2**30:
+            self._cache = {**self._small, **{f: self.group[f][:] for f in self._large}}
 
     def __len__(self) -> int:
         return self.n // self.batch_size if self.drop_last else math.ceil(self.n / self.batch_size)
@@ -73,35 +83,56 @@ class ZarrBatches:
 
     def _batches(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
         rng = np.random.default_rng(name_seed("loader", self.name, self.seed, epoch))
-        pending: list[dict[str, np.ndarray]] = []
-        count = 0
-        for window in self._windows(rng):
-            pending.append(window)
-            count += len(window["index"])
-            while count >= self.batch_size:
-                merged = {k: np.concatenate([w[k] for w in pending]) for k in pending[0]}
-                yield self._to_torch({k: v[: self.batch_size] for k, v in merged.items()})
-                pending = [{k: v[self.batch_size:] for k, v in merged.items()}]
-                count -= self.batch_size
-        if count and not self.drop_last:
-            yield self._to_torch({k: np.concatenate([w[k] for w in pending]) for k in pending[0]})
-
-    def _windows(self, rng: np.random.Generator) -> Iterator[dict[str, np.ndarray]]:
         if self._cache is not None:
             order = rng.permutation(self.n) if self.shuffle else np.arange(self.n)
-            for start in range(0, self.n, self.chunk * self.window_chunks):
-                rows = order[start:start + self.chunk * self.window_chunks]
-                yield {"index": rows, **{f: self._cache[f][rows] for f in self.fields}}
+            for start in range(0, self._stop(), self.batch_size):
+                yield self._gather(self._cache, order[start:start + self.batch_size])
             return
-        starts = np.arange(0, self.n, self.chunk)
+        carry: list[dict[str, torch.Tensor]] = []  # rows left over from the previous window
+        for window, order in self._windows(rng):
+            start = 0
+            if carry:  # complete the straddling batch; only its own rows are copied
+                need = self.batch_size - sum(len(c["index"]) for c in carry)
+                carry.append(self._gather(window, order[:need]))
+                start = min(need, len(order))
+                if sum(len(c["index"]) for c in carry) < self.batch_size:
+                    continue
+                yield {k: torch.cat([c[k] for c in carry]) for k in carry[0]}
+                carry = []
+            full = start + (len(order) - start) // self.batch_size * self.batch_size
+            for begin in range(start, full, self.batch_size):
+                yield self._gather(window, order[begin:begin + self.batch_size])
+            if full < len(order):
+                carry = [self._gather(window, order[full:])]
+        if carry and not self.drop_last:
+            yield {k: torch.cat([c[k] for c in carry]) for k in carry[0]}
+
+    def _stop(self) -> int:
+        return self.n // self.batch_size * self.batch_size if self.drop_last else self.n
+
+    def _windows(self, rng: np.random.Generator) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
+        """(window data, order): `window_reads` read units in random order, read into one
+        buffer with their row numbers, and a shuffled order of the buffer's rows."""
+        starts = np.arange(0, self.n, self.unit)
         if self.shuffle:
             starts = rng.permutation(starts)
-        for w in range(0, len(starts), self.window_chunks):
-            parts = [(s, min(self.n, s + self.chunk)) for s in starts[w:w + self.window_chunks]]
+        for w in range(0, len(starts), self.window_reads):
+            parts = [(s, min(self.n, s + self.unit)) for s in starts[w:w + self.window_reads]]
             rows = np.concatenate([np.arange(a, b) for a, b in parts])
-            data = {f: np.concatenate([self.group[f][a:b] for a, b in parts]) for f in self.fields}
-            perm = rng.permutation(len(rows)) if self.shuffle else np.arange(len(rows))
-            yield {"index": rows[perm], **{f: v[perm] for f, v in data.items()}}
+            window = {"index": rows, **{f: self._small[f][rows] for f in self._small}}
+            for f in self._large:
+                array = self.group[f]
+                buf = np.empty((len(rows), *array.shape[1:]), array.dtype)
+                offset = 0
+                for a, b in parts:
+                    buf[offset:offset + b - a] = array[a:b]
+                    offset += b - a
+                window[f] = buf
+            yield window, (rng.permutation(len(rows)) if self.shuffle else np.arange(len(rows)))
+
+    def _gather(self, data: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, torch.Tensor]:
+        index = data["index"][rows] if "index" in data else rows
+        return self._to_torch({"index": index, **{f: data[f][rows] for f in self.fields}})
 
     def _to_torch(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         out = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in batch.items()}

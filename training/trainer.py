@@ -78,7 +78,8 @@ def train(config: dict[str, Any], experiment: str, seed: int, train_store: Path,
     loader_cfg = cfg.get("loader", {})
     method_cls = get_method(exp["method"])
     batches = ZarrBatches(train_store, "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
-                          drop_last=True, window_chunks=loader_cfg.get("shuffle_window_chunks", 8),
+                          drop_last=True, read_chunks=loader_cfg.get("read_chunks", 8),
+                          window_reads=loader_cfg.get("window_reads", 2),
                           in_memory_max_gb=loader_cfg.get("in_memory_max_gb", 4.0),
                           prefetch=loader_cfg.get("prefetch_batches", 2),
                           fields=("images", "labels", "bias_labels", *method_cls.extra_fields),

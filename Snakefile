@@ -1,7 +1,7 @@
 """Debiasing workbench: dataset generation -> training -> evaluation -> report.
 
     snakemake --cores 2 all                                   # embedded default (minutes, CPU)
-    snakemake --cores 32 --configfile config/imagenet9.yaml all
+    snakemake all --cores 32 --configfile config/imagenet9.yaml
     snakemake --executor slurm --workflow-profile profiles/slurm all
     snakemake --cores 8 results/datasets/in9/mixed_rand.zarr  # one dataset variant
 

@@ -47,17 +47,17 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
     return rows
 
 
-def load_trained(model_path: Path, config: dict[str, Any], device: torch.device) -> Method:
+def load_trained(model_path: Path, config: dict[str, Any], device: torch.device) -> tuple[Method, dict[str, Any]]:
+    """The trained method in eval mode, and the saved record (experiment, seed, classes)."""
     state = torch.load(model_path, map_location=device, weights_only=False)
     method = build_method(config, state["experiment"], state["seed"], len(state["classes"]), device)
-    method.load_state_dict(state["state_dict"])
-    return method.eval()
+    method.load_state_dict(state.pop("state_dict"))
+    return method.eval(), state
 
 
 def evaluate_run(model_path: Path, config: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
     device = pick_device()
-    method = load_trained(model_path, config, device)
-    state = torch.load(model_path, map_location="cpu", weights_only=False)
+    method, state = load_trained(model_path, config, device)
     exp = config["experiments"][state["experiment"]]
     tags = {"experiment": state["experiment"], "label": exp["label"], "method": exp["method"], "seed": state["seed"],
             "dataset": config["evaluation"]["dataset"]}

@@ -61,8 +61,3 @@ class Method(nn.Module):
         """Class logits for normalised images x (B, 3, H, W)."""
         with self.autocast():
             return self.network(x).float()
-
-    @torch.no_grad()
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        with self.autocast():
-            return self.network.features(x).float()

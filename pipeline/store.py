@@ -53,10 +53,11 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def create_array(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: Any, chunk_rows: int,
-                 shard_rows: int | None = None) -> zarr.Array:
+                 shard_rows: int | None = None, codec: str = "lz4") -> zarr.Array:
     """An array chunked along its first axis: `chunk_rows` items a chunk, and `shard_rows`
     items a shard file if given. Unsharded arrays read about twice as fast with zarr-python
-    3.1, so only stores read at scattered single rows (many tiny chunks) are sharded."""
+    3.1, so only stores read at scattered single rows (many tiny chunks) are sharded.
+    `codec` ("lz4" or "none") applies to uint8 arrays; other dtypes use zarr's default."""
     chunk_rows = max(1, min(chunk_rows, shape[0] or 1))
     chunks = (chunk_rows, *shape[1:])
     if dtype is str:
@@ -64,8 +65,9 @@ def create_array(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: An
     shards = None
     if shard_rows is not None:
         shards = (max(chunk_rows, (min(shard_rows, max(shape[0], 1)) // chunk_rows) * chunk_rows), *shape[1:])
-    # Images and masks: blosc-lz4 decodes ~1.7x faster than zarr's default zstd (benchmarks/loader.py).
-    compressors = FAST_CODEC if np.dtype(dtype) == np.uint8 else "auto"
+    # uint8: blosc-lz4 decodes ~1.7x faster than zarr's default zstd; "none" is faster still
+    # and loses little space on photographs (see `image_codec` in config/config.yaml).
+    compressors = "auto" if np.dtype(dtype) != np.uint8 else (FAST_CODEC if codec == "lz4" else None)
     return group.create_array(name, shape=shape, dtype=dtype, chunks=chunks, shards=shards, fill_value=0,
                               compressors=compressors)
 

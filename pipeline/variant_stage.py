@@ -49,7 +49,7 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
             sub = group.create_group(split)
             n = len(kept)
             chunk = int(ds_cfg["chunk_images"])
-            create_array(sub, "images", (n, size, size, 3), np.uint8, chunk)
+            create_array(sub, "images", (n, size, size, 3), np.uint8, chunk, codec=ds_cfg["image_codec"])
             if variant in variants.WITH_FOREGROUND:
                 create_array(sub, "masks", (n, size, size), np.uint8, chunk)
             create_array(sub, "labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = labels[kept]

@@ -91,7 +91,7 @@ def test_variant_stage_writes_exact_pixels(tmp_path, variant):
     arrays = _hand_made_segmented_store(tmp_path / "seg.zarr")
     write_json(tmp_path / "seg.json", {"val": {"inputs": 6, "outputs": 5,
                                                "skipped": [{"id": "val/c/img5", "path": "x", "reason": "corrupt"}]}})
-    ds_cfg = {"chunk_images": 2, "block_images": 4}
+    ds_cfg = {"chunk_images": 2, "block_images": 4, "image_codec": "lz4"}
     out = tmp_path / f"{variant}.zarr"
     run_variant_stage(tmp_path / "seg.zarr", tmp_path / "seg.json", variant, ds_cfg, 0, out,
                       tmp_path / f"{variant}.manifest.json", workers=1)

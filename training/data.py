@@ -60,26 +60,7 @@ class ZarrBatches:
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
         """Batches of epoch `epoch`: uint8 `images` (B, H, W, 3), int64 labels, row `index`."""
-        source = self._batches(epoch)
-        if self.prefetch <= 0:
-            yield from source
-            return
-        q: queue.Queue = queue.Queue(maxsize=self.prefetch)
-        done = object()
-
-        def produce():
-            try:
-                for item in source:
-                    q.put(item)
-            except BaseException as exc:  # re-raised in the consumer
-                q.put(exc)
-            q.put(done)
-
-        threading.Thread(target=produce, daemon=True).start()
-        while (item := q.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
+        yield from in_background(self._batches(epoch), self.prefetch)
 
     def _batches(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
         rng = np.random.default_rng(name_seed("loader", self.name, self.seed, epoch))
@@ -89,7 +70,8 @@ class ZarrBatches:
                 yield self._gather(self._cache, order[start:start + self.batch_size])
             return
         carry: list[dict[str, torch.Tensor]] = []  # rows left over from the previous window
-        for window, order in self._windows(rng):
+        # the next window is read while batches are gathered from this one
+        for window, order in in_background(self._windows(rng), 1 if self.prefetch > 0 else 0):
             start = 0
             if carry:  # complete the straddling batch; only its own rows are copied
                 need = self.batch_size - sum(len(c["index"]) for c in carry)
@@ -139,6 +121,30 @@ class ZarrBatches:
         if self.pin_memory:
             out = {k: v.pin_memory() for k, v in out.items()}
         return out
+
+
+def in_background(source: Iterator, depth: int) -> Iterator:
+    """Run the iterator `source` in a thread, up to `depth` items ahead (inline for depth 0).
+    Zarr decoding and numpy copies release the GIL, so this overlaps I/O with compute."""
+    if depth <= 0:
+        yield from source
+        return
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+
+    def produce():
+        try:
+            for item in source:
+                q.put(item)
+        except BaseException as exc:  # re-raised in the consumer
+            q.put(exc)
+        q.put(done)
+
+    threading.Thread(target=produce, daemon=True).start()
+    while (item := q.get()) is not done:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 class Augmenter:

@@ -28,8 +28,6 @@ from .segmentation import boxes_mask, fallback_box, make_segmenter
 from .sources import SourceItem
 from .store import atomic_path, code_version, config_hash, create_array, write_json
 
-ROW_ARRAYS = ("images", "masks", "box_masks", "bg_t", "labels", "ok")
-
 
 def run_segment_stage(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, out_store: Path,
                       quality_path: Path, manifest_path: Path, workers: int) -> None:
@@ -48,8 +46,8 @@ def run_segment_stage(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int
             create_array(group, name, (n,), str, chunk_rows=max(n, 1), shard_rows=max(n, 1))[:] = np.array(values, dtype=str)
         group.attrs.update({"classes": list(ds_cfg["classes"]), "image_size": size,
                             "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed, "code_version": code_version()}})
-        rows = shard  # one block of work per shard file
-        blocks = [(str(tmp), items[start:start + rows], start, ds_cfg, seed) for start in range(0, n, rows)]
+        # one block of work per shard file
+        blocks = [(str(tmp), items[start:start + shard], start, ds_cfg, seed) for start in range(0, n, shard)]
         records = [rec for block in run_blocks(_segment_block, blocks, workers, "segment") for rec in block]
     with atomic_path(quality_path) as tmp_q:
         tmp_q.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))

@@ -20,7 +20,7 @@ def variant_store(dataset, variant):
 
 
 def eval_stores(dataset):
-    """VARIANT=STORE arguments for every variant of `dataset`."""
+    """{variant: store path} for every variant of `dataset`."""
     return {v: variant_store(dataset, v) for v in config["datasets"][dataset]["variants"]}
 
 

@@ -1,6 +1,7 @@
 # Accuracy of every trained model (and of Base (IN) if configured) on every val variant.
 
 EVAL_STORES = eval_stores(config["evaluation"]["dataset"])
+EVAL_STORE_ARGS = " ".join(f"{v}={p}" for v, p in EVAL_STORES.items())  # VARIANT=STORE pairs for the CLI
 
 
 rule evaluate:
@@ -11,7 +12,7 @@ rule evaluate:
         f"{R}/runs/{{experiment}}/seed{{seed}}/eval.jsonl",
     params:
         cfg=CONFIG_JSON,
-        stores=" ".join(f"{v}={p}" for v, p in EVAL_STORES.items()),
+        stores=EVAL_STORE_ARGS,
     threads: 2
     resources:
         gpu=1,
@@ -34,7 +35,7 @@ rule evaluate_imagenet_model:
         f"{R}/runs/base_in/eval.jsonl",
     params:
         cfg=CONFIG_JSON,
-        stores=" ".join(f"{v}={p}" for v, p in EVAL_STORES.items()),
+        stores=EVAL_STORE_ARGS,
     threads: 2
     resources:
         gpu=1,

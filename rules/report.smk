@@ -17,7 +17,7 @@ rule report:
         REPORT_FILES,
     params:
         cfg=CONFIG_JSON,
-        stores=" ".join(f"{v}={p}" for v, p in EVAL_STORES.items()),
+        stores=EVAL_STORE_ARGS,
         out_dir=f"{R}/report",
     conda:
         "../envs/workbench.yaml"

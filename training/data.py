@@ -4,9 +4,9 @@
 fits in `in_memory_max_gb` it is read once and shuffled globally each epoch; otherwise each
 epoch visits the runs in a random order and shuffles samples within windows of
 `window_reads` runs (the usual shard-shuffle of streaming loaders). Zarr decompresses whole
-chunks and reads long contiguous runs fastest; its reads of scattered rows cost ~100x more. A background thread reads ahead. The
-order of epoch e is a function of (name, seed, e) only, so a resumed run sees the same
-batches as an uninterrupted one.
+chunks and reads long contiguous runs fastest; its reads of scattered rows cost ~100x more.
+Background threads read ahead. The order of epoch e is a function of (name, seed, e) only,
+so a resumed run sees the same batches as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import torch.nn.functional as F
 import zarr
 
 from pipeline.seeding import name_seed
-
-FIELDS = ("images", "labels", "bias_labels", "masks")
 
 
 class ZarrBatches:

@@ -100,6 +100,12 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
             tmp.write_text(text)
 
 
+def _save(fig, path: Path, dpi: int) -> None:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, format="png")
+    plt.close(fig)
+
+
 def _model_order(table: dict[str, Any]) -> list[str]:
     preferred = ["Base (IN)", "Base (IN9)", "Base (MR)"]
     return [m for m in preferred if m in table] + sorted(m for m in table if m not in preferred)
@@ -148,9 +154,7 @@ def _scatter(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
     ax.legend(fontsize=7, loc="lower right")
     ax.set_title("Fig. 5: MIXED-SAME vs MIXED-RAND (grey x: paper)")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
+    _save(fig, path, dpi=120)
     doc.heading("Fig. 5 – MIXED-SAME vs MIXED-RAND")
     doc.image(path.name, "Models nearer the identity line have less background bias; grey crosses are the paper's "
                          "models (real IN-9), dots ours (mean ± std over seeds).")
@@ -170,9 +174,7 @@ def _variant_grid(doc: Document, stores: dict[str, Path], n_images: int, path: P
             axes[i][j].axis("off")
         axes[0][j].set_title(variant, fontsize=7)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
+    _save(fig, path, dpi=110)
     doc.heading("Every variant of the same validation images")
     doc.image(path.name, "Rows: validation images; columns: the dataset variants built by the workflow.")
 
@@ -205,9 +207,7 @@ def _segmentation(doc: Document, quality_file: Path, path: Path) -> None:
         axes[0][1].hist(ious, bins=30, color="tab:green")
         axes[0][1].set_xlabel("IoU with the true mask")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
+    _save(fig, path, dpi=110)
     doc.image(path.name, "Distribution of mask area fraction (and IoU against true masks where the source has them).")
 
 

@@ -12,7 +12,7 @@ One rule file per stage under rules/; the rules only call `python -m pipeline` a
 import sys
 
 sys.path.insert(0, workflow.basedir)
-from pipeline.config import ConfigError, validate_config
+from pipeline.config import ConfigError, expand_sweeps, validate_config
 
 configfile: "config/config.yaml"
 
@@ -20,11 +20,13 @@ try:
     validate_config(config)
 except ConfigError as error:
     sys.exit(str(error))
+config.update(expand_sweeps(config))  # sweep values become experiments of their own
 
 include: "rules/common.smk"
 include: "rules/in9_data.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
+include: "rules/analyses.smk"
 include: "rules/report.smk"
 
 

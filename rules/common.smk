@@ -1,11 +1,15 @@
 # Paths and helpers shared by the rule files.
 import json
 
+from pipeline.config import runs
+from training.methods import METHODS
+
 R = config["results"]
 IN9 = config["datasets"]["in9"]
 VARIANTS = IN9["variants"]
-SEEDS = config["seeds"]
 EXPERIMENTS = list(config["experiments"])
+RUNS = runs(config)  # every (experiment, seed)
+THREADS = config["training"].get("threads", 2)
 # `python` with this checkout importable, also for cluster jobs that run in a conda env.
 PY = f"PYTHONPATH={workflow.basedir}${{PYTHONPATH:+:$PYTHONPATH}} python"
 CONFIG_JSON = json.dumps(config, sort_keys=True)
@@ -17,6 +21,11 @@ def dataset_json(name):
 
 def variant_store(dataset, variant):
     return f"{R}/datasets/{dataset}/{variant}.zarr"
+
+
+def run_files(name, experiments=None):
+    """`name` (e.g. eval.jsonl) of every run, or of the runs of `experiments`."""
+    return [f"{R}/runs/{e}/seed{s}/{name}" for e, s in RUNS if experiments is None or e in experiments]
 
 
 def eval_stores(dataset):

@@ -13,7 +13,7 @@ rule evaluate:
     params:
         cfg=CONFIG_JSON,
         stores=EVAL_STORE_ARGS,
-    threads: 2
+    threads: THREADS
     resources:
         gpu=1,
         mem_mb=8000,
@@ -36,7 +36,7 @@ rule evaluate_imagenet_model:
     params:
         cfg=CONFIG_JSON,
         stores=EVAL_STORE_ARGS,
-    threads: 2
+    threads: THREADS
     resources:
         gpu=1,
         mem_mb=8000,

@@ -1,15 +1,16 @@
 # The report: tables and figures rebuilt from every run's tidy metrics.
 
-EVAL_FILES = expand(f"{R}/runs/{{experiment}}/seed{{seed}}/eval.jsonl", experiment=EXPERIMENTS, seed=SEEDS)
+EVAL_FILES = run_files("eval.jsonl")
 if config["evaluation"].get("imagenet_model"):
     EVAL_FILES.append(f"{R}/runs/base_in/eval.jsonl")
-TRAIN_FILES = expand(f"{R}/runs/{{experiment}}/seed{{seed}}/train_metrics.jsonl", experiment=EXPERIMENTS, seed=SEEDS)
+TRAIN_FILES = run_files("train_metrics.jsonl")
 REPORT_FILES = [f"{R}/report/report.md", f"{R}/report/report.html", f"{R}/report/metrics.csv"]
 
 
 rule report:
     input:
-        metrics=EVAL_FILES + TRAIN_FILES,
+        metrics=EVAL_FILES + TRAIN_FILES + ANALYSIS_FILES,
+        saliency=rules.analysis_saliency.output.arrays,
         quality=rules.in9_segment.output.quality,
         manifests=expand(f"{R}/datasets/in9/{{variant}}.manifest.json", variant=VARIANTS),
         stores=list(EVAL_STORES.values()),
@@ -26,4 +27,4 @@ rule report:
     shell:
         "{PY} -m training report --config-json {params.cfg:q} --metrics {input.metrics} "
         "--segmentation-quality {input.quality} --manifests {input.manifests} --stores {params.stores} "
-        "--out-dir {params.out_dir} > {log} 2>&1"
+        "--saliency-arrays {input.saliency} --out-dir {params.out_dir} > {log} 2>&1"

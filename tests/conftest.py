@@ -35,3 +35,38 @@ def tiny_ds_cfg(default_config) -> dict:
     cfg["source"]["synthetic"].update(image_size=32, train_per_class=3, val_per_class=2)
     cfg["segmentation"]["iterations"] = 3
     return cfg
+
+
+@pytest.fixture(scope="session")
+def tiny_stores(tmp_path_factory) -> dict[str, Path]:
+    """original, only_bg_t and mixed_rand stores of 2 + 2 synthetic 32-px images per class."""
+    from pipeline.datasets import get_family
+
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]["in9"]
+    cfg.update(image_size=32, chunk_images=4, block_images=8)
+    cfg["source"]["synthetic"].update(image_size=32, train_per_class=2, val_per_class=2)
+    root = tmp_path_factory.mktemp("data")
+    fam = get_family("in9")
+    fam.run_step("source", cfg, 0, root / "src", [], 1, None)
+    fam.run_step("segment", cfg, 0, root / "seg.zarr", [root / "src"], 1, None)
+    stores = {}
+    for variant in ("original", "only_bg_t", "mixed_rand"):
+        stores[variant] = root / f"{variant}.zarr"
+        fam.run_step("variant", cfg, 0, stores[variant], [root / "seg.zarr", root / "segmented.manifest.json"], 1,
+                     variant)
+    return stores
+
+
+@pytest.fixture
+def tiny_store(tiny_stores) -> Path:
+    return tiny_stores["original"]
+
+
+def debug_batch(method, stores: dict[str, Path], batch_size: int = 6) -> dict:
+    """One training batch of the tiny stores with every field `method` needs."""
+    from training.data import ZarrBatches
+
+    aligned = {field: stores[variant] for field, variant in method.aligned_variants.items()}
+    loader = ZarrBatches(stores["original"], "train", batch_size, shuffle=True,
+                         fields=("images", "labels", "bias_labels", *method.extra_fields), aligned=aligned)
+    return next(iter(loader.epoch(0)))

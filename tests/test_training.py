@@ -7,30 +7,12 @@ import json
 import pytest
 import torch
 
-from pipeline.datasets import get_family
 from training.evaluation import IN9_SUBCLASS_COUNTS, evaluate_run, in1k_to_in9, mapping_tensor
 from training.methods import METHODS
 from training.reporting.report import accuracy_table
 from training.trainer import train
 
-from .conftest import needs_shared
-
-
-@pytest.fixture(scope="module")
-def tiny_store(tmp_path_factory):
-    import yaml
-    from .conftest import ROOT
-
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]["in9"]
-    cfg.update(image_size=32, chunk_images=4, block_images=8)
-    cfg["source"]["synthetic"].update(image_size=32, train_per_class=2, val_per_class=2)
-    root = tmp_path_factory.mktemp("data")
-    fam = get_family("in9")
-    fam.run_step("source", cfg, 0, root / "src", [], 1, None)
-    fam.run_step("segment", cfg, 0, root / "seg.zarr", [root / "src"], 1, None)
-    fam.run_step("variant", cfg, 0, root / "original.zarr", [root / "seg.zarr", root / "segmented.manifest.json"], 1,
-                 "original")
-    return root / "original.zarr"
+from .conftest import debug_batch, needs_shared
 
 
 @pytest.fixture
@@ -63,13 +45,9 @@ def test_different_seeds_give_different_models(tmp_path, tiny_store, train_confi
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
-def test_every_method_runs_one_update_that_changes_weights(name, tiny_store, train_config):
-    from training.data import ZarrBatches
-
+def test_every_method_runs_one_update_that_changes_weights(name, tiny_stores, train_config):
     method = METHODS[name](9, train_config["training"], {})
-    loader = ZarrBatches(tiny_store, "train", 6, shuffle=True, fields=("images", "labels", "bias_labels",
-                                                                         *method.extra_fields))
-    batch = next(iter(loader.epoch(0)))
+    batch = debug_batch(method, tiny_stores)
     before = copy.deepcopy(method.network.head.weight.detach())
     stats = method.update(batch)
     assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())

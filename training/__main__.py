@@ -1,8 +1,9 @@
 """Command line the workflow's training, evaluation and report rules call.
 
-  python -m training train --config-json J --experiment E --seed S --train-store P --run-dir D
+  python -m training train --config-json J --experiment E --seed S --train-store P --run-dir D [--aligned-stores F=P ...]
   python -m training evaluate --config-json J --model M --stores V=P ... --out F
   python -m training evaluate-imagenet --config-json J --stores V=P ... --out F
+  python -m training analyse --config-json J --analysis consistency|fivecrop|saliency --models M ... --stores V=P ... --out F [--arrays F.npz]
   python -m training report --config-json J --metrics F ... --out-dir D ...
 """
 
@@ -12,6 +13,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from pipeline.store import atomic_path
 
@@ -27,6 +30,20 @@ def _write_rows(path: Path, rows: list[dict]) -> None:
         tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
+def _analyse(args: argparse.Namespace, config: dict) -> None:
+    from . import analysis
+
+    stores = _stores(args.stores)
+    if args.analysis == "saliency":
+        rows, arrays = analysis.saliency_outputs(args.models, config, stores)
+        with atomic_path(args.arrays) as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez_compressed(fh, **arrays)
+    else:
+        rows = getattr(analysis, f"{args.analysis}_rows")(args.models, config, stores)
+    _write_rows(args.out, rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -35,10 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--seed", type=int, required=True)
     tr.add_argument("--train-store", type=Path, required=True)
     tr.add_argument("--run-dir", type=Path, required=True)
+    tr.add_argument("--aligned-stores", nargs="*", default=[], help="FIELD=STORE pairs (e.g. CLAD's backgrounds)")
     ev = sub.add_parser("evaluate")
     ev.add_argument("--model", type=Path, required=True)
     evi = sub.add_parser("evaluate-imagenet")
-    for p in (ev, evi):
+    an = sub.add_parser("analyse")
+    an.add_argument("--analysis", choices=["consistency", "fivecrop", "saliency"], required=True)
+    an.add_argument("--models", type=Path, nargs="+", required=True)
+    an.add_argument("--arrays", type=Path, help="saliency: .npz of the maps for the figure")
+    for p in (ev, evi, an):
         p.add_argument("--stores", nargs="+", required=True, help="VARIANT=STORE pairs")
         p.add_argument("--out", type=Path, required=True)
     rep = sub.add_parser("report")
@@ -46,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--segmentation-quality", type=Path, required=True)
     rep.add_argument("--manifests", type=Path, nargs="+", required=True)
     rep.add_argument("--stores", nargs="+", required=True)
+    rep.add_argument("--saliency-arrays", type=Path, help="the saliency analysis' .npz (Fig. 6)")
     rep.add_argument("--out-dir", type=Path, required=True)
-    for p in (tr, ev, evi, rep):
+    for p in (tr, ev, evi, an, rep):
         p.add_argument("--config-json", required=True)
     args = parser.parse_args(argv)
     config = json.loads(args.config_json)
@@ -55,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "train":
             from .trainer import train
 
-            train(config, args.experiment, args.seed, args.train_store, args.run_dir)
+            train(config, args.experiment, args.seed, args.train_store, args.run_dir, _stores(args.aligned_stores))
         elif args.cmd == "evaluate":
             from .evaluation import evaluate_run
 
@@ -64,11 +87,13 @@ def main(argv: list[str] | None = None) -> int:
             from .evaluation import evaluate_imagenet_model
 
             _write_rows(args.out, evaluate_imagenet_model(config, _stores(args.stores)))
+        elif args.cmd == "analyse":
+            _analyse(args, config)
         else:
             from .reporting.report import build_report
 
             build_report(config, args.metrics, args.segmentation_quality, args.manifests, _stores(args.stores),
-                         args.out_dir)
+                         args.out_dir, args.saliency_arrays)
     except WeightsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -30,12 +30,15 @@ class ZarrBatches:
                  name: str = "", drop_last: bool = False, read_chunks: int = 8, window_reads: int = 2,
                  in_memory_max_gb: float = 4.0,
                  prefetch: int = 2, fields: tuple[str, ...] = ("images", "labels", "bias_labels"),
-                 pin_memory: bool = False):
+                 pin_memory: bool = False, aligned: dict[str, Path | str] | None = None):
         group = zarr.open_group(str(store), mode="r")
         if split not in group:
             raise FileNotFoundError(f"{store} has no split {split!r}; rebuild it with the workflow")
         self.group = group[split]
-        self.fields = tuple(f for f in fields if f in self.group)
+        self.arrays = {f: self.group[f] for f in fields if f in self.group}
+        for name, other in (aligned or {}).items():
+            self.arrays[name] = _aligned_images(other, split, self.group["ids"][:])
+        self.fields = tuple(self.arrays)
         self.n = self.group["labels"].shape[0]
         self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
         self.seed, self.name, self.window_reads, self.prefetch = seed, name, window_reads, prefetch
@@ -46,12 +49,12 @@ class ZarrBatches:
         self.unit = (images.shards or images.chunks)[0] * read_chunks
         self.classes = list(group.attrs["classes"])
         # 1-D fields (labels) are tiny: always in memory. Image-like fields are cached if they fit.
-        self._small = {f: self.group[f][:] for f in self.fields if self.group[f].ndim == 1}
+        self._small = {f: a[:] for f, a in self.arrays.items() if a.ndim == 1}
         self._large = tuple(f for f in self.fields if f not in self._small)
-        nbytes = sum(self.group[f].nbytes for f in self._large)
+        nbytes = sum(self.arrays[f].nbytes for f in self._large)
         self._cache = None
         if nbytes <= in_memory_max_gb * 2**30:
-            self._cache = {**self._small, **{f: self.group[f][:] for f in self._large}}
+            self._cache = {**self._small, **{f: self.arrays[f][:] for f in self._large}}
 
     def __len__(self) -> int:
         return self.n // self.batch_size if self.drop_last else math.ceil(self.n / self.batch_size)
@@ -101,7 +104,7 @@ class ZarrBatches:
             rows = np.concatenate([np.arange(a, b) for a, b in parts])
             window = {"index": rows, **{f: self._small[f][rows] for f in self._small}}
             for f in self._large:
-                array = self.group[f]
+                array = self.arrays[f]
                 buf = np.empty((len(rows), *array.shape[1:]), array.dtype)
                 offset = 0
                 for a, b in parts:
@@ -119,6 +122,18 @@ class ZarrBatches:
         if self.pin_memory:
             out = {k: v.pin_memory() for k, v in out.items()}
         return out
+
+
+def _aligned_images(store: Path | str, split: str, ids: np.ndarray) -> zarr.Array:
+    """The `images` of another variant store whose rows are the same images in the same order
+    (every variant of a dataset is written in the order of the segmented store)."""
+    if not Path(store).exists():
+        raise FileNotFoundError(f"{store} not found: build that variant first (the workflow's train rule does)")
+    group = zarr.open_group(str(store), mode="r")
+    if split not in group or not np.array_equal(group[split]["ids"][:], ids):
+        raise ValueError(f"{store}/{split} does not hold the same images in the same order as the training store; "
+                         "build both variants from the same segmented store (same config and seed)")
+    return group[split]["images"]
 
 
 def in_background(source: Iterator, depth: int) -> Iterator:
@@ -161,8 +176,10 @@ class Augmenter:
         return (x - self.mean.to(x.device)) / self.std.to(x.device)
 
     def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        x = self.normalize(images)
-        b = x.shape[0]
+        return self.apply(self.normalize(images), self.sample(images.shape[0], generator))
+
+    def sample(self, b: int, generator: torch.Generator) -> torch.Tensor:
+        """(b, 2, 3) affine crop-and-flip parameters, one random view per image."""
         area = torch.empty(b).uniform_(*self.crop_scale, generator=generator)
         log_r = torch.empty(b).uniform_(math.log(self.ratio[0]), math.log(self.ratio[1]), generator=generator)
         # No crop requested means no aspect jitter either (it would crop one side).
@@ -174,5 +191,10 @@ class Augmenter:
         theta = torch.zeros(b, 2, 3)
         theta[:, 0, 0], theta[:, 0, 2] = sx * flip, cx
         theta[:, 1, 1], theta[:, 1, 2] = sy, cy
+        return theta
+
+    @staticmethod
+    def apply(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+        """The views `theta` (B, 2, 3) of normalised images x (B, 3, H, W), same size out."""
         grid = F.affine_grid(theta.to(x.device), list(x.shape), align_corners=False)
         return F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)

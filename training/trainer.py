@@ -66,10 +66,12 @@ def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[to
 
 
 def train(config: dict[str, Any], experiment: str, seed: int, train_store: Path, run_dir: Path,
-          stop_after_epochs: int | None = None) -> Path:
+          aligned_stores: dict[str, Path] | None = None, stop_after_epochs: int | None = None) -> Path:
     """Train `experiment` with `seed` on `train_store`; returns the path of `model.pt`.
 
-    `stop_after_epochs` ends the process early (as a kill would) - used by the resume test.
+    `aligned_stores` gives, for each of the method's `aligned_variants` fields, the store of
+    that variant. `stop_after_epochs` ends the process early (as a kill would) - used by the
+    resume test.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device()
@@ -77,13 +79,17 @@ def train(config: dict[str, Any], experiment: str, seed: int, train_store: Path,
     exp = config["experiments"][experiment]
     loader_cfg = cfg.get("loader", {})
     method_cls = get_method(exp["method"])
+    aligned_stores = aligned_stores or {}
+    if missing := set(method_cls.aligned_variants) - set(aligned_stores):
+        raise ValueError(f"method {exp['method']!r} needs the stores of {method_cls.aligned_variants}; "
+                         f"missing {sorted(missing)}")
     batches = ZarrBatches(train_store, "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
                           drop_last=True, read_chunks=loader_cfg.get("read_chunks", 8),
                           window_reads=loader_cfg.get("window_reads", 2),
                           in_memory_max_gb=loader_cfg.get("in_memory_max_gb", 4.0),
                           prefetch=loader_cfg.get("prefetch_batches", 2),
                           fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
-                          pin_memory=device.type == "cuda")
+                          pin_memory=device.type == "cuda", aligned=aligned_stores)
     method = build_method(config, experiment, seed, len(batches.classes), device)
     schedulers = make_schedulers(method, cfg, cfg["epochs"])
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "train_metrics.jsonl"

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from .base import Method
+from .clad import CLAD, CLADPlus, CLADPlusTrivial, CLADTrivial
 from .erm import ERM
 
 METHODS: dict[str, type[Method]] = {
     "erm": ERM,
+    "clad": CLAD,
+    "clad_plus": CLADPlus,
+    "clad_trivial": CLADTrivial,
+    "clad_plus_trivial": CLADPlusTrivial,
 }
 
 

@@ -21,10 +21,18 @@ class Method(nn.Module):
 
     #: dataset fields the method needs besides images/labels/bias_labels (e.g. "masks")
     extra_fields: tuple[str, ...] = ()
+    #: {batch field: variant}: images of another variant of the training dataset, read row by
+    #: row alongside the training images (CLAD's ONLY_BG_T backgrounds)
+    aligned_variants: dict[str, str] = {}
+    #: the method's `method_args` and their defaults; other keys are rejected
+    default_args: dict[str, Any] = {}
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__()
-        self.num_classes, self.cfg, self.args = num_classes, train_cfg, dict(method_args)
+        if unknown := set(method_args) - set(self.default_args):
+            raise ValueError(f"{type(self).__name__} has no method_args {sorted(unknown)}; "
+                             f"it takes {sorted(self.default_args)}")
+        self.num_classes, self.cfg, self.args = num_classes, train_cfg, {**self.default_args, **method_args}
         aug = train_cfg.get("augment", {})
         self.augmenter = Augmenter(train_cfg["normalize"]["mean"], train_cfg["normalize"]["std"],
                                    tuple(aug.get("crop_scale", (1.0, 1.0))), bool(aug.get("hflip", False)))
@@ -55,6 +63,12 @@ class Method(nn.Module):
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         """One optimisation step on `batch`; returns scalar statistics to log."""
         raise NotImplementedError
+
+    @torch.no_grad()
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """Pooled backbone features (B, D) of normalised images x (the space CLAD contrasts in)."""
+        with self.autocast():
+            return self.network.features(x).float()
 
     @torch.no_grad()
     def predict(self, x: torch.Tensor) -> torch.Tensor:

@@ -24,17 +24,11 @@ import zarr  # noqa: E402
 
 from pipeline.store import atomic_path  # noqa: E402
 
+from . import clad_sections  # noqa: E402
 from .document import Document  # noqa: E402
+from .helpers import mean_std, metric_table, model_order, read_rows, save_figure  # noqa: E402
 
-TABLE2_COLUMNS = ["original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap"]
-TABLE2_HEADER = ["Original ↑", "Only-FG ↑", "Mixed-Rand ↑", "Mixed-Same ↑", "Only-BG-T ↓", "BG-Gap ↓"]
-
-
-def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
-    rows = []
-    for path in paths:
-        rows += [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    return rows
+TABLE2_COLUMNS, TABLE2_HEADER = clad_sections.TABLE2_COLUMNS, clad_sections.TABLE2_HEADER
 
 
 def accuracy_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
@@ -55,19 +49,15 @@ def accuracy_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[float
     return table
 
 
-def mean_std(values: list[float]) -> str:
-    if not values:
-        return "–"
-    if len(values) == 1:
-        return f"{values[0]:.1f}"
-    return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f}"
-
-
 def build_report(config: dict[str, Any], metric_files: list[Path], quality_file: Path, manifest_files: list[Path],
-                 stores: dict[str, Path], out_dir: Path) -> None:
+                 stores: dict[str, Path], out_dir: Path, saliency_arrays: Path | None = None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = read_rows(metric_files)
     table = accuracy_table(rows)
+    # sweep runs appear in their own figures only
+    swept = {config["experiments"][e]["label"] for name, sweep in config.get("sweep_points", {}).items()
+             for _, e in sweep["points"] if e != config["sweeps"][name]["experiment"]}
+    main = {label: cols for label, cols in table.items() if label not in swept}
     paper = yaml.safe_load(resources.files("training.reporting").joinpath("paper_numbers.yaml").read_text())
     doc = Document("Debiasing workbench report")
     ds = config["datasets"][config["evaluation"]["dataset"]]
@@ -78,9 +68,16 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
              f"{config['seeds']}. Rows marked (paper) are quoted from the CLAD paper's Table 2 (ResNet-50 "
              "on real ImageNet-9): compare the *pattern*, not the values, when the data source is synthetic.")
 
-    _table2(doc, table, paper["clad_table2"])
-    _all_variants(doc, table, ds["variants"])
-    _scatter(doc, table, paper["clad_table2"], out_dir / "fig5_mixed_same_vs_rand.png")
+    _table2(doc, main, paper["clad_table2"])
+    clad_sections.bg_gap_verdict(doc, main)
+    _all_variants(doc, main, ds["variants"])
+    _scatter(doc, main, paper["clad_table2"], out_dir / "fig5_mixed_same_vs_rand.png")
+    clad_sections.table3(doc, rows, paper["clad_table3"])
+    clad_sections.table4(doc, main, paper["clad_table4"])
+    clad_sections.table5(doc, config, rows, paper["clad_table5"])
+    clad_sections.table6(doc, rows, paper["clad_table6"], config["analyses"]["fivecrop_fraction"])
+    clad_sections.figure6(doc, config, rows, saliency_arrays, out_dir)
+    clad_sections.sweep_figures(doc, config, table, out_dir)
     _variant_grid(doc, stores, config["report"]["grid_images"], out_dir / "variant_grid.png")
     _segmentation(doc, quality_file, out_dir / "segmentation_quality.png")
     _manifests(doc, manifest_files)
@@ -89,10 +86,12 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     with atomic_path(out_dir / "metrics.csv") as tmp:
         with open(tmp, "w", newline="") as fh:
             writer = csv.writer(fh)
-            writer.writerow(["model", "metric", "mean", "std", "n_seeds", "values"])
-            for label, cols in sorted(table.items()):
+            writer.writerow(["source", "model", "metric", "mean", "std", "n_seeds", "values"])
+            sources = [("eval", table), *((a, metric_table(rows, "analysis", a))
+                                         for a in ("consistency", "fivecrop", "saliency"))]
+            for source, label, cols in ((src, label, cols) for src, t in sources for label, cols in sorted(t.items())):
                 for metric, values in sorted(cols.items()):
-                    writer.writerow([label, metric, f"{np.mean(values):.4f}",
+                    writer.writerow([source, label, metric, f"{np.mean(values):.4f}",
                                      f"{np.std(values, ddof=1) if len(values) > 1 else 0.0:.4f}", len(values),
                                      " ".join(f"{v:.4f}" for v in values)])
     for name, text in (("report.md", doc.markdown()), ("report.html", doc.html())):
@@ -100,21 +99,10 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
             tmp.write_text(text)
 
 
-def _save(fig, path: Path, dpi: int) -> None:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, format="png")
-    plt.close(fig)
-
-
-def _model_order(table: dict[str, Any]) -> list[str]:
-    preferred = ["Base (IN)", "Base (IN9)", "Base (MR)"]
-    return [m for m in preferred if m in table] + sorted(m for m in table if m not in preferred)
-
-
 def _table2(doc: Document, table, paper: dict[str, Any]) -> None:
     doc.heading("Table 2 – Background Challenge accuracy (%)")
     rows = [["Ours (this run)", label, *[mean_std(table[label].get(c, [])) for c in TABLE2_COLUMNS]]
-            for label in _model_order(table)]
+            for label in model_order(table)]
     for prow in paper["rows"]:
         rows.append([f"{prow['type']} (paper)", prow["model"],
                      *["–" if v is None else f"{v:.1f}" for v in prow["values"]]])
@@ -130,7 +118,7 @@ def _table2(doc: Document, table, paper: dict[str, Any]) -> None:
 def _all_variants(doc: Document, table, variants: list[str]) -> None:
     doc.heading("Accuracy on every variant (%)")
     doc.table(["Model", *variants], [[label, *[mean_std(table[label].get(v, [])) for v in variants]]
-                                     for label in _model_order(table)])
+                                     for label in model_order(table)])
 
 
 def _scatter(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
@@ -142,7 +130,7 @@ def _scatter(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
             ax.scatter(same, rand, marker="x", color="grey")
             if prow["type"] != "Others":  # naming every prior method makes the cluster unreadable
                 ax.annotate(prow["model"], (same, rand), fontsize=6, color="grey")
-    for label in _model_order(table):
+    for label in model_order(table):
         same, rand = table[label].get("mixed_same"), table[label].get("mixed_rand")
         if same and rand:
             ax.errorbar(np.mean(same), np.mean(rand), xerr=np.std(same), yerr=np.std(rand), fmt="o", capsize=3,
@@ -154,7 +142,7 @@ def _scatter(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
     ax.legend(fontsize=7, loc="lower right")
     ax.set_title("Fig. 5: MIXED-SAME vs MIXED-RAND (grey x: paper)")
     fig.tight_layout()
-    _save(fig, path, dpi=120)
+    save_figure(fig, path, dpi=120)
     doc.heading("Fig. 5 – MIXED-SAME vs MIXED-RAND")
     doc.image(path.name, "Models nearer the identity line have less background bias; grey crosses are the paper's "
                          "models (real IN-9), dots ours (mean ± std over seeds).")
@@ -174,7 +162,7 @@ def _variant_grid(doc: Document, stores: dict[str, Path], n_images: int, path: P
             axes[i][j].axis("off")
         axes[0][j].set_title(variant, fontsize=7)
     fig.tight_layout()
-    _save(fig, path, dpi=110)
+    save_figure(fig, path, dpi=110)
     doc.heading("Every variant of the same validation images")
     doc.image(path.name, "Rows: validation images; columns: the dataset variants built by the workflow.")
 
@@ -207,7 +195,7 @@ def _segmentation(doc: Document, quality_file: Path, path: Path) -> None:
         axes[0][1].hist(ious, bins=30, color="tab:green")
         axes[0][1].set_xlabel("IoU with the true mask")
     fig.tight_layout()
-    _save(fig, path, dpi=110)
+    save_figure(fig, path, dpi=110)
     doc.image(path.name, "Distribution of mask area fraction (and IoU against true masks where the source has them).")
 
 

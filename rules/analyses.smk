@@ -1,0 +1,61 @@
+# The CLAD paper's analyses of the trained models (Tables 3 and 6, Fig. 6), one job each over
+# every run: `snakemake --cores 2 results/analysis/consistency.jsonl` builds one alone.
+
+ANALYSIS_STORES = {v: variant_store(config["evaluation"]["dataset"], v) for v in ("original", "mixed_rand")}
+ANALYSIS_STORE_ARGS = " ".join(f"{v}={p}" for v, p in ANALYSIS_STORES.items())
+SALIENCY_EXPERIMENTS = config["analyses"]["saliency"]["experiments"]
+ANALYSIS_FILES = [f"{R}/analysis/{name}.jsonl" for name in ("consistency", "fivecrop", "saliency")]
+
+
+rule analysis:
+    """Table 3 (consistency: feature similarity and decision consistency, ORIGINAL vs
+    MIXED_RAND) and Table 6 (fivecrop: corner-crop accuracy drop) over every run."""
+    input:
+        models=run_files("model.pt"),
+        stores=list(ANALYSIS_STORES.values()),
+    output:
+        rows=f"{R}/analysis/{{analysis}}.jsonl",
+    wildcard_constraints:
+        analysis="consistency|fivecrop",
+    params:
+        cfg=CONFIG_JSON,
+        stores=ANALYSIS_STORE_ARGS,
+    threads: THREADS
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=120,
+    conda:
+        "../envs/workbench.yaml"
+    log:
+        f"{R}/logs/analysis_{{analysis}}.log",
+    shell:
+        "OMP_NUM_THREADS={threads} {PY} -m training analyse --analysis {wildcards.analysis} "
+        "--config-json {params.cfg:q} --models {input.models} --stores {params.stores} --out {output.rows} "
+        "> {log} 2>&1"
+
+
+rule analysis_saliency:
+    """Fig. 6: SmoothGrad maps of the same validation images, and their foreground share."""
+    input:
+        models=run_files("model.pt", SALIENCY_EXPERIMENTS),
+        stores=list(ANALYSIS_STORES.values()),
+    output:
+        rows=f"{R}/analysis/saliency.jsonl",
+        arrays=f"{R}/analysis/saliency.npz",
+    params:
+        cfg=CONFIG_JSON,
+        stores=ANALYSIS_STORE_ARGS,
+    threads: THREADS
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=120,
+    conda:
+        "../envs/workbench.yaml"
+    log:
+        f"{R}/logs/analysis_saliency.log",
+    shell:
+        "OMP_NUM_THREADS={threads} {PY} -m training analyse --analysis saliency "
+        "--config-json {params.cfg:q} --models {input.models} --stores {params.stores} --out {output.rows} "
+        "--arrays {output.arrays} > {log} 2>&1"

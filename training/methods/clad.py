@@ -1,0 +1,161 @@
+"""CLAD and CLAD+ (Wang et al., BMVC 2022): supervised training plus a contrastive term whose
+positives change the anchor's background and whose negatives share it.
+
+Per batch (paper Sec. 3.4, Fig. 4):
+1. Positive x+ of anchor i: its foreground (GrabCut mask) pasted on the ONLY_BG_T background of
+   a sample j of another class, x+ = bg_j * (1 - m_i) + x_i * m_i; j is drawn uniformly from the
+   batch's samples whose label differs from the anchor's (batches are random draws of the
+   training set, so this is a random other-class background). The positive's background label is y_j.
+2. The standard augmentation is applied after compositing. By default the positive gets the
+   anchor's crop and flip, so x+ is the anchor's view with only the background changed (the
+   paper's definition); `positive_view: independent` draws its own view as the authors' code does.
+3. The positives' detached features are pushed into the negative dictionary, one FIFO queue of
+   `queue_size` entries per background class, keyed by the positive's background label.
+4. Loss (Eqs. 2, 3): CE(x) [+ CE(x+) for CLAD+] + lambda * InfoNCE(x, x+, queue[y]).
+
+Negatives in queue[y] always show a foreground of a class other than y on a background of
+class y, so they share the anchor's background but not its object. The dictionary starts empty:
+unfilled slots are masked out of the InfoNCE sum (see `info_nce`), so early steps contrast
+against fewer negatives instead of against made-up vectors. The "trivial" ablation
+(supplementary Table 4) keeps a single queue of recent positives, random backgrounds shared by
+all anchors; an anchor's own positive is never one of its negatives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..losses import info_nce
+from .base import Method
+
+
+class NegativeDictionary(nn.Module):
+    """One FIFO queue of `size` detached feature vectors per key (the background label).
+
+    Buffers (saved with the model, so a resumed run continues with the same dictionary):
+    feats (K, N, D); rows (K, N), the training-set row that produced each entry (-1 = empty);
+    ptr (K,), the next slot to overwrite in each queue.
+    """
+
+    def __init__(self, keys: int, size: int, dim: int):
+        super().__init__()
+        self.register_buffer("feats", torch.zeros(keys, size, dim))
+        self.register_buffer("rows", torch.full((keys, size), -1, dtype=torch.long))
+        self.register_buffer("ptr", torch.zeros(keys, dtype=torch.long))
+
+    @torch.no_grad()
+    def push(self, feats: torch.Tensor, keys: torch.Tensor, rows: torch.Tensor) -> None:
+        """Enqueue feats (M, D) under `keys` (M,) in batch order; the oldest entries leave first."""
+        size = self.feats.shape[1]
+        for key in torch.unique(keys).tolist():
+            sel = keys == key
+            f, r = feats[sel][-size:], rows[sel][-size:]  # more than `size` new entries: the last ones stay
+            slots = (self.ptr[key] + torch.arange(len(f), device=f.device)) % size
+            self.feats[key, slots] = f.detach().to(self.feats.dtype)
+            self.rows[key, slots] = r
+            self.ptr[key] = (self.ptr[key] + len(f)) % size
+
+    def negatives(self, keys: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, N, D) queue of each anchor's key and the (B, N) mask of usable entries: filled,
+        and not produced from the anchor's own row."""
+        slot_rows = self.rows[keys]  # (B, N)
+        return self.feats[keys], (slot_rows >= 0) & (slot_rows != rows[:, None])
+
+
+def choose_partners(labels: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each sample, a uniformly random batch position holding a *different* label.
+
+    Returns (partner (B,), found (B,) bool); `found` is False only when the batch holds no
+    other class, and then `partner` must not be used.
+    """
+    y = labels.cpu()
+    scores = torch.rand(len(y), len(y), generator=generator)
+    scores[y[:, None] == y[None, :]] = -1.0
+    best, partner = scores.max(1)
+    return partner.to(labels.device), (best >= 0).to(labels.device)
+
+
+class CLAD(Method):
+    """CLAD, Eq. (2). `method_args`: lambda (1.0), tau (0.2), queue_size (32), positive_view."""
+
+    extra_fields = ("masks",)
+    aligned_variants = {"backgrounds": "only_bg_t"}
+    default_args = {"lambda": 1.0, "tau": 0.2, "queue_size": 32, "positive_view": "aligned"}
+    positive_ce = False  # CLAD+ adds CE on the positives (Eq. 3)
+    keyed_negatives = True  # False: the "trivial" shared queue of the ablation
+
+    def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
+        super().__init__(num_classes, train_cfg, method_args)
+        if self.args["positive_view"] not in ("aligned", "independent"):
+            raise ValueError(f"positive_view must be 'aligned' or 'independent', not {self.args['positive_view']!r}")
+        self.dictionary = NegativeDictionary(num_classes if self.keyed_negatives else 1, int(self.args["queue_size"]),
+                                             self.network.feature_dim)
+        self.optimizer = self.make_optimizer(self.network.parameters())
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer]
+
+    def make_positives(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(positives (B, H, W, 3) uint8, their background labels (B,), found (B,) bool):
+        x+ = bg_j * (1 - m) + x * m with j a random batch sample of another class."""
+        partner, found = choose_partners(batch["labels"], self.generator)
+        fg = batch["masks"].bool().unsqueeze(-1)                                      # (B, H, W, 1)
+        return torch.where(fg, batch["images"], batch["backgrounds"][partner]), batch["labels"][partner], found
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        images, y, rows = batch["images"], batch["labels"], batch["index"]  # images (B, H, W, 3) uint8
+        b = len(y)
+        positives, bg_labels, found = self.make_positives(batch)
+        views = self.augmenter.sample(b, self.generator)
+        if self.args["positive_view"] == "independent":
+            views = torch.cat([views, self.augmenter.sample(b, self.generator)])
+        else:
+            views = views.repeat(2, 1, 1)
+        x = self.augmenter.apply(self.augmenter.normalize(torch.cat([images, positives])), views)  # (2B, 3, H, W)
+        with self.autocast():
+            z = self.network.features(x)                                            # (2B, D)
+            logits = self.network.head(z).float()
+        z = z.float()
+        z_a, z_p, logits_a, logits_p = z[:b], z[b:], logits[:b], logits[b:]
+        keys = bg_labels if self.keyed_negatives else torch.zeros_like(bg_labels)
+        # paper order: the batch's positives enter the dictionary, then negatives are drawn
+        self.dictionary.push(z_p[found], keys[found], rows[found])
+        negatives, usable = self.dictionary.negatives(y if self.keyed_negatives else torch.zeros_like(y), rows)
+        ce = F.cross_entropy(logits_a, y)
+        con = info_nce(z_a[found], z_p[found], negatives[found], self.args["tau"], usable[found]) \
+            if found.any() else z.sum() * 0.0
+        loss = ce + self.args["lambda"] * con
+        stats = {}
+        if self.positive_ce and found.any():
+            ce_pos = F.cross_entropy(logits_p[found], y[found])
+            loss = loss + ce_pos
+            stats["ce_positive"] = ce_pos.item()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return {"loss": loss.item(), "ce": ce.item(), "contrastive": con.item(), **stats,
+                "train_acc": (logits_a.argmax(1) == y).float().mean().item(),
+                "positive_acc": (logits_p[found].argmax(1) == y[found]).float().mean().item() if found.any() else 0.0,
+                "negatives_per_anchor": usable[found].sum(1).float().mean().item() if found.any() else 0.0}
+
+
+class CLADPlus(CLAD):
+    """CLAD+, Eq. (3): also classifies the positives."""
+
+    positive_ce = True
+
+
+class CLADTrivial(CLAD):
+    """CLAD (Trivial): negatives from one shared queue of random-background positives."""
+
+    keyed_negatives = False
+
+
+class CLADPlusTrivial(CLADPlus):
+    """CLAD+ (Trivial)."""
+
+    keyed_negatives = False

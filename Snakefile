@@ -12,7 +12,7 @@ One rule file per stage under rules/; the rules only call `python -m pipeline` a
 import sys
 
 sys.path.insert(0, workflow.basedir)
-from pipeline.config import ConfigError, expand_sweeps, validate_config
+from pipeline.config import ConfigError, expand_segmentation_comparison, expand_sweeps, validate_config
 
 configfile: "config/config.yaml"
 
@@ -20,6 +20,7 @@ try:
     validate_config(config)
 except ConfigError as error:
     sys.exit(str(error))
+config.update(expand_segmentation_comparison(config))  # Table 5's U2-Net runs, when configured
 config.update(expand_sweeps(config))  # sweep values become experiments of their own
 
 include: "rules/common.smk"

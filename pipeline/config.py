@@ -93,6 +93,27 @@ def expand_sweeps(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def expand_segmentation_comparison(config: dict[str, Any]) -> dict[str, Any]:
+    """Table 5 (GrabCut vs U2-Net): with `analyses.u2net_model` set, the evaluation dataset is
+    also built with U2-Net masks (`<dataset>_u2net`, the variants CLAD trains on) and every
+    CLAD / CLAD+ experiment on it is repeated there (`<experiment>_u2net`). Evaluation stays on
+    the GrabCut-built test set, so the two differ only in the training masks."""
+    model = config["analyses"].get("u2net_model")
+    if not model:
+        return config
+    out = copy.deepcopy(config)
+    base = config["evaluation"]["dataset"]
+    ds = copy.deepcopy(config["datasets"][base])
+    ds["segmentation"].update(method="u2net", u2net_model=model)
+    ds["variants"] = ["original", "only_bg_t"]
+    out["datasets"][f"{base}_u2net"] = ds
+    for name, exp in config["experiments"].items():
+        if exp["method"] in ("clad", "clad_plus") and exp["dataset"] == base:
+            out["experiments"][f"{name}_u2net"] = {**copy.deepcopy(exp), "dataset": f"{base}_u2net",
+                                                   "label": f"{exp['label']} (U2-Net)"}
+    return out
+
+
 def _slug(value: float) -> str:
     return f"{value:g}".replace("-", "m").replace(".", "p").replace("+", "")
 

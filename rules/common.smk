@@ -5,8 +5,7 @@ from pipeline.config import runs
 from training.methods import METHODS
 
 R = config["results"]
-IN9 = config["datasets"]["in9"]
-VARIANTS = IN9["variants"]
+VARIANTS = config["datasets"]["in9"]["variants"]
 EXPERIMENTS = list(config["experiments"])
 RUNS = runs(config)  # every (experiment, seed)
 THREADS = config["training"].get("threads", 2)
@@ -34,6 +33,7 @@ def eval_stores(dataset):
 
 
 wildcard_constraints:
+    dataset="|".join(config["datasets"]),
     variant="|".join(VARIANTS),
     experiment="|".join(EXPERIMENTS),
     seed=r"\d+",

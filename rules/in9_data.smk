@@ -1,17 +1,28 @@
-# ImageNet-9 Background Challenge data: source -> segmentation -> one store per variant.
+# ImageNet-9 Background Challenge data: source -> segmentation -> one store per variant, for
+# every dataset of the in9 family (`in9`; `in9_u2net` when Table 5's U2-Net run is configured).
+
+
+def ds_json(wildcards):
+    return dataset_json(wildcards.dataset)
+
+
+def segment_inputs(wildcards):
+    if config["datasets"][wildcards.dataset]["source"]["kind"] == "synthetic":
+        return [f"{R}/sources/{wildcards.dataset}_synthetic"]
+    return []
 
 
 rule in9_synthetic_source:
     """The embedded IN-9-like source set (only used when source.kind is synthetic)."""
     output:
-        directory(f"{R}/sources/in9_synthetic"),
+        directory(f"{R}/sources/{{dataset}}_synthetic"),
     params:
-        ds=dataset_json("in9"),
+        ds=ds_json,
         seed=config["seed"],
     conda:
         "../envs/workbench.yaml"
     log:
-        f"{R}/logs/in9_synthetic_source.log",
+        f"{R}/logs/{{dataset}}_synthetic_source.log",
     shell:
         "{PY} -m pipeline source --family in9 --dataset-json {params.ds:q} --seed {params.seed} "
         "--out {output} > {log} 2>&1"
@@ -20,13 +31,13 @@ rule in9_synthetic_source:
 rule in9_segment:
     """Decode, resize and segment every source image (GrabCut or U2-Net), in parallel."""
     input:
-        [f"{R}/sources/in9_synthetic"] if IN9["source"]["kind"] == "synthetic" else [],
+        segment_inputs,
     output:
-        store=directory(f"{R}/intermediate/in9/segmented.zarr"),
-        quality=f"{R}/intermediate/in9/segmentation_quality.jsonl",
-        manifest=f"{R}/intermediate/in9/segmented.manifest.json",
+        store=directory(f"{R}/intermediate/{{dataset}}/segmented.zarr"),
+        quality=f"{R}/intermediate/{{dataset}}/segmentation_quality.jsonl",
+        manifest=f"{R}/intermediate/{{dataset}}/segmented.manifest.json",
     params:
-        ds=dataset_json("in9"),
+        ds=ds_json,
         seed=config["seed"],
     threads: 32
     resources:
@@ -35,7 +46,7 @@ rule in9_segment:
     conda:
         "../envs/workbench.yaml"
     log:
-        f"{R}/logs/in9_segment.log",
+        f"{R}/logs/{{dataset}}_segment.log",
     shell:
         "{PY} -m pipeline segment --family in9 --dataset-json {params.ds:q} --seed {params.seed} "
         "--workers {threads} --out {output.store} --inputs {input} > {log} 2>&1"
@@ -47,10 +58,10 @@ rule in9_variant:
         store=rules.in9_segment.output.store,
         manifest=rules.in9_segment.output.manifest,
     output:
-        store=directory(f"{R}/datasets/in9/{{variant}}.zarr"),
-        manifest=f"{R}/datasets/in9/{{variant}}.manifest.json",
+        store=directory(f"{R}/datasets/{{dataset}}/{{variant}}.zarr"),
+        manifest=f"{R}/datasets/{{dataset}}/{{variant}}.manifest.json",
     params:
-        ds=dataset_json("in9"),
+        ds=ds_json,
         seed=config["seed"],
     threads: 8
     resources:
@@ -59,7 +70,7 @@ rule in9_variant:
     conda:
         "../envs/workbench.yaml"
     log:
-        f"{R}/logs/in9_variant_{{variant}}.log",
+        f"{R}/logs/{{dataset}}_variant_{{variant}}.log",
     shell:
         "{PY} -m pipeline variant --family in9 --dataset-json {params.ds:q} --seed {params.seed} "
         "--workers {threads} --variant {wildcards.variant} --out {output.store} "

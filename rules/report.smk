@@ -11,8 +11,9 @@ rule report:
     input:
         metrics=EVAL_FILES + TRAIN_FILES + ANALYSIS_FILES,
         saliency=rules.analysis_saliency.output.arrays,
-        quality=rules.in9_segment.output.quality,
-        manifests=expand(f"{R}/datasets/in9/{{variant}}.manifest.json", variant=VARIANTS),
+        quality=f"{R}/intermediate/{config['evaluation']['dataset']}/segmentation_quality.jsonl",
+        manifests=expand(f"{R}/datasets/{config['evaluation']['dataset']}/{{variant}}.manifest.json",
+                         variant=config["datasets"][config["evaluation"]["dataset"]]["variants"]),
         stores=list(EVAL_STORES.values()),
     output:
         REPORT_FILES,

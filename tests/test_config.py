@@ -53,3 +53,44 @@ def test_snakemake_stops_at_start_on_a_bad_value(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "seed" in proc.stdout + proc.stderr and "minimum" in proc.stdout + proc.stderr
+
+
+def test_sweeps_become_experiments_and_reuse_the_base_run(default_config):
+    from pipeline.config import expand_sweeps, runs
+
+    cfg = expand_sweeps(default_config)
+    points = cfg["sweep_points"]["lambda"]["points"]
+    assert [v for v, _ in points] == [0.25, 1.0, 4.0] and points[1][1] == "clad"  # lambda 1 is CLAD itself
+    exp = cfg["experiments"][points[0][1]]
+    assert exp["method"] == "clad" and exp["method_args"] == {"lambda": 0.25} and exp["seeds"] == [0]
+    assert (points[0][1], 0) in runs(cfg) and (points[0][1], 1) not in runs(cfg)
+    assert [s for e, s in runs(cfg) if e == "clad"] == default_config["seeds"]
+    bad = copy.deepcopy(default_config)
+    bad["sweeps"]["lambda"]["arg"] = "lamda"
+    with pytest.raises(ConfigError, match="sweeps.lambda.arg"):
+        validate_config(bad)
+
+
+def test_u2net_comparison_adds_a_dataset_and_clad_runs(default_config):
+    from pipeline.config import expand_segmentation_comparison
+
+    assert expand_segmentation_comparison(default_config) == default_config  # not configured: nothing added
+    cfg = copy.deepcopy(default_config)
+    cfg["analyses"]["u2net_model"] = "/models/u2netp.onnx"
+    out = expand_segmentation_comparison(cfg)
+    assert out["datasets"]["in9_u2net"]["segmentation"]["method"] == "u2net"
+    assert out["datasets"]["in9_u2net"]["segmentation"]["u2net_model"] == "/models/u2netp.onnx"
+    assert {e for e in out["experiments"] if e.endswith("_u2net")} == {"clad_u2net", "clad_plus_u2net"}
+    assert out["experiments"]["clad_u2net"]["label"] == "CLAD (U2-Net)"
+    validate_config(out)
+
+
+def test_methods_args_and_needed_variants_are_checked(default_config):
+    cfg = copy.deepcopy(default_config)
+    cfg["experiments"]["clad"]["method_args"] = {"temperature": 0.1}
+    with pytest.raises(ConfigError, match="experiments.clad.method_args"):
+        validate_config(cfg)
+    cfg = copy.deepcopy(default_config)
+    cfg["datasets"]["in9"]["variants"].remove("only_bg_t")
+    with pytest.raises(ConfigError, match="only_bg_t"):
+        validate_config(cfg)

@@ -89,9 +89,10 @@ def table5(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], pa
         seg = "-" if exp["method"] == "erm" else config["datasets"][exp["dataset"]]["segmentation"]["method"]
         per_run.setdefault((exp["label"], seg), {}).setdefault(r["variant"], []).append(r["value"])
     if not any(seg == "u2net" for _, seg in per_run):
-        doc.para("Not run: no CLAD / CLAD+ experiment trains on a U2-Net-segmented dataset in this configuration. "
-                 "To fill this table, add the overlay `config/u2net.yaml` (it needs the U2-Net model file "
-                 "`u2netp.onnx`; see the README).")
+        doc.para("Not run: no U2-Net model is configured, so no CLAD / CLAD+ run trains on U2-Net masks. To fill "
+                 "this table, set `analyses.u2net_model` to the path of `u2netp.onnx` (4,574,861 bytes, md5 "
+                 "8e83ca70e441ab06c318d82300c84806; nothing is downloaded), e.g. "
+                 "`snakemake --cores 2 all --config analyses='{u2net_model: /path/u2netp.onnx}'`.")
         return
     out = [["Ours", label, {"grabcut": "GrabCut", "u2net": "U2-Net"}.get(seg, seg),
             mean_std(v.get("original", [])), mean_std(v.get("mixed_rand", []))]

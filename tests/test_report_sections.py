@@ -1,0 +1,39 @@
+"""The CLAD report sections on hand-made rows: numbers, verdicts and 'not run' notes."""
+
+from training.reporting.clad_sections import bg_gap_verdict, table3, table5, table6
+from training.reporting.document import Document
+
+
+def _gap_table(base, clad):
+    return {"Base (IN9)": {"bg_gap": base, "mixed_rand": [50.0] * len(base), "original": [90.0] * len(base)},
+            "CLAD": {"bg_gap": clad, "mixed_rand": [60.0] * len(clad), "original": [89.0] * len(clad)}}
+
+
+def test_bg_gap_verdict_follows_the_numbers():
+    for base, clad, word in (([20.0, 22.0, 21.0], [5.0, 6.0, 4.0], "CLAD reduces"),
+                             ([5.0, 6.0, 4.0], [20.0, 22.0, 21.0], "CLAD does not reduce"),
+                             ([10.0, 14.0, 12.0], [11.0, 13.0, 12.5], "CLAD does not clearly change")):
+        doc = Document("t")
+        bg_gap_verdict(doc, _gap_table(base, clad))
+        assert word in doc.markdown()
+
+
+def test_table3_and_table6_show_ours_beside_the_paper():
+    rows = [{"kind": "analysis", "analysis": "consistency", "label": "CLAD", "seed": s, "metric": m, "value": v}
+            for s, (fs, dc) in enumerate(((0.9, 0.8), (0.7, 0.6))) for m, v in
+            (("feature_similarity", fs), ("decision_consistency", dc))]
+    rows += [{"kind": "analysis", "analysis": "fivecrop", "label": "CLAD", "seed": 0, "metric": f"accuracy_{k}",
+              "value": v} for k, v in (("whole", 80.0), ("top_left", 70.0), ("top_right", 72.0),
+                                       ("bottom_left", 74.0), ("bottom_right", 76.0), ("drop", 7.0))]
+    doc = Document("t")
+    table3(doc, rows, {"rows": [{"model": "CLAD", "values": [0.914, 0.915]}]})
+    table6(doc, rows, {"CLAD": 4.5}, 0.875)
+    md = doc.markdown()
+    assert "| CLAD | 0.800 ± 0.141 | 0.700 ± 0.141 | 0.914 | 0.915 |" in md
+    assert "| CLAD | 80.0 | 73.0 | 7.0 | 4.5 |" in md
+
+
+def test_table5_says_when_u2net_is_not_configured(default_config):
+    doc = Document("t")
+    table5(doc, default_config, [], {"rows": []})
+    assert "Not run" in doc.markdown() and "u2net_model" in doc.markdown()

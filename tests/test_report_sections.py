@@ -16,6 +16,13 @@ def test_bg_gap_verdict_follows_the_numbers():
         doc = Document("t")
         bg_gap_verdict(doc, _gap_table(base, clad))
         assert word in doc.markdown()
+        # Mixed-Rand is 60 vs 50 here: the gap did not shrink by using the background less alone
+        assert "using the background less" not in doc.markdown()
+    table = _gap_table([20.0, 22.0, 21.0], [5.0, 6.0, 4.0])
+    table["CLAD"]["mixed_rand"] = [50.0, 50.0, 50.0]
+    doc = Document("t")
+    bg_gap_verdict(doc, table)
+    assert "using the background less, not from recognising the foreground better" in doc.markdown()
 
 
 def test_table3_and_table6_show_ours_beside_the_paper():

@@ -27,10 +27,15 @@ def tiny_run(tmp_path_factory):
 def test_tiny_workflow_produces_the_report(tiny_run):
     report = (tiny_run / "report" / "report.md").read_text()
     assert "Table 2" in report and "Base (IN9)" in report and "Base (MR)" in report and "(paper)" in report
+    for section in ("| CLAD+ |", "| CLAD (Trivial) |", "Table 3", "Table 4", "Table 5", "Table 6", "Fig. 6", "Fig. 7",
+                    "Fig. 8", "BG-GAP of Base (IN9)"):
+        assert section in report, section
     for name in ("report.html", "metrics.csv", "fig5_mixed_same_vs_rand.png", "variant_grid.png",
-                 "segmentation_quality.png"):
+                 "segmentation_quality.png", "fig6_saliency.png", "fig7_lambda.png", "fig8_queue_size.png"):
         assert (tiny_run / "report" / name).stat().st_size > 0
     assert (tiny_run / "runs" / "base_mr" / "seed0" / "eval.jsonl").exists()
+    assert (tiny_run / "runs" / "clad_lambda_0p5" / "seed0" / "model.pt").exists()
+    assert not (tiny_run / "runs" / "clad_queue_size_32").exists()  # the base run is reused
 
 
 def test_one_variant_regenerates_byte_identical(tiny_run):
@@ -43,5 +48,6 @@ def test_one_variant_regenerates_byte_identical(tiny_run):
 
 def test_dry_run_lists_the_whole_graph():
     out = snakemake("-n", "--cores", "32", "--config", "results=/nonexistent/results")
-    for rule in ("in9_synthetic_source", "in9_segment", "in9_variant", "train", "evaluate", "report", "all"):
+    for rule in ("in9_synthetic_source", "in9_segment", "in9_variant", "train", "evaluate", "analysis",
+                 "analysis_saliency", "report", "all"):
         assert rule in out, rule

@@ -6,7 +6,10 @@ epoch visits the runs in a random order and shuffles samples within windows of
 `window_reads` runs (the usual shard-shuffle of streaming loaders). Zarr decompresses whole
 chunks and reads long contiguous runs fastest; its reads of scattered rows cost ~100x more.
 Background threads read ahead. The order of epoch e is a function of (name, seed, e) only,
-so a resumed run sees the same batches as an uninterrupted one.
+so a resumed run sees the same batches as an uninterrupted one. `aligned` adds the images of
+other variant stores of the same dataset under new field names, row for row (their `ids` are
+checked to match): CLAD reads each anchor's ONLY_BG_T background this way, in the same
+contiguous reads as the anchors themselves.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .document import Document
-from .helpers import mean_std, metric_table, model_order, save_figure
+from .helpers import mean_std, metric_table, model_order, save_figure, sweep_only_experiments
 
 TABLE2_COLUMNS = ["original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap"]
 TABLE2_HEADER = ["Original ↑", "Only-FG ↑", "Mixed-Rand ↑", "Mixed-Same ↑", "Only-BG-T ↓", "BG-Gap ↓"]
@@ -88,9 +88,10 @@ def table4(doc: Document, table: dict[str, dict[str, list[float]]], paper: dict[
 def table5(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], paper: dict[str, Any]) -> None:
     doc.heading("Table 5 – GrabCut vs U2-Net foreground segmentation (%)")
     per_run: dict[tuple[str, str], dict[str, list[float]]] = {}
+    swept = sweep_only_experiments(config)
     for r in rows:
         exp = config["experiments"].get(r.get("experiment", ""))
-        if r.get("kind") != "eval" or r["metric"] != "accuracy" or exp is None:
+        if r.get("kind") != "eval" or r["metric"] != "accuracy" or exp is None or r["experiment"] in swept:
             continue
         if exp["method"] not in CLAD_METHODS and r["experiment"] != "base_in9":
             continue

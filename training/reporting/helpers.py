@@ -50,3 +50,9 @@ def save_figure(fig, path: Path, dpi: int) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=dpi, format="png")
     plt.close(fig)
+
+
+def sweep_only_experiments(config: dict[str, Any]) -> set[str]:
+    """Experiments that exist only as sweep points (shown in the sweep figures, not the tables)."""
+    return {e for name, sweep in config.get("sweep_points", {}).items() for _, e in sweep["points"]
+            if e != config["sweeps"][name]["experiment"]}

@@ -26,7 +26,7 @@ from pipeline.store import atomic_path  # noqa: E402
 
 from . import clad_sections  # noqa: E402
 from .document import Document  # noqa: E402
-from .helpers import mean_std, metric_table, model_order, read_rows, save_figure  # noqa: E402
+from .helpers import mean_std, metric_table, model_order, read_rows, save_figure, sweep_only_experiments  # noqa: E402
 
 TABLE2_COLUMNS, TABLE2_HEADER = clad_sections.TABLE2_COLUMNS, clad_sections.TABLE2_HEADER
 
@@ -55,8 +55,7 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     rows = read_rows(metric_files)
     table = accuracy_table(rows)
     # sweep runs appear in their own figures only
-    swept = {config["experiments"][e]["label"] for name, sweep in config.get("sweep_points", {}).items()
-             for _, e in sweep["points"] if e != config["sweeps"][name]["experiment"]}
+    swept = {config["experiments"][e]["label"] for e in sweep_only_experiments(config)}
     main = {label: cols for label, cols in table.items() if label not in swept}
     paper = yaml.safe_load(resources.files("training.reporting").joinpath("paper_numbers.yaml").read_text())
     doc = Document("Debiasing workbench report")

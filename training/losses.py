@@ -26,3 +26,41 @@ def info_nce(anchor: torch.Tensor, positive: torch.Tensor, negatives: torch.Tens
     logits = torch.cat([pos, neg], dim=1) / tau                            # (B, 1 + N)
     # the positive is class 0 of an (N+1)-way classification
     return F.cross_entropy(logits, torch.zeros(len(a), dtype=torch.long, device=a.device))
+
+
+def rbf_kernel(x: torch.Tensor, sigma: float | None) -> torch.Tensor:
+    """(m, m) RBF kernel exp(-|x_i - x_j|^2 / (2 sigma^2)) of x (m, ...); sigma None = the median
+    pairwise distance of x (ReBias's choice on ImageNet, computed per representation)."""
+    x = x.flatten(1).float()
+    sq = (x * x).sum(1)
+    d2 = (sq[:, None] + sq[None, :] - 2 * x @ x.T).clamp_min(0.0)  # (m, m)
+    if sigma is None:
+        off_diagonal = ~torch.eye(len(x), dtype=torch.bool, device=x.device)
+        sigma = d2.detach()[off_diagonal].sqrt().median().clamp_min(1e-6)
+    return torch.exp(-d2 / (2 * sigma ** 2))
+
+
+def hsic(x: torch.Tensor, y: torch.Tensor, sigma_x: float | None = 1.0, sigma_y: float | None = 1.0,
+         estimator: str = "unbiased") -> torch.Tensor:
+    """HSIC between the rows of x and y (m samples each) with RBF kernels K, L.
+
+    unbiased (Song et al. 2012; ReBias Eq. A3), with K~, L~ the kernels with zero diagonal:
+        HSIC_1 = 1/(m(m-3)) [ tr(K~ L~) + (1'K~1)(1'L~1)/((m-1)(m-2)) - 2/(m-2) 1'K~L~1 ]
+    biased (ReBias Sec. 3.2): HSIC_0 = (m-1)^-2 tr(K H L H), H = I - 11'/m.
+
+    The diagonal is zeroed exactly (the authors' code subtracts a broadcast row, which equals
+    this only for kernels with a constant diagonal). sigma None = median heuristic.
+    """
+    m = len(x)
+    k, l = rbf_kernel(x, sigma_x), rbf_kernel(y, sigma_y)  # (m, m) each
+    if estimator == "biased":
+        h = torch.eye(m, device=k.device) - 1.0 / m
+        return torch.trace(k @ h @ l @ h) / (m - 1) ** 2
+    if estimator != "unbiased":
+        raise ValueError(f"estimator must be 'unbiased' or 'biased', not {estimator!r}")
+    if m < 4:
+        raise ValueError(f"the unbiased HSIC estimator needs at least 4 samples, got {m}")
+    kt = k - torch.diag_embed(torch.diagonal(k))
+    lt = l - torch.diag_embed(torch.diagonal(l))
+    kl = kt @ lt
+    return (torch.trace(kl) + kt.sum() * lt.sum() / ((m - 1) * (m - 2)) - 2.0 / (m - 2) * kl.sum()) / (m * (m - 3))

@@ -1,0 +1,61 @@
+"""Biased MNIST: the colour x digit count matrix follows the ReBias protocol exactly, the idx
+reader reads MNIST-format files and names the file of a bad one, digits come from sklearn."""
+
+import gzip
+import struct
+
+import numpy as np
+import pytest
+
+from pipeline.biased_mnist import COLOURS, assign_colours, colourise, read_idx, sklearn_digits_28
+from pipeline.errors import PipelineError
+
+
+@pytest.mark.parametrize("rho", [0.99, 0.995, 0.997, 0.999, 0.1])
+def test_colour_digit_counts_follow_the_protocol(rho):
+    per_class = [1000, 1123, 997, 1010, 982, 1020, 1001, 999, 1500, 1100]
+    labels = np.concatenate([np.full(n, y) for y, n in enumerate(per_class)])
+    colours = assign_colours(labels, rho, "train")
+    counts = np.zeros((10, 10), int)
+    np.add.at(counts, (labels, colours), 1)
+    for y, n in enumerate(per_class):
+        own, rest = int(n * rho), n - int(n * rho)
+        assert counts[y, y] == own
+        off = np.delete(counts[y], y)
+        assert off.sum() == rest and set(off) <= {rest // 9, rest // 9 + 1}
+    assert np.array_equal(colours, assign_colours(labels, rho, "train"))  # seeded
+    assert not np.array_equal(colours, assign_colours(labels, rho, "test"))  # by name
+
+
+def test_colourise_paints_the_background_not_the_digit():
+    img = np.zeros((2, 4, 4), np.uint8)
+    img[:, 1:3, 1:3] = 255
+    out = colourise(img, np.array([0, 3]))
+    assert (out[0, 0, 0] == COLOURS[0]).all() and (out[1, 0, 0] == COLOURS[3]).all()
+    assert (out[:, 1, 1] == 255).all()
+
+
+def _write_idx(path, array, gz):
+    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    (gzip.open if gz else open)(path, "wb").write(header + array.tobytes())
+
+
+def test_idx_reader_round_trip_and_clear_errors(tmp_path):
+    images = np.random.default_rng(0).integers(0, 256, (5, 28, 28), dtype=np.uint8)
+    _write_idx(tmp_path / "img.gz", images, gz=True)
+    _write_idx(tmp_path / "lab.idx", np.arange(5, dtype=np.uint8), gz=False)
+    assert np.array_equal(read_idx(tmp_path / "img.gz"), images)
+    assert read_idx(tmp_path / "lab.idx").tolist() == [0, 1, 2, 3, 4]
+    (tmp_path / "bad.idx").write_bytes(b"PK\x03\x04 not idx")
+    with pytest.raises(PipelineError, match="bad.idx is not an unsigned-byte idx"):
+        read_idx(tmp_path / "bad.idx")
+    (tmp_path / "short.idx").write_bytes((tmp_path / "lab.idx").read_bytes()[:-2])
+    with pytest.raises(PipelineError, match="short.idx is truncated"):
+        read_idx(tmp_path / "short.idx")
+
+
+def test_sklearn_digits_become_mnist_like():
+    images, labels = sklearn_digits_28()
+    assert images.shape == (1797, 28, 28) and images.dtype == np.uint8
+    assert set(labels.tolist()) == set(range(10))
+    assert images[:, :4].max() == 0 and images[:, :, 24:].max() == 0 and images.max() > 200  # centred 20x20

@@ -185,6 +185,7 @@ def sweep_figures(doc: Document, config: dict[str, Any], table: dict[str, dict[s
         if min(values) > 0:
             ax.set_xscale("log")
         ax.set_xticks(values, [f"{v:g}" for v in values])
+        ax.minorticks_off()
         ax.set_xlabel(xlabel)
         ax.set_ylabel("accuracy (%)")
         ax.legend(fontsize=7)

@@ -1,0 +1,140 @@
+"""ReBias (Bahng et al., ICML 2020) and the baselines of its Table 1 that pair the main network
+F with a biased-by-design network G (`method_args.biased_arch`): RUBi and LearnedMixin+H.
+
+All of them predict with F alone; G is trained beside it (1x1-kernel SimpleConvNet on Biased
+MNIST, BagNet18 on images).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..losses import hsic
+from ..models import build_network
+from .base import Method
+
+
+class _WithBiasedNetwork(Method):
+    """F (`self.network`, from `training.arch`) plus G (`self.biased`, from `biased_arch`)."""
+
+    default_args: dict[str, Any] = {"biased_arch": "simple_cnn1"}
+
+    def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
+        super().__init__(num_classes, train_cfg, method_args)
+        self.biased = build_network(self.args["biased_arch"], num_classes)
+
+    def _forward(self, net: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with self.autocast():
+            z = net.features(x)
+            return z.float(), net.head(z).float()
+
+
+class ReBias(_WithBiasedNetwork):
+    """Minimax of Eq. (3), one alternating step per batch (Algorithm 1): first G minimises
+    CE(g) - lambda_g * HSIC_1(f, g), then F minimises CE(f) + lambda * HSIC_1(f, g), each with
+    the other network's pooled features held fixed. sigma_f / sigma_g: RBF radii (null = median
+    of the pairwise distances, the paper's choice on ImageNet; 1 on Biased MNIST)."""
+
+    default_args = {**_WithBiasedNetwork.default_args, "lambda": 1.0, "lambda_g": 1.0, "sigma_f": 1.0,
+                    "sigma_g": 1.0, "estimator": "unbiased"}
+
+    def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
+        super().__init__(num_classes, train_cfg, method_args)
+        self.optimizer = self.make_optimizer(self.network.parameters())
+        self.optimizer_g = self.make_optimizer(self.biased.parameters())
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer, self.optimizer_g]
+
+    def _hsic(self, zf: torch.Tensor, zg: torch.Tensor) -> torch.Tensor:
+        return hsic(zf, zg, self.args["sigma_f"], self.args["sigma_g"], self.args["estimator"])
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        x, y = self.augment(batch["images"]), batch["labels"]
+        with torch.no_grad():
+            zf_fixed, _ = self._forward(self.network, x)
+        zg, logits_g = self._forward(self.biased, x)
+        hsic_g = self._hsic(zf_fixed, zg)
+        loss_g = F.cross_entropy(logits_g, y) - self.args["lambda_g"] * hsic_g
+        self.optimizer_g.zero_grad(set_to_none=True)
+        loss_g.backward()
+        self.optimizer_g.step()
+
+        with torch.no_grad():
+            zg_fixed, _ = self._forward(self.biased, x)
+        zf, logits_f = self._forward(self.network, x)
+        hsic_f = self._hsic(zf, zg_fixed)
+        ce = F.cross_entropy(logits_f, y)
+        loss = ce + self.args["lambda"] * hsic_f
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return {"loss": loss.item(), "ce": ce.item(), "hsic": hsic_f.item(), "loss_g": loss_g.item(),
+                "train_acc": (logits_f.argmax(1) == y).float().mean().item(),
+                "train_acc_g": (logits_g.argmax(1) == y).float().mean().item()}
+
+
+class RUBi(_WithBiasedNetwork):
+    """RUBi (Cadene et al. 2019): F's logits are masked by sigmoid(h(g logits)), with h a linear
+    head on G's detached logits, and trained with CE(f * mask); G learns from CE(g). Unlike the
+    ReBias authors' code, h is optimised."""
+
+    def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
+        super().__init__(num_classes, train_cfg, method_args)
+        self.mask_head = nn.Linear(num_classes, num_classes)
+        self.optimizer = self.make_optimizer([*self.network.parameters(), *self.biased.parameters(),
+                                              *self.mask_head.parameters()])
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer]
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        x, y = self.augment(batch["images"]), batch["labels"]
+        _, logits_f = self._forward(self.network, x)
+        _, logits_g = self._forward(self.biased, x)
+        masked = logits_f * torch.sigmoid(self.mask_head(logits_g.detach()))
+        ce_masked, ce_g = F.cross_entropy(masked, y), F.cross_entropy(logits_g, y)
+        loss = ce_masked + ce_g
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return {"loss": loss.item(), "ce_masked": ce_masked.item(), "ce_g": ce_g.item(),
+                "train_acc": (logits_f.argmax(1) == y).float().mean().item()}
+
+
+class LearnedMixinH(_WithBiasedNetwork):
+    """LearnedMixin+H (Clark et al. 2019): combined log-probabilities
+    log p_f + softplus(w . z_f + b) * log p_g (G detached), trained with CE, plus `entropy`
+    (0.36) times the entropy of softmax(softplus(.) * log p_g); G learns from CE(g). Unlike the
+    ReBias authors' code, the gate (w, b) is optimised."""
+
+    default_args = {**_WithBiasedNetwork.default_args, "entropy": 0.36}
+
+    def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
+        super().__init__(num_classes, train_cfg, method_args)
+        self.gate = nn.Linear(self.network.feature_dim, 1)
+        self.optimizer = self.make_optimizer([*self.network.parameters(), *self.biased.parameters(),
+                                              *self.gate.parameters()])
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer]
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        x, y = self.augment(batch["images"]), batch["labels"]
+        zf, logits_f = self._forward(self.network, x)
+        _, logits_g = self._forward(self.biased, x)
+        scaled_bias = F.softplus(self.gate(zf)) * F.log_softmax(logits_g.detach(), 1)   # (B, C)
+        ce_mix = F.cross_entropy(F.log_softmax(logits_f, 1) + scaled_bias, y)
+        p = F.softmax(scaled_bias, 1)
+        entropy = -(p * torch.log(p.clamp_min(1e-12))).sum(1).mean()
+        ce_g = F.cross_entropy(logits_g, y)
+        loss = ce_mix + self.args["entropy"] * entropy + ce_g
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return {"loss": loss.item(), "ce_mix": ce_mix.item(), "entropy": entropy.item(), "ce_g": ce_g.item(),
+                "train_acc": (logits_f.argmax(1) == y).float().mean().item()}

@@ -59,3 +59,27 @@ def test_sklearn_digits_become_mnist_like():
     assert images.shape == (1797, 28, 28) and images.dtype == np.uint8
     assert set(labels.tolist()) == set(range(10))
     assert images[:, :4].max() == 0 and images[:, :, 24:].max() == 0 and images.max() > 200  # centred 20x20
+
+
+def test_family_builds_stores_in_the_workbench_format(tmp_path):
+    import zarr
+
+    from pipeline.datasets import get_family
+
+    cfg = {"family": "biased_mnist", "source": {"kind": "sklearn_digits", "test_fraction": 0.2},
+           "rhos": [0.99], "unbiased_rho": 0.1, "chunk_images": 64}
+    fam = get_family("biased_mnist")
+    assert fam.variants(cfg) == ["rho_0.99", "unbiased"]
+    for variant in fam.variants(cfg):
+        fam.run_step("variant", cfg, 0, tmp_path / f"{variant}.zarr", [], 1, variant)
+    train = zarr.open_group(str(tmp_path / "rho_0.99.zarr"), mode="r")["train"]
+    labels, colours = train["labels"][:], train["bias_labels"][:]
+    assert train["images"].shape == (len(labels), 28, 28, 3) and len(labels) == 1797 - 359
+    for y in range(10):
+        assert (colours[labels == y] == y).sum() == int((labels == y).sum() * 0.99)
+    unbiased = zarr.open_group(str(tmp_path / "unbiased.zarr"), mode="r")
+    assert "train" not in unbiased and unbiased["val/labels"].shape == (359,)
+    assert (unbiased["val/bias_labels"][:] == unbiased["val/labels"][:]).mean() < 0.2
+    first = train["images"][:]
+    fam.run_step("variant", cfg, 0, tmp_path / "again.zarr", [], 1, "rho_0.99")
+    assert np.array_equal(first, zarr.open_group(str(tmp_path / "again.zarr"), mode="r")["train/images"][:])

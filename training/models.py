@@ -10,6 +10,8 @@ import torchvision
 
 from pipeline.store import file_digest
 
+from .rebias_nets import BagNet18, SimpleConvNet
+
 
 class WeightsError(RuntimeError):
     pass
@@ -52,6 +54,22 @@ class Classifier(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
+
+
+#: small networks selectable by `arch` besides torchvision's ResNets
+SMALL_NETWORKS = {"simple_cnn7": lambda n: SimpleConvNet(n, kernel=7), "simple_cnn1": lambda n: SimpleConvNet(n, kernel=1),
+                  "bagnet18": BagNet18}
+
+
+def build_network(arch: str, num_classes: int, pretrained: str | None = None,
+                  pretrained_sha256: str | None = None) -> nn.Module:
+    """A network with `features(x)` (B, D), `head` and `feature_dim`: a torchvision ResNet
+    (`Classifier`) or one of ReBias's small networks (random init)."""
+    if arch in SMALL_NETWORKS:
+        if pretrained:
+            raise WeightsError(f"arch {arch!r} has no pretrained weights; set `pretrained: null`")
+        return SMALL_NETWORKS[arch](num_classes)
+    return Classifier(arch, num_classes, pretrained, pretrained_sha256)
 
 
 def imagenet_classifier(arch: str, weights: str, sha256: str | None) -> nn.Module:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .base import Method
 from .clad import CLAD, CLADPlus, CLADPlusTrivial, CLADTrivial
 from .erm import ERM
+from .rebias import RUBi, LearnedMixinH, ReBias
 
 METHODS: dict[str, type[Method]] = {
     "erm": ERM,
@@ -12,6 +13,9 @@ METHODS: dict[str, type[Method]] = {
     "clad_plus": CLADPlus,
     "clad_trivial": CLADTrivial,
     "clad_plus_trivial": CLADPlusTrivial,
+    "rebias": ReBias,
+    "rubi": RUBi,
+    "learned_mixin_h": LearnedMixinH,
 }
 
 

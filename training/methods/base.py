@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from ..data import Augmenter
-from ..models import Classifier
+from ..models import build_network
 
 
 class Method(nn.Module):
@@ -36,8 +36,8 @@ class Method(nn.Module):
         aug = train_cfg.get("augment", {})
         self.augmenter = Augmenter(train_cfg["normalize"]["mean"], train_cfg["normalize"]["std"],
                                    tuple(aug.get("crop_scale", (1.0, 1.0))), bool(aug.get("hflip", False)))
-        self.network = Classifier(train_cfg["arch"], num_classes, train_cfg.get("pretrained"),
-                                  train_cfg.get("pretrained_sha256"))
+        self.network = build_network(train_cfg["arch"], num_classes, train_cfg.get("pretrained"),
+                                     train_cfg.get("pretrained_sha256"))
         self.generator = torch.Generator()
         self.autocast_dtype: torch.dtype | None = None
 
@@ -48,6 +48,10 @@ class Method(nn.Module):
         opt = self.cfg["optimizer"]
         if opt["name"] == "adam":
             return torch.optim.Adam(params, lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0))
+        if opt["name"] == "adamp":  # ReBias appendix: AdamP helps on Biased MNIST and ImageNet
+            from adamp import AdamP
+
+            return AdamP(params, lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0))
         return torch.optim.SGD(params, lr=opt["lr"], momentum=opt.get("momentum", 0.9),
                                weight_decay=opt.get("weight_decay", 0.0))
 

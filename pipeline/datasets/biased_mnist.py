@@ -1,0 +1,87 @@
+"""Biased MNIST (ReBias Sec. 4.2) as variant stores in the workbench's format.
+
+Variants: `rho_<rho>` (train split with colour-label correlation rho, and a val split: the
+"biased" test set with the same rho) for each `rhos` entry, and `unbiased` (val split only:
+colours independent of labels, rho = `unbiased_rho`, 0.1 in the paper). `bias_labels` is the
+background colour index. Images are 28x28 RGB uint8.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from ..biased_mnist import assign_colours, colourise, read_idx, sklearn_digits_28
+from ..errors import PipelineError
+from ..seeding import name_rng
+from ..store import atomic_path, code_version, config_hash, create_array, write_json
+from .base import DatasetFamily
+
+CLASSES = [str(d) for d in range(10)]
+COLOUR_NAMES = ["red", "green", "blue", "yellow", "magenta", "cyan", "orange", "pink", "purple", "grey"]
+
+
+def variant_name(rho: float) -> str:
+    return f"rho_{rho:g}"
+
+
+def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{"train": (images, labels), "test": (images, labels)} grey 28x28 digits from the source."""
+    source = ds_cfg["source"]
+    if source["kind"] == "idx":
+        out = {}
+        for split in ("train", "test"):
+            images = read_idx(Path(source[f"{split}_images"]).expanduser())
+            labels = read_idx(Path(source[f"{split}_labels"]).expanduser()).astype(np.int64)
+            if images.ndim != 3 or len(images) != len(labels):
+                raise PipelineError(f"{source[f'{split}_images']} holds {images.shape} images but "
+                                    f"{source[f'{split}_labels']} {len(labels)} labels; pass matching idx files")
+            if not set(np.unique(labels).tolist()) <= set(range(10)):
+                raise PipelineError(f"{source[f'{split}_labels']}: labels outside 0..9")
+            out[split] = (images, labels)
+        return out
+    images, labels = sklearn_digits_28()
+    order = name_rng(seed, "biased_mnist_split").permutation(len(labels))
+    n_test = int(round(len(labels) * source.get("test_fraction", 0.2)))
+    return {"train": (images[order[n_test:]], labels[order[n_test:]]),
+            "test": (images[order[:n_test]], labels[order[:n_test]])}
+
+
+class BiasedMnistFamily(DatasetFamily):
+    name = "biased_mnist"
+
+    def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
+        return [variant_name(r) for r in ds_cfg["rhos"]] + ["unbiased"]
+
+    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
+                 workers: int, variant: str | None) -> None:
+        if step != "variant" or variant not in self.variants(ds_cfg):
+            raise ValueError(f"biased_mnist builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+        digits = load_digits(ds_cfg, seed)
+        if variant == "unbiased":
+            splits = {"val": ("test", float(ds_cfg["unbiased_rho"]))}
+        else:
+            rho = next(r for r in ds_cfg["rhos"] if variant_name(r) == variant)
+            splits = {"train": ("train", rho), "val": ("test", rho)}
+        manifest = {}
+        with atomic_path(out) as tmp:
+            group = zarr.open_group(tmp, mode="w")
+            group.attrs.update({"classes": CLASSES, "bias_classes": COLOUR_NAMES, "variant": variant,
+                                "family": self.name, "image_size": 28,
+                                "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
+                                               "code_version": code_version()}})
+            for split, (source_split, rho) in splits.items():
+                images, labels = digits[source_split]
+                colours = assign_colours(labels, rho, f"{seed}/{variant}/{split}")
+                n, chunk = len(labels), int(ds_cfg["chunk_images"])
+                sub = group.create_group(split)
+                create_array(sub, "images", (n, 28, 28, 3), np.uint8, chunk)[:] = colourise(images, colours)
+                create_array(sub, "labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = labels
+                create_array(sub, "bias_labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = colours
+                create_array(sub, "ids", (n,), str, max(n, 1), max(n, 1))[:] = np.array(
+                    [f"{source_split}/{i:05d}" for i in range(n)])
+                manifest[split] = {"inputs": n, "outputs": n, "skipped": [], "rho": rho}
+        write_json(out.parent / f"{variant}.manifest.json", manifest)

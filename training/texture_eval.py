@@ -1,0 +1,82 @@
+"""ReBias's texture-cluster "unbiased" accuracy for images (Sec. 4.3 and appendix):
+
+1. texture features: Gram matrices of an early VGG layer's feature maps;
+2. k-means (MiniBatchKMeans, k = 9) on them gives each image a texture cluster c;
+3. accuracy A_{c,y} = Corr(c, y) / Pop(c, y) per (cluster, class) cell, averaged over the cells
+   with Pop(c, y) > 10; the whole is averaged over 3 clusterings with different seeds.
+
+The VGG weights come from a local file (the normalised VGG-19 of AdaIN, `vgg_normalised.pth`,
+md5 checked); nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from pipeline.store import file_digest
+
+from .models import WeightsError
+
+VGG_NORMALISED_MD5 = "bb6e9a222ef3630ff734596f29ad8d20"
+#: (in, out) channels of the normalised VGG-19's convolutions up to relu2_1, in order
+_EARLY_CONVS = ((64, 64), (64, 128))
+
+
+def early_vgg(weights: str | Path, md5: str | None = VGG_NORMALISED_MD5) -> nn.Sequential:
+    """The normalised VGG-19 (AdaIN's encoder layout: a 1x1 colour conv, then reflection-padded
+    3x3 convs) up to relu2_1, with weights from `weights` (its module indices are the keys)."""
+    path = Path(weights).expanduser()
+    if not path.is_file():
+        raise WeightsError(f"VGG weights not found at {path}. Place vgg_normalised.pth (80,102,481 bytes, md5 "
+                           f"{VGG_NORMALISED_MD5}) there; nothing is downloaded at run time.")
+    if md5 and (actual := file_digest(path, "md5")) != md5:
+        raise WeightsError(f"{path} has md5 {actual}, expected {md5}; replace it with an intact copy")
+    layers: list[nn.Module] = [nn.Conv2d(3, 3, 1), nn.ReflectionPad2d(1), nn.Conv2d(3, 64, 3), nn.ReLU()]
+    layers += [nn.ReflectionPad2d(1), nn.Conv2d(*_EARLY_CONVS[0], 3), nn.ReLU(), nn.MaxPool2d(2, 2, ceil_mode=True)]
+    layers += [nn.ReflectionPad2d(1), nn.Conv2d(*_EARLY_CONVS[1], 3), nn.ReLU()]
+    net = nn.Sequential(*layers)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    wanted = {k: v for k, v in state.items() if int(k.split(".")[0]) < len(layers)}
+    missing, _ = net.load_state_dict(wanted, strict=False)
+    if missing:
+        raise WeightsError(f"{path} is not the normalised VGG-19 (missing {missing[:4]})")
+    return net.eval()
+
+
+def gram_features(feature_maps: torch.Tensor) -> torch.Tensor:
+    """(B, C, H, W) -> (B, C*(C+1)/2): the upper triangle of each Gram matrix F F^T / (H W)."""
+    b, c, h, w = feature_maps.shape
+    f = feature_maps.reshape(b, c, h * w)
+    gram = f @ f.transpose(1, 2) / (h * w)                     # (B, C, C)
+    rows, cols = torch.triu_indices(c, c)
+    return gram[:, rows, cols]
+
+
+def texture_clusters(features: np.ndarray, k: int = 9, seeds: tuple[int, ...] = (0, 1, 2)) -> list[np.ndarray]:
+    """One cluster id per image for each seed (MiniBatchKMeans on standardised features)."""
+    from sklearn.cluster import MiniBatchKMeans
+
+    z = (features - features.mean(0)) / (features.std(0) + 1e-8)
+    return [MiniBatchKMeans(n_clusters=k, random_state=s, n_init=3).fit_predict(z) for s in seeds]
+
+
+def cell_accuracy(pred: np.ndarray, labels: np.ndarray, clusters: np.ndarray, min_population: int = 10) -> float:
+    """Mean of Corr(c, y) / Pop(c, y) over the (cluster, class) cells with Pop(c, y) > min_population (%)."""
+    accs = []
+    for c in np.unique(clusters):
+        for y in np.unique(labels):
+            cell = (clusters == c) & (labels == y)
+            if cell.sum() > min_population:
+                accs.append((pred[cell] == y).mean())
+    if not accs:
+        raise ValueError(f"no (cluster, class) cell has more than {min_population} samples")
+    return 100.0 * float(np.mean(accs))
+
+
+def unbiased_texture_accuracy(pred: np.ndarray, labels: np.ndarray, clusterings: list[np.ndarray]) -> float:
+    """The cell accuracy averaged over the clusterings (ReBias: 3 k-means seeds)."""
+    return float(np.mean([cell_accuracy(pred, labels, c) for c in clusterings]))

@@ -56,8 +56,16 @@ class Method(nn.Module):
                                weight_decay=opt.get("weight_decay", 0.0))
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
-        """Every optimiser of the method (the trainer schedules and checkpoints them all)."""
-        raise NotImplementedError
+        """Every optimiser of the method (the trainer schedules and checkpoints them all);
+        by default the one in `self.optimizer`."""
+        return [self.optimizer]
+
+    @staticmethod
+    def step(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+        """One gradient step of `optimizer` on `loss`."""
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
 
     def autocast(self):
         device = next(self.parameters()).device

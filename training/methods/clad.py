@@ -96,9 +96,6 @@ class CLAD(Method):
                                              self.network.feature_dim)
         self.optimizer = self.make_optimizer(self.network.parameters())
 
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
-
     def make_positives(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(positives (B, H, W, 3) uint8, their background labels (B,), found (B,) bool):
         x+ = bg_j * (1 - m) + x * m with j a random batch sample of another class."""
@@ -134,9 +131,7 @@ class CLAD(Method):
             ce_pos = F.cross_entropy(logits_p[found], y[found])
             loss = loss + ce_pos
             stats["ce_positive"] = ce_pos.item()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        self.step(self.optimizer, loss)
         return {"loss": loss.item(), "ce": ce.item(), "contrastive": con.item(), **stats,
                 "train_acc": (logits_a.argmax(1) == y).float().mean().item(),
                 "positive_acc": (logits_p[found].argmax(1) == y[found]).float().mean().item() if found.any() else 0.0,

@@ -15,15 +15,10 @@ class ERM(Method):
         super().__init__(num_classes, train_cfg, method_args)
         self.optimizer = self.make_optimizer(self.network.parameters())
 
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
-
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         x, y = self.augment(batch["images"]), batch["labels"]
         with self.autocast():
             logits = self.network(x)
             loss = F.cross_entropy(logits.float(), y)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        self.step(self.optimizer, loss)
         return {"loss": loss.item(), "train_acc": (logits.argmax(1) == y).float().mean().item()}

@@ -60,9 +60,7 @@ class ReBias(_WithBiasedNetwork):
         zg, logits_g = self._forward(self.biased, x)
         hsic_g = self._hsic(zf_fixed, zg)
         loss_g = F.cross_entropy(logits_g, y) - self.args["lambda_g"] * hsic_g
-        self.optimizer_g.zero_grad(set_to_none=True)
-        loss_g.backward()
-        self.optimizer_g.step()
+        self.step(self.optimizer_g, loss_g)
 
         with torch.no_grad():
             zg_fixed, _ = self._forward(self.biased, x)
@@ -70,9 +68,7 @@ class ReBias(_WithBiasedNetwork):
         hsic_f = self._hsic(zf, zg_fixed)
         ce = F.cross_entropy(logits_f, y)
         loss = ce + self.args["lambda"] * hsic_f
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        self.step(self.optimizer, loss)
         return {"loss": loss.item(), "ce": ce.item(), "hsic": hsic_f.item(), "loss_g": loss_g.item(),
                 "train_acc": (logits_f.argmax(1) == y).float().mean().item(),
                 "train_acc_g": (logits_g.argmax(1) == y).float().mean().item()}
@@ -86,11 +82,7 @@ class RUBi(_WithBiasedNetwork):
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         self.mask_head = nn.Linear(num_classes, num_classes)
-        self.optimizer = self.make_optimizer([*self.network.parameters(), *self.biased.parameters(),
-                                              *self.mask_head.parameters()])
-
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
+        self.optimizer = self.make_optimizer(self.parameters())  # F, G and the head together
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         x, y = self.augment(batch["images"]), batch["labels"]
@@ -99,9 +91,7 @@ class RUBi(_WithBiasedNetwork):
         masked = logits_f * torch.sigmoid(self.mask_head(logits_g.detach()))
         ce_masked, ce_g = F.cross_entropy(masked, y), F.cross_entropy(logits_g, y)
         loss = ce_masked + ce_g
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        self.step(self.optimizer, loss)
         return {"loss": loss.item(), "ce_masked": ce_masked.item(), "ce_g": ce_g.item(),
                 "train_acc": (logits_f.argmax(1) == y).float().mean().item()}
 
@@ -117,11 +107,7 @@ class LearnedMixinH(_WithBiasedNetwork):
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         self.gate = nn.Linear(self.network.feature_dim, 1)
-        self.optimizer = self.make_optimizer([*self.network.parameters(), *self.biased.parameters(),
-                                              *self.gate.parameters()])
-
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        return [self.optimizer]
+        self.optimizer = self.make_optimizer(self.parameters())  # F, G and the head together
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         x, y = self.augment(batch["images"]), batch["labels"]
@@ -133,8 +119,6 @@ class LearnedMixinH(_WithBiasedNetwork):
         entropy = -(p * torch.log(p.clamp_min(1e-12))).sum(1).mean()
         ce_g = F.cross_entropy(logits_g, y)
         loss = ce_mix + self.args["entropy"] * entropy + ce_g
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        self.step(self.optimizer, loss)
         return {"loss": loss.item(), "ce_mix": ce_mix.item(), "entropy": entropy.item(), "ce_g": ce_g.item(),
                 "train_acc": (logits_f.argmax(1) == y).float().mean().item()}

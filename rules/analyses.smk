@@ -2,7 +2,7 @@
 # every run: `snakemake --cores 2 results/analysis/consistency.jsonl` builds one alone.
 
 ANALYSIS_STORES = {v: variant_store(config["evaluation"]["dataset"], v) for v in ("original", "mixed_rand")}
-ANALYSIS_STORE_ARGS = " ".join(f"{v}={p}" for v, p in ANALYSIS_STORES.items())
+ANALYSIS_STORE_ARGS = store_args(ANALYSIS_STORES)
 SALIENCY_EXPERIMENTS = config["analyses"]["saliency"]["experiments"]
 ANALYSIS_FILES = [f"{R}/analysis/{name}.jsonl" for name in ("consistency", "fivecrop", "saliency")]
 

@@ -32,6 +32,11 @@ def eval_stores(dataset):
     return {v: variant_store(dataset, v) for v in config["datasets"][dataset]["variants"]}
 
 
+def store_args(stores):
+    """VARIANT=STORE pairs for the CLIs' --stores option."""
+    return " ".join(f"{v}={p}" for v, p in stores.items())
+
+
 wildcard_constraints:
     dataset="|".join(config["datasets"]),
     variant="|".join(VARIANTS),

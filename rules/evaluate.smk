@@ -1,7 +1,7 @@
 # Accuracy of every trained model (and of Base (IN) if configured) on every val variant.
 
 EVAL_STORES = eval_stores(config["evaluation"]["dataset"])
-EVAL_STORE_ARGS = " ".join(f"{v}={p}" for v, p in EVAL_STORES.items())  # VARIANT=STORE pairs for the CLI
+EVAL_STORE_ARGS = store_args(EVAL_STORES)
 
 
 rule evaluate:

@@ -46,7 +46,7 @@ def _check_cross_references(config: dict[str, Any]) -> None:
         needed = [exp["train_variant"], *(method.aligned_variants.values() if method else [])]
         for variant in needed:
             if variant not in built:
-                problems.append(f"experiments.{name}: method {exp['method']!r} trains on variant {variant!r}, which "
+                problems.append(f"experiments.{name}: method {exp['method']!r} reads variant {variant!r}, which "
                                 f"datasets.{exp['dataset']}.variants does not build; add it there")
     for name, sweep in config.get("sweeps", {}).items():
         base = config["experiments"].get(sweep["experiment"])

@@ -57,18 +57,19 @@ class Classifier(nn.Module):
 
 
 #: small networks selectable by `arch` besides torchvision's ResNets
-SMALL_NETWORKS = {"simple_cnn7": lambda n: SimpleConvNet(n, kernel=7), "simple_cnn1": lambda n: SimpleConvNet(n, kernel=1),
-                  "bagnet18": BagNet18}
+SMALL_NETWORKS = {"simple_cnn7": lambda n, ch: SimpleConvNet(n, 7, ch), "simple_cnn1": lambda n, ch: SimpleConvNet(n, 1, ch),
+                  "bagnet18": lambda n, ch: BagNet18(n)}
 
 
 def build_network(arch: str, num_classes: int, pretrained: str | None = None,
-                  pretrained_sha256: str | None = None) -> nn.Module:
+                  pretrained_sha256: str | None = None, channels: tuple[int, ...] | None = None) -> nn.Module:
     """A network with `features(x)` (B, D), `head` and `feature_dim`: a torchvision ResNet
-    (`Classifier`) or one of ReBias's small networks (random init)."""
+    (`Classifier`) or one of ReBias's small networks (random init; `channels` sets the widths
+    of the SimpleConvNets, default the paper's 16/32/64/128)."""
     if arch in SMALL_NETWORKS:
         if pretrained:
             raise WeightsError(f"arch {arch!r} has no pretrained weights; set `pretrained: null`")
-        return SMALL_NETWORKS[arch](num_classes)
+        return SMALL_NETWORKS[arch](num_classes, tuple(channels or SimpleConvNet.CHANNELS))
     return Classifier(arch, num_classes, pretrained, pretrained_sha256)
 
 

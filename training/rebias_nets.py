@@ -15,7 +15,9 @@ class SimpleConvNet(nn.Module):
     """Four conv layers (16/32/64/128 channels, BN, ReLU, stride 1) with `kernel` x `kernel`
     kernels, global average pooling, a linear head. ReBias: F uses 7x7, G uses 1x1 (colour only)."""
 
-    def __init__(self, num_classes: int, kernel: int = 7, channels: tuple[int, ...] = (16, 32, 64, 128)):
+    CHANNELS = (16, 32, 64, 128)
+
+    def __init__(self, num_classes: int, kernel: int = 7, channels: tuple[int, ...] = CHANNELS):
         super().__init__()
         layers, c_in = [], 3
         for c_out in channels:

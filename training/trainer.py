@@ -91,6 +91,7 @@ def train(config: dict[str, Any], experiment: str, seed: int, train_store: Path,
                           fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
                           pin_memory=device.type == "cuda", aligned=aligned_stores)
     method = build_method(config, experiment, seed, len(batches.classes), device)
+    method.steps_per_epoch = len(batches)
     schedulers = make_schedulers(method, cfg, cfg["epochs"])
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "train_metrics.jsonl"
     start_epoch, history = _resume(ckpt_path, method, schedulers)
@@ -101,17 +102,19 @@ def train(config: dict[str, Any], experiment: str, seed: int, train_store: Path,
         method.train()
         method.generator.manual_seed(name_seed("augment", experiment, seed, epoch))
         sums: dict[str, float] = {}
+        counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
         steps, t0 = 0, time.perf_counter()
         for batch in tqdm(batches.epoch(epoch), total=len(batches), desc=f"{experiment} s{seed} e{epoch}",
                           leave=False, mininterval=5, disable=None):
             stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + value
+                counts[key] = counts.get(key, 0) + 1
             steps += 1
         for sched in schedulers:
             sched.step()
         elapsed = time.perf_counter() - t0
-        row_stats = {**{k: v / max(steps, 1) for k, v in sums.items()}, "epoch_seconds": elapsed,
+        row_stats = {**{k: v / counts[k] for k, v in sums.items()}, "epoch_seconds": elapsed,
                      "images_per_second": steps * cfg["batch_size"] / max(elapsed, 1e-9),
                      "lr": method.optimizers()[0].param_groups[0]["lr"]}
         if any(not math.isfinite(v) for v in row_stats.values()):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .base import Method
 from .clad import CLAD, CLADPlus, CLADPlusTrivial, CLADTrivial
-from .erm import ERM
+from .erm import ERM, Biased
+from .hex import HEX
 from .rebias import RUBi, LearnedMixinH, ReBias
 
 METHODS: dict[str, type[Method]] = {
@@ -13,6 +14,9 @@ METHODS: dict[str, type[Method]] = {
     "clad_plus": CLADPlus,
     "clad_trivial": CLADTrivial,
     "clad_plus_trivial": CLADPlusTrivial,
+    "vanilla": ERM,  # ReBias's Vanilla row: F alone
+    "biased": Biased,
+    "hex": HEX,
     "rebias": ReBias,
     "rubi": RUBi,
     "learned_mixin_h": LearnedMixinH,

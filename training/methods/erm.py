@@ -1,4 +1,5 @@
-"""Empirical risk minimisation: the Base (IN9) / Base (MR) baselines of the CLAD paper."""
+"""Empirical risk minimisation: the Base (IN9) / Base (MR) baselines of the CLAD paper, and
+ReBias's Vanilla (F alone) and Biased (G alone) rows."""
 
 from __future__ import annotations
 
@@ -22,3 +23,14 @@ class ERM(Method):
             loss = F.cross_entropy(logits.float(), y)
         self.step(self.optimizer, loss)
         return {"loss": loss.item(), "train_acc": (logits.argmax(1) == y).float().mean().item()}
+
+
+class Biased(ERM):
+    """ReBias's "Biased" row: the biased-by-design G (`biased_arch`: the 1x1 SimpleConvNet on
+    Biased MNIST, BagNet18 on images) trained alone with cross-entropy."""
+
+    default_args = {"biased_arch": "simple_cnn1"}
+
+    def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
+        args = {**self.default_args, **method_args}
+        super().__init__(num_classes, {**train_cfg, "arch": args["biased_arch"], "pretrained": None}, method_args)

@@ -12,7 +12,7 @@ One rule file per stage under rules/; the rules only call `python -m pipeline` a
 import sys
 
 sys.path.insert(0, workflow.basedir)
-from pipeline.config import ConfigError, expand_segmentation_comparison, expand_sweeps, validate_config
+from pipeline.config import ConfigError, expand_grids, expand_segmentation_comparison, expand_sweeps, validate_config
 
 configfile: "config/config.yaml"
 
@@ -22,10 +22,13 @@ except ConfigError as error:
     sys.exit(str(error))
 config.update(expand_segmentation_comparison(config))  # Table 5's U2-Net runs, when configured
 config.update(expand_sweeps(config))  # sweep values become experiments of their own
+config.update(expand_grids(config))  # one experiment per grid method and train variant
 
 include: "rules/common.smk"
 include: "rules/in9_data.smk"
+include: "rules/biased_mnist_data.smk"
 include: "rules/train.smk"
+include: "rules/grids.smk"
 include: "rules/evaluate.smk"
 include: "rules/analyses.smk"
 include: "rules/report.smk"

@@ -59,6 +59,24 @@ def sklearn_digits_28() -> tuple[np.ndarray, np.ndarray]:
     return images, digits.target.astype(np.int64)
 
 
+def jittered_copies(images: np.ndarray, labels: np.ndarray, copies: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The digits followed by `copies - 1` seeded random affine variants of each (rotation
+    +-12 degrees, scale 0.9-1.1, shift +-2 px): more distinct samples per class, so that the
+    rho values of the protocol leave different numbers of colour-conflicting samples."""
+    rng = name_rng("biased_mnist_copies", name)
+    out = [images]
+    for _ in range(copies - 1):
+        params = np.column_stack([rng.uniform(-12, 12, len(images)), rng.uniform(0.9, 1.1, len(images)),
+                                  rng.uniform(-2, 2, (len(images), 2))])
+        moved = np.empty_like(images)
+        for i, (angle, scale, dx, dy) in enumerate(params):
+            m = cv2.getRotationMatrix2D((13.5, 13.5), angle, scale)
+            m[:, 2] += (dx, dy)
+            moved[i] = cv2.warpAffine(images[i], m, (28, 28), flags=cv2.INTER_LINEAR, borderValue=0)
+        out.append(moved)
+    return np.concatenate(out), np.tile(labels, copies)
+
+
 def assign_colours(labels: np.ndarray, rho: float, name: str, num_colours: int = 10) -> np.ndarray:
     """Background colour index per sample: per class y with n samples, int(n * rho) samples get
     colour y and the other n - int(n * rho) are spread evenly over the other colours (counts

@@ -28,26 +28,87 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
     return config
 
 
-def _check_cross_references(config: dict[str, Any]) -> None:
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `override` applied key by key (nested dicts merged, other values replaced)."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def dataset_family(config: dict[str, Any], dataset: str) -> str:
+    return config["datasets"][dataset].get("family", "in9")
+
+
+def dataset_variants(config: dict[str, Any], dataset: str) -> list[str]:
+    """The variant stores the workflow builds for `dataset`."""
+    from .datasets import get_family
+
+    return get_family(dataset_family(config, dataset)).variants(config["datasets"][dataset])
+
+
+def test_sets(config: dict[str, Any], dataset: str, train_variant: str) -> dict[str, str]:
+    """{test set name: variant} a grid run trained on `train_variant` is evaluated on."""
+    from .datasets import get_family
+
+    return get_family(dataset_family(config, dataset)).test_sets(config["datasets"][dataset], train_variant)
+
+
+def _check_method(where: str, method_name: str, method_args: dict, dataset: str | None, variant: str | None,
+                  config: dict[str, Any], problems: list[str]) -> None:
+    """A registered method, arguments it takes, and the variants it reads built by its dataset."""
     from training.methods import METHODS  # lazy: keeps pipeline importable without torch-side modules loaded
 
-    problems = []
+    method = METHODS.get(method_name)
+    if method is None:
+        problems.append(f"{where}.method: {method_name!r} is not a registered method {sorted(METHODS)}")
+    elif unknown := set(method_args) - set(method.default_args):
+        problems.append(f"{where}.method_args: {sorted(unknown)} not taken by {method_name!r} "
+                        f"(it takes {sorted(method.default_args)})")
+    if dataset is None:
+        return
+    built = dataset_variants(config, dataset)
+    for needed in [variant, *(method.aligned_variants.values() if method else [])]:
+        if needed not in built:
+            problems.append(f"{where}: method {method_name!r} reads variant {needed!r}, which dataset "
+                            f"{dataset!r} does not build (it builds {built}); add it there")
+
+
+def _check_cross_references(config: dict[str, Any]) -> None:
+    from training.methods import METHODS
+
+    problems: list[str] = []
     for name, exp in config["experiments"].items():
-        method = METHODS.get(exp["method"])
-        if method is None:
-            problems.append(f"experiments.{name}.method: {exp['method']!r} is not a registered method {sorted(METHODS)}")
-        elif unknown := set(exp.get("method_args", {})) - set(method.default_args):
-            problems.append(f"experiments.{name}.method_args: {sorted(unknown)} not taken by {exp['method']!r} "
-                            f"(it takes {sorted(method.default_args)})")
-        if exp["dataset"] not in config["datasets"]:
+        known = exp["dataset"] in config["datasets"]
+        if not known:
             problems.append(f"experiments.{name}.dataset: {exp['dataset']!r} is not in `datasets`")
+        elif dataset_family(config, exp["dataset"]) != "in9":
+            known = False
+            problems.append(f"experiments.{name}.dataset: {exp['dataset']!r} is a "
+                            f"{dataset_family(config, exp['dataset'])} dataset; experiments are scored on the "
+                            "Background Challenge, train on it through `grids` instead")
+        _check_method(f"experiments.{name}", exp["method"], exp.get("method_args", {}),
+                      exp["dataset"] if known else None, exp["train_variant"], config, problems)
+    for name, grid in config.get("grids", {}).items():
+        if grid["dataset"] not in config["datasets"]:
+            problems.append(f"grids.{name}.dataset: {grid['dataset']!r} is not in `datasets`")
             continue
-        built = config["datasets"][exp["dataset"]]["variants"]
-        needed = [exp["train_variant"], *(method.aligned_variants.values() if method else [])]
-        for variant in needed:
-            if variant not in built:
-                problems.append(f"experiments.{name}: method {exp['method']!r} reads variant {variant!r}, which "
-                                f"datasets.{exp['dataset']}.variants does not build; add it there")
+        built = dataset_variants(config, grid["dataset"])
+        if missing := [v for v in grid["train_variants"] if v not in built]:
+            problems.append(f"grids.{name}.train_variants: {missing} are not built by dataset {grid['dataset']!r} "
+                            f"(it builds {built})")
+        for key, spec in grid["methods"].items():
+            _check_method(f"grids.{name}.methods.{key}", spec["method"], spec.get("method_args", {}), None, None,
+                          config, problems)
+        sets = test_sets(config, grid["dataset"], grid["train_variants"][0])
+        curves = grid.get("curves", {})
+        if curves and curves["test_set"] not in sets:
+            problems.append(f"grids.{name}.curves.test_set: {curves['test_set']!r} is not a test set of "
+                            f"{grid['dataset']!r} ({sorted(sets)})")
+        if unknown := set(curves.get("methods", [])) - set(grid["methods"]):
+            problems.append(f"grids.{name}.curves.methods: {sorted(unknown)} are not methods of the grid")
+        if grid["figure_variant"] not in grid["train_variants"]:
+            problems.append(f"grids.{name}.figure_variant: {grid['figure_variant']!r} is not in its train_variants")
     for name, sweep in config.get("sweeps", {}).items():
         base = config["experiments"].get(sweep["experiment"])
         if base is None:
@@ -55,13 +116,42 @@ def _check_cross_references(config: dict[str, Any]) -> None:
         elif base["method"] in METHODS and sweep["arg"] not in METHODS[base["method"]].default_args:
             problems.append(f"sweeps.{name}.arg: {base['method']!r} takes no argument {sweep['arg']!r} "
                             f"(it takes {sorted(METHODS[base['method']].default_args)})")
-    for name in config["analyses"]["saliency"]["experiments"]:
-        if name not in config["experiments"]:
-            problems.append(f"analyses.saliency.experiments: {name!r} is not in `experiments`")
-    if config["evaluation"]["dataset"] not in config["datasets"]:
-        problems.append(f"evaluation.dataset: {config['evaluation']['dataset']!r} is not in `datasets`")
+    for analysis in ("saliency", "texture"):
+        for name in config["analyses"][analysis]["experiments"]:
+            if name not in config["experiments"]:
+                problems.append(f"analyses.{analysis}.experiments: {name!r} is not in `experiments`")
+    ev = config["evaluation"]["dataset"]
+    if ev not in config["datasets"]:
+        problems.append(f"evaluation.dataset: {ev!r} is not in `datasets`")
+    elif dataset_family(config, ev) != "in9":
+        problems.append(f"evaluation.dataset: {ev!r} is a {dataset_family(config, ev)} dataset; the Background "
+                        "Challenge evaluation needs an in9 dataset (grids evaluate on their own test sets)")
     if problems:
         raise ConfigError("invalid workflow config:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def expand_grids(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with one experiment per grid method and train variant, named
+    `<grid>_<method key>_<variant>`; each records `grid`, `grid_method` and `train_variant`."""
+    out = copy.deepcopy(config)
+    for name, grid in config.get("grids", {}).items():
+        for key, spec in grid["methods"].items():
+            for variant in grid["train_variants"]:
+                out["experiments"][grid_experiment(name, key, variant)] = {
+                    "method": spec["method"], "dataset": grid["dataset"], "train_variant": variant,
+                    "label": spec["label"], "method_args": copy.deepcopy(spec.get("method_args", {})),
+                    "training": deep_merge(grid.get("training", {}), spec.get("training", {})),
+                    "seeds": list(grid.get("seeds", config["seeds"])), "grid": name, "grid_method": key}
+    return out
+
+
+def grid_experiment(grid: str, method_key: str, variant: str) -> str:
+    return f"{grid}_{method_key}_{variant}"
+
+
+def grid_experiments(config: dict[str, Any], grid: str, variant: str) -> list[str]:
+    """The experiments of `grid` trained on `variant` (one per method, in the grid's order)."""
+    return [grid_experiment(grid, key, variant) for key in config["grids"][grid]["methods"]]
 
 
 def expand_sweeps(config: dict[str, Any]) -> dict[str, Any]:

@@ -1,17 +1,20 @@
 # The CLAD paper's analyses of the trained models (Tables 3 and 6, Fig. 6), one job each over
-# every run: `snakemake --cores 2 results/analysis/consistency.jsonl` builds one alone.
+# every Background-Challenge run, and ReBias's texture-cluster accuracy (Table 2): `snakemake --cores 2 results/analysis/consistency.jsonl` builds one alone.
 
 ANALYSIS_STORES = {v: variant_store(config["evaluation"]["dataset"], v) for v in ("original", "mixed_rand")}
 ANALYSIS_STORE_ARGS = store_args(ANALYSIS_STORES)
 SALIENCY_EXPERIMENTS = config["analyses"]["saliency"]["experiments"]
+TEXTURE = config["analyses"]["texture"]
 ANALYSIS_FILES = [f"{R}/analysis/{name}.jsonl" for name in ("consistency", "fivecrop", "saliency")]
+if TEXTURE["experiments"] and TEXTURE["vgg"]:
+    ANALYSIS_FILES.append(f"{R}/analysis/texture.jsonl")
 
 
 rule analysis:
     """Table 3 (consistency: feature similarity and decision consistency, ORIGINAL vs
     MIXED_RAND) and Table 6 (fivecrop: corner-crop accuracy drop) over every run."""
     input:
-        models=run_files("model.pt"),
+        models=run_files("model.pt", EXPERIMENTS),
         stores=list(ANALYSIS_STORES.values()),
     output:
         rows=f"{R}/analysis/{{analysis}}.jsonl",
@@ -59,3 +62,29 @@ rule analysis_saliency:
         "OMP_NUM_THREADS={threads} {PY} -m training analyse --analysis saliency "
         "--config-json {params.cfg:q} --models {input.models} --stores {params.stores} --out {output.rows} "
         "--arrays {output.arrays} > {log} 2>&1"
+
+
+rule analysis_texture:
+    """ReBias Table 2's unbiased accuracy: texture clusters of the validation images (Gram
+    features of an early VGG layer, k-means) and every listed model's accuracy per cell."""
+    input:
+        models=run_files("model.pt", TEXTURE["experiments"]),
+        stores=list(ANALYSIS_STORES.values()),
+    output:
+        rows=f"{R}/analysis/texture.jsonl",
+    params:
+        cfg=CONFIG_JSON,
+        stores=ANALYSIS_STORE_ARGS,
+    threads: THREADS
+    resources:
+        gpu=1,
+        mem_mb=16000,
+        runtime=120,
+    conda:
+        "../envs/workbench.yaml"
+    log:
+        f"{R}/logs/analysis_texture.log",
+    shell:
+        "OMP_NUM_THREADS={threads} {PY} -m training analyse --analysis texture "
+        "--config-json {params.cfg:q} --models {input.models} --stores {params.stores} --out {output.rows} "
+        "> {log} 2>&1"

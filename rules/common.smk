@@ -1,17 +1,24 @@
 # Paths and helpers shared by the rule files.
 import json
+import re
 
-from pipeline.config import runs
+from pipeline.config import dataset_family, dataset_variants, runs
 from training.methods import METHODS
 
 R = config["results"]
-VARIANTS = config["datasets"]["in9"]["variants"]
-EXPERIMENTS = list(config["experiments"])
-RUNS = runs(config)  # every (experiment, seed)
+# Background-Challenge experiments (trained by rules/train.smk, one job per run); grid
+# experiments (rules/grids.smk) train in one job per (variant, seed).
+EXPERIMENTS = [e for e, exp in config["experiments"].items() if "grid" not in exp]
+RUNS = runs(config)  # every (experiment, seed), grids included
 THREADS = config["training"].get("threads", 2)
 # `python` with this checkout importable, also for cluster jobs that run in a conda env.
 PY = f"PYTHONPATH={workflow.basedir}${{PYTHONPATH:+:$PYTHONPATH}} python"
-CONFIG_JSON = json.dumps(config, sort_keys=True)
+# Key order kept: the report shows methods and variants in the order the config lists them.
+CONFIG_JSON = json.dumps(config)
+
+
+def datasets_of(family):
+    return [d for d in config["datasets"] if dataset_family(config, d) == family]
 
 
 def dataset_json(name):
@@ -29,7 +36,7 @@ def run_files(name, experiments=None):
 
 def eval_stores(dataset):
     """{variant: store path} for every variant of `dataset`."""
-    return {v: variant_store(dataset, v) for v in config["datasets"][dataset]["variants"]}
+    return {v: variant_store(dataset, v) for v in dataset_variants(config, dataset)}
 
 
 def store_args(stores):
@@ -37,8 +44,13 @@ def store_args(stores):
     return " ".join(f"{v}={p}" for v, p in stores.items())
 
 
+def one_of(names):
+    """A wildcard regex matching exactly one of `names` (which may hold dots)."""
+    return "|".join(re.escape(n) for n in names)
+
+
 wildcard_constraints:
-    dataset="|".join(config["datasets"]),
-    variant="|".join(VARIANTS),
-    experiment="|".join(EXPERIMENTS),
+    dataset=one_of(config["datasets"]),
+    variant=one_of(sorted({v for d in config["datasets"] for v in dataset_variants(config, d)})),
+    experiment=one_of(EXPERIMENTS),
     seed=r"\d+",

@@ -1,6 +1,8 @@
 # ImageNet-9 Background Challenge data: source -> segmentation -> one store per variant, for
 # every dataset of the in9 family (`in9`; `in9_u2net` when Table 5's U2-Net run is configured).
 
+IN9_DATASETS = one_of(datasets_of("in9"))
+
 
 def ds_json(wildcards):
     return dataset_json(wildcards.dataset)
@@ -14,6 +16,8 @@ def segment_inputs(wildcards):
 
 rule in9_synthetic_source:
     """The embedded IN-9-like source set (only used when source.kind is synthetic)."""
+    wildcard_constraints:
+        dataset=IN9_DATASETS,
     output:
         directory(f"{R}/sources/{{dataset}}_synthetic"),
     params:
@@ -32,6 +36,8 @@ rule in9_segment:
     """Decode, resize and segment every source image (GrabCut or U2-Net), in parallel."""
     input:
         segment_inputs,
+    wildcard_constraints:
+        dataset=IN9_DATASETS,
     output:
         store=directory(f"{R}/intermediate/{{dataset}}/segmented.zarr"),
         quality=f"{R}/intermediate/{{dataset}}/segmentation_quality.jsonl",
@@ -57,6 +63,8 @@ rule in9_variant:
     input:
         store=rules.in9_segment.output.store,
         manifest=rules.in9_segment.output.manifest,
+    wildcard_constraints:
+        dataset=IN9_DATASETS,
     output:
         store=directory(f"{R}/datasets/{{dataset}}/{{variant}}.zarr"),
         manifest=f"{R}/datasets/{{dataset}}/{{variant}}.manifest.json",

@@ -66,7 +66,7 @@ def test_family_builds_stores_in_the_workbench_format(tmp_path):
 
     from pipeline.datasets import get_family
 
-    cfg = {"family": "biased_mnist", "source": {"kind": "sklearn_digits", "test_fraction": 0.2},
+    cfg = {"family": "biased_mnist", "source": {"kind": "sklearn_digits", "test_fraction": 0.2, "copies": 1},
            "rhos": [0.99], "unbiased_rho": 0.1, "chunk_images": 64}
     fam = get_family("biased_mnist")
     assert fam.variants(cfg) == ["rho_0.99", "unbiased"]
@@ -83,3 +83,18 @@ def test_family_builds_stores_in_the_workbench_format(tmp_path):
     first = train["images"][:]
     fam.run_step("variant", cfg, 0, tmp_path / "again.zarr", [], 1, "rho_0.99")
     assert np.array_equal(first, zarr.open_group(str(tmp_path / "again.zarr"), mode="r")["train/images"][:])
+
+
+def test_jittered_copies_are_new_seeded_digits():
+    from pipeline.biased_mnist import jittered_copies
+
+    rng = np.random.default_rng(0)
+    digits = np.zeros((5, 28, 28), np.uint8)
+    digits[:, 8:20, 12:16] = rng.integers(128, 256, (5, 12, 4))
+    labels = np.arange(5)
+    images, tiled = jittered_copies(digits, labels, 3, "train")
+    assert images.shape == (15, 28, 28) and tiled.tolist() == [0, 1, 2, 3, 4] * 3
+    assert np.array_equal(images[:5], digits)                   # the originals come first, untouched
+    assert all(not np.array_equal(images[5 + i], digits[i]) for i in range(5))
+    assert np.array_equal(images, jittered_copies(digits, labels, 3, "train")[0])    # seeded by the name
+    assert not np.array_equal(images, jittered_copies(digits, labels, 3, "test")[0])

@@ -7,15 +7,14 @@ import sys
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, validate_config
-from training.trainer import deep_merge
+from pipeline.config import ConfigError, deep_merge, validate_config
 
 from .conftest import ROOT
 
 
 def test_shipped_configs_are_valid(default_config):
     validate_config(default_config)
-    for name in ("imagenet9.yaml", "photos-dev.yaml"):
+    for name in ("imagenet9.yaml", "photos-dev.yaml", "biased_mnist_paper.yaml"):
         validate_config(deep_merge(default_config, yaml.safe_load((ROOT / "config" / name).read_text())))
 
 
@@ -93,4 +92,21 @@ def test_methods_args_and_needed_variants_are_checked(default_config):
     cfg = copy.deepcopy(default_config)
     cfg["datasets"]["in9"]["variants"].remove("only_bg_t")
     with pytest.raises(ConfigError, match="only_bg_t"):
+        validate_config(cfg)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c["grids"]["rebias_mnist"].update(train_variants=["rho_0.5"]), "grids.rebias_mnist.train_variants"),
+    (lambda c: c["grids"]["rebias_mnist"]["curves"].update(methods=["vanilla", "magic"]),
+     "grids.rebias_mnist.curves.methods"),
+    (lambda c: c["grids"]["rebias_mnist"].update(figure_variant="unbiased"), "grids.rebias_mnist.figure_variant"),
+    (lambda c: c["grids"]["rebias_mnist"]["methods"]["rebias"].update(method_args={"sigma": 1}),
+     "grids.rebias_mnist.methods.rebias"),
+    (lambda c: c["analyses"]["texture"].update(experiments=["nope"]), "analyses.texture.experiments"),
+    (lambda c: c["datasets"]["biased_mnist"]["source"].update(kind="idx"), "train_images"),
+])
+def test_grid_and_rebias_errors_name_their_key(default_config, edit, message):
+    cfg = copy.deepcopy(default_config)
+    edit(cfg)
+    with pytest.raises(ConfigError, match=message):
         validate_config(cfg)

@@ -77,3 +77,15 @@ def test_nglcm_counts_grey_level_pairs():
     image = torch.tensor([[[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]])  # right-neighbour pairs: 01, 11, 00, 01
     expected = torch.tensor([[1, 2], [0, 1]]) / 4.0
     assert torch.allclose(nglcm(image).view(2, 2), expected, atol=1e-4)
+
+
+def test_adamp_optimiser_drives_both_networks(cfg, tiny_stores):
+    """The ReBias appendix's AdamP (`optimizer.name: adamp`) for F and G alike."""
+    from adamp import AdamP
+
+    cfg["optimizer"] = {"name": "adamp", "lr": 0.001, "weight_decay": 0.0}
+    method = METHODS["rebias"](9, cfg, {"biased_arch": "simple_cnn1"})
+    assert all(isinstance(o, AdamP) for o in method.optimizers())
+    g0 = copy.deepcopy(method.biased.head.weight)
+    method.update(debug_batch(method, tiny_stores))
+    assert not torch.equal(g0, method.biased.head.weight)

@@ -1,7 +1,8 @@
-"""The CLAD report sections on hand-made rows: numbers, verdicts and 'not run' notes."""
+"""The CLAD and ReBias report sections on hand-made rows: numbers, verdicts and 'not run' notes."""
 
 from training.reporting.clad_sections import bg_gap_verdict, table3, table5, table6
 from training.reporting.document import Document
+from training.reporting.rebias_sections import table2, verdict
 
 
 def _gap_table(base, clad):
@@ -44,3 +45,46 @@ def test_table5_says_when_u2net_is_not_configured(default_config):
     doc = Document("t")
     table5(doc, default_config, [], {"rows": []})
     assert "Not run" in doc.markdown() and "u2net_model" in doc.markdown()
+
+
+GRID = {"train_variants": ["rho_0.99", "rho_0.999"],
+        "methods": {"van": {"method": "vanilla"}, "reb": {"method": "rebias"}}}
+
+
+def _verdict(acc):
+    doc = Document("t")
+    verdict(doc, GRID, acc)
+    return doc.markdown()
+
+
+def test_rebias_verdict_follows_the_numbers():
+    acc = {("rho_0.999", "van", "biased"): [95.0, 97.0, 96.0], ("rho_0.999", "van", "unbiased"): [20.0, 22.0, 21.0]}
+    for rho in ("rho_0.99", "rho_0.999"):
+        acc[(rho, "reb", "unbiased")] = [40.0, 42.0, 41.0]
+    acc[("rho_0.99", "van", "unbiased")] = [20.0, 22.0, 21.0]
+    text = _verdict(acc)
+    assert "predicts mostly from the colour" in text and "in this run? Yes." in text
+    acc[("rho_0.99", "reb", "unbiased")] = [20.5, 21.5, 21.0]             # within the seed spread
+    assert "in this run? Only at ρ = 0.999." in _verdict(acc)
+    acc[("rho_0.999", "reb", "unbiased")] = [10.0, 11.0, 10.5]
+    assert "in this run? No." in _verdict(acc)
+    assert "within 5 points of chance" not in _verdict(acc)
+    one_seed = {k: v[:1] for k, v in acc.items()}
+    assert "Cannot tell from one seed" in _verdict(one_seed)
+    at_chance = {k: [10.0, 11.0, 9.0] if k[2] == "unbiased" else v for k, v in acc.items()}
+    assert "within 5 points of chance" in _verdict(at_chance)
+
+
+def test_rebias_table2_without_runs_or_vgg_says_how_to_get_them(default_config):
+    doc = Document("t")
+    table2(doc, default_config, [], {})
+    assert "config/imagenet9.yaml" in doc.markdown()
+    cfg = {**default_config, "analyses": {**default_config["analyses"],
+                                          "texture": {**default_config["analyses"]["texture"],
+                                                      "experiments": ["base_in9"]}}}
+    rows = [{"kind": "eval", "experiment": "base_in9", "seed": s, "metric": "accuracy", "variant": "original",
+             "value": v} for s, v in enumerate((50.0, 52.0))]
+    doc = Document("t")
+    table2(doc, cfg, rows, {"erm": [1.0, 2.0]})
+    assert "| Base (IN9) | 51.0 ± 1.4 | – | – | 1.0 | 2.0 |" in doc.markdown()
+    assert "set `analyses.texture.vgg`" in doc.markdown()

@@ -1,9 +1,10 @@
 """Command line the workflow's training, evaluation and report rules call.
 
   python -m training train --config-json J --experiment E --seed S --train-store P --run-dir D [--aligned-stores F=P ...]
+  python -m training train-grid --config-json J --grid G --variant V --seed S --train-store P --stores NAME=P ... --runs-dir D
   python -m training evaluate --config-json J --model M --stores V=P ... --out F
   python -m training evaluate-imagenet --config-json J --stores V=P ... --out F
-  python -m training analyse --config-json J --analysis consistency|fivecrop|saliency --models M ... --stores V=P ... --out F [--arrays F.npz]
+  python -m training analyse --config-json J --analysis consistency|fivecrop|saliency|texture --models M ... --stores V=P ... --out F [--arrays F.npz]
   python -m training report --config-json J --metrics F ... --out-dir D ...
 """
 
@@ -34,7 +35,11 @@ def _analyse(args: argparse.Namespace, config: dict) -> None:
     from . import analysis
 
     stores = _stores(args.stores)
-    if args.analysis == "saliency":
+    if args.analysis == "texture":
+        from .texture_eval import texture_rows
+
+        rows = texture_rows(args.models, config, stores)
+    elif args.analysis == "saliency":
         rows, arrays = analysis.saliency_outputs(args.models, config, stores)
         with atomic_path(args.arrays) as tmp:
             with open(tmp, "wb") as fh:
@@ -53,11 +58,18 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--train-store", type=Path, required=True)
     tr.add_argument("--run-dir", type=Path, required=True)
     tr.add_argument("--aligned-stores", nargs="*", default=[], help="FIELD=STORE pairs (e.g. CLAD's backgrounds)")
+    tg = sub.add_parser("train-grid", help="every method of a grid on one train variant and seed")
+    tg.add_argument("--grid", required=True)
+    tg.add_argument("--variant", required=True)
+    tg.add_argument("--seed", type=int, required=True)
+    tg.add_argument("--train-store", type=Path, required=True)
+    tg.add_argument("--stores", nargs="+", required=True, help="TEST_SET=STORE pairs")
+    tg.add_argument("--runs-dir", type=Path, required=True)
     ev = sub.add_parser("evaluate")
     ev.add_argument("--model", type=Path, required=True)
     evi = sub.add_parser("evaluate-imagenet")
     an = sub.add_parser("analyse")
-    an.add_argument("--analysis", choices=["consistency", "fivecrop", "saliency"], required=True)
+    an.add_argument("--analysis", choices=["consistency", "fivecrop", "saliency", "texture"], required=True)
     an.add_argument("--models", type=Path, nargs="+", required=True)
     an.add_argument("--arrays", type=Path, help="saliency: .npz of the maps for the figure")
     for p in (ev, evi, an):
@@ -70,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--stores", nargs="+", required=True)
     rep.add_argument("--saliency-arrays", type=Path, help="the saliency analysis' .npz (Fig. 6)")
     rep.add_argument("--out-dir", type=Path, required=True)
-    for p in (tr, ev, evi, an, rep):
+    for p in (tr, tg, ev, evi, an, rep):
         p.add_argument("--config-json", required=True)
     args = parser.parse_args(argv)
     config = json.loads(args.config_json)
@@ -79,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
             from .trainer import train
 
             train(config, args.experiment, args.seed, args.train_store, args.run_dir, _stores(args.aligned_stores))
+        elif args.cmd == "train-grid":
+            from .grid_runs import train_grid_runs
+
+            train_grid_runs(config, args.grid, args.variant, args.seed, args.train_store, _stores(args.stores),
+                            args.runs_dir)
         elif args.cmd == "evaluate":
             from .evaluation import evaluate_run
 

@@ -20,27 +20,42 @@ IN9_SUBCLASS_COUNTS = (116, 52, 42, 36, 35, 27, 26, 20, 16)
 
 
 def predict_store(predict: Callable[[torch.Tensor], torch.Tensor], store: Path, split: str, batch_size: int,
-                  augmenter: Augmenter, device: torch.device) -> tuple[np.ndarray, np.ndarray]:
-    """(predicted class, label) for every image of `store`/`split`, in store order."""
-    batches = ZarrBatches(store, split, batch_size, shuffle=False, fields=("images", "labels"), prefetch=2)
-    preds, labels = [], []
+                  augmenter: Augmenter, device: torch.device) -> dict[str, np.ndarray]:
+    """{"pred", "labels", "bias_labels"} for every image of `store`/`split`, in store order."""
+    batches = ZarrBatches(store, split, batch_size, shuffle=False, fields=("images", "labels", "bias_labels"),
+                          prefetch=2)
+    out: dict[str, list[np.ndarray]] = {"pred": [], "labels": [], "bias_labels": []}
     for batch in batches.epoch(0):
-        x = augmenter.normalize(batch["images"].to(device))
-        preds.append(predict(x).cpu().numpy())
-        labels.append(batch["labels"].numpy())
-    return np.concatenate(preds), np.concatenate(labels)
+        out["pred"].append(predict(augmenter.normalize(batch["images"].to(device))).cpu().numpy())
+        for field in ("labels", "bias_labels"):
+            out[field].append(batch[field].numpy())
+    return {k: np.concatenate(v) for k, v in out.items() if v}
+
+
+def cell_accuracy_rows(result: dict[str, np.ndarray], tags: dict[str, Any]) -> list[dict]:
+    """Accuracy (%) per (bias label, class) cell with at least one image (ReBias Fig. 3)."""
+    rows = []
+    for b, y in sorted(set(zip(result["bias_labels"].tolist(), result["labels"].tolist()))):
+        cell = (result["bias_labels"] == b) & (result["labels"] == y)
+        rows.append({**tags, "metric": "cell_accuracy", "bias_label": b, "class_label": y,
+                     "value": float(100.0 * (result["pred"][cell] == y).mean()), "n": int(cell.sum())})
+    return rows
 
 
 def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[str, Path], split: str,
-                  batch_size: int, augmenter: Augmenter, device: torch.device, tags: dict[str, Any]) -> list[dict]:
-    """One tidy row per variant: accuracy (%) and the number of images; plus the BG-GAP
-    row, acc(MIXED_SAME) - acc(MIXED_RAND), when both variants are evaluated."""
+                  batch_size: int, augmenter: Augmenter, device: torch.device, tags: dict[str, Any],
+                  cells: bool = False) -> list[dict]:
+    """One tidy row per variant: accuracy (%) and the number of images (and with `cells`, the
+    accuracy of every bias x class cell); plus the BG-GAP row, acc(MIXED_SAME) - acc(MIXED_RAND),
+    when both variants are evaluated."""
     rows, acc = [], {}
     for variant, store in stores.items():
-        pred, label = predict_store(predict, store, split, batch_size, augmenter, device)
-        acc[variant] = float(100.0 * (pred == label).mean())
-        rows.append({"kind": "eval", **tags, "variant": variant, "split": split, "metric": "accuracy",
-                     "value": acc[variant], "n": int(label.size)})
+        result = predict_store(predict, store, split, batch_size, augmenter, device)
+        acc[variant] = float(100.0 * (result["pred"] == result["labels"]).mean())
+        row_tags = {"kind": "eval", **tags, "variant": variant, "split": split}
+        rows.append({**row_tags, "metric": "accuracy", "value": acc[variant], "n": int(result["labels"].size)})
+        if cells:
+            rows += cell_accuracy_rows(result, row_tags)
     if "mixed_same" in acc and "mixed_rand" in acc:
         rows.append({"kind": "eval", **tags, "variant": "mixed_same-mixed_rand", "split": split, "metric": "bg_gap",
                      "value": acc["mixed_same"] - acc["mixed_rand"], "n": None})
@@ -56,14 +71,34 @@ def load_trained(model_path: Path, config: dict[str, Any], device: torch.device)
 
 
 def evaluate_run(model_path: Path, config: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
+    """Accuracy of a trained run on `stores` (val split). Background-Challenge runs are tagged
+    with the evaluation dataset; grid runs with their own dataset, grid, method key and train
+    variant, and also get per-cell accuracies."""
     device = pick_device()
     method, state = load_trained(model_path, config, device)
     exp = config["experiments"][state["experiment"]]
     tags = {"experiment": state["experiment"], "label": exp["label"], "method": exp["method"], "seed": state["seed"],
             "dataset": config["evaluation"]["dataset"]}
+    if "grid" in exp:
+        tags.update(dataset=exp["dataset"], grid=exp["grid"], grid_method=exp["grid_method"],
+                    train_variant=exp["train_variant"])
     ev = config["evaluation"]
     return accuracy_rows(lambda x: method.predict(x).argmax(1), stores, ev["split"], ev["batch_size"],
-                         method.augmenter, device, tags)
+                         method.augmenter, device, tags, cells="grid" in exp)
+
+
+def monitor_accuracy(method: Method, stores: dict[str, Path], batch_size: int) -> dict[str, float]:
+    """{f"{name}_accuracy": accuracy (%) on the val split of each store} of a method in training
+    (evaluated in eval mode, then put back in training mode)."""
+    device = next(method.parameters()).device
+    method.eval()
+    out = {}
+    for name, store in stores.items():
+        result = predict_store(lambda x: method.predict(x).argmax(1), store, "val", batch_size, method.augmenter,
+                               device)
+        out[f"{name}_accuracy"] = float(100.0 * (result["pred"] == result["labels"]).mean())
+    method.train()
+    return out
 
 
 def mapping_tensor(mapping_path: Path) -> torch.Tensor:

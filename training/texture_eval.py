@@ -6,12 +6,16 @@
    with Pop(c, y) > 10; the whole is averaged over 3 clusterings with different seeds.
 
 The VGG weights come from a local file (the normalised VGG-19 of AdaIN, `vgg_normalised.pth`,
-md5 checked); nothing is downloaded.
+md5 checked); nothing is downloaded. The paper names "early VGG16 features"; the normalised
+VGG-19 shares VGG16's first two blocks' layout, and relu2_1 is the layer used here.
+`texture_rows` is the workflow's analysis: one clustering of the evaluation images, every
+listed model scored against it (Table 2's "unbiased" column).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,7 +23,10 @@ import torch.nn as nn
 
 from pipeline.store import file_digest
 
+from .data import ZarrBatches
+from .evaluation import load_trained
 from .models import WeightsError
+from .trainer import pick_device
 
 VGG_NORMALISED_MD5 = "bb6e9a222ef3630ff734596f29ad8d20"
 #: (in, out) channels of the normalised VGG-19's convolutions up to relu2_1, in order
@@ -57,11 +64,14 @@ def gram_features(feature_maps: torch.Tensor) -> torch.Tensor:
 
 
 def texture_clusters(features: np.ndarray, k: int = 9, seeds: tuple[int, ...] = (0, 1, 2)) -> list[np.ndarray]:
-    """One cluster id per image for each seed (MiniBatchKMeans on standardised features)."""
+    """One cluster id per image for each seed (MiniBatchKMeans, batch size 1024 as in the paper's
+    appendix, on standardised features)."""
     from sklearn.cluster import MiniBatchKMeans
 
+    if len(features) < k:
+        raise ValueError(f"{len(features)} images cannot form {k} texture clusters; evaluate on more images")
     z = (features - features.mean(0)) / (features.std(0) + 1e-8)
-    return [MiniBatchKMeans(n_clusters=k, random_state=s, n_init=3).fit_predict(z) for s in seeds]
+    return [MiniBatchKMeans(n_clusters=k, batch_size=1024, random_state=s, n_init=3).fit_predict(z) for s in seeds]
 
 
 def cell_accuracy(pred: np.ndarray, labels: np.ndarray, clusters: np.ndarray, min_population: int = 10) -> float:
@@ -73,10 +83,49 @@ def cell_accuracy(pred: np.ndarray, labels: np.ndarray, clusters: np.ndarray, mi
             if cell.sum() > min_population:
                 accs.append((pred[cell] == y).mean())
     if not accs:
-        raise ValueError(f"no (cluster, class) cell has more than {min_population} samples")
+        raise ValueError(f"no (cluster, class) cell has more than {min_population} samples: evaluate on more "
+                         "images or lower analyses.texture.min_population")
     return 100.0 * float(np.mean(accs))
 
 
-def unbiased_texture_accuracy(pred: np.ndarray, labels: np.ndarray, clusterings: list[np.ndarray]) -> float:
+def unbiased_texture_accuracy(pred: np.ndarray, labels: np.ndarray, clusterings: list[np.ndarray],
+                              min_population: int = 10) -> float:
     """The cell accuracy averaged over the clusterings (ReBias: 3 k-means seeds)."""
-    return float(np.mean([cell_accuracy(pred, labels, c) for c in clusterings]))
+    return float(np.mean([cell_accuracy(pred, labels, c, min_population) for c in clusterings]))
+
+
+@torch.no_grad()
+def store_texture_features(vgg: nn.Module, store: Path, split: str, batch_size: int,
+                           device: torch.device) -> tuple[np.ndarray, np.ndarray]:
+    """(Gram features (N, D), labels (N,)) of every image of `store`/`split`, in store order."""
+    vgg = vgg.to(device)
+    feats, labels = [], []
+    for batch in ZarrBatches(store, split, batch_size, shuffle=False, fields=("images", "labels")).epoch(0):
+        x = batch["images"].to(device).permute(0, 3, 1, 2).float().div_(255.0)  # uint8 (B,H,W,3) -> RGB in [0, 1]
+        feats.append(gram_features(vgg(x)).cpu().numpy())
+        labels.append(batch["labels"].numpy())
+    return np.concatenate(feats), np.concatenate(labels)
+
+
+def texture_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
+    """ReBias Table 2's unbiased accuracy of every model on the ORIGINAL evaluation images,
+    against `analyses.texture.seeds` k-means clusterings of their texture features."""
+    cfg, split, bs = config["analyses"]["texture"], config["evaluation"]["split"], config["evaluation"]["batch_size"]
+    device = pick_device()
+    feats, labels = store_texture_features(early_vgg(cfg["vgg"], cfg.get("vgg_md5", VGG_NORMALISED_MD5)),
+                                           stores["original"], split, bs, device)
+    clusterings = texture_clusters(feats, cfg["k"], tuple(cfg["seeds"]))
+    rows = []
+    for path in model_paths:
+        method, state = load_trained(path, config, device)
+        preds = []
+        for batch in ZarrBatches(stores["original"], split, bs, shuffle=False, fields=("images",)).epoch(0):
+            with torch.no_grad():
+                preds.append(method.predict(method.augmenter.normalize(batch["images"].to(device))).argmax(1).cpu())
+        pred = torch.cat(preds).numpy()
+        exp = config["experiments"][state["experiment"]]
+        rows.append({"kind": "analysis", "analysis": "texture", "experiment": state["experiment"],
+                     "label": exp["label"], "method": exp["method"], "seed": state["seed"],
+                     "metric": "texture_unbiased_accuracy", "n": int(len(pred)), "clusterings": len(clusterings),
+                     "value": unbiased_texture_accuracy(pred, labels, clusterings, cfg["min_population"])})
+    return rows

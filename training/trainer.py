@@ -9,16 +9,17 @@ last completed epoch and ends with the same weights as an uninterrupted run.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm import tqdm
 
+from pipeline.config import deep_merge
 from pipeline.seeding import name_seed
 from pipeline.store import atomic_path
 
@@ -28,13 +29,6 @@ from .methods import Method, get_method
 
 def pick_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def experiment_training_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:
@@ -65,13 +59,31 @@ def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[to
     return out
 
 
+@dataclass
+class Monitor:
+    """Learning curves (ReBias Fig. 4): every `every_steps` training steps, the accuracy on the
+    val split of each of `stores` and the mean of each training statistic since the last point."""
+
+    stores: dict[str, Path]
+    every_steps: int
+    batch_size: int = 256
+
+    def rows(self, method: Method, interval: dict[str, list[float]], tags: dict[str, Any]) -> list[dict]:
+        from .evaluation import monitor_accuracy  # evaluation imports this module
+
+        values = {**{k: sum(v) / len(v) for k, v in interval.items()},
+                  **monitor_accuracy(method, self.stores, self.batch_size)}
+        return [{"kind": "curve", **tags, "metric": k, "value": v} for k, v in values.items()]
+
+
 def train(config: dict[str, Any], experiment: str, seed: int, train_store: Path, run_dir: Path,
-          aligned_stores: dict[str, Path] | None = None, stop_after_epochs: int | None = None) -> Path:
+          aligned_stores: dict[str, Path] | None = None, stop_after_epochs: int | None = None,
+          monitor: Monitor | None = None) -> Path:
     """Train `experiment` with `seed` on `train_store`; returns the path of `model.pt`.
 
     `aligned_stores` gives, for each of the method's `aligned_variants` fields, the store of
-    that variant. `stop_after_epochs` ends the process early (as a kill would) - used by the
-    resume test.
+    that variant. `monitor` adds learning-curve rows (kind "curve") every few steps.
+    `stop_after_epochs` ends the process early (as a kill would) - used by the resume test.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device()
@@ -103,17 +115,23 @@ def train(config: dict[str, Any], experiment: str, seed: int, train_store: Path,
         method.generator.manual_seed(name_seed("augment", experiment, seed, epoch))
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
-        steps, t0 = 0, time.perf_counter()
+        interval: dict[str, list[float]] = {}  # statistics since the last curve point
+        steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
         for batch in tqdm(batches.epoch(epoch), total=len(batches), desc=f"{experiment} s{seed} e{epoch}",
                           leave=False, mininterval=5, disable=None):
             stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + value
                 counts[key] = counts.get(key, 0) + 1
+                interval.setdefault(key, []).append(value)
             steps += 1
+            if monitor and (epoch * len(batches) + steps) % monitor.every_steps == 0:
+                t_mon = time.perf_counter()
+                history += monitor.rows(method, interval, {**tags, "epoch": epoch, "step": epoch * len(batches) + steps})
+                interval, monitor_seconds = {}, monitor_seconds + time.perf_counter() - t_mon
         for sched in schedulers:
             sched.step()
-        elapsed = time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0 - monitor_seconds
         row_stats = {**{k: v / counts[k] for k, v in sums.items()}, "epoch_seconds": elapsed,
                      "images_per_second": steps * cfg["batch_size"] / max(elapsed, 1e-9),
                      "lr": method.optimizers()[0].param_groups[0]["lr"]}

@@ -16,6 +16,10 @@ class DatasetFamily:
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         raise NotImplementedError
 
+    def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
+        """{test set name: variant} a model trained on `train_variant` is evaluated on (val split)."""
+        return {v: v for v in self.variants(ds_cfg)}
+
     def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
                  workers: int, variant: str | None) -> None:
         raise NotImplementedError

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from ..biased_mnist import assign_colours, colourise, read_idx, sklearn_digits_28
+from ..biased_mnist import assign_colours, colourise, jittered_copies, read_idx, sklearn_digits_28
 from ..errors import PipelineError
 from ..seeding import name_rng
 from ..store import atomic_path, code_version, config_hash, create_array, write_json
@@ -45,9 +45,11 @@ def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray
         return out
     images, labels = sklearn_digits_28()
     order = name_rng(seed, "biased_mnist_split").permutation(len(labels))
-    n_test = int(round(len(labels) * source.get("test_fraction", 0.2)))
-    return {"train": (images[order[n_test:]], labels[order[n_test:]]),
-            "test": (images[order[:n_test]], labels[order[:n_test]])}
+    n_test = int(round(len(labels) * source["test_fraction"]))
+    # split first, so no test digit has a jittered copy in the training set
+    splits = {"train": order[n_test:], "test": order[:n_test]}
+    return {split: jittered_copies(images[idx], labels[idx], int(source["copies"]), f"{seed}/{split}")
+            for split, idx in splits.items()}
 
 
 class BiasedMnistFamily(DatasetFamily):
@@ -55,6 +57,11 @@ class BiasedMnistFamily(DatasetFamily):
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         return [variant_name(r) for r in ds_cfg["rhos"]] + ["unbiased"]
+
+    def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
+        """ReBias's two test sets of a model trained on `train_variant`: "biased" (the val split
+        of the same rho) and "unbiased" (colours independent of the digits)."""
+        return {"biased": train_variant, "unbiased": "unbiased"}
 
     def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
                  workers: int, variant: str | None) -> None:

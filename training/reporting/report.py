@@ -24,7 +24,7 @@ import zarr  # noqa: E402
 
 from pipeline.store import atomic_path  # noqa: E402
 
-from . import clad_sections  # noqa: E402
+from . import clad_sections, rebias_sections  # noqa: E402
 from .document import Document  # noqa: E402
 from .helpers import mean_std, metric_table, model_order, read_rows, save_figure, sweep_only_experiments  # noqa: E402
 
@@ -52,7 +52,8 @@ def accuracy_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[float
 def build_report(config: dict[str, Any], metric_files: list[Path], quality_file: Path, manifest_files: list[Path],
                  stores: dict[str, Path], out_dir: Path, saliency_arrays: Path | None = None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows = read_rows(metric_files)
+    all_rows = read_rows(metric_files)
+    rows = [r for r in all_rows if not config["experiments"].get(r.get("experiment", ""), {}).get("grid")]
     table = accuracy_table(rows)
     # sweep runs appear in their own figures only
     swept = {config["experiments"][e]["label"] for e in sweep_only_experiments(config)}
@@ -77,6 +78,7 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     clad_sections.table6(doc, rows, paper["clad_table6"], config["analyses"]["fivecrop_fraction"])
     clad_sections.figure6(doc, config, rows, saliency_arrays, out_dir)
     clad_sections.sweep_figures(doc, config, table, out_dir)
+    rebias_sections.rebias_sections(doc, config, all_rows, paper, out_dir)
     _variant_grid(doc, stores, config["report"]["grid_images"], out_dir / "variant_grid.png")
     _segmentation(doc, quality_file, out_dir / "segmentation_quality.png")
     _manifests(doc, manifest_files)
@@ -87,7 +89,12 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
             writer = csv.writer(fh)
             writer.writerow(["source", "model", "metric", "mean", "std", "n_seeds", "values"])
             sources = [("eval", table), *((a, metric_table(rows, "analysis", a))
-                                         for a in ("consistency", "fivecrop", "saliency"))]
+                                         for a in ("consistency", "fivecrop", "saliency", "texture"))]
+            for name in config.get("grids", {}):
+                grid_table: dict[str, dict[str, list[float]]] = defaultdict(dict)
+                for (variant, key, test_set), values in rebias_sections.grid_accuracies(all_rows, name).items():
+                    grid_table[f"{key} {variant}"][test_set] = values
+                sources.append((f"grid:{name}", grid_table))
             for source, label, cols in ((src, label, cols) for src, t in sources for label, cols in sorted(t.items())):
                 for metric, values in sorted(cols.items()):
                     writer.writerow([source, label, metric, f"{np.mean(values):.4f}",

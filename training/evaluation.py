@@ -32,6 +32,11 @@ def predict_store(predict: Callable[[torch.Tensor], torch.Tensor], store: Path, 
     return {k: np.concatenate(v) for k, v in out.items() if v}
 
 
+def accuracy(result: dict[str, np.ndarray]) -> float:
+    """Accuracy (%) of a `predict_store` result."""
+    return float(100.0 * (result["pred"] == result["labels"]).mean())
+
+
 def cell_accuracy_rows(result: dict[str, np.ndarray], tags: dict[str, Any]) -> list[dict]:
     """Accuracy (%) per (bias label, class) cell with at least one image (ReBias Fig. 3)."""
     rows = []
@@ -51,7 +56,7 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
     rows, acc = [], {}
     for variant, store in stores.items():
         result = predict_store(predict, store, split, batch_size, augmenter, device)
-        acc[variant] = float(100.0 * (result["pred"] == result["labels"]).mean())
+        acc[variant] = accuracy(result)
         row_tags = {"kind": "eval", **tags, "variant": variant, "split": split}
         rows.append({**row_tags, "metric": "accuracy", "value": acc[variant], "n": int(result["labels"].size)})
         if cells:
@@ -94,9 +99,8 @@ def monitor_accuracy(method: Method, stores: dict[str, Path], batch_size: int) -
     method.eval()
     out = {}
     for name, store in stores.items():
-        result = predict_store(lambda x: method.predict(x).argmax(1), store, "val", batch_size, method.augmenter,
-                               device)
-        out[f"{name}_accuracy"] = float(100.0 * (result["pred"] == result["labels"]).mean())
+        out[f"{name}_accuracy"] = accuracy(predict_store(lambda x: method.predict(x).argmax(1), store, "val",
+                                                         batch_size, method.augmenter, device))
     method.train()
     return out
 

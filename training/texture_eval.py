@@ -24,7 +24,7 @@ import torch.nn as nn
 from pipeline.store import file_digest
 
 from .data import ZarrBatches
-from .evaluation import load_trained
+from .evaluation import load_trained, predict_store
 from .models import WeightsError
 from .trainer import pick_device
 
@@ -118,11 +118,8 @@ def texture_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[s
     rows = []
     for path in model_paths:
         method, state = load_trained(path, config, device)
-        preds = []
-        for batch in ZarrBatches(stores["original"], split, bs, shuffle=False, fields=("images",)).epoch(0):
-            with torch.no_grad():
-                preds.append(method.predict(method.augmenter.normalize(batch["images"].to(device))).argmax(1).cpu())
-        pred = torch.cat(preds).numpy()
+        pred = predict_store(lambda x: method.predict(x).argmax(1), stores["original"], split, bs, method.augmenter,
+                             device)["pred"]
         exp = config["experiments"][state["experiment"]]
         rows.append({"kind": "analysis", "analysis": "texture", "experiment": state["experiment"],
                      "label": exp["label"], "method": exp["method"], "seed": state["seed"],

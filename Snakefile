@@ -6,23 +6,25 @@
     snakemake --cores 8 results/datasets/in9/mixed_rand.zarr  # one dataset variant
 
 One rule file per stage under rules/; the rules only call `python -m pipeline` and
-`python -m training`. The config is validated against config/schema.yaml before anything runs.
+`python -m training`, each with its job's own config slice (workbench/slices.py). The config
+is validated against config/schema.yaml and the methods' declarations before anything runs.
 """
 
 import sys
 
 sys.path.insert(0, workflow.basedir)
-from pipeline.config import ConfigError, expand_grids, expand_segmentation_comparison, expand_sweeps, validate_config
+from workbench.config import ConfigError, resolve_config
+
 
 configfile: "config/config.yaml"
 
+
 try:
-    validate_config(config)
+    resolved = resolve_config(config)
 except ConfigError as error:
     sys.exit(str(error))
-config.update(expand_segmentation_comparison(config))  # Table 5's U2-Net runs, when configured
-config.update(expand_sweeps(config))  # sweep values become experiments of their own
-config.update(expand_grids(config))  # one experiment per grid method and train variant
+config.update(resolved)  # sweeps, grids and Table 5's U2-Net runs become experiments of their own
+
 
 include: "rules/common.smk"
 include: "rules/in9_data.smk"
@@ -32,6 +34,10 @@ include: "rules/grids.smk"
 include: "rules/evaluate.smk"
 include: "rules/analyses.smk"
 include: "rules/report.smk"
+
+
+localrules:
+    all,
 
 
 rule all:

@@ -1,7 +1,8 @@
 """Command line the workflow's generation rules call: `python -m pipeline <step> ...`.
 
-Each step takes the dataset's config section as JSON (`--dataset-json`), exactly as the
-Snakefile validated it, so the code never re-reads or re-interprets config files.
+Each step reads its dataset's job config (`--config`, a JSON file the workflow writes:
+`{"dataset", "config", "seed"}`), exactly as the Snakefile validated it, so the code never
+re-reads or re-interprets the workflow's config files.
 """
 
 from __future__ import annotations
@@ -17,19 +18,20 @@ from .errors import PipelineError
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline")
-    parser.add_argument("step", choices=["source", "segment", "variant"])
+    parser.add_argument("step", choices=["source", "list", "segment-shard", "segment-gather", "segment", "variant"])
     parser.add_argument("--family", required=True)
-    parser.add_argument("--dataset-json", required=True, help="the dataset's config section, as JSON")
-    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--config", type=Path, required=True, help="the dataset's job config (JSON)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--variant")
+    parser.add_argument("--shard", type=int)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--inputs", type=Path, nargs="*", default=[])
     args = parser.parse_args(argv)
     family = get_family(args.family)
-    ds_cfg = json.loads(args.dataset_json)
+    job = json.loads(args.config.read_text())
     try:
-        family.run_step(args.step, ds_cfg, args.seed, args.out, args.inputs, args.workers, args.variant)
+        family.run_step(args.step, job["config"], job["seed"], args.out, args.inputs, args.workers, args.variant,
+                        args.shard)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

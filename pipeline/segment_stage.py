@@ -1,15 +1,19 @@
 """Stage 1 of IN-9 generation: decode, resize and segment every source image.
 
-Writes an intermediate zarr store with one row per source item (rows of skipped items
-stay zero and `ok` = 0): `images`, `masks` (foreground), `box_masks`, `bg_t` (the
-ONLY_BG_T image, needed as the background of other images' MIXED_* variants), `labels`,
-`ok`, `ids`, `splits`; a JSON-lines segmentation quality record per item; and the
-manifest of skipped items.
+The work is split into shards of `block_images` source items (in id order): each shard is
+segmented on its own (`segment_shard`, one workflow job per shard, so a cluster spreads it
+over nodes) and `gather_shards` assembles the intermediate zarr store with one row per
+source item (rows of skipped items stay zero and `ok` = 0): `images`, `masks` (foreground),
+`box_masks`, `bg_t` (the ONLY_BG_T image, needed as the background of other images' MIXED_*
+variants), `labels`, `ok`, `ids`, `splits`; plus a JSON-lines segmentation quality record per
+item and the manifest of skipped items. Shards are fixed by the data, never by the number of
+jobs or workers, so the store's bytes are the same however the work was spread.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +32,54 @@ from .segmentation import boxes_mask, fallback_box, make_segmenter
 from .sources import SourceItem
 from .store import atomic_path, code_version, config_hash, create_array, write_json
 
+IMAGE_ARRAYS = ("images", "bg_t", "masks", "box_masks")
 
-def run_segment_stage(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, out_store: Path,
-                      quality_path: Path, manifest_path: Path, workers: int) -> None:
+
+def shard_count(n_items: int, ds_cfg: dict[str, Any]) -> int:
+    return -(-n_items // int(ds_cfg["block_images"]))
+
+
+def shard_items(items: list[SourceItem], ds_cfg: dict[str, Any], shard: int) -> list[SourceItem]:
+    size = int(ds_cfg["block_images"])
+    return items[shard * size:(shard + 1) * size]
+
+
+def segment_shard(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, out: Path) -> None:
+    """Segment one shard's items and write its arrays and quality records to `out` (.npz)."""
+    worker_setup()
     size = int(ds_cfg["image_size"])
+    segmenter = make_segmenter(ds_cfg["segmentation"])
     n = len(items)
+    arrays = {name: np.zeros((n, size, size, 3) if name in ("images", "bg_t") else (n, size, size), np.uint8)
+              for name in IMAGE_ARRAYS}
+    arrays["labels"], arrays["ok"] = np.array([it.label for it in items], np.int64), np.zeros(n, np.uint8)
+    records = []
+    for k, item in enumerate(items):
+        record: dict[str, Any] = {"id": item.id, "path": str(item.path), "split": item.split, "label": item.label}
+        try:
+            image, mask, box, quality = segment_item(item, ds_cfg, segmenter, seed)
+        except SkipItem as exc:
+            record["skipped"] = exc.reason
+        else:
+            bg_t, bg_status = variants.only_bg_t(image, box)
+            arrays["images"][k], arrays["masks"][k], arrays["box_masks"][k], arrays["bg_t"][k] = image, mask, box, bg_t
+            arrays["ok"][k] = 1
+            record.update(quality, bg_t_status=bg_status)
+        records.append(record)
+    with atomic_path(out) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, records=np.array(json.dumps(records)), **arrays)
+
+
+def gather_shards(items: list[SourceItem], shard_files: list[Path], ds_cfg: dict[str, Any], seed: int,
+                  out_store: Path, quality_path: Path, manifest_path: Path) -> None:
+    """The intermediate store, quality records and manifest from every shard's `.npz`, in order."""
+    size, n, shard = int(ds_cfg["image_size"]), len(items), int(ds_cfg["block_images"])
+    if len(shard_files) != shard_count(n, ds_cfg):
+        raise ValueError(f"{len(shard_files)} shard files for {n} items of {shard} per shard")
+    records: list[dict[str, Any]] = []
     with atomic_path(out_store) as tmp:
         group = zarr.open_group(tmp, mode="w")
-        shard = int(ds_cfg["block_images"])
         # One image per chunk: MIXED_* read other images' backgrounds at random rows, and
         # sharding keeps that to one small read per image instead of a whole chunk.
         for name, shape, dtype in (("images", (n, size, size, 3), np.uint8), ("bg_t", (n, size, size, 3), np.uint8),
@@ -46,12 +90,29 @@ def run_segment_stage(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int
             create_array(group, name, (n,), str, chunk_rows=max(n, 1), shard_rows=max(n, 1))[:] = np.array(values, dtype=str)
         group.attrs.update({"classes": list(ds_cfg["classes"]), "image_size": size,
                             "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed, "code_version": code_version()}})
-        # one block of work per shard file
-        blocks = [(str(tmp), items[start:start + shard], start, ds_cfg, seed) for start in range(0, n, shard)]
-        records = [rec for block in run_blocks(_segment_block, blocks, workers, "segment") for rec in block]
+        for k, path in enumerate(shard_files):
+            with np.load(path) as data:
+                shard_records = json.loads(str(data["records"]))
+                expected = [it.id for it in shard_items(items, ds_cfg, k)]
+                if [r["id"] for r in shard_records] != expected:
+                    raise ValueError(f"{path} does not hold shard {k} of this listing; delete it and rerun")
+                for name in (*IMAGE_ARRAYS, "labels", "ok"):
+                    group[name][k * shard:k * shard + len(expected)] = data[name]
+            records += shard_records
     with atomic_path(quality_path) as tmp_q:
         tmp_q.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     write_json(manifest_path, stage_manifest(items, records))
+
+
+def run_segment_stage(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, out_store: Path,
+                      quality_path: Path, manifest_path: Path, workers: int) -> None:
+    """Every shard on `workers` processes, then the gather: what the workflow's per-shard jobs
+    do, in one process (tests, benchmarks, small data)."""
+    with tempfile.TemporaryDirectory(dir=Path(out_store).parent) as tmp:
+        shards = [Path(tmp) / f"{k:05d}.npz" for k in range(shard_count(len(items), ds_cfg))]
+        run_blocks(segment_shard, [(shard_items(items, ds_cfg, k), ds_cfg, seed, path) for k, path in enumerate(shards)],
+                   workers, "segment")
+        gather_shards(items, shards, ds_cfg, seed, out_store, quality_path, manifest_path)
 
 
 def stage_manifest(items: list[SourceItem], records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -64,35 +125,10 @@ def stage_manifest(items: list[SourceItem], records: list[dict[str, Any]]) -> di
     return manifest
 
 
-def _segment_block(store: str, items: list[SourceItem], start: int, ds_cfg: dict[str, Any], seed: int) -> list[dict]:
-    worker_setup()
-    size = int(ds_cfg["image_size"])
-    segmenter = make_segmenter(ds_cfg["segmentation"])
-    n = len(items)
-    out = {name: np.zeros((n, size, size, 3) if name in ("images", "bg_t") else (n, size, size), np.uint8)
-           for name in ("images", "bg_t", "masks", "box_masks")}
-    labels, ok = np.array([it.label for it in items], np.int64), np.zeros(n, np.uint8)
-    records = []
-    for k, item in enumerate(items):
-        record: dict[str, Any] = {"id": item.id, "path": str(item.path), "split": item.split, "label": item.label}
-        try:
-            image, mask, box, quality = segment_item(item, ds_cfg, segmenter, seed)
-        except SkipItem as exc:
-            record["skipped"] = exc.reason
-        else:
-            bg_t, bg_status = variants.only_bg_t(image, box)
-            out["images"][k], out["masks"][k], out["box_masks"][k], out["bg_t"][k] = image, mask, box, bg_t
-            ok[k] = 1
-            record.update(quality, bg_t_status=bg_status)
-        records.append(record)
-    group = zarr.open_group(store, mode="r+")
-    for name, values in (*out.items(), ("labels", labels), ("ok", ok)):
-        group[name][start:start + n] = values
-    return records
-
-
 def segment_item(item: SourceItem, ds_cfg: dict[str, Any], segmenter, seed: int):
     """(image, foreground mask, box mask, quality record) of one item, all at the output size."""
+    if item.problem is not None:
+        raise SkipItem(item.problem)
     raw = load_rgb(item.path, int(ds_cfg["min_image_side"]))
     height, width = raw.shape[:2]
     seg_cfg = ds_cfg["segmentation"]

@@ -47,9 +47,13 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def write_json(path: Path, obj: Any) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
     with atomic_path(Path(path)) as tmp:
-        tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+        tmp.write_text(text)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
 
 
 def create_array(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: Any, chunk_rows: int,

@@ -1,5 +1,6 @@
 # The CLAD paper's analyses of the trained models (Tables 3 and 6, Fig. 6), one job each over
-# every Background-Challenge run, and ReBias's texture-cluster accuracy (Table 2): `snakemake --cores 2 results/analysis/consistency.jsonl` builds one alone.
+# every Background-Challenge run, and ReBias's texture-cluster accuracy (Table 2):
+# `snakemake --cores 2 results/analysis/consistency.jsonl` builds one alone.
 
 ANALYSIS_STORES = {v: variant_store(config["evaluation"]["dataset"], v) for v in ("original", "mixed_rand")}
 ANALYSIS_STORE_ARGS = store_args(ANALYSIS_STORES)
@@ -10,10 +11,15 @@ if TEXTURE["experiments"] and TEXTURE["vgg"]:
     ANALYSIS_FILES.append(f"{R}/analysis/texture.jsonl")
 
 
+def analysis_config_file(analysis):
+    return slice_file(R, "analyses", {"analysis": analysis, **analysis_config(config, analysis)})
+
+
 rule analysis:
     """Table 3 (consistency: feature similarity and decision consistency, ORIGINAL vs
     MIXED_RAND) and Table 6 (fivecrop: corner-crop accuracy drop) over every run."""
     input:
+        config=lambda wc: analysis_config_file(wc.analysis),
         models=run_files("model.pt", EXPERIMENTS),
         stores=list(ANALYSIS_STORES.values()),
     output:
@@ -21,46 +27,43 @@ rule analysis:
     wildcard_constraints:
         analysis="consistency|fivecrop",
     params:
-        cfg=CONFIG_JSON,
         stores=ANALYSIS_STORE_ARGS,
+        py=PY,
     threads: THREADS
     resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=120,
+        **res.rule_resources(config, True, lambda wc: res.evaluation(config, 2, len(run_files("model.pt", EXPERIMENTS)))),
     conda:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/analysis_{{analysis}}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {PY} -m training analyse --analysis {wildcards.analysis} "
-        "--config-json {params.cfg:q} --models {input.models} --stores {params.stores} --out {output.rows} "
+        "OMP_NUM_THREADS={threads} {params.py} -m training analyse --analysis {wildcards.analysis} "
+        "--config {input.config} --models {input.models} --stores {params.stores} --out {output.rows} "
         "> {log} 2>&1"
 
 
 rule analysis_saliency:
     """Fig. 6: SmoothGrad maps of the same validation images, and their foreground share."""
     input:
+        config=analysis_config_file("saliency"),
         models=run_files("model.pt", SALIENCY_EXPERIMENTS),
         stores=list(ANALYSIS_STORES.values()),
     output:
         rows=f"{R}/analysis/saliency.jsonl",
         arrays=f"{R}/analysis/saliency.npz",
     params:
-        cfg=CONFIG_JSON,
         stores=ANALYSIS_STORE_ARGS,
+        py=PY,
     threads: THREADS
     resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=120,
+        **res.rule_resources(config, True, lambda wc: res.evaluation(config, 1, len(run_files("model.pt", SALIENCY_EXPERIMENTS)))),
     conda:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/analysis_saliency.log",
     shell:
-        "OMP_NUM_THREADS={threads} {PY} -m training analyse --analysis saliency "
-        "--config-json {params.cfg:q} --models {input.models} --stores {params.stores} --out {output.rows} "
+        "OMP_NUM_THREADS={threads} {params.py} -m training analyse --analysis saliency "
+        "--config {input.config} --models {input.models} --stores {params.stores} --out {output.rows} "
         "--arrays {output.arrays} > {log} 2>&1"
 
 
@@ -68,23 +71,22 @@ rule analysis_texture:
     """ReBias Table 2's unbiased accuracy: texture clusters of the validation images (Gram
     features of an early VGG layer, k-means) and every listed model's accuracy per cell."""
     input:
+        config=analysis_config_file("texture"),
         models=run_files("model.pt", TEXTURE["experiments"]),
         stores=list(ANALYSIS_STORES.values()),
     output:
         rows=f"{R}/analysis/texture.jsonl",
     params:
-        cfg=CONFIG_JSON,
         stores=ANALYSIS_STORE_ARGS,
+        py=PY,
     threads: THREADS
     resources:
-        gpu=1,
-        mem_mb=16000,
-        runtime=120,
+        **res.rule_resources(config, True, lambda wc: res.evaluation(config, 1, 1 + len(run_files("model.pt", TEXTURE["experiments"])))),
     conda:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/analysis_texture.log",
     shell:
-        "OMP_NUM_THREADS={threads} {PY} -m training analyse --analysis texture "
-        "--config-json {params.cfg:q} --models {input.models} --stores {params.stores} --out {output.rows} "
+        "OMP_NUM_THREADS={threads} {params.py} -m training analyse --analysis texture "
+        "--config {input.config} --models {input.models} --stores {params.stores} --out {output.rows} "
         "> {log} 2>&1"

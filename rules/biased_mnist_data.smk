@@ -3,21 +3,21 @@
 
 
 rule biased_mnist_variant:
+    input:
+        config=lambda wc: dataset_config_file(wc.dataset),
     wildcard_constraints:
         dataset=one_of(datasets_of("biased_mnist")),
     output:
         store=directory(f"{R}/datasets/{{dataset}}/{{variant}}.zarr"),
         manifest=f"{R}/datasets/{{dataset}}/{{variant}}.manifest.json",
     params:
-        ds=lambda wc: dataset_json(wc.dataset),
-        seed=config["seed"],
+        py=PY,
     resources:
-        mem_mb=2000,
-        runtime=30,
+        **res.rule_resources(config, False, lambda wc: res.generation(config, wc.dataset)),
     conda:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_variant_{{variant}}.log",
     shell:
-        "{PY} -m pipeline variant --family biased_mnist --dataset-json {params.ds:q} --seed {params.seed} "
+        "{params.py} -m pipeline variant --family biased_mnist --config {input.config} "
         "--variant {wildcards.variant} --out {output.store} > {log} 2>&1"

@@ -6,45 +6,43 @@ EVAL_STORE_ARGS = store_args(EVAL_STORES)
 
 rule evaluate:
     input:
+        config=slice_file(R, "evaluate", evaluation_config(config)),
         model=rules.train.output.model,
         stores=list(EVAL_STORES.values()),
     output:
         f"{R}/runs/{{experiment}}/seed{{seed}}/eval.jsonl",
     params:
-        cfg=CONFIG_JSON,
         stores=EVAL_STORE_ARGS,
+        py=PY,
     threads: THREADS
     resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=60,
+        **res.rule_resources(config, True, lambda wc: res.evaluation(config, len(EVAL_STORES))),
     conda:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/evaluate_{{experiment}}_seed{{seed}}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {PY} -m training evaluate --config-json {params.cfg:q} "
+        "OMP_NUM_THREADS={threads} {params.py} -m training evaluate --config {input.config} "
         "--model {input.model} --stores {params.stores} --out {output} > {log} 2>&1"
 
 
 rule evaluate_imagenet_model:
     """Base (IN): a 1000-class ImageNet model scored through the IN-1k -> IN-9 mapping."""
     input:
+        config=slice_file(R, "evaluate_imagenet", imagenet_evaluation_config(config)),
         stores=list(EVAL_STORES.values()),
     output:
         f"{R}/runs/base_in/eval.jsonl",
     params:
-        cfg=CONFIG_JSON,
         stores=EVAL_STORE_ARGS,
+        py=PY,
     threads: THREADS
     resources:
-        gpu=1,
-        mem_mb=8000,
-        runtime=60,
+        **res.rule_resources(config, True, lambda wc: res.evaluation(config, len(EVAL_STORES))),
     conda:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/evaluate_base_in.log",
     shell:
-        "OMP_NUM_THREADS={threads} {PY} -m training evaluate-imagenet --config-json {params.cfg:q} "
+        "OMP_NUM_THREADS={threads} {params.py} -m training evaluate-imagenet --config {input.config} "
         "--stores {params.stores} --out {output} > {log} 2>&1"

@@ -1,7 +1,7 @@
 # Grids (ReBias Table 1): every method of a grid on every train variant, one job per
 # (variant, seed) that trains and evaluates all the grid's methods in one process (their
 # networks are small, so a process start per run would cost as much as the run).
-from pipeline.config import grid_experiments, test_sets
+from workbench.config import grid_experiments, test_sets
 
 RUN_FILES = ("model.pt", "train_metrics.jsonl", "eval.jsonl")
 
@@ -14,33 +14,36 @@ def grid_stores(grid_name, variant):
             **{name: variant_store(grid["dataset"], v) for name, v in tests.items()}}
 
 
+def grid_job(grid_name, wildcards):
+    return grid_job_config(config, grid_name, grid_experiments(config, grid_name, wildcards.variant),
+                           wildcards.variant, int(wildcards.seed))
+
+
 for _grid_name, _grid in config.get("grids", {}).items():
 
     rule:
         name:
             f"train_grid_{_grid_name}"
         input:
-            unpack(lambda wc, g=_grid_name: grid_stores(g, wc.variant)),
+            unpack(lambda wc, g=_grid_name: {**grid_stores(g, wc.variant),
+                                             "config": slice_file(R, "grids", grid_job(g, wc))}),
         output:
             [f"{R}/runs/{e}/seed{{seed}}/{f}" for e in grid_experiments(config, _grid_name, "{variant}")
              for f in RUN_FILES],
         wildcard_constraints:
             variant=one_of(_grid["train_variants"]),
         params:
-            cfg=CONFIG_JSON,
-            grid=_grid_name,
             tests=lambda wc, g=_grid_name: store_args({k: v for k, v in grid_stores(g, wc.variant).items()
                                                        if k != "train"}),
+            runs_dir=f"{R}/runs",
+            py=PY,
         threads: THREADS
         resources:
-            gpu=1,
-            mem_mb=4000,
-            runtime=240,
+            **res.rule_resources(config, True, lambda wc, g=_grid_name: res.training(grid_job(g, wc)["runs"])),
         conda:
             "../envs/workbench.yaml"
         log:
             f"{R}/logs/grid_{_grid_name}_{{variant}}_seed{{seed}}.log",
         shell:
-            "OMP_NUM_THREADS={threads} {PY} -m training train-grid --config-json {params.cfg:q} --grid {params.grid} "
-            "--variant {wildcards.variant} --seed {wildcards.seed} --train-store {input.train} "
-            "--stores {params.tests} --runs-dir {R}/runs > {log} 2>&1"
+            "OMP_NUM_THREADS={threads} {params.py} -m training train-grid --config {input.config} "
+            "--train-store {input.train} --stores {params.tests} --runs-dir {params.runs_dir} > {log} 2>&1"

@@ -1,41 +1,118 @@
-# ImageNet-9 Background Challenge data: source -> segmentation -> one store per variant, for
-# every dataset of the in9 family (`in9`; `in9_u2net` when Table 5's U2-Net run is configured).
+# ImageNet-9 Background Challenge data, for every dataset of the in9 family (`in9`; `in9_u2net`
+# when Table 5's U2-Net run is configured): source -> listing -> one segmentation job per shard
+# of `block_images` images -> gathered intermediate store -> one store per variant.
+import json
+import os
+
+from pipeline.segment_stage import shard_count
+from pipeline.sources.listing import folder_fingerprint
 
 IN9_DATASETS = one_of(datasets_of("in9"))
 
 
-def ds_json(wildcards):
-    return dataset_json(wildcards.dataset)
+def source_paths(dataset):
+    """What the listing reads: the synthetic folder the workflow makes, or the folders (and
+    mapping file) the user supplies, as declared inputs: a missing one stops the DAG build."""
+    source = config["datasets"][dataset]["source"]
+    if source["kind"] == "synthetic":
+        return [f"{R}/sources/{dataset}_synthetic"]
+    spec_ = source[source["kind"]]
+    return [os.path.expanduser(spec_[k]) for k in ("root", "annotations", "masks", "mapping") if spec_.get(k)]
 
 
-def segment_inputs(wildcards):
+def user_folders_fingerprint(wildcards):
+    """Changes when images are added, removed or renamed in the user's folders (their folders'
+    modification times), so the listing and everything after it rerun."""
     if config["datasets"][wildcards.dataset]["source"]["kind"] == "synthetic":
-        return [f"{R}/sources/{wildcards.dataset}_synthetic"]
-    return []
+        return ""
+    return folder_fingerprint(source_paths(wildcards.dataset))
+
+
+def shard_files(wildcards):
+    """One segmentation shard per `block_images` items: counted from the config for the
+    synthetic source, from the listing (a checkpoint) for folders."""
+    ds = config["datasets"][wildcards.dataset]
+    if ds["source"]["kind"] == "synthetic":
+        n_items = len(ds["classes"]) * (ds["source"]["synthetic"]["train_per_class"] + ds["source"]["synthetic"]["val_per_class"])
+    else:
+        with open(checkpoints.in9_list.get(dataset=wildcards.dataset).output.listing) as fh:
+            n_items = len(json.load(fh)["items"])
+    return [f"{R}/intermediate/{wildcards.dataset}/shards/{k:05d}.npz" for k in range(shard_count(n_items, ds))]
 
 
 rule in9_synthetic_source:
     """The embedded IN-9-like source set (only used when source.kind is synthetic)."""
+    input:
+        config=lambda wc: dataset_config_file(wc.dataset),
     wildcard_constraints:
         dataset=IN9_DATASETS,
     output:
         directory(f"{R}/sources/{{dataset}}_synthetic"),
     params:
-        ds=ds_json,
-        seed=config["seed"],
+        py=PY,
+    resources:
+        **res.rule_resources(config, False, lambda wc: res.generation(config, wc.dataset)),
     conda:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_synthetic_source.log",
     shell:
-        "{PY} -m pipeline source --family in9 --dataset-json {params.ds:q} --seed {params.seed} "
-        "--out {output} > {log} 2>&1"
+        "{params.py} -m pipeline source --family in9 --config {input.config} --out {output} > {log} 2>&1"
+
+
+checkpoint in9_list:
+    """Every source item in id order (broken links and unreadable entries included, to be
+    skipped with their reason): which item is in which shard."""
+    input:
+        config=lambda wc: dataset_config_file(wc.dataset),
+        source=lambda wc: source_paths(wc.dataset),
+    wildcard_constraints:
+        dataset=IN9_DATASETS,
+    output:
+        listing=f"{R}/intermediate/{{dataset}}/listing.json",
+    params:
+        fingerprint=user_folders_fingerprint,
+        synthetic=lambda wc, input: input.source if config["datasets"][wc.dataset]["source"]["kind"] == "synthetic" else "",
+        py=PY,
+    resources:
+        **res.rule_resources(config, False, lambda wc: res.generation(config, wc.dataset)),
+    conda:
+        "../envs/workbench.yaml"
+    log:
+        f"{R}/logs/{{dataset}}_list.log",
+    shell:
+        "{params.py} -m pipeline list --family in9 --config {input.config} --out {output.listing} "
+        "--inputs {params.synthetic} > {log} 2>&1"
+
+
+rule in9_segment_shard:
+    """Decode, resize and segment (GrabCut or U2-Net) the images of one shard."""
+    input:
+        config=lambda wc: dataset_config_file(wc.dataset),
+        listing=rules.in9_list.output.listing,
+    wildcard_constraints:
+        dataset=IN9_DATASETS,
+    output:
+        temp(f"{R}/intermediate/{{dataset}}/shards/{{shard}}.npz"),
+    params:
+        py=PY,
+    resources:
+        **res.rule_resources(config, False, lambda wc: res.segment_shard(config, wc.dataset)),
+    conda:
+        "../envs/workbench.yaml"
+    log:
+        f"{R}/logs/{{dataset}}_segment_{{shard}}.log",
+    shell:
+        "{params.py} -m pipeline segment-shard --family in9 --config {input.config} --shard {wildcards.shard} "
+        "--inputs {input.listing} --out {output} > {log} 2>&1"
 
 
 rule in9_segment:
-    """Decode, resize and segment every source image (GrabCut or U2-Net), in parallel."""
+    """The intermediate store, quality records and manifest of skipped items, from every shard."""
     input:
-        segment_inputs,
+        config=lambda wc: dataset_config_file(wc.dataset),
+        listing=rules.in9_list.output.listing,
+        shards=shard_files,
     wildcard_constraints:
         dataset=IN9_DATASETS,
     output:
@@ -43,24 +120,22 @@ rule in9_segment:
         quality=f"{R}/intermediate/{{dataset}}/segmentation_quality.jsonl",
         manifest=f"{R}/intermediate/{{dataset}}/segmented.manifest.json",
     params:
-        ds=ds_json,
-        seed=config["seed"],
-    threads: 32
+        py=PY,
     resources:
-        mem_mb=8000,
-        runtime=720,
+        **res.rule_resources(config, False, lambda wc: res.generation(config, wc.dataset)),
     conda:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_segment.log",
     shell:
-        "{PY} -m pipeline segment --family in9 --dataset-json {params.ds:q} --seed {params.seed} "
-        "--workers {threads} --out {output.store} --inputs {input} > {log} 2>&1"
+        "{params.py} -m pipeline segment-gather --family in9 --config {input.config} --out {output.store} "
+        "--inputs {input.listing} {input.shards} > {log} 2>&1"
 
 
 rule in9_variant:
     """One Background-Challenge variant (train and val) as a zarr store, with its manifest."""
     input:
+        config=lambda wc: dataset_config_file(wc.dataset),
         store=rules.in9_segment.output.store,
         manifest=rules.in9_segment.output.manifest,
     wildcard_constraints:
@@ -69,17 +144,14 @@ rule in9_variant:
         store=directory(f"{R}/datasets/{{dataset}}/{{variant}}.zarr"),
         manifest=f"{R}/datasets/{{dataset}}/{{variant}}.manifest.json",
     params:
-        ds=ds_json,
-        seed=config["seed"],
+        py=PY,
     threads: 8
     resources:
-        mem_mb=4000,
-        runtime=120,
+        **res.rule_resources(config, False, lambda wc: res.generation(config, wc.dataset)),
     conda:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_variant_{{variant}}.log",
     shell:
-        "{PY} -m pipeline variant --family in9 --dataset-json {params.ds:q} --seed {params.seed} "
-        "--workers {threads} --variant {wildcards.variant} --out {output.store} "
-        "--inputs {input.store} {input.manifest} > {log} 2>&1"
+        "{params.py} -m pipeline variant --family in9 --config {input.config} --workers {threads} "
+        "--variant {wildcards.variant} --out {output.store} --inputs {input.store} {input.manifest} > {log} 2>&1"

@@ -5,27 +5,30 @@ if config["evaluation"].get("imagenet_model"):
     EVAL_FILES.append(f"{R}/runs/base_in/eval.jsonl")
 TRAIN_FILES = run_files("train_metrics.jsonl")
 REPORT_FILES = [f"{R}/report/report.md", f"{R}/report/report.html", f"{R}/report/metrics.csv"]
+EVAL_DATASET = config["evaluation"]["dataset"]
 
 
 rule report:
     input:
+        config=slice_file(R, "report", report_config(config), keep_order=True),
         metrics=EVAL_FILES + TRAIN_FILES + ANALYSIS_FILES,
         saliency=rules.analysis_saliency.output.arrays,
-        quality=f"{R}/intermediate/{config['evaluation']['dataset']}/segmentation_quality.jsonl",
-        manifests=expand(f"{R}/datasets/{config['evaluation']['dataset']}/{{variant}}.manifest.json",
-                         variant=config["datasets"][config["evaluation"]["dataset"]]["variants"]),
+        quality=f"{R}/intermediate/{EVAL_DATASET}/segmentation_quality.jsonl",
+        manifests=[f"{R}/datasets/{EVAL_DATASET}/{v}.manifest.json" for v in dataset_variants(config, EVAL_DATASET)],
         stores=list(EVAL_STORES.values()),
     output:
         REPORT_FILES,
     params:
-        cfg=CONFIG_JSON,
         stores=EVAL_STORE_ARGS,
         out_dir=f"{R}/report",
+        py=PY,
+    resources:
+        **res.rule_resources(config, False, lambda wc: (30, 4000)),
     conda:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/report.log",
     shell:
-        "{PY} -m training report --config-json {params.cfg:q} --metrics {input.metrics} "
+        "{params.py} -m training report --config {input.config} --metrics {input.metrics} "
         "--segmentation-quality {input.quality} --manifests {input.manifests} --stores {params.stores} "
         "--saliency-arrays {input.saliency} --out-dir {params.out_dir} > {log} 2>&1"

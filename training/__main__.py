@@ -1,11 +1,13 @@
 """Command line the workflow's training, evaluation and report rules call.
 
-  python -m training train --config-json J --experiment E --seed S --train-store P --run-dir D [--aligned-stores F=P ...]
-  python -m training train-grid --config-json J --grid G --variant V --seed S --train-store P --stores NAME=P ... --runs-dir D
-  python -m training evaluate --config-json J --model M --stores V=P ... --out F
-  python -m training evaluate-imagenet --config-json J --stores V=P ... --out F
-  python -m training analyse --config-json J --analysis consistency|fivecrop|saliency|texture --models M ... --stores V=P ... --out F [--arrays F.npz]
-  python -m training report --config-json J --metrics F ... --out-dir D ...
+  python -m training train --config RUN.json --train-store P --run-dir D [--aligned-stores F=P ...]
+  python -m training train-grid --config JOB.json --train-store P --stores NAME=P ... --runs-dir D
+  python -m training evaluate --config EVAL.json --model M --stores V=P ... --out F
+  python -m training evaluate-imagenet --config EVAL.json --stores V=P ... --out F
+  python -m training analyse --config A.json --analysis consistency|fivecrop|saliency|texture --models M ... --stores V=P ... --out F [--arrays F.npz]
+  python -m training report --config REPORT.json --metrics F ... --out-dir D ...
+
+`--config` is the job's config slice (`workbench.slices`), a JSON file the workflow writes.
 """
 
 from __future__ import annotations
@@ -53,15 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training")
     sub = parser.add_subparsers(dest="cmd", required=True)
     tr = sub.add_parser("train")
-    tr.add_argument("--experiment", required=True)
-    tr.add_argument("--seed", type=int, required=True)
     tr.add_argument("--train-store", type=Path, required=True)
     tr.add_argument("--run-dir", type=Path, required=True)
     tr.add_argument("--aligned-stores", nargs="*", default=[], help="FIELD=STORE pairs (e.g. CLAD's backgrounds)")
     tg = sub.add_parser("train-grid", help="every method of a grid on one train variant and seed")
-    tg.add_argument("--grid", required=True)
-    tg.add_argument("--variant", required=True)
-    tg.add_argument("--seed", type=int, required=True)
     tg.add_argument("--train-store", type=Path, required=True)
     tg.add_argument("--stores", nargs="+", required=True, help="TEST_SET=STORE pairs")
     tg.add_argument("--runs-dir", type=Path, required=True)
@@ -83,19 +80,18 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--saliency-arrays", type=Path, help="the saliency analysis' .npz (Fig. 6)")
     rep.add_argument("--out-dir", type=Path, required=True)
     for p in (tr, tg, ev, evi, an, rep):
-        p.add_argument("--config-json", required=True)
+        p.add_argument("--config", type=Path, required=True, help="the job's config slice (JSON)")
     args = parser.parse_args(argv)
-    config = json.loads(args.config_json)
+    config = json.loads(args.config.read_text())
     try:
         if args.cmd == "train":
             from .trainer import train
 
-            train(config, args.experiment, args.seed, args.train_store, args.run_dir, _stores(args.aligned_stores))
+            train(config, args.train_store, args.run_dir, _stores(args.aligned_stores))
         elif args.cmd == "train-grid":
             from .grid_runs import train_grid_runs
 
-            train_grid_runs(config, args.grid, args.variant, args.seed, args.train_store, _stores(args.stores),
-                            args.runs_dir)
+            train_grid_runs(config, args.train_store, _stores(args.stores), args.runs_dir)
         elif args.cmd == "evaluate":
             from .evaluation import evaluate_run
 

@@ -20,10 +20,10 @@ import zarr
 
 from pipeline.seeding import name_seed
 
+from .build import pick_device
 from .data import ZarrBatches
-from .evaluation import load_trained
+from .evaluation import load_trained, run_tags
 from .methods import Method
-from .trainer import pick_device
 
 
 def feature_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -79,10 +79,8 @@ def _check_same_images(a: Path, b: Path, split: str) -> None:
                          "rebuild both variants from one segmented store")
 
 
-def _tags(method_state: dict[str, Any], config: dict[str, Any], analysis: str) -> dict[str, Any]:
-    exp = config["experiments"][method_state["experiment"]]
-    return {"kind": "analysis", "analysis": analysis, "experiment": method_state["experiment"],
-            "label": exp["label"], "method": exp["method"], "seed": method_state["seed"]}
+def _tags(state: dict[str, Any], analysis: str) -> dict[str, Any]:
+    return {"kind": "analysis", "analysis": analysis, **run_tags(state["run_config"])}
 
 
 def consistency_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
@@ -92,14 +90,14 @@ def consistency_rows(model_paths: list[Path], config: dict[str, Any], stores: di
     _check_same_images(stores["original"], stores["mixed_rand"], split)
     rows = []
     for path in model_paths:
-        method, state = load_trained(path, config, device)
+        method, state = load_trained(path, device)
         sims, preds_a, preds_b = [], [], []
         for ba, bb in zip(_batches(stores["original"], split, bs), _batches(stores["mixed_rand"], split, bs)):
             xa, xb = (method.augmenter.normalize(b["images"].to(device)) for b in (ba, bb))
             sims.append(feature_similarity(method.features(xa).cpu().numpy(), method.features(xb).cpu().numpy()))
             preds_a.append(method.predict(xa).argmax(1).cpu().numpy())
             preds_b.append(method.predict(xb).argmax(1).cpu().numpy())
-        tags = _tags(state, config, "consistency")
+        tags = _tags(state, "consistency")
         n = int(sum(len(s) for s in sims))
         rows += [{**tags, "metric": "feature_similarity", "value": float(np.concatenate(sims).mean()), "n": n},
                  {**tags, "metric": "decision_consistency",
@@ -111,11 +109,11 @@ def fivecrop_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[
     """Table 6 for every model: accuracy (%) on whole ORIGINAL images, on each corner crop, and
     the drop = whole - mean over the four corners."""
     split, bs, device = config["evaluation"]["split"], config["evaluation"]["batch_size"], pick_device()
-    fraction = config["analyses"]["fivecrop_fraction"]
+    fraction = config["fivecrop_fraction"]
     names = ["top_left", "top_right", "bottom_left", "bottom_right"]
     rows = []
     for path in model_paths:
-        method, state = load_trained(path, config, device)
+        method, state = load_trained(path, device)
         correct = {k: 0 for k in ["whole", *names]}
         n = 0
         for batch in _batches(stores["original"], split, bs):
@@ -125,7 +123,7 @@ def fivecrop_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[
                 correct[name] += int((method.predict(crop).argmax(1) == y).sum())
             n += len(y)
         acc = {k: 100.0 * v / n for k, v in correct.items()}
-        tags = _tags(state, config, "fivecrop")
+        tags = _tags(state, "fivecrop")
         rows += [{**tags, "metric": f"accuracy_{k}", "value": v, "n": n} for k, v in acc.items()]
         rows.append({**tags, "metric": "accuracy_drop", "value": acc["whole"] - float(np.mean([acc[k] for k in names])),
                      "n": n})
@@ -138,7 +136,7 @@ def saliency_outputs(model_paths: list[Path], config: dict[str, Any], stores: di
     every model. Rows: per model, the mean share of saliency inside the foreground mask (and the
     masks' mean area, the share a map blind to the object would get). Arrays for the figure:
     images, masks, labels and `map/<experiment>` of the first seed of each experiment."""
-    cfg, split, device = config["analyses"]["saliency"], config["evaluation"]["split"], pick_device()
+    cfg, split, device = config["saliency"], config["evaluation"]["split"], pick_device()
     group = zarr.open_group(str(stores["original"]), mode="r")[split]
     if "masks" not in group:
         raise ValueError(f"{stores['original']}/{split} has no masks; rebuild the original variant")
@@ -151,16 +149,16 @@ def saliency_outputs(model_paths: list[Path], config: dict[str, Any], stores: di
                                      "labels": labels[:cfg["figure_images"]]}
     rows = []
     for path in model_paths:
-        method, state = load_trained(path, config, device)
+        method, state = load_trained(path, device)
         x = method.augmenter.normalize(torch.from_numpy(images).to(device))
-        gen = torch.Generator().manual_seed(name_seed("smoothgrad", state["experiment"], state["seed"]))
+        gen = torch.Generator().manual_seed(name_seed("smoothgrad", *(state["run_config"][k] for k in ("experiment", "seed"))))
         sal = _smoothgrad_of(method, x, torch.from_numpy(labels).to(device), cfg, gen)
         share = foreground_share(sal, masks)
-        tags = _tags(state, config, "saliency")
+        tags = _tags(state, "saliency")
         rows += [{**tags, "metric": "saliency_in_foreground", "value": float(share.mean()), "n": len(idx)},
                  {**tags, "metric": "foreground_area", "value": float((masks > 0).mean()), "n": len(idx)}]
-        if f"map/{state['experiment']}" not in arrays:
-            arrays[f"map/{state['experiment']}"] = sal[:cfg["figure_images"]]
+        if f"map/{state['run_config']['experiment']}" not in arrays:
+            arrays[f"map/{state['run_config']['experiment']}"] = sal[:cfg["figure_images"]]
     return rows, arrays
 
 

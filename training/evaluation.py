@@ -11,9 +11,9 @@ import torch
 
 from pipeline.sources.imagenet import load_in1k_to_in9
 
+from .build import build_method, pick_device
 from .data import Augmenter, ZarrBatches
 from .methods import Method
-from .trainer import build_method, pick_device
 
 #: sub-class counts per IN-9 label in the Background Challenge's in_to_in9.json
 IN9_SUBCLASS_COUNTS = (116, 52, 42, 36, 35, 27, 26, 20, 16)
@@ -67,42 +67,34 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
     return rows
 
 
-def load_trained(model_path: Path, config: dict[str, Any], device: torch.device) -> tuple[Method, dict[str, Any]]:
-    """The trained method in eval mode, and the saved record (experiment, seed, classes)."""
+def load_trained(model_path: Path, device: torch.device) -> tuple[Method, dict[str, Any]]:
+    """The trained method in eval mode, and the saved record (`run_config`, `classes`)."""
     state = torch.load(model_path, map_location=device, weights_only=False)
-    method = build_method(config, state["experiment"], state["seed"], len(state["classes"]), device)
+    method = build_method(state["run_config"], len(state["classes"]), device)
     method.load_state_dict(state.pop("state_dict"))
     return method.eval(), state
 
 
-def evaluate_run(model_path: Path, config: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
-    """Accuracy of a trained run on `stores` (val split). Background-Challenge runs are tagged
-    with the evaluation dataset; grid runs with their own dataset, grid, method key and train
-    variant, and also get per-cell accuracies."""
+def run_tags(run_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The columns that identify a run's rows: experiment, method, seed (and, for grid runs, the
+    grid, its method key and the train variant). Labels are the report's business."""
+    tags = {"experiment": run_cfg["experiment"], "method": run_cfg["method"], "seed": run_cfg["seed"]}
+    if "grid" in run_cfg:
+        tags.update(grid=run_cfg["grid"], grid_method=run_cfg["grid_method"], train_variant=run_cfg["train_variant"])
+    return tags
+
+
+def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
+    """Accuracy of a trained run on `stores` (`eval_cfg`: split and batch size). Background-
+    Challenge runs are tagged with the evaluation dataset; grid runs with their own dataset,
+    and also get per-cell accuracies."""
     device = pick_device()
-    method, state = load_trained(model_path, config, device)
-    exp = config["experiments"][state["experiment"]]
-    tags = {"experiment": state["experiment"], "label": exp["label"], "method": exp["method"], "seed": state["seed"],
-            "dataset": config["evaluation"]["dataset"]}
-    if "grid" in exp:
-        tags.update(dataset=exp["dataset"], grid=exp["grid"], grid_method=exp["grid_method"],
-                    train_variant=exp["train_variant"])
-    ev = config["evaluation"]
-    return accuracy_rows(lambda x: method.predict(x).argmax(1), stores, ev["split"], ev["batch_size"],
-                         method.augmenter, device, tags, cells="grid" in exp)
-
-
-def monitor_accuracy(method: Method, stores: dict[str, Path], batch_size: int) -> dict[str, float]:
-    """{f"{name}_accuracy": accuracy (%) on the val split of each store} of a method in training
-    (evaluated in eval mode, then put back in training mode)."""
-    device = next(method.parameters()).device
-    method.eval()
-    out = {}
-    for name, store in stores.items():
-        out[f"{name}_accuracy"] = accuracy(predict_store(lambda x: method.predict(x).argmax(1), store, "val",
-                                                         batch_size, method.augmenter, device))
-    method.train()
-    return out
+    method, state = load_trained(model_path, device)
+    run_cfg = state["run_config"]
+    grid_run = "grid" in run_cfg
+    tags = {**run_tags(run_cfg), "dataset": run_cfg["dataset"] if grid_run else eval_cfg["dataset"]}
+    return accuracy_rows(lambda x: method.predict(x).argmax(1), stores, eval_cfg["split"], eval_cfg["batch_size"],
+                         method.augmenter, device, tags, cells=grid_run)
 
 
 def mapping_tensor(mapping_path: Path) -> torch.Tensor:
@@ -122,18 +114,18 @@ def in1k_to_in9(logits: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     return table.to(logits.device)[logits.argmax(1)]
 
 
-def evaluate_imagenet_model(config: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
-    """Base (IN): a 1000-class ImageNet model scored on IN-9 through the mapping."""
+def evaluate_imagenet_model(ev: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
+    """Base (IN): a 1000-class ImageNet model (`ev["imagenet_model"]`) scored on IN-9 through
+    the mapping."""
     from .models import imagenet_classifier
 
-    spec = config["evaluation"]["imagenet_model"]
+    spec = ev["imagenet_model"]
     device = pick_device()
     net = imagenet_classifier(spec["arch"], spec["weights"], spec.get("sha256")).to(device).eval()
     table = mapping_tensor(Path(spec["mapping"]).expanduser())
     # ImageNet models expect ImageNet statistics, not the IN-9 ones.
     augmenter = Augmenter([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
-    ev = config["evaluation"]
-    tags = {"experiment": "base_in", "label": "Base (IN)", "method": "imagenet", "seed": 0, "dataset": ev["dataset"]}
+    tags = {"experiment": "base_in", "method": "imagenet", "seed": 0, "dataset": ev["dataset"]}
     with torch.no_grad():
         return accuracy_rows(lambda x: in1k_to_in9(net(x), table), stores, ev["split"], ev["batch_size"],
                              augmenter, device, tags)

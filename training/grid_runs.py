@@ -14,28 +14,25 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import grid_experiments
 from pipeline.store import atomic_path
 
 from .evaluation import evaluate_run
 from .trainer import Monitor, train
 
 
-def train_grid_runs(config: dict[str, Any], grid: str, variant: str, seed: int, train_store: Path,
-                    test_stores: dict[str, Path], runs_dir: Path) -> list[Path]:
-    """Train and evaluate every method of `grid` on `variant` with `seed`; returns the run dirs.
+def train_grid_runs(job_cfg: dict[str, Any], train_store: Path, test_stores: dict[str, Path],
+                    runs_dir: Path) -> list[Path]:
+    """Train and evaluate every run of a grid job (`workbench.slices.grid_job_config`: one
+    train variant and seed, every method); returns the run dirs.
     `test_stores`: {test set name: store}, e.g. {"biased": rho_0.999, "unbiased": unbiased}."""
-    spec = config["grids"][grid]
-    curves = spec.get("curves")
     run_dirs = []
-    for experiment in grid_experiments(config, grid, variant):
-        run_dir = runs_dir / experiment / f"seed{seed}"
-        monitor = None
-        if curves and variant == spec["figure_variant"] and config["experiments"][experiment]["grid_method"] in curves["methods"]:
-            monitor = Monitor({curves["test_set"]: test_stores[curves["test_set"]]}, curves["every_steps"],
-                              config["evaluation"]["batch_size"])
-        model = train(config, experiment, seed, train_store, run_dir, monitor=monitor)
-        rows = evaluate_run(model, config, test_stores)
+    for run_cfg in job_cfg["runs"]:
+        run_dir = runs_dir / run_cfg["experiment"] / f"seed{run_cfg['seed']}"
+        curves = run_cfg.get("curves")
+        monitor = Monitor({curves["test_set"]: test_stores[curves["test_set"]]}, curves["every_steps"],
+                          curves["batch_size"]) if curves else None
+        model = train(run_cfg, train_store, run_dir, monitor=monitor)
+        rows = evaluate_run(model, job_cfg["evaluation"], test_stores)
         with atomic_path(run_dir / "eval.jsonl") as tmp:
             tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
         run_dirs.append(run_dir)

@@ -23,10 +23,10 @@ import torch.nn as nn
 
 from pipeline.store import file_digest
 
+from .build import pick_device
 from .data import ZarrBatches
-from .evaluation import load_trained, predict_store
+from .evaluation import load_trained, predict_store, run_tags
 from .models import WeightsError
-from .trainer import pick_device
 
 VGG_NORMALISED_MD5 = "bb6e9a222ef3630ff734596f29ad8d20"
 #: (in, out) channels of the normalised VGG-19's convolutions up to relu2_1, in order
@@ -110,19 +110,17 @@ def store_texture_features(vgg: nn.Module, store: Path, split: str, batch_size: 
 def texture_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
     """ReBias Table 2's unbiased accuracy of every model on the ORIGINAL evaluation images,
     against `analyses.texture.seeds` k-means clusterings of their texture features."""
-    cfg, split, bs = config["analyses"]["texture"], config["evaluation"]["split"], config["evaluation"]["batch_size"]
+    cfg, split, bs = config["texture"], config["evaluation"]["split"], config["evaluation"]["batch_size"]
     device = pick_device()
     feats, labels = store_texture_features(early_vgg(cfg["vgg"], cfg.get("vgg_md5", VGG_NORMALISED_MD5)),
                                            stores["original"], split, bs, device)
     clusterings = texture_clusters(feats, cfg["k"], tuple(cfg["seeds"]))
     rows = []
     for path in model_paths:
-        method, state = load_trained(path, config, device)
+        method, state = load_trained(path, device)
         pred = predict_store(lambda x: method.predict(x).argmax(1), stores["original"], split, bs, method.augmenter,
                              device)["pred"]
-        exp = config["experiments"][state["experiment"]]
-        rows.append({"kind": "analysis", "analysis": "texture", "experiment": state["experiment"],
-                     "label": exp["label"], "method": exp["method"], "seed": state["seed"],
+        rows.append({"kind": "analysis", "analysis": "texture", **run_tags(state["run_config"]),
                      "metric": "texture_unbiased_accuracy", "n": int(len(pred)), "clusterings": len(clusterings),
                      "value": unbiased_texture_accuracy(pred, labels, clusterings, cfg["min_population"])})
     return rows

@@ -1,10 +1,12 @@
 """Training loop: seeds, device choice, per-epoch checkpoints, resume after a kill, metrics.
 
-A run directory holds `checkpoint.pt` (rewritten atomically after every epoch: networks,
-optimisers, schedulers, the metric rows so far, next epoch) and, once finished, `model.pt`
-and `train_metrics.jsonl` (one tidy row per epoch and metric). The checkpoint is not a
-declared workflow output, so Snakemake keeps it when it cleans up a failed job. Re-running a killed run resumes from the
-last completed epoch and ends with the same weights as an uninterrupted run.
+A run directory holds `config.json` (the run's resolved config, its identity), `checkpoint.pt`
+(rewritten atomically after every epoch: networks, optimisers, schedulers, the metric rows so
+far, next epoch, the hash of the run's config) and, once finished, `model.pt` (weights plus the
+run's config) and `train_metrics.jsonl` (one tidy row per epoch and metric). The checkpoint is
+not a declared workflow output, so Snakemake keeps it when it cleans up a failed job.
+Re-running a killed run resumes from the last completed epoch and ends with the same weights as
+an uninterrupted run; a checkpoint made with another config is ignored and the run starts over.
 """
 
 from __future__ import annotations
@@ -19,31 +21,13 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from pipeline.config import deep_merge
 from pipeline.seeding import name_seed
-from pipeline.store import atomic_path
+from pipeline.store import atomic_path, config_hash, write_json
 
+from .build import build_method, pick_device
 from .data import ZarrBatches
+from .evaluation import accuracy, predict_store
 from .methods import Method, get_method
-
-
-def pick_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def experiment_training_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:
-    return deep_merge(config["training"], config["experiments"][experiment].get("training", {}))
-
-
-def build_method(config: dict[str, Any], experiment: str, seed: int, num_classes: int,
-                 device: torch.device) -> Method:
-    exp = config["experiments"][experiment]
-    torch.manual_seed(name_seed("init", experiment, seed))  # weight init depends on names only
-    method = get_method(exp["method"])(num_classes, experiment_training_config(config, experiment),
-                                       exp.get("method_args", {}))
-    if device.type == "cuda" and method.cfg.get("amp", True):
-        method.autocast_dtype = torch.bfloat16
-    return method.to(device)
 
 
 def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[torch.optim.lr_scheduler.LRScheduler]:
@@ -69,31 +53,39 @@ class Monitor:
     batch_size: int = 256
 
     def rows(self, method: Method, interval: dict[str, list[float]], tags: dict[str, Any]) -> list[dict]:
-        from .evaluation import monitor_accuracy  # evaluation imports this module
-
-        values = {**{k: sum(v) / len(v) for k, v in interval.items()},
-                  **monitor_accuracy(method, self.stores, self.batch_size)}
+        values = {**{k: sum(v) / len(v) for k, v in interval.items()}, **self.accuracies(method)}
         return [{"kind": "curve", **tags, "metric": k, "value": v} for k, v in values.items()]
 
+    def accuracies(self, method: Method) -> dict[str, float]:
+        """{f"{name}_accuracy": accuracy (%) on the val split of each store}, in eval mode."""
+        device = next(method.parameters()).device
+        method.eval()
+        out = {f"{name}_accuracy": accuracy(predict_store(lambda x: method.predict(x).argmax(1), store, "val",
+                                                          self.batch_size, method.augmenter, device))
+               for name, store in self.stores.items()}
+        method.train()
+        return out
 
-def train(config: dict[str, Any], experiment: str, seed: int, train_store: Path, run_dir: Path,
-          aligned_stores: dict[str, Path] | None = None, stop_after_epochs: int | None = None,
-          monitor: Monitor | None = None) -> Path:
-    """Train `experiment` with `seed` on `train_store`; returns the path of `model.pt`.
+
+def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_stores: dict[str, Path] | None = None,
+          stop_after_epochs: int | None = None, monitor: Monitor | None = None) -> Path:
+    """Train the run `run_cfg` (its resolved config: `workbench.slices.run_config`) on
+    `train_store`; returns the path of `model.pt`.
 
     `aligned_stores` gives, for each of the method's `aligned_variants` fields, the store of
     that variant. `monitor` adds learning-curve rows (kind "curve") every few steps.
     `stop_after_epochs` ends the process early (as a kill would) - used by the resume test.
+    The run's config is written to `run_dir/config.json`; a checkpoint made with another
+    config is not resumed from.
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / "config.json", run_cfg)
     device = pick_device()
-    cfg = experiment_training_config(config, experiment)
-    exp = config["experiments"][experiment]
+    cfg, experiment, seed = run_cfg["training"], run_cfg["experiment"], run_cfg["seed"]
     loader_cfg = cfg.get("loader", {})
-    method_cls = get_method(exp["method"])
+    method_cls = get_method(run_cfg["method"])
     aligned_stores = aligned_stores or {}
     if missing := set(method_cls.aligned_variants) - set(aligned_stores):
-        raise ValueError(f"method {exp['method']!r} needs the stores of {method_cls.aligned_variants}; "
+        raise ValueError(f"method {run_cfg['method']!r} needs the stores of {method_cls.aligned_variants}; "
                          f"missing {sorted(missing)}")
     batches = ZarrBatches(train_store, "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
                           drop_last=True, read_chunks=loader_cfg.get("read_chunks", 8),
@@ -102,12 +94,13 @@ def train(config: dict[str, Any], experiment: str, seed: int, train_store: Path,
                           prefetch=loader_cfg.get("prefetch_batches", 2),
                           fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
                           pin_memory=device.type == "cuda", aligned=aligned_stores)
-    method = build_method(config, experiment, seed, len(batches.classes), device)
+    method = build_method(run_cfg, len(batches.classes), device)
     method.steps_per_epoch = len(batches)
     schedulers = make_schedulers(method, cfg, cfg["epochs"])
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "train_metrics.jsonl"
-    start_epoch, history = _resume(ckpt_path, method, schedulers)
-    tags = {"experiment": experiment, "method": exp["method"], "seed": seed}
+    run_hash = config_hash(run_cfg)
+    start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
+    tags = {"experiment": experiment, "method": run_cfg["method"], "seed": seed}
     for epoch in range(start_epoch, cfg["epochs"]):
         if stop_after_epochs is not None and epoch >= stop_after_epochs:
             return run_dir / "model.pt"
@@ -140,28 +133,34 @@ def train(config: dict[str, Any], experiment: str, seed: int, train_store: Path,
         history += [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
         print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items()),
               flush=True)
-        _save_checkpoint(ckpt_path, method, schedulers, epoch + 1, history)
+        _save_checkpoint(ckpt_path, method, schedulers, epoch + 1, history, run_hash)
     with atomic_path(metrics_path) as tmp:
         tmp.write_text("".join(json.dumps(row) + "\n" for row in history))
     model_path = run_dir / "model.pt"
     with atomic_path(model_path) as tmp:
-        torch.save({"state_dict": method.state_dict(), "experiment": experiment, "seed": seed,
-                    "method": exp["method"], "classes": batches.classes}, tmp)
+        torch.save({"state_dict": method.state_dict(), "run_config": run_cfg, "config_hash": run_hash,
+                    "classes": batches.classes}, tmp)
     return model_path
 
 
-def _save_checkpoint(path: Path, method: Method, schedulers, next_epoch: int, history: list[dict]) -> None:
+def _save_checkpoint(path: Path, method: Method, schedulers, next_epoch: int, history: list[dict],
+                     run_hash: str) -> None:
     with atomic_path(path) as tmp:
         torch.save({"method": method.state_dict(), "optimizers": [o.state_dict() for o in method.optimizers()],
                     "schedulers": [s.state_dict() for s in schedulers], "next_epoch": next_epoch,
-                    "history": history}, tmp)
+                    "history": history, "config_hash": run_hash}, tmp)
 
 
-def _resume(ckpt_path: Path, method: Method, schedulers) -> tuple[int, list[dict]]:
-    """(next epoch, metric rows so far) from the last checkpoint, or (0, []) without one."""
+def _resume(ckpt_path: Path, method: Method, schedulers, run_hash: str) -> tuple[int, list[dict]]:
+    """(next epoch, metric rows so far) from the last checkpoint if it was made with this run's
+    config (hash `run_hash`), else (0, [])."""
     if not ckpt_path.exists():
         return 0, []
     state = torch.load(ckpt_path, map_location=next(method.parameters()).device, weights_only=False)
+    if state.get("config_hash") != run_hash:
+        print(f"{ckpt_path} was made with config {state.get('config_hash')}, this run's config is {run_hash} "
+              f"(see {ckpt_path.parent / 'config.json'}): starting over from epoch 0", flush=True)
+        return 0, []
     method.load_state_dict(state["method"])
     for opt, opt_state in zip(method.optimizers(), state["optimizers"]):
         opt.load_state_dict(opt_state)

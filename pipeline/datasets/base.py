@@ -21,5 +21,5 @@ class DatasetFamily:
         return {v: v for v in self.variants(ds_cfg)}
 
     def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
-                 workers: int, variant: str | None) -> None:
+                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
         raise NotImplementedError

@@ -64,7 +64,7 @@ class BiasedMnistFamily(DatasetFamily):
         return {"biased": train_variant, "unbiased": "unbiased"}
 
     def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
-                 workers: int, variant: str | None) -> None:
+                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
         if step != "variant" or variant not in self.variants(ds_cfg):
             raise ValueError(f"biased_mnist builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
         digits = load_digits(ds_cfg, seed)

@@ -5,7 +5,8 @@ Accepted layouts under `root` (checked in this order):
   `<split>/<NN_class>/<image>`
   `<NN_class>/<image>`                    (no splits: each image goes to `val` with
                                            probability `val_fraction`, decided by its name)
-Annotations, when given, are looked up as `<annotations>/<split>/<NN_class>/<stem>.xml`,
+Every entry of a class folder but hidden files is an item: broken links, sub-folders and
+unreadable files become skipped items with the reason. Annotations, when given, are looked up as `<annotations>/<split>/<NN_class>/<stem>.xml`,
 then `<annotations>/<wnid>/<stem>.xml` (ImageNet's own layout, wnid = stem prefix), then
 `<annotations>/<stem>.xml`. True masks as `<masks>/<split>/<NN_class>/<stem>.(png|npy)`.
 """
@@ -18,6 +19,7 @@ from typing import Any
 from ..errors import PipelineError
 from ..seeding import name_seed
 from .item import SourceItem
+from .listing import entry_problem
 
 SPLITS = ("train", "val")
 
@@ -65,8 +67,8 @@ def _list_classes(base: Path, classes: list[str], split_of, annotations: Path | 
         if not cls_dir.is_dir():
             continue
         for path in sorted(cls_dir.iterdir()):
-            if path.name.startswith(".") or not path.is_file():
-                continue  # hidden files (.DS_Store) and sub-folders are not items
+            if path.name.startswith("."):
+                continue  # hidden files (.DS_Store) are not items
             split = split_of(path.stem)
             items.append(SourceItem(
                 id=f"{split}/{cls}/{path.stem}",
@@ -75,6 +77,7 @@ def _list_classes(base: Path, classes: list[str], split_of, annotations: Path | 
                 label=label,
                 annotation=_find_annotation(annotations, split, cls, path.stem),
                 true_mask=_find_mask(masks, split, cls, path.stem),
+                problem=entry_problem(path),
             ))
     return items
 

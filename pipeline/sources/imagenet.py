@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import PipelineError
 from .item import SourceItem
+from .listing import entry_problem
 
 
 def load_in1k_to_in9(mapping_path: Path) -> dict[int, int]:
@@ -45,7 +46,7 @@ def list_imagenet(cfg: dict[str, Any], classes: list[str]) -> list[SourceItem]:
             if label < 0:
                 continue
             for path in sorted((split_dir / wnid).iterdir()):
-                if not path.is_file() or path.name.startswith("."):
+                if path.name.startswith("."):
                     continue
                 ann = None
                 if annotations is not None:
@@ -55,5 +56,5 @@ def list_imagenet(cfg: dict[str, Any], classes: list[str]) -> list[SourceItem]:
                             ann = cand
                             break
                 items.append(SourceItem(id=f"{split}/{classes[label]}/{path.stem}", path=path, split=split,
-                                        label=label, annotation=ann))
+                                        label=label, annotation=ann, problem=entry_problem(path)))
     return items

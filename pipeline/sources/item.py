@@ -14,3 +14,4 @@ class SourceItem:
     label: int
     annotation: Path | None  # VOC XML with the object's bounding box(es), if any
     true_mask: Path | None = None  # ground-truth foreground mask, for measuring segmentation
+    problem: str | None = None  # why the entry cannot be an image (a broken link): a skipped item

@@ -1,29 +1,60 @@
-"""Registry of training methods. A new method is one module here plus one line below."""
+"""Registry of training methods. A new method is one module here (its class, and its
+`method_args` declared in `<module>.yaml` beside it) plus one line below.
+
+The registry is read without importing torch: the config check and the Snakefile only need
+names and declarations (`spec()`); `METHODS[name]` imports the class when it is first used.
+"""
 
 from __future__ import annotations
 
-from .base import Method
-from .clad import CLAD, CLADPlus, CLADPlusTrivial, CLADTrivial
-from .erm import ERM, Biased
-from .hex import HEX
-from .rebias import RUBi, LearnedMixinH, ReBias
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-METHODS: dict[str, type[Method]] = {
-    "erm": ERM,
-    "clad": CLAD,
-    "clad_plus": CLADPlus,
-    "clad_trivial": CLADTrivial,
-    "clad_plus_trivial": CLADPlusTrivial,
-    "vanilla": ERM,  # ReBias's Vanilla row: F alone
-    "biased": Biased,
-    "hex": HEX,
-    "rebias": ReBias,
-    "rubi": RUBi,
-    "learned_mixin_h": LearnedMixinH,
+from .spec import MethodSpec, class_spec
+
+if TYPE_CHECKING:
+    from .base import Method
+
+#: name -> "module.Class" under training/methods
+REGISTRY: dict[str, str] = {
+    "erm": "erm.ERM",
+    "clad": "clad.CLAD",
+    "clad_plus": "clad.CLADPlus",
+    "clad_trivial": "clad.CLADTrivial",
+    "clad_plus_trivial": "clad.CLADPlusTrivial",
+    "vanilla": "erm.ERM",  # ReBias's Vanilla row: F alone
+    "biased": "erm.Biased",
+    "hex": "hex.HEX",
+    "rebias": "rebias.ReBias",
+    "rubi": "rebias.RUBi",
+    "learned_mixin_h": "rebias.LearnedMixinH",
 }
 
 
+class _Methods(Mapping):
+    """name -> method class, imported on first access."""
+
+    def __getitem__(self, name: str) -> type[Method]:
+        module, cls = REGISTRY[name].split(".")
+        return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(REGISTRY)
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+
+METHODS: Mapping[str, type[Method]] = _Methods()
+
+
+def spec(name: str) -> MethodSpec:
+    """The declaration of method `name` (its args and aligned variants), without torch."""
+    return class_spec(*REGISTRY[name].split("."))
+
+
 def get_method(name: str) -> type[Method]:
-    if name not in METHODS:
-        raise KeyError(f"unknown method {name!r}; registered: {sorted(METHODS)}")
+    if name not in REGISTRY:
+        raise KeyError(f"unknown method {name!r}; registered: {sorted(REGISTRY)}")
     return METHODS[name]

@@ -9,6 +9,7 @@ import torch.nn as nn
 
 from ..data import Augmenter
 from ..models import build_network
+from .spec import module_specs
 
 
 class Method(nn.Module):
@@ -22,10 +23,19 @@ class Method(nn.Module):
     #: dataset fields the method needs besides images/labels/bias_labels (e.g. "masks")
     extra_fields: tuple[str, ...] = ()
     #: {batch field: variant}: images of another variant of the training dataset, read row by
-    #: row alongside the training images (CLAD's ONLY_BG_T backgrounds)
+    #: row alongside the training images (CLAD's ONLY_BG_T backgrounds); from the declaration
     aligned_variants: dict[str, str] = {}
-    #: the method's `method_args` and their defaults; other keys are rejected
+    #: the method's `method_args` and their defaults, from its declaration in `<module>.yaml`
     default_args: dict[str, Any] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        """Read the class's declaration (`<module>.yaml` beside it); a class without an entry
+        (an abstract helper base) keeps its parent's."""
+        super().__init_subclass__(**kwargs)
+        module = cls.__module__.rsplit(".", 1)[-1]
+        if cls.__name__ in module_specs(module):
+            declared = module_specs(module)[cls.__name__]
+            cls.default_args, cls.aligned_variants = declared.defaults, declared.aligned_variants
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__()

@@ -83,8 +83,6 @@ class CLAD(Method):
     """CLAD, Eq. (2). `method_args`: lambda (1.0), tau (0.2), queue_size (32), positive_view."""
 
     extra_fields = ("masks",)
-    aligned_variants = {"backgrounds": "only_bg_t"}
-    default_args = {"lambda": 1.0, "tau": 0.2, "queue_size": 32, "positive_view": "aligned"}
     positive_ce = False  # CLAD+ adds CE on the positives (Eq. 3)
     keyed_negatives = True  # False: the "trivial" shared queue of the ablation
 

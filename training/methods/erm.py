@@ -29,8 +29,6 @@ class Biased(ERM):
     """ReBias's "Biased" row: the biased-by-design G (`biased_arch`: the 1x1 SimpleConvNet on
     Biased MNIST, BagNet18 on images) trained alone with cross-entropy."""
 
-    default_args = {"biased_arch": "simple_cnn1"}
-
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         args = {**self.default_args, **method_args}
         super().__init__(num_classes, {**train_cfg, "arch": args["biased_arch"], "pretrained": None}, method_args)

@@ -64,8 +64,6 @@ class HEX(Method):
     CE(F_L) with F_L = `project_out`(F_P, F_G); prediction uses F_A alone (HEX Sec. 3.2), so
     `predict()` is F's. h_G = ReLU(Linear(NGLCM(grey image))) of width `nglcm_dim`."""
 
-    default_args: dict[str, Any] = {"levels": 16, "nglcm_dim": 32, "ridge": 1e-4}
-
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         self.nglcm = NGLCM(int(self.args["levels"]))

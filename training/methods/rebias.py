@@ -20,8 +20,6 @@ from .base import Method
 class _WithBiasedNetwork(Method):
     """F (`self.network`, from `training.arch`) plus G (`self.biased`, from `biased_arch`)."""
 
-    default_args: dict[str, Any] = {"biased_arch": "simple_cnn1"}
-
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         self.biased = self.build_biased_network(self.args["biased_arch"])
@@ -37,9 +35,6 @@ class ReBias(_WithBiasedNetwork):
     CE(g) - lambda_g * HSIC_1(f, g), then F minimises CE(f) + lambda * HSIC_1(f, g), each with
     the other network's pooled features held fixed. sigma_f / sigma_g: RBF radii (null = median
     of the pairwise distances, the paper's choice on ImageNet; 1 on Biased MNIST)."""
-
-    default_args = {**_WithBiasedNetwork.default_args, "lambda": 1.0, "lambda_g": 1.0, "sigma_f": 1.0,
-                    "sigma_g": 1.0, "estimator": "unbiased"}
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
@@ -102,8 +97,6 @@ class LearnedMixinH(_WithBiasedNetwork):
     log-probabilities log p_f + softplus(w . z_f + b) * log p_g with CE, plus `entropy` (0.36)
     times the entropy of softmax(softplus(.) * log p_g). Both phases share the run's epoch
     budget. Unlike the ReBias authors' code, the gate (w, b) is optimised."""
-
-    default_args = {**_WithBiasedNetwork.default_args, "entropy": 0.36, "g_pretrain_epochs": 5.0}
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)

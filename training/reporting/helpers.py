@@ -31,13 +31,34 @@ def mean_std(values: list[float], digits: int = 1) -> str:
     return f"{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f}"
 
 
+def experiment_labels(config: dict[str, Any]) -> dict[str, str]:
+    """{experiment: display label}, the ImageNet model's row included."""
+    return {"base_in": "Base (IN)", **{name: exp["label"] for name, exp in config["experiments"].items()}}
+
+
+def by_label(table: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """A table keyed by experiment, re-keyed by display label (labels are unique per experiment:
+    the config check guarantees it, so no two experiments' numbers can merge here)."""
+    out: dict[str, Any] = defaultdict(lambda: defaultdict(list))
+    for experiment, cols in table.items():
+        label = labels.get(experiment, experiment)
+        if label in out:
+            raise ValueError(f"experiments {experiment!r} and another share the label {label!r}")
+        out[label] = cols
+    return out
+
+
 def metric_table(rows: list[dict[str, Any]], kind: str, analysis: str | None = None) -> dict[str, dict[str, list[float]]]:
-    """{model label: {metric: [value per seed]}} of the rows of `kind` (and `analysis`)."""
+    """{model label: {metric: [value per seed]}} of the rows of `kind` (and `analysis`),
+    aggregated per experiment and shown under the label the report attached to its rows."""
     table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in sorted(rows, key=lambda r: (r.get("label", ""), r.get("seed", 0))):
+    labels = {}
+    for r in sorted(rows, key=lambda r: (r.get("experiment", r["label"]), r.get("seed", 0))):
         if r.get("kind") == kind and (analysis is None or r.get("analysis") == analysis):
-            table[r["label"]][r["metric"]].append(r["value"])
-    return table
+            experiment = r.get("experiment", r["label"])
+            labels[experiment] = r["label"]
+            table[experiment][r["metric"]].append(r["value"])
+    return by_label(table, labels)
 
 
 def model_order(labels) -> list[str]:

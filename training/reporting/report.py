@@ -26,35 +26,41 @@ from pipeline.store import atomic_path  # noqa: E402
 
 from . import clad_sections, rebias_sections  # noqa: E402
 from .document import Document  # noqa: E402
-from .helpers import mean_std, metric_table, model_order, read_rows, save_figure, sweep_only_experiments  # noqa: E402
+from .helpers import (by_label, experiment_labels, mean_std, metric_table, model_order, read_rows,  # noqa: E402
+                      save_figure, sweep_only_experiments)
 
 TABLE2_COLUMNS, TABLE2_HEADER = clad_sections.TABLE2_COLUMNS, clad_sections.TABLE2_HEADER
 
 
-def accuracy_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
-    """{model label: {variant or "bg_gap": [value per seed]}} from eval rows.
+def accuracy_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+    """{model label: {variant or "bg_gap": [value per seed]}} from eval rows, aggregated per
+    experiment and shown under its label (`labels`: experiment -> label).
 
     BG-GAP = acc(MIXED_SAME) - acc(MIXED_RAND), computed per seed, then aggregated.
     """
     per_run: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
     for r in rows:  # BG-GAP rows of the runs are recomputed here from the accuracies they derive from
         if r.get("kind") == "eval" and r["metric"] == "accuracy":
-            per_run[(r["label"], r["seed"])][r["variant"]] = r["value"]
+            per_run[(r["experiment"], r["seed"])][r["variant"]] = r["value"]
     table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for (label, _seed), accs in sorted(per_run.items()):
+    for (experiment, _seed), accs in sorted(per_run.items()):
         for variant, value in accs.items():
-            table[label][variant].append(value)
+            table[experiment][variant].append(value)
         if "mixed_same" in accs and "mixed_rand" in accs:
-            table[label]["bg_gap"].append(accs["mixed_same"] - accs["mixed_rand"])
-    return table
+            table[experiment]["bg_gap"].append(accs["mixed_same"] - accs["mixed_rand"])
+    return by_label(table, labels)
 
 
 def build_report(config: dict[str, Any], metric_files: list[Path], quality_file: Path, manifest_files: list[Path],
                  stores: dict[str, Path], out_dir: Path, saliency_arrays: Path | None = None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     all_rows = read_rows(metric_files)
+    labels = experiment_labels(config)
+    for r in all_rows:  # rows carry no labels: display names come from this report's config
+        if "experiment" in r:
+            r["label"] = labels.get(r["experiment"], r["experiment"])
     rows = [r for r in all_rows if not config["experiments"].get(r.get("experiment", ""), {}).get("grid")]
-    table = accuracy_table(rows)
+    table = accuracy_table(rows, labels)
     # sweep runs appear in their own figures only
     swept = {config["experiments"][e]["label"] for e in sweep_only_experiments(config)}
     main = {label: cols for label, cols in table.items() if label not in swept}

@@ -9,7 +9,13 @@ from typing import Any
 import jsonschema
 import yaml
 
+from pipeline.datasets import get_family
+from training.methods import REGISTRY
+from training.methods import spec as method_spec
+
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
+#: label of the ImageNet-model row (evaluation.imagenet_model), reserved
+BASE_IN_LABEL = "Base (IN)"
 
 
 class ConfigError(ValueError):
@@ -28,6 +34,18 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
     return config
 
 
+def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The validated config with Table 5's U2-Net runs, sweep values and grid cells expanded
+    into experiments of their own; raises `ConfigError` naming every bad key."""
+    validate_config(config)
+    out = expand_grids(expand_sweeps(expand_segmentation_comparison(config)))
+    problems: list[str] = []
+    _check_labels(out, problems)  # expansion adds labels ("CLAD lambda=0.25", "CLAD (U2-Net)")
+    if problems:
+        raise ConfigError("invalid workflow config:\n" + "\n".join(f"  {p}" for p in problems))
+    return out
+
+
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     """`base` with `override` applied key by key (nested dicts merged, other values replaced)."""
     out = copy.deepcopy(base)
@@ -42,41 +60,57 @@ def dataset_family(config: dict[str, Any], dataset: str) -> str:
 
 def dataset_variants(config: dict[str, Any], dataset: str) -> list[str]:
     """The variant stores the workflow builds for `dataset`."""
-    from .datasets import get_family
-
     return get_family(dataset_family(config, dataset)).variants(config["datasets"][dataset])
 
 
 def test_sets(config: dict[str, Any], dataset: str, train_variant: str) -> dict[str, str]:
     """{test set name: variant} a grid run trained on `train_variant` is evaluated on."""
-    from .datasets import get_family
-
     return get_family(dataset_family(config, dataset)).test_sets(config["datasets"][dataset], train_variant)
 
 
 def _check_method(where: str, method_name: str, method_args: dict, dataset: str | None, variant: str | None,
                   config: dict[str, Any], problems: list[str]) -> None:
-    """A registered method, arguments it takes, and the variants it reads built by its dataset."""
-    from training.methods import METHODS  # lazy: keeps pipeline importable without torch-side modules loaded
-
-    method = METHODS.get(method_name)
-    if method is None:
-        problems.append(f"{where}.method: {method_name!r} is not a registered method {sorted(METHODS)}")
-    elif unknown := set(method_args) - set(method.default_args):
-        problems.append(f"{where}.method_args: {sorted(unknown)} not taken by {method_name!r} "
-                        f"(it takes {sorted(method.default_args)})")
+    """A registered method, `method_args` of the types and ranges it declares, and the variants
+    it reads built by its dataset."""
+    if method_name not in REGISTRY:
+        problems.append(f"{where}.method: {method_name!r} is not a registered method {sorted(REGISTRY)}")
+        return
+    declared = method_spec(method_name)
+    for error in jsonschema.Draft202012Validator(declared.schema()).iter_errors(method_args):
+        key = ".".join(map(str, error.absolute_path))
+        if error.validator == "additionalProperties":
+            problems.append(f"{where}.method_args: {error.message}; {method_name!r} takes {sorted(declared.args)}")
+        else:
+            problems.append(f"{where}.method_args.{key}: {error.message}")
     if dataset is None:
         return
     built = dataset_variants(config, dataset)
-    for needed in [variant, *(method.aligned_variants.values() if method else [])]:
+    for needed in [variant, *declared.aligned_variants.values()]:
         if needed not in built:
             problems.append(f"{where}: method {method_name!r} reads variant {needed!r}, which dataset "
                             f"{dataset!r} does not build (it builds {built}); add it there")
 
 
-def _check_cross_references(config: dict[str, Any]) -> None:
-    from training.methods import METHODS
+def _check_labels(config: dict[str, Any], problems: list[str]) -> None:
+    """Labels name rows in the report's tables: two experiments with one label would read as one."""
+    seen: dict[str, str] = {BASE_IN_LABEL: "evaluation.imagenet_model"}
+    for name, exp in config["experiments"].items():
+        if "grid" in exp:  # a grid method's runs share its label (checked per grid below)
+            continue
+        if exp["label"] in seen:
+            problems.append(f"experiments.{name}.label: {exp['label']!r} is also the label of {seen[exp['label']]}; "
+                            "give each experiment its own label")
+        seen.setdefault(exp["label"], f"experiments.{name}")
+    for grid_name, grid in config.get("grids", {}).items():
+        seen_grid: dict[str, str] = {}
+        for key, method in grid["methods"].items():
+            if method["label"] in seen_grid:
+                problems.append(f"grids.{grid_name}.methods.{key}.label: {method['label']!r} is also the label of "
+                                f"{seen_grid[method['label']]}; give each method its own label")
+            seen_grid.setdefault(method["label"], key)
 
+
+def _check_cross_references(config: dict[str, Any]) -> None:
     problems: list[str] = []
     for name, exp in config["experiments"].items():
         known = exp["dataset"] in config["datasets"]
@@ -113,9 +147,9 @@ def _check_cross_references(config: dict[str, Any]) -> None:
         base = config["experiments"].get(sweep["experiment"])
         if base is None:
             problems.append(f"sweeps.{name}.experiment: {sweep['experiment']!r} is not in `experiments`")
-        elif base["method"] in METHODS and sweep["arg"] not in METHODS[base["method"]].default_args:
+        elif base["method"] in REGISTRY and sweep["arg"] not in method_spec(base["method"]).args:
             problems.append(f"sweeps.{name}.arg: {base['method']!r} takes no argument {sweep['arg']!r} "
-                            f"(it takes {sorted(METHODS[base['method']].default_args)})")
+                            f"(it takes {sorted(method_spec(base['method']).args)})")
     for analysis in ("saliency", "texture"):
         for name in config["analyses"][analysis]["experiments"]:
             if name not in config["experiments"]:
@@ -126,6 +160,7 @@ def _check_cross_references(config: dict[str, Any]) -> None:
     elif dataset_family(config, ev) != "in9":
         problems.append(f"evaluation.dataset: {ev!r} is a {dataset_family(config, ev)} dataset; the Background "
                         "Challenge evaluation needs an in9 dataset (grids evaluate on their own test sets)")
+    _check_labels(config, problems)
     if problems:
         raise ConfigError("invalid workflow config:\n" + "\n".join(f"  {p}" for p in problems))
 
@@ -161,12 +196,10 @@ def expand_sweeps(config: dict[str, Any]) -> dict[str, Any]:
     expanded experiment records `sweep: {name, value}` for the report; `sweep_points`
     lists (value, experiment) per sweep.
     """
-    from training.methods import METHODS
-
     out = copy.deepcopy(config)
     for name, sweep in config.get("sweeps", {}).items():
         base = config["experiments"][sweep["experiment"]]
-        args = {**METHODS[base["method"]].default_args, **base.get("method_args", {})}
+        args = {**method_spec(base["method"]).defaults, **base.get("method_args", {})}
         points = []
         for value in sweep["values"]:
             if value == args[sweep["arg"]]:

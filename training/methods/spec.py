@@ -1,0 +1,51 @@
+"""What each method declares beside its class, readable without torch: its `method_args`
+(JSON-schema types, ranges, defaults, descriptions) and the variants it reads row-aligned with
+its training images. The declaration of `<module>.py`'s classes is `<module>.yaml` next to it,
+one entry per class; the config check validates every experiment's `method_args` against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    #: {arg: JSON-schema of its value, with `default` and `description`}
+    args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: {batch field: variant} read row by row alongside the training images (CLAD's ONLY_BG_T)
+    aligned_variants: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return {name: arg["default"] for name, arg in self.args.items()}
+
+    def schema(self) -> dict[str, Any]:
+        """JSON schema of a `method_args` mapping: only the declared args, each of its type."""
+        props = {name: {k: v for k, v in arg.items() if k not in ("default", "description")}
+                 for name, arg in self.args.items()}
+        return {"type": "object", "additionalProperties": False, "properties": props}
+
+
+@lru_cache(maxsize=None)
+def module_specs(module: str) -> dict[str, MethodSpec]:
+    """{class name: spec} declared in `<module>.yaml` (module: e.g. "clad")."""
+    path = HERE / f"{module}.yaml"
+    raw = yaml.safe_load(path.read_text()) or {}
+    return {cls: MethodSpec(dict(entry.get("args") or {}), dict(entry.get("aligned_variants") or {}))
+            for cls, entry in raw.items()}
+
+
+def class_spec(module: str, cls: str) -> MethodSpec:
+    specs = module_specs(module)
+    if cls not in specs:
+        raise KeyError(f"{HERE / (module + '.yaml')} declares no entry for class {cls!r}; add one "
+                       "(`{cls}: {{args: {{}}}}` for a method without arguments)")
+    return specs[cls]

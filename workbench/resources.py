@@ -1,0 +1,100 @@
+"""Cluster resources of every job, in one place: the partition follows from whether the job asks
+for a GPU, and runtime and memory from the config (images, image size, epochs, architecture).
+
+The estimates are deliberately generous (a job killed for time is retried with twice the
+runtime, `attempt`); `profiles/slurm/config.yaml` can still override any rule with
+`set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+#: GPU seconds per training image at 224 px for ResNet-18 (forward + backward, mixed precision)
+#: times 3 for headroom; other architectures scale by their relative cost
+SECONDS_PER_IMAGE_224 = 0.006
+ARCH_COST = {"resnet18": 1.0, "resnet34": 2.0, "resnet50": 2.5, "bagnet18": 1.5, "simple_cnn7": 0.5, "simple_cnn1": 0.1}
+#: methods that run two networks or two forward passes per step
+METHOD_COST = {"clad": 2.0, "clad_plus": 2.0, "clad_trivial": 2.0, "clad_plus_trivial": 2.0, "rebias": 2.0,
+               "rubi": 1.5, "learned_mixin_h": 1.5, "hex": 1.2}
+#: CPU seconds to decode, resize and GrabCut one image at 224 px with 10 iterations (x3 headroom)
+SEGMENT_SECONDS_224 = 0.6
+#: training images of the sources whose size the config does not give (the Background
+#: Challenge's IN-9 train split; ImageNet's 370 IN-9 classes)
+FOLDER_TRAIN_IMAGES = {"in9_folder": 45_405, "imagenet": 481_000}
+
+
+def partition(config: dict[str, Any], gpu: bool) -> str:
+    """The SLURM partition of a job: the GPU partition exactly when it asks for a GPU."""
+    return config["cluster"]["gpu_partition" if gpu else "cpu_partition"]
+
+
+Estimate = Callable[[Any], tuple[float, float]]  # wildcards -> (runtime in minutes, memory in MB)
+
+
+def rule_resources(config: dict[str, Any], gpu: bool, estimate: Estimate) -> dict[str, Any]:
+    """`resources:` of a rule (`resources: **rule_resources(...)`): its partition, `gpu=1` if it
+    needs one, and each job's memory and runtime from `estimate`, the runtime doubling with
+    each retry."""
+    out: dict[str, Any] = {
+        "slurm_partition": partition(config, gpu),
+        "mem_mb": lambda wildcards: int(estimate(wildcards)[1]),
+        "runtime": lambda wildcards, attempt: max(5, round(estimate(wildcards)[0])) * attempt,
+    }
+    if gpu:
+        out["gpu"] = 1
+    return out
+
+
+def dataset_images(ds_cfg: dict[str, Any], split: str = "train") -> int:
+    """Images of a dataset's split, from its config (folder sources: the usual real size)."""
+    if ds_cfg.get("family") == "biased_mnist":
+        return 60_000 if ds_cfg["source"]["kind"] == "idx" else 5_000 * ds_cfg["source"].get("copies", 1)
+    source = ds_cfg["source"]
+    if source["kind"] == "synthetic":
+        syn = source["synthetic"]
+        return len(ds_cfg["classes"]) * syn["train_per_class" if split == "train" else "val_per_class"]
+    images = FOLDER_TRAIN_IMAGES[source["kind"]]
+    return images if split == "train" else images // 10
+
+
+def image_side(ds_cfg: dict[str, Any]) -> int:
+    return int(ds_cfg.get("image_size", 28))
+
+
+def image_mb(ds_cfg: dict[str, Any], images: int) -> float:
+    return images * image_side(ds_cfg) ** 2 * 3 / 2**20
+
+
+def training(runs: list[dict[str, Any]]) -> tuple[float, float]:
+    """A job training `runs` (run configs) one after the other on one GPU."""
+    minutes, mem = 0.0, 0.0
+    for run in runs:
+        ds, cfg = run["dataset_config"], run["training"]
+        images = dataset_images(ds)
+        per_image = SECONDS_PER_IMAGE_224 * (image_side(ds) / 224) ** 2 * ARCH_COST.get(cfg["arch"], 2.5)
+        minutes += 10 + cfg["epochs"] * images * per_image * METHOD_COST.get(run["method"], 1.0) / 60
+        in_memory = min(image_mb(ds, images), cfg.get("loader", {}).get("in_memory_max_gb", 4.0) * 1024)
+        mem = max(mem, 4000 + in_memory * (1 + len(run["aligned_variants"])))
+    return minutes, mem
+
+
+def evaluation(config: dict[str, Any], stores: int, models: int = 1) -> tuple[float, float]:
+    """A job scoring `models` on `stores` val sets of the evaluation dataset."""
+    ds = config["datasets"][config["evaluation"]["dataset"]]
+    images = dataset_images(ds, "val") * stores * models
+    return (10 + images * SECONDS_PER_IMAGE_224 * (image_side(ds) / 224) ** 2 / 60,
+            4000 + image_mb(ds, dataset_images(ds, "val")) * 2)
+
+
+def segment_shard(config: dict[str, Any], dataset: str) -> tuple[float, float]:
+    ds = config["datasets"][dataset]
+    seconds = ds["block_images"] * SEGMENT_SECONDS_224 * (image_side(ds) / 224) ** 2 * ds["segmentation"]["iterations"] / 10
+    return 5 + seconds / 60, 1000 + image_mb(ds, ds["block_images"]) * 4
+
+
+def generation(config: dict[str, Any], dataset: str) -> tuple[float, float]:
+    """A CPU job over a whole dataset (listing, gather, one variant store)."""
+    ds = config["datasets"][dataset]
+    images = dataset_images(ds) + dataset_images(ds, "val")
+    return 10 + images * 0.01 * (image_side(ds) / 224) ** 2 / 60, 2000 + image_mb(ds, 256) * 8

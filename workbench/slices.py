@@ -1,0 +1,109 @@
+"""Each job's config slice: exactly the part of the resolved config its outputs depend on.
+
+A job reads its slice from a JSON file whose name is the slice's hash
+(`<results>/configs/<kind>/<hash>.json`, written when the DAG is built). Snakemake reruns a job
+when the set of its input files changes, so a config edit reruns exactly the jobs whose slice
+it changes: a report-only key reruns the report; one experiment's optimiser reruns that
+experiment's training and what reads its models. Reverting an edit points back at the old file,
+which is older than the outputs made with it, so nothing reruns needlessly.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline.store import write_text_atomic
+from training.methods import spec
+
+from .config import deep_merge, test_sets
+
+#: training keys that change how fast a run goes, not what it computes
+SPEED_ONLY_TRAINING_KEYS = ("threads",)
+#: what the report needs of each experiment (labels are for display only)
+REPORT_EXPERIMENT_KEYS = ("label", "method", "dataset", "train_variant", "seeds", "grid", "grid_method")
+
+
+def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, Any]:
+    """A training run's identity: its merged training config, its method and resolved
+    `method_args`, its dataset and train variant, and its seed (not its label)."""
+    exp = config["experiments"][experiment]
+    training = deep_merge(config["training"], exp.get("training", {}))
+    for key in SPEED_ONLY_TRAINING_KEYS:
+        training.pop(key, None)
+    declared = spec(exp["method"])
+    out = {"experiment": experiment, "seed": seed, "method": exp["method"],
+           "method_args": {**declared.defaults, **exp.get("method_args", {})}, "training": training,
+           "dataset": exp["dataset"], "dataset_config": config["datasets"][exp["dataset"]],
+           "train_variant": exp["train_variant"], "aligned_variants": declared.aligned_variants}
+    if "grid" in exp:
+        out.update(grid=exp["grid"], grid_method=exp["grid_method"])
+        grid = config["grids"][exp["grid"]]
+        curves = grid.get("curves")
+        if curves and exp["train_variant"] == grid["figure_variant"] and exp["grid_method"] in curves["methods"]:
+            out["curves"] = {"test_set": curves["test_set"], "every_steps": curves["every_steps"],
+                             "batch_size": config["evaluation"]["batch_size"]}
+    return out
+
+
+def grid_job_config(config: dict[str, Any], grid: str, experiments: list[str], variant: str,
+                    seed: int) -> dict[str, Any]:
+    """One grid job: the runs of every method of `grid` on `variant` with `seed`, and how they
+    are evaluated."""
+    dataset = config["grids"][grid]["dataset"]
+    return {"grid": grid, "runs": [run_config(config, e, seed) for e in experiments],
+            "test_sets": test_sets(config, dataset, variant), "evaluation": evaluation_config(config)}
+
+
+def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
+    ev = config["evaluation"]
+    return {"dataset": ev["dataset"], "split": ev["split"], "batch_size": ev["batch_size"]}
+
+
+def imagenet_evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
+    return {**evaluation_config(config), "imagenet_model": config["evaluation"]["imagenet_model"]}
+
+
+def analysis_config(config: dict[str, Any], analysis: str) -> dict[str, Any]:
+    """The evaluation settings plus the analysis' own keys (the models are the job's inputs)."""
+    out: dict[str, Any] = {"evaluation": evaluation_config(config)}
+    if analysis == "fivecrop":
+        out["fivecrop_fraction"] = config["analyses"]["fivecrop_fraction"]
+    elif analysis in ("saliency", "texture"):
+        out[analysis] = {k: v for k, v in config["analyses"][analysis].items() if k != "experiments"}
+    return out
+
+
+def dataset_job_config(config: dict[str, Any], dataset: str) -> dict[str, Any]:
+    """What every generation step of `dataset` depends on: its config section and the seed."""
+    return {"dataset": dataset, "config": config["datasets"][dataset], "seed": config["seed"]}
+
+
+def report_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The report's keys, the experiments' display names and the shape of the tables; no
+    training or method settings (their changes reach the report through the metric files)."""
+    experiments = {name: {k: exp[k] for k in REPORT_EXPERIMENT_KEYS if k in exp}
+                   for name, exp in config["experiments"].items()}
+    for exp in experiments.values():
+        exp.setdefault("seeds", config["seeds"])
+    grids = {name: {k: v for k, v in grid.items() if k != "training"} for name, grid in config.get("grids", {}).items()}
+    for grid in grids.values():
+        grid["methods"] = {k: {"method": m["method"], "label": m["label"]} for k, m in grid["methods"].items()}
+    return {"seeds": config["seeds"], "report": config["report"], "evaluation": config["evaluation"],
+            "analyses": config["analyses"], "datasets": config["datasets"],
+            "training": {k: config["training"][k] for k in ("arch", "epochs")}, "experiments": experiments,
+            "grids": grids, "sweeps": config.get("sweeps", {}), "sweep_points": config.get("sweep_points", {})}
+
+
+def slice_file(results: str, kind: str, cfg: dict[str, Any], keep_order: bool = False) -> str:
+    """Path of the JSON file of `cfg` under `<results>/configs/<kind>/`, named by its hash and
+    written if absent. `keep_order`: keep the key order (the report lists models in config order)."""
+    text = json.dumps(cfg, indent=1, sort_keys=not keep_order) + "\n"
+    path = Path(results) / "configs" / kind / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    if not path.exists():
+        write_text_atomic(path, text)
+    return str(path)
+

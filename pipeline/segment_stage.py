@@ -108,6 +108,7 @@ def run_segment_stage(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int
                       quality_path: Path, manifest_path: Path, workers: int) -> None:
     """Every shard on `workers` processes, then the gather: what the workflow's per-shard jobs
     do, in one process (tests, benchmarks, small data)."""
+    Path(out_store).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=Path(out_store).parent) as tmp:
         shards = [Path(tmp) / f"{k:05d}.npz" for k in range(shard_count(len(items), ds_cfg))]
         run_blocks(segment_shard, [(shard_items(items, ds_cfg, k), ds_cfg, seed, path) for k, path in enumerate(shards)],

@@ -48,7 +48,10 @@ def make_bad_folder(root: Path) -> dict[str, str]:
     good.save(d / "outside.JPEG")
     write_voc_xml(ann / "outside.xml", "outside.JPEG", 40, 30, "dog", [(50, 40, 60, 50)])
     (d / "notes.txt").write_text("not an image")
-    return {"good": "ok", "truncated": "cannot decode", "corrupt": "cannot decode", "gray": "ok", "cmyk": "ok",
+    (d / "dangling.JPEG").symlink_to(root / "nowhere.JPEG")  # a broken link must not vanish silently
+    (d / "nested").mkdir()
+    good.save(d / "nested" / "inner.JPEG")
+    return {"dangling": "broken symbolic link", "nested": "a folder inside a class folder", "good": "ok", "truncated": "cannot decode", "corrupt": "cannot decode", "gray": "ok", "cmyk": "ok",
             "alpha": "ok", "tiny": "smaller than min_image_side", "noxml": "ok", "badxml": "malformed annotation",
             "outside": "no bounding box inside", "notes": "not an image file"}
 
@@ -69,12 +72,12 @@ def test_bad_inputs_are_skipped_with_reasons_or_converted(tmp_path, tiny_ds_cfg)
             assert outcome in records[stem]["skipped"], records[stem]
     assert records["noxml"]["box_source"] == "fallback" and records["good"]["box_source"] == "xml"
     manifest = json.loads((seg.parent / "segmented.manifest.json").read_text())["val"]
-    assert manifest["inputs"] == 11 == manifest["outputs"] + len(manifest["skipped"])
+    assert manifest["inputs"] == 13 == manifest["outputs"] + len(manifest["skipped"])
     assert manifest["outputs"] == 5
     out = tmp_path / "out" / "original.zarr"
     get_family("in9").run_step("variant", cfg, 0, out, [seg, seg.parent / "segmented.manifest.json"], 1, "original")
     vm = json.loads((tmp_path / "out" / "original.manifest.json").read_text())["val"]
-    assert vm["outputs"] == 5 and len(vm["skipped"]) == 6
+    assert vm["outputs"] == 5 and len(vm["skipped"]) == 8
 
 
 def test_mode_conversions(tmp_path):

@@ -14,6 +14,7 @@ from training.losses import info_nce
 from training.methods import METHODS
 from training.methods.clad import CLAD, NegativeDictionary, choose_partners
 from training.trainer import train
+from workbench.slices import run_config
 
 from .conftest import debug_batch
 
@@ -102,16 +103,16 @@ def test_clad_trains_resumes_and_keeps_its_dictionary(tmp_path, tiny_stores, def
     cfg = copy.deepcopy(default_config)
     cfg["training"].update(epochs=2, batch_size=6)
     aligned = {"backgrounds": tiny_stores["only_bg_t"]}
-    straight = train(cfg, "clad_plus", 0, tiny_stores["original"], tmp_path / "a", aligned)
-    train(cfg, "clad_plus", 0, tiny_stores["original"], tmp_path / "b", aligned, stop_after_epochs=1)
-    resumed = train(cfg, "clad_plus", 0, tiny_stores["original"], tmp_path / "b", aligned)
+    straight = train(run_config(cfg, "clad_plus", 0), tiny_stores["original"], tmp_path / "a", aligned)
+    train(run_config(cfg, "clad_plus", 0), tiny_stores["original"], tmp_path / "b", aligned, stop_after_epochs=1)
+    resumed = train(run_config(cfg, "clad_plus", 0), tiny_stores["original"], tmp_path / "b", aligned)
     a, b = torch.load(straight)["state_dict"], torch.load(resumed)["state_dict"]
     assert (a["dictionary.rows"] >= 0).any()
     assert all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(ValueError, match="backgrounds"):
-        train(cfg, "clad", 0, tiny_stores["original"], tmp_path / "c")
+        train(run_config(cfg, "clad", 0), tiny_stores["original"], tmp_path / "c")
     with pytest.raises(FileNotFoundError, match="nope.zarr not found"):
-        train(cfg, "clad", 0, tiny_stores["original"], tmp_path / "d", {"backgrounds": tmp_path / "a" / "nope.zarr"})
+        train(run_config(cfg, "clad", 0), tiny_stores["original"], tmp_path / "d", {"backgrounds": tmp_path / "a" / "nope.zarr"})
 
 
 def test_unknown_method_args_are_rejected(default_config):

@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, deep_merge, validate_config
+from workbench.config import ConfigError, deep_merge, validate_config
 
 from .conftest import ROOT
 
@@ -55,7 +55,7 @@ def test_snakemake_stops_at_start_on_a_bad_value(tmp_path):
 
 
 def test_sweeps_become_experiments_and_reuse_the_base_run(default_config):
-    from pipeline.config import expand_sweeps, runs
+    from workbench.config import expand_sweeps, runs
 
     cfg = expand_sweeps(default_config)
     points = cfg["sweep_points"]["lambda"]["points"]
@@ -71,7 +71,7 @@ def test_sweeps_become_experiments_and_reuse_the_base_run(default_config):
 
 
 def test_u2net_comparison_adds_a_dataset_and_clad_runs(default_config):
-    from pipeline.config import expand_segmentation_comparison
+    from workbench.config import expand_segmentation_comparison
 
     assert expand_segmentation_comparison(default_config) == default_config  # not configured: nothing added
     cfg = copy.deepcopy(default_config)

@@ -11,6 +11,7 @@ from training.evaluation import IN9_SUBCLASS_COUNTS, evaluate_run, in1k_to_in9, 
 from training.methods import METHODS
 from training.reporting.report import accuracy_table
 from training.trainer import train
+from workbench.slices import evaluation_config, imagenet_evaluation_config, run_config
 
 from .conftest import debug_batch, needs_shared
 
@@ -24,10 +25,10 @@ def train_config(default_config):
 
 
 def test_resume_after_kill_gives_identical_weights(tmp_path, tiny_store, train_config):
-    straight = train(train_config, "base_in9", 0, tiny_store, tmp_path / "a")
-    train(train_config, "base_in9", 0, tiny_store, tmp_path / "b", stop_after_epochs=1)  # "killed" after epoch 0
+    straight = train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "a")
+    train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "b", stop_after_epochs=1)  # "killed" after epoch 0
     assert (tmp_path / "b" / "checkpoint.pt").exists() and not (tmp_path / "b" / "model.pt").exists()
-    resumed = train(train_config, "base_in9", 0, tiny_store, tmp_path / "b")
+    resumed = train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "b")
     a, b = torch.load(straight)["state_dict"], torch.load(resumed)["state_dict"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     rows_a = (tmp_path / "a" / "train_metrics.jsonl").read_text().splitlines()
@@ -39,8 +40,8 @@ def test_resume_after_kill_gives_identical_weights(tmp_path, tiny_store, train_c
 
 def test_different_seeds_give_different_models(tmp_path, tiny_store, train_config):
     train_config["training"]["epochs"] = 1
-    a = torch.load(train(train_config, "base_in9", 0, tiny_store, tmp_path / "a"))["state_dict"]
-    b = torch.load(train(train_config, "base_in9", 1, tiny_store, tmp_path / "b"))["state_dict"]
+    a = torch.load(train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "a"))["state_dict"]
+    b = torch.load(train(run_config(train_config, "base_in9", 1), tiny_store, tmp_path / "b"))["state_dict"]
     assert not torch.equal(a["network.head.weight"], b["network.head.weight"])
 
 
@@ -59,10 +60,10 @@ def test_every_method_runs_one_update_that_changes_weights(name, tiny_stores, tr
 
 
 def test_evaluation_rows(tmp_path, tiny_store, train_config):
-    model = train(train_config, "base_in9", 0, tiny_store, tmp_path / "run")
-    rows = evaluate_run(model, train_config, {"original": tiny_store})
+    model = train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "run")
+    rows = evaluate_run(model, evaluation_config(train_config), {"original": tiny_store})
     assert len(rows) == 1 and rows[0]["metric"] == "accuracy" and rows[0]["n"] == 18
-    assert rows[0]["label"] == "Base (IN9)" and 0 <= rows[0]["value"] <= 100
+    assert rows[0]["experiment"] == "base_in9" and "label" not in rows[0] and 0 <= rows[0]["value"] <= 100
 
 
 def test_in1k_to_in9_mapping_of_hand_made_logits():
@@ -86,10 +87,10 @@ def test_real_mapping_is_verified(tmp_path):
 
 
 def test_bg_gap_is_mixed_same_minus_mixed_rand_per_seed():
-    rows = [{"kind": "eval", "metric": "accuracy", "label": "M", "seed": s, "variant": v, "value": val}
+    rows = [{"kind": "eval", "metric": "accuracy", "experiment": "m", "seed": s, "variant": v, "value": val}
             for s, same, rand in ((0, 90.0, 70.0), (1, 80.0, 70.0))
             for v, val in (("mixed_same", same), ("mixed_rand", rand))]
-    table = accuracy_table(rows)
+    table = accuracy_table(rows, {"m": "M"})
     assert table["M"]["bg_gap"] == [20.0, 10.0]
     assert table["M"]["mixed_same"] == [90.0, 80.0]
 
@@ -103,8 +104,8 @@ def test_base_in_scores_a_1000_class_model_through_the_mapping(tmp_path, tiny_st
     torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "r18.pth")
     train_config["evaluation"]["imagenet_model"] = {"arch": "resnet18", "weights": str(tmp_path / "r18.pth"),
                                                     "mapping": str(mapping)}
-    rows = evaluate_imagenet_model(train_config, {"original": tiny_store})
-    assert rows[0]["label"] == "Base (IN)" and rows[0]["n"] == 18 and 0 <= rows[0]["value"] <= 100
+    rows = evaluate_imagenet_model(imagenet_evaluation_config(train_config), {"original": tiny_store})
+    assert rows[0]["experiment"] == "base_in" and rows[0]["n"] == 18 and 0 <= rows[0]["value"] <= 100
 
 
 def test_missing_or_altered_weights_are_clear_errors(tmp_path):

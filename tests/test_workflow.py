@@ -1,20 +1,37 @@
-"""The Snakefile end to end on a tiny config, one-target regeneration, and the dry-run graph."""
+"""The Snakefile end to end on a tiny config, what a config edit reruns, one-target
+regeneration, and the dry-run graphs of the default, real-data and SLURM configurations."""
 
+import re
 import shutil
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from .conftest import ROOT, SHARED
 from .test_generation import store_digest
 
 
-def snakemake(*args, cwd=ROOT, timeout=900):
+def snakemake(*args, cwd=ROOT, timeout=900, ok=True):
     proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    if ok:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout + proc.stderr
+
+
+def planned(output: str) -> dict[str, int]:
+    """{rule: job count} of a dry run's job table ({} when nothing is to be done)."""
+    if "Job stats:" not in output:
+        return {}
+    table = output.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+def job_blocks(output: str) -> list[tuple[str, str]]:
+    """(rule, resources line) of every job a dry run lists."""
+    return re.findall(r"^(?:rule|checkpoint|localrule) (\w+):\n(?:    .*\n)*?    resources: (.*)$", output, re.M)
 
 
 VGG = SHARED / "models" / "vgg_normalised.pth"
@@ -67,6 +84,30 @@ def test_tiny_workflow_rebias_table2_on_images(tiny_run):
     assert (tiny_run / "analysis" / "texture.jsonl").stat().st_size > 0
 
 
+def test_a_report_key_reruns_only_the_report(tiny_run, tmp_path):
+    base = ["-n", "all", "--cores", "2", "--configfile", "tests/data/tiny.yaml"]
+    assert planned(snakemake(*base, "--config", f"results={tiny_run}")) == {}
+    edit = tmp_path / "report.yaml"
+    edit.write_text("report: {grid_images: 3}\n")
+    assert planned(snakemake(*base, str(edit), "--config", f"results={tiny_run}")) == {"report": 1, "all": 1}
+
+
+def test_one_experiments_optimiser_reruns_exactly_its_runs_and_their_readers(tiny_run, tmp_path):
+    edit = tmp_path / "optimiser.yaml"
+    edit.write_text("experiments: {base_in9: {method: erm, dataset: in9, train_variant: original, label: Base (IN9),"
+                    " training: {optimizer: {name: sgd, lr: 0.5}}}}\n")
+    args = ["all", "--cores", "2", "--configfile", "tests/data/tiny.yaml", str(edit), "--config", f"results={tiny_run}"]
+    assert planned(snakemake("-n", *args)) == {"train": 1, "evaluate": 1, "analysis": 2, "analysis_saliency": 1,
+                                               "report": 1, "all": 1}
+    model = tiny_run / "runs" / "base_in9" / "seed0" / "model.pt"
+    before = torch.load(model)
+    snakemake(*args)
+    after = torch.load(model)
+    assert after["run_config"]["training"]["optimizer"] == {"name": "sgd", "lr": 0.5}
+    assert not torch.equal(before["state_dict"]["network.head.weight"], after["state_dict"]["network.head.weight"])
+    assert planned(snakemake("-n", *args)) == {}
+
+
 def test_one_variant_regenerates_byte_identical(tiny_run):
     store = tiny_run / "datasets" / "in9" / "mixed_rand.zarr"
     before = store_digest(store)
@@ -75,8 +116,30 @@ def test_one_variant_regenerates_byte_identical(tiny_run):
     assert store_digest(store) == before
 
 
-def test_dry_run_lists_the_whole_graph():
-    out = snakemake("-n", "--cores", "32", "--config", "results=/nonexistent/results")
-    for rule in ("in9_synthetic_source", "in9_segment", "in9_variant", "biased_mnist_variant", "train",
-                 "train_grid_rebias_mnist", "evaluate", "analysis", "analysis_saliency", "report", "all"):
-        assert rule in out, rule
+def test_dry_run_lists_the_whole_graph(tmp_path):
+    jobs = planned(snakemake("-n", "--cores", "32", "--config", f"results={tmp_path}"))
+    for rule in ("in9_synthetic_source", "in9_list", "in9_segment_shard", "in9_segment", "in9_variant",
+                 "biased_mnist_variant", "train", "train_grid_rebias_mnist", "evaluate", "analysis",
+                 "analysis_saliency", "report", "all"):
+        assert rule in jobs, rule
+    assert jobs["in9_segment_shard"] == 11  # 9 classes x 150 images in shards of block_images = 128
+
+
+def test_slurm_dry_run_puts_every_gpu_job_on_the_gpu_partition(tmp_path):
+    out = snakemake("-n", "--executor", "slurm", "--workflow-profile", "profiles/slurm", "all",
+                    "--config", f"results={tmp_path}")
+    blocks = [(rule, res) for rule, res in job_blocks(out) if rule != "all"]
+    assert len(blocks) == sum(planned(out).values()) - 1
+    for rule, res in blocks:
+        gpu = "gpu=1" in res
+        assert ("slurm_partition=gpu," in res) == gpu and ("slurm_partition=cpu," in res) != gpu, (rule, res)
+        assert re.search(r"runtime=\d+", res) and re.search(r"mem_mb=\d+", res), (rule, res)
+    assert {rule for rule, res in blocks if "gpu=1" in res} >= {"train", "train_grid_rebias_mnist", "evaluate",
+                                                               "analysis", "analysis_saliency"}
+    assert sum(rule == "in9_segment_shard" for rule, _ in blocks) == 11
+
+
+def test_real_data_config_with_a_missing_root_fails_at_start_naming_it(tmp_path):
+    out = snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml",
+                    "--config", f"results={tmp_path}", ok=False)
+    assert "/data/bg_challenge" in out and "Missing input files" in out

@@ -23,7 +23,7 @@ from pipeline.seeding import name_seed
 from .build import pick_device
 from .data import ZarrBatches
 from .evaluation import load_trained, run_tags
-from .methods import Method
+from .methods.base import Method
 
 
 def feature_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:

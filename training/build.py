@@ -9,7 +9,8 @@ import torch
 
 from pipeline.seeding import name_seed
 
-from .methods import Method, get_method
+from .methods import get_method
+from .methods.base import Method
 
 
 def pick_device() -> torch.device:

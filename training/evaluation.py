@@ -13,7 +13,7 @@ from pipeline.sources.imagenet import load_in1k_to_in9
 
 from .build import build_method, pick_device
 from .data import Augmenter, ZarrBatches
-from .methods import Method
+from .methods.base import Method
 
 #: sub-class counts per IN-9 label in the Background Challenge's in_to_in9.json
 IN9_SUBCLASS_COUNTS = (116, 52, 42, 36, 35, 27, 26, 20, 16)

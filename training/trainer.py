@@ -27,7 +27,8 @@ from pipeline.store import atomic_path, config_hash, write_json
 from .build import build_method, pick_device
 from .data import ZarrBatches
 from .evaluation import accuracy, predict_store
-from .methods import Method, get_method
+from .methods import get_method
+from .methods.base import Method
 
 
 def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[torch.optim.lr_scheduler.LRScheduler]:

@@ -1,0 +1,101 @@
+"""A job's identity is its own config slice: only what it depends on reruns it, checkpoints know
+their run, and the config layer and the cluster profile decide from the config alone."""
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+
+from training.methods import METHODS, REGISTRY, spec
+from training.trainer import train
+from workbench.config import ConfigError, deep_merge, resolve_config
+from workbench.slices import report_config, run_config
+
+from .conftest import ROOT
+
+
+def test_run_config_holds_what_the_run_depends_on_and_not_its_label(default_config):
+    cfg = resolve_config(copy.deepcopy(default_config))
+    run = run_config(cfg, "clad", 1)
+    assert run["seed"] == 1 and run["method_args"] == spec("clad").defaults
+    assert run["aligned_variants"] == {"backgrounds": "only_bg_t"} and "label" not in json.dumps(run)
+    assert "threads" not in run["training"]  # speed only
+    other = copy.deepcopy(cfg)
+    other["experiments"]["clad"]["label"] = "renamed"
+    other["report"]["grid_images"] = 3
+    assert run_config(other, "clad", 1) == run
+    assert report_config(other) != report_config(cfg)
+    other["experiments"]["base_in9"]["training"] = {"optimizer": {"name": "sgd", "lr": 0.5}}
+    assert run_config(other, "clad", 1) == run and run_config(other, "base_in9", 0) != run_config(cfg, "base_in9", 0)
+
+
+def test_checkpoint_of_another_config_is_not_resumed(tmp_path, tiny_store, default_config, capsys):
+    cfg = copy.deepcopy(default_config)
+    cfg["training"].update(epochs=2, batch_size=6)
+    old = run_config(cfg, "base_in9", 0)
+    train(old, tiny_store, tmp_path / "run", stop_after_epochs=1)  # killed after epoch 0
+    new = copy.deepcopy(old)
+    new["training"]["optimizer"] = {"name": "sgd", "lr": 0.5, "momentum": 0.9}
+    resumed = torch.load(train(new, tiny_store, tmp_path / "run"))
+    assert "starting over from epoch 0" in capsys.readouterr().out
+    straight = torch.load(train(new, tiny_store, tmp_path / "straight"))
+    assert all(torch.equal(straight["state_dict"][k], resumed["state_dict"][k]) for k in straight["state_dict"])
+    assert json.loads((tmp_path / "run" / "config.json").read_text()) == new == resumed["run_config"]
+
+
+@pytest.mark.parametrize("override, key", [
+    ({"grids": {"rebias_mnist": {"training": {"epoch": 80}}}}, "grids.rebias_mnist.training"),
+    ({"experiments": {"base_in9": {"training": {"optimizer": {"lr": "fast"}}}}},
+     "experiments.base_in9.training.optimizer.lr"),
+    ({"experiments": {"clad": {"method_args": {"queue_size": -5}}}}, "experiments.clad.method_args.queue_size"),
+    ({"experiments": {"clad_plus": {"label": "CLAD"}}}, "experiments.clad_plus.label"),
+    ({"experiments": {"clad": {"method_args": {"lamda": 2}}}}, "experiments.clad.method_args"),
+])
+def test_bad_overrides_name_their_dotted_key(default_config, override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        resolve_config(deep_merge(default_config, override))
+
+
+def test_every_method_declares_its_arguments_beside_its_class():
+    for name in REGISTRY:
+        assert METHODS[name].default_args == spec(name).defaults, name
+        for arg, declared in spec(name).args.items():
+            assert declared.get("description"), f"{name}.{arg} has no description"
+
+
+def test_config_layer_imports_no_torch_and_no_cycles():
+    code = ("import sys, workbench.config, workbench.slices, workbench.resources, pipeline.datasets; "
+            "assert 'torch' not in sys.modules, 'torch imported'; "
+            "import training.evaluation, training.trainer")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+    for module in ("pipeline", "training"):  # lower layers never import the workflow layer
+        for path in (ROOT / module).rglob("*.py"):
+            assert "workbench" not in path.read_text(), path
+    assert "pipeline.config" not in (ROOT / "Snakefile").read_text()
+
+
+def test_every_schema_key_has_a_description_and_a_default_and_the_readme_reference_is_current():
+    from workbench.reference import README, reference_markdown, schema_keys, updated_readme
+
+    schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+    keys = list(schema_keys(schema))
+    assert len(keys) > 120
+    for key, sub, _required in keys:
+        if key.startswith("datasets.<"):
+            continue  # the two dataset families' headings
+        assert sub.get("description"), f"{key} has no description"
+        assert "default" in sub, f"{key} has no default"
+    text = README.read_text()
+    assert updated_readme(text, reference_markdown()) == text, "run: python -m workbench.reference"
+
+
+def test_schema_defaults_are_the_embedded_config(default_config):
+    schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+    for key, value in default_config.items():
+        assert schema["properties"][key]["default"] == value, key
+    for name, value in default_config["training"].items():
+        assert schema["$defs"]["training_fields"]["properties"][name]["default"] == value, name

@@ -1,0 +1,114 @@
+"""The README's configuration reference, generated from `config/schema.yaml`.
+
+    python -m workbench.reference           # rewrite the reference section of README.md
+    python -m workbench.reference --check   # exit 1 if README.md is out of date (the tests do this)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from .config import SCHEMA_PATH
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
+#: where the shared definitions are used, shown under these keys
+DEF_PLACES = {"in9_dataset": "datasets.<in9 dataset>", "biased_mnist_dataset": "datasets.<biased_mnist dataset>",
+              "training_fields": "training"}
+
+
+def schema_keys(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], bool]]:
+    """(dotted key, its schema, required) of every key, the shared definitions in place."""
+    def walk(node: dict[str, Any], prefix: str) -> Iterator[tuple[str, dict[str, Any], bool]]:
+        required = set(node.get("required", []))
+        for name, sub in (node.get("properties") or {}).items():
+            key = f"{prefix}{name}"
+            ref = sub.get("$ref", "").removeprefix("#/$defs/")
+            if key in DEF_PLACES.values() or (ref and DEF_PLACES.get(ref) == key):
+                yield key, sub, name in required
+                yield from walk(schema["$defs"][ref], f"{key}.")
+                continue
+            yield key, sub, name in required
+            for alt in sub.get("oneOf", []):
+                yield from walk(alt, f"{key}.")
+            yield from walk(sub, f"{key}.")
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict) and prefix.rstrip(".") != "datasets":
+            yield from walk(extra, f"{prefix}<name>.")
+
+    yield from walk(schema, "")
+    for name, place in DEF_PLACES.items():
+        if place != "training":
+            yield place, {"description": schema["$defs"][name].get("description", ""), "type": "object"}, False
+            yield from walk(schema["$defs"][name], f"{place}.")
+
+
+def _type(sub: dict[str, Any], defs: dict[str, Any]) -> str:
+    ref = sub.get("$ref", "").removeprefix("#/$defs/")
+    if ref == "training_fields":
+        return "object" if "required" in sub else "same keys as `training`"
+    if ref:
+        sub = {**defs[ref], **{k: v for k, v in sub.items() if k != "$ref"}}
+    if "enum" in sub:
+        return " \\| ".join(map(str, sub["enum"]))
+    if "const" in sub:
+        return f"`{sub['const']}`"
+    kind = sub.get("type", "object" if "properties" in sub else "null or object" if "oneOf" in sub else "")
+    kind = " or ".join(kind) if isinstance(kind, list) else kind
+    bounds = [f"≥ {sub['minimum']}" if "minimum" in sub else "", f"> {sub['exclusiveMinimum']}" if "exclusiveMinimum" in sub else "",
+              f"≤ {sub['maximum']}" if "maximum" in sub else "", f"< {sub['exclusiveMaximum']}" if "exclusiveMaximum" in sub else ""]
+    bounds = [b for b in bounds if b]
+    return kind + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def _default(sub: dict[str, Any], required: bool) -> str:
+    if "default" not in sub:
+        return "–"
+    value = sub["default"]
+    if value is None and required:
+        return "required"
+    if isinstance(value, dict) and value:
+        return "see config/config.yaml" if "properties" not in sub else "see its keys"
+    text = json.dumps(value, ensure_ascii=False)
+    return f"`{text}`" if len(text) <= 60 else "see config/config.yaml"
+
+
+def reference_markdown(schema_path: Path = SCHEMA_PATH) -> str:
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    rows = ["| Key | Type | Default | Description |", "|---|---|---|---|"]
+    for key, sub, required in schema_keys(schema):
+        description = str(sub.get("description", "")).replace("|", "\\|").replace("\n", " ")
+        rows.append(f"| `{key}` | {_type(sub, schema['$defs'])} | {_default(sub, required)} | {description} |")
+    return "\n".join(rows) + "\n"
+
+
+def updated_readme(readme: str, reference: str) -> str:
+    head, rest = readme.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{reference}{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workbench.reference")
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
+    args = parser.parse_args(argv)
+    text = README.read_text()
+    new = updated_readme(text, reference_markdown())
+    if args.check:
+        if new != text:
+            print("README.md's configuration reference is out of date: run python -m workbench.reference",
+                  file=sys.stderr)
+            return 1
+        return 0
+    README.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

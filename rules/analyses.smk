@@ -11,10 +11,6 @@ if TEXTURE["experiments"] and TEXTURE["vgg"]:
     ANALYSIS_FILES.append(f"{R}/analysis/texture.jsonl")
 
 
-def analysis_config_file(analysis):
-    return slice_file(R, "analyses", {"analysis": analysis, **analysis_config(config, analysis)})
-
-
 rule analysis:
     """Table 3 (consistency: feature similarity and decision consistency, ORIGINAL vs
     MIXED_RAND) and Table 6 (fivecrop: corner-crop accuracy drop) over every run."""

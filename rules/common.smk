@@ -1,12 +1,17 @@
 # Paths and helpers shared by the rule files. Each job reads its config slice from a file
 # named by the slice's hash (workbench.slices): a job reruns when, and only when, its slice,
 # its input files or its code change.
+import json
+import os
 import re
 import sys
+from pathlib import Path
 
+from pipeline.segment_stage import shard_count
+from pipeline.sources.listing import folder_fingerprint
 from training.methods import spec
 from workbench import resources as res
-from workbench.config import dataset_family, dataset_variants, runs
+from workbench.config import dataset_family, dataset_variants, grid_experiments, runs, test_sets
 from workbench.slices import (analysis_config, dataset_job_config, evaluation_config, grid_job_config,
                               imagenet_evaluation_config, report_config, run_config, slice_file)
 
@@ -57,6 +62,68 @@ def store_args(stores):
 def one_of(names):
     """A wildcard regex matching exactly one of `names` (which may hold dots)."""
     return "|".join(re.escape(n) for n in names)
+
+
+def source_paths(dataset):
+    """What the listing reads: the synthetic folder the workflow makes, or the folders (and
+    mapping file) the user supplies, as declared inputs: a missing one stops the DAG build."""
+    source = config["datasets"][dataset]["source"]
+    if source["kind"] == "synthetic":
+        return [f"{R}/sources/{dataset}_synthetic"]
+    spec_ = source[source["kind"]]
+    return [os.path.expanduser(spec_[k]) for k in ("root", "annotations", "masks", "mapping") if spec_.get(k)]
+
+
+def user_folders_fingerprint(wildcards):
+    """Changes when images are added, removed or renamed in the user's folders (their folders'
+    modification times), so the listing and everything after it rerun."""
+    if config["datasets"][wildcards.dataset]["source"]["kind"] == "synthetic":
+        return ""
+    return folder_fingerprint(source_paths(wildcards.dataset))
+
+
+def shard_files(wildcards):
+    """One segmentation shard per `block_images` items: counted from the config for the
+    synthetic source, from the listing (a checkpoint) for folders."""
+    ds = config["datasets"][wildcards.dataset]
+    if ds["source"]["kind"] == "synthetic":
+        n_items = len(ds["classes"]) * (ds["source"]["synthetic"]["train_per_class"] + ds["source"]["synthetic"]["val_per_class"])
+    else:
+        with open(checkpoints.in9_list.get(dataset=wildcards.dataset).output.listing) as fh:
+            n_items = len(json.load(fh)["items"])
+    return [f"{R}/intermediate/{wildcards.dataset}/shards/{k:05d}.npz" for k in range(shard_count(n_items, ds))]
+
+
+def train_inputs(wildcards):
+    """The run's config, its training store, and the stores of the variants the method reads
+    alongside it."""
+    exp = config["experiments"][wildcards.experiment]
+    aligned = spec(exp["method"]).aligned_variants
+    return {"config": run_config_file(wildcards.experiment, wildcards.seed),
+            "store": variant_store(exp["dataset"], exp["train_variant"]),
+            **{field: variant_store(exp["dataset"], variant) for field, variant in aligned.items()}}
+
+
+def aligned_args(wildcards, input):
+    exp = config["experiments"][wildcards.experiment]
+    return " ".join(f"{field}={input[field]}" for field in spec(exp["method"]).aligned_variants)
+
+
+def analysis_config_file(analysis):
+    return slice_file(R, "analyses", {"analysis": analysis, **analysis_config(config, analysis)})
+
+
+def grid_stores(grid_name, variant):
+    """{"train": store, <test set>: store, ...} of one grid job."""
+    grid = config["grids"][grid_name]
+    tests = test_sets(config, grid["dataset"], variant)
+    return {"train": variant_store(grid["dataset"], variant),
+            **{name: variant_store(grid["dataset"], v) for name, v in tests.items()}}
+
+
+def grid_job(grid_name, wildcards):
+    return grid_job_config(config, grid_name, grid_experiments(config, grid_name, wildcards.variant),
+                           wildcards.variant, int(wildcards.seed))
 
 
 wildcard_constraints:

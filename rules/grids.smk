@@ -1,22 +1,7 @@
 # Grids (ReBias Table 1): every method of a grid on every train variant, one job per
 # (variant, seed) that trains and evaluates all the grid's methods in one process (their
 # networks are small, so a process start per run would cost as much as the run).
-from workbench.config import grid_experiments, test_sets
-
 RUN_FILES = ("model.pt", "train_metrics.jsonl", "eval.jsonl")
-
-
-def grid_stores(grid_name, variant):
-    """{"train": store, <test set>: store, ...} of one grid job."""
-    grid = config["grids"][grid_name]
-    tests = test_sets(config, grid["dataset"], variant)
-    return {"train": variant_store(grid["dataset"], variant),
-            **{name: variant_store(grid["dataset"], v) for name, v in tests.items()}}
-
-
-def grid_job(grid_name, wildcards):
-    return grid_job_config(config, grid_name, grid_experiments(config, grid_name, wildcards.variant),
-                           wildcards.variant, int(wildcards.seed))
 
 
 for _grid_name, _grid in config.get("grids", {}).items():
@@ -35,7 +20,7 @@ for _grid_name, _grid in config.get("grids", {}).items():
         params:
             tests=lambda wc, g=_grid_name: store_args({k: v for k, v in grid_stores(g, wc.variant).items()
                                                        if k != "train"}),
-            runs_dir=f"{R}/runs",
+            runs_dir=lambda wc, output: str(Path(output[0]).parents[2]),
             py=PY,
         threads: THREADS
         resources:

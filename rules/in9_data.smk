@@ -1,43 +1,7 @@
 # ImageNet-9 Background Challenge data, for every dataset of the in9 family (`in9`; `in9_u2net`
 # when Table 5's U2-Net run is configured): source -> listing -> one segmentation job per shard
 # of `block_images` images -> gathered intermediate store -> one store per variant.
-import json
-import os
-
-from pipeline.segment_stage import shard_count
-from pipeline.sources.listing import folder_fingerprint
-
 IN9_DATASETS = one_of(datasets_of("in9"))
-
-
-def source_paths(dataset):
-    """What the listing reads: the synthetic folder the workflow makes, or the folders (and
-    mapping file) the user supplies, as declared inputs: a missing one stops the DAG build."""
-    source = config["datasets"][dataset]["source"]
-    if source["kind"] == "synthetic":
-        return [f"{R}/sources/{dataset}_synthetic"]
-    spec_ = source[source["kind"]]
-    return [os.path.expanduser(spec_[k]) for k in ("root", "annotations", "masks", "mapping") if spec_.get(k)]
-
-
-def user_folders_fingerprint(wildcards):
-    """Changes when images are added, removed or renamed in the user's folders (their folders'
-    modification times), so the listing and everything after it rerun."""
-    if config["datasets"][wildcards.dataset]["source"]["kind"] == "synthetic":
-        return ""
-    return folder_fingerprint(source_paths(wildcards.dataset))
-
-
-def shard_files(wildcards):
-    """One segmentation shard per `block_images` items: counted from the config for the
-    synthetic source, from the listing (a checkpoint) for folders."""
-    ds = config["datasets"][wildcards.dataset]
-    if ds["source"]["kind"] == "synthetic":
-        n_items = len(ds["classes"]) * (ds["source"]["synthetic"]["train_per_class"] + ds["source"]["synthetic"]["val_per_class"])
-    else:
-        with open(checkpoints.in9_list.get(dataset=wildcards.dataset).output.listing) as fh:
-            n_items = len(json.load(fh)["items"])
-    return [f"{R}/intermediate/{wildcards.dataset}/shards/{k:05d}.npz" for k in range(shard_count(n_items, ds))]
 
 
 rule in9_synthetic_source:

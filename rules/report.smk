@@ -20,7 +20,7 @@ rule report:
         REPORT_FILES,
     params:
         stores=EVAL_STORE_ARGS,
-        out_dir=f"{R}/report",
+        out_dir=lambda wc, output: os.path.dirname(output[0]),
         py=PY,
     resources:
         **res.rule_resources(config, False, lambda wc: (30, 4000)),

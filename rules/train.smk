@@ -2,21 +2,6 @@
 # from a checkpoint made with the same run config.
 
 
-def train_inputs(wildcards):
-    """The run's config, its training store, and the stores of the variants the method reads
-    alongside it."""
-    exp = config["experiments"][wildcards.experiment]
-    aligned = spec(exp["method"]).aligned_variants
-    return {"config": run_config_file(wildcards.experiment, wildcards.seed),
-            "store": variant_store(exp["dataset"], exp["train_variant"]),
-            **{field: variant_store(exp["dataset"], variant) for field, variant in aligned.items()}}
-
-
-def aligned_args(wildcards, input):
-    exp = config["experiments"][wildcards.experiment]
-    return " ".join(f"{field}={input[field]}" for field in spec(exp["method"]).aligned_variants)
-
-
 rule train:
     input:
         unpack(train_inputs),

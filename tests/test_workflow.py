@@ -47,7 +47,11 @@ def tiny_run(tmp_path_factory):
         extra.write_text(f"analyses: {{texture: {{vgg: {str(VGG)!r}}}}}\n")
         configs.append(str(extra))
     snakemake("all", "--cores", "2", "--configfile", *configs, "--config", f"results={results}")
+    TINY_CONFIGS[:] = configs
     return results
+
+
+TINY_CONFIGS: list[str] = []  # the config files the tiny run was made with
 
 
 def test_tiny_workflow_produces_the_report(tiny_run):
@@ -85,7 +89,7 @@ def test_tiny_workflow_rebias_table2_on_images(tiny_run):
 
 
 def test_a_report_key_reruns_only_the_report(tiny_run, tmp_path):
-    base = ["-n", "all", "--cores", "2", "--configfile", "tests/data/tiny.yaml"]
+    base = ["-n", "all", "--cores", "2", "--configfile", *TINY_CONFIGS]
     assert planned(snakemake(*base, "--config", f"results={tiny_run}")) == {}
     edit = tmp_path / "report.yaml"
     edit.write_text("report: {grid_images: 3}\n")
@@ -96,7 +100,7 @@ def test_one_experiments_optimiser_reruns_exactly_its_runs_and_their_readers(tin
     edit = tmp_path / "optimiser.yaml"
     edit.write_text("experiments: {base_in9: {method: erm, dataset: in9, train_variant: original, label: Base (IN9),"
                     " training: {optimizer: {name: sgd, lr: 0.5}}}}\n")
-    args = ["all", "--cores", "2", "--configfile", "tests/data/tiny.yaml", str(edit), "--config", f"results={tiny_run}"]
+    args = ["all", "--cores", "2", "--configfile", *TINY_CONFIGS, str(edit), "--config", f"results={tiny_run}"]
     assert planned(snakemake("-n", *args)) == {"train": 1, "evaluate": 1, "analysis": 2, "analysis_saliency": 1,
                                                "report": 1, "all": 1}
     model = tiny_run / "runs" / "base_in9" / "seed0" / "model.pt"
@@ -143,3 +147,21 @@ def test_real_data_config_with_a_missing_root_fails_at_start_naming_it(tmp_path)
     out = snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml",
                     "--config", f"results={tmp_path}", ok=False)
     assert "/data/bg_challenge" in out and "Missing input files" in out
+
+
+def test_real_data_config_dry_runs_on_a_folder(tmp_path):
+    """config/imagenet9.yaml on an IN-9 folder: the listing checkpoint comes first, the rest is
+    planned once it has run."""
+    root = tmp_path / "bg_challenge"
+    for cls in ("00_dog", "01_bird"):
+        (root / "original" / "val" / cls).mkdir(parents=True)
+    extra = tmp_path / "paths.yaml"
+    extra.write_text(f"datasets: {{in9: {{source: {{in9_folder: {{root: {str(root)!r}, annotations: null}}}}}}}}\n")
+    jobs = planned(snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml", str(extra),
+                             "--config", f"results={tmp_path / 'results'}"))
+    assert jobs["in9_list"] == 1 and "train" in jobs and "in9_segment_shard" not in jobs  # shards: after the listing
+
+
+def test_snakemake_lint_passes():
+    out = snakemake("--lint", "--config", "results=/tmp/lint-results")
+    assert "good condition" in out

@@ -100,3 +100,21 @@ def test_schema_defaults_are_the_embedded_config(default_config):
         assert schema["properties"][key]["default"] == value, key
     for name, value in default_config["training"].items():
         assert schema["$defs"]["training_fields"]["properties"][name]["default"] == value, name
+
+
+def test_runtime_and_memory_follow_the_config(default_config):
+    from workbench import resources
+
+    cfg = resolve_config(copy.deepcopy(default_config))
+    run = run_config(cfg, "base_in9", 0)
+    longer = copy.deepcopy(run)
+    longer["training"]["epochs"] *= 10
+    bigger = copy.deepcopy(run)
+    bigger["dataset_config"]["image_size"] = 224
+    assert resources.training([longer])[0] > resources.training([run])[0]
+    assert resources.training([bigger])[0] > resources.training([run])[0]
+    assert resources.training([bigger])[1] > resources.training([run])[1]
+    rule = resources.rule_resources(cfg, True, lambda wc: resources.training([run]))
+    assert rule["gpu"] == 1 and rule["slurm_partition"] == cfg["cluster"]["gpu_partition"]
+    assert rule["runtime"](None, 2) == 2 * rule["runtime"](None, 1)  # a retried job gets twice the time
+    assert resources.rule_resources(cfg, False, lambda wc: (5, 100))["slurm_partition"] == "cpu"

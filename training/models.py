@@ -33,11 +33,21 @@ def load_state_dict(path: str | Path, sha256: str | None) -> dict[str, torch.Ten
 
 
 class Classifier(nn.Module):
-    """A ResNet split into `features(x)` (B, D) pooled features and `head` (D -> classes)."""
+    """A ResNet split into `features(x)` (B, D) pooled features and `head` (D -> classes).
 
-    def __init__(self, arch: str, num_classes: int, pretrained: str | None = None, pretrained_sha256: str | None = None):
+    `stem="small"` replaces the ImageNet stem (7x7 stride-2 conv + max-pool, which turns a 32-px
+    image into 8x8 before the first block) by a 3x3 stride-1 conv without pooling, as ResNets for
+    CIFAR-sized images do; it cannot take ImageNet weights."""
+
+    def __init__(self, arch: str, num_classes: int, pretrained: str | None = None, pretrained_sha256: str | None = None,
+                 stem: str = "imagenet"):
         super().__init__()
         net = getattr(torchvision.models, arch)(weights=None)
+        if stem == "small":
+            if pretrained:
+                raise WeightsError("ImageNet weights need the ImageNet stem; set `stem: imagenet` or `pretrained: null`")
+            net.conv1 = nn.Conv2d(3, net.conv1.out_channels, 3, stride=1, padding=1, bias=False)
+            net.maxpool = nn.Identity()
         if pretrained:
             state = load_state_dict(pretrained, pretrained_sha256)
             state = {k: v for k, v in state.items() if not k.startswith("fc.")}
@@ -56,21 +66,48 @@ class Classifier(nn.Module):
         return self.head(self.features(x))
 
 
+class SmallCNN(nn.Module):
+    """A narrow stride-1 CNN for low-resolution images (the embedded IN-9-like data): one 3x3
+    conv + BN + ReLU block per entry of `channels`, 2x2 max-pooling between blocks, global
+    average pooling and a linear head."""
+
+    def __init__(self, num_classes: int, channels: tuple[int, ...] = (32, 32, 32, 32)):
+        super().__init__()
+        layers: list[nn.Module] = []
+        c_in = 3
+        for i, c in enumerate(channels):
+            if i:
+                layers.append(nn.MaxPool2d(2))
+            layers += [nn.Conv2d(c_in, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True)]
+            c_in = c
+        self.body = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.feature_dim = c_in
+        self.head = nn.Linear(c_in, num_classes)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:  # (B, 3, H, W) -> (B, D)
+        return self.body(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
 #: small networks selectable by `arch` besides torchvision's ResNets
 SMALL_NETWORKS = {"simple_cnn7": lambda n, ch: SimpleConvNet(n, 7, ch), "simple_cnn1": lambda n, ch: SimpleConvNet(n, 1, ch),
-                  "bagnet18": lambda n, ch: BagNet18(n)}
+                  "bagnet18": lambda n, ch: BagNet18(n), "small_cnn": lambda n, ch: SmallCNN(n, ch)}
 
 
-def build_network(arch: str, num_classes: int, pretrained: str | None = None,
-                  pretrained_sha256: str | None = None, channels: tuple[int, ...] | None = None) -> nn.Module:
+def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) -> nn.Module:
     """A network with `features(x)` (B, D), `head` and `feature_dim`: a torchvision ResNet
-    (`Classifier`) or one of ReBias's small networks (random init; `channels` sets the widths
-    of the SimpleConvNets, default the paper's 16/32/64/128)."""
+    (`Classifier`: `pretrained`, `pretrained_sha256`, `stem` of `train_cfg`) or one of the small
+    networks (random init; widths from `small_cnn_channels` for small_cnn, else
+    `simple_cnn_channels`, default ReBias's 16/32/64/128)."""
+    cfg = train_cfg or {}
     if arch in SMALL_NETWORKS:
-        if pretrained:
+        if cfg.get("pretrained"):
             raise WeightsError(f"arch {arch!r} has no pretrained weights; set `pretrained: null`")
+        channels = cfg.get("small_cnn_channels" if arch == "small_cnn" else "simple_cnn_channels")
         return SMALL_NETWORKS[arch](num_classes, tuple(channels or SimpleConvNet.CHANNELS))
-    return Classifier(arch, num_classes, pretrained, pretrained_sha256)
+    return Classifier(arch, num_classes, cfg.get("pretrained"), cfg.get("pretrained_sha256"), cfg.get("stem", "imagenet"))
 
 
 def imagenet_classifier(arch: str, weights: str, sha256: str | None) -> nn.Module:

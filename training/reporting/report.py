@@ -194,6 +194,10 @@ def _segmentation(doc: Document, quality_file: Path, path: Path) -> None:
                 f"{np.median(area):.3f} ({np.percentile(area, 5):.3f}–{np.percentile(area, 95):.3f})"],
                ["mask status", count("mask_status")], ["box source", count("box_source")],
                ["ONLY_BG_T status", count("bg_t_status")]]
+    in_box = np.array([r["mask_box_fraction"] for r in done if "mask_box_fraction" in r])
+    if in_box.size:
+        summary.append(["masks under 10 % of their box (Xiao et al.'s GrabCut failure rule; kept here)",
+                        f"{(in_box < 0.1).sum()} of {in_box.size} ({100 * (in_box < 0.1).mean():.1f} %)"])
     if ious.size:
         summary += [["IoU vs true masks (mean / median)", f"{ious.mean():.3f} / {np.median(ious):.3f}"],
                     ["images with IoU < 0.5", f"{(ious < 0.5).sum()} of {ious.size}"]]

@@ -6,9 +6,11 @@ Per batch (paper Sec. 3.4, Fig. 4):
    a sample j of another class, x+ = bg_j * (1 - m_i) + x_i * m_i; j is drawn uniformly from the
    batch's samples whose label differs from the anchor's (batches are random draws of the
    training set, so this is a random other-class background). The positive's background label is y_j.
-2. The standard augmentation is applied after compositing. By default the positive gets the
-   anchor's crop and flip, so x+ is the anchor's view with only the background changed (the
-   paper's definition); `positive_view: independent` draws its own view as the authors' code does.
+2. The standard augmentation is applied after compositing, independently for anchor and
+   positive by default (`positive_view: independent`): the supplementary's Sec. III credits
+   CLAD's robustness to positional shift to "randomly augmented positive pairs", and the
+   authors' code does the same. `positive_view: aligned` gives the positive the anchor's crop
+   and flip, so only the background differs.
 3. The positives' detached features are pushed into the negative dictionary, one FIFO queue of
    `queue_size` entries per background class, keyed by the positive's background label.
 4. Loss (Eqs. 2, 3): CE(x) [+ CE(x+) for CLAD+] + lambda * InfoNCE(x, x+, queue[y]).

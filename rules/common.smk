@@ -95,13 +95,16 @@ def shard_files(wildcards):
 
 
 def train_inputs(wildcards):
-    """The run's config, its training store, and the stores of the variants the method reads
-    alongside it."""
+    """The run's config, its training store, the stores of the variants the method reads
+    alongside it, and its pretrained weights if it starts from some (a missing file then stops
+    the DAG build, naming the path)."""
     exp = config["experiments"][wildcards.experiment]
     aligned = spec(exp["method"]).aligned_variants
+    pretrained = run_config(config, wildcards.experiment, int(wildcards.seed))["training"].get("pretrained")
     return {"config": run_config_file(wildcards.experiment, wildcards.seed),
             "store": variant_store(exp["dataset"], exp["train_variant"]),
-            **{field: variant_store(exp["dataset"], variant) for field, variant in aligned.items()}}
+            **{field: variant_store(exp["dataset"], variant) for field, variant in aligned.items()},
+            **({"pretrained": os.path.expanduser(pretrained)} if pretrained else {})}
 
 
 def aligned_args(wildcards, input):

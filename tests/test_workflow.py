@@ -159,6 +159,12 @@ def test_real_data_config_dry_runs_on_a_folder(tmp_path):
         (root / "original" / "val" / cls).mkdir(parents=True)
     extra = tmp_path / "paths.yaml"
     extra.write_text(f"datasets: {{in9: {{source: {{in9_folder: {{root: {str(root)!r}, annotations: null}}}}}}}}\n")
+    out = snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml", str(extra),
+                    "--config", f"results={tmp_path / 'results'}", ok=False)
+    assert "Missing input files for rule train" in out and "/models/resnet50-11ad3fa6.pth" in out  # the paper's
+    weights = tmp_path / "resnet50.pth"                                    # pretrained ResNet-50 is required
+    weights.write_bytes(b"stand-in")  # only its existence matters to the DAG
+    extra.write_text(extra.read_text() + f"training: {{pretrained: {str(weights)!r}}}\n")
     jobs = planned(snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml", str(extra),
                              "--config", f"results={tmp_path / 'results'}"))
     assert jobs["in9_list"] == 1 and "train" in jobs and "in9_segment_shard" not in jobs  # shards: after the listing

@@ -13,7 +13,8 @@ from training.methods import spec
 from workbench import resources as res
 from workbench.config import dataset_family, dataset_variants, grid_experiments, runs, test_sets
 from workbench.slices import (analysis_config, dataset_job_config, evaluation_config, grid_job_config,
-                              imagenet_evaluation_config, report_config, run_config, slice_file)
+                              imagenet_evaluation_config, official_evaluation_config, report_config, run_config,
+                              slice_file)
 
 R = config["results"]
 # Background-Challenge experiments (trained by rules/train.smk, one job per run); grid

@@ -46,3 +46,31 @@ rule evaluate_imagenet_model:
     shell:
         "OMP_NUM_THREADS={threads} {params.py} -m training evaluate-imagenet --config {input.config} "
         "--stores {params.stores} --out {output} > {log} 2>&1"
+
+
+OFFICIAL = config["evaluation"].get("official_dataset")
+OFFICIAL_STORES = eval_stores(OFFICIAL) if OFFICIAL else {}
+
+if OFFICIAL:
+
+    rule evaluate_official:
+        """Accuracy of a run on the official Background Challenge test images, read as released."""
+        input:
+            config=slice_file(R, "evaluate", official_evaluation_config(config)),
+            model=rules.train.output.model,
+            stores=list(OFFICIAL_STORES.values()),
+        output:
+            f"{R}/runs/{{experiment}}/seed{{seed}}/eval_official.jsonl",
+        params:
+            stores=store_args(OFFICIAL_STORES),
+            py=PY,
+        threads: THREADS
+        resources:
+            **res.rule_resources(config, True, lambda wc: res.evaluation(config, len(OFFICIAL_STORES))),
+        conda:
+            "../envs/workbench.yaml"
+        log:
+            f"{R}/logs/evaluate_official_{{experiment}}_seed{{seed}}.log",
+        shell:
+            "OMP_NUM_THREADS={threads} {params.py} -m training evaluate --config {input.config} "
+            "--model {input.model} --stores {params.stores} --out {output} > {log} 2>&1"

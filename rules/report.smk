@@ -3,6 +3,8 @@
 EVAL_FILES = run_files("eval.jsonl")
 if config["evaluation"].get("imagenet_model"):
     EVAL_FILES.append(f"{R}/runs/base_in/eval.jsonl")
+if OFFICIAL:
+    EVAL_FILES += run_files("eval_official.jsonl", EXPERIMENTS)
 TRAIN_FILES = run_files("train_metrics.jsonl")
 REPORT_FILES = [f"{R}/report/report.md", f"{R}/report/report.html", f"{R}/report/metrics.csv"]
 EVAL_DATASET = config["evaluation"]["dataset"]

@@ -1,6 +1,7 @@
 """The Snakefile end to end on a tiny config, what a config edit reruns, one-target
 regeneration, and the dry-run graphs of the default, real-data and SLURM configurations."""
 
+import json
 import re
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from .conftest import ROOT, SHARED
+from .test_bg_challenge import make_official_folder, official_cfg
 from .test_generation import store_digest
 
 
@@ -41,7 +43,11 @@ VGG = SHARED / "models" / "vgg_normalised.pth"
 def tiny_run(tmp_path_factory):
     """The tiny workflow; with the shared VGG weights also ReBias Table 2's texture analysis."""
     results = tmp_path_factory.mktemp("wf") / "results"
-    configs = ["tests/data/tiny.yaml"]
+    make_official_folder(results.parent / "bg_challenge")  # the released test images, scored as they are
+    official = results.parent / "official.yaml"
+    official.write_text(json.dumps({"datasets": {"official": official_cfg(results.parent / "bg_challenge")},
+                                    "evaluation": {"official_dataset": "official"}}))
+    configs = ["tests/data/tiny.yaml", str(official)]
     if VGG.exists():
         extra = results.parent / "texture.yaml"
         extra.write_text(f"analyses: {{texture: {{vgg: {str(VGG)!r}}}}}\n")
@@ -59,7 +65,7 @@ def test_tiny_workflow_produces_the_report(tiny_run):
     assert "Table 2" in report and "Base (IN9)" in report and "Base (MR)" in report and "(paper)" in report
     for section in ("| CLAD+ |", "| CLAD (Trivial) |", "Table 3", "Table 4", "Table 5", "Table 6", "Fig. 6", "Fig. 7",
                     "Fig. 8", "BG-GAP of Base (IN9)", "Capability check: Base (MR) reaches",
-                    "masks under 10 % of their box"):
+                    "masks under 10 % of their box", "Background Challenge, official test images"):
         assert section in report, section
     for section in ("Table 1 – rebias_mnist", "| ρ = 0.997 (paper) |", "Does ReBias beat Vanilla on unbiased accuracy",
                     "Capability check: Vanilla reaches",
@@ -70,6 +76,8 @@ def test_tiny_workflow_produces_the_report(tiny_run):
                  "fig3_rebias_mnist_cells.png", "fig4_rebias_mnist_curves.png"):
         assert (tiny_run / "report" / name).stat().st_size > 0
     assert (tiny_run / "runs" / "base_mr" / "seed0" / "eval.jsonl").exists()
+    official = report[report.index("official test images"):]
+    assert next(line for line in official.splitlines() if line.startswith("| Base (MR) |"))
     assert (tiny_run / "runs" / "clad_lambda_0p5" / "seed0" / "model.pt").exists()
     assert not (tiny_run / "runs" / "clad_queue_size_32").exists()  # the base run is reused
     # every method of the grid, on every train variant, in one job per (variant, seed)
@@ -103,8 +111,8 @@ def test_one_experiments_optimiser_reruns_exactly_its_runs_and_their_readers(tin
     edit.write_text("experiments: {base_in9: {method: erm, dataset: in9, train_variant: original, label: Base (IN9),"
                     " training: {optimizer: {name: sgd, lr: 0.5}}}}\n")
     args = ["all", "--cores", "2", "--configfile", *TINY_CONFIGS, str(edit), "--config", f"results={tiny_run}"]
-    assert planned(snakemake("-n", *args)) == {"train": 1, "evaluate": 1, "analysis": 2, "analysis_saliency": 1,
-                                               "report": 1, "all": 1}
+    assert planned(snakemake("-n", *args)) == {"train": 1, "evaluate": 1, "evaluate_official": 1, "analysis": 2,
+                                               "analysis_saliency": 1, "report": 1, "all": 1}
     model = tiny_run / "runs" / "base_in9" / "seed0" / "model.pt"
     before = torch.load(model)
     snakemake(*args)

@@ -160,6 +160,15 @@ def _check_cross_references(config: dict[str, Any]) -> None:
     elif dataset_family(config, ev) != "in9":
         problems.append(f"evaluation.dataset: {ev!r} is a {dataset_family(config, ev)} dataset; the Background "
                         "Challenge evaluation needs an in9 dataset (grids evaluate on their own test sets)")
+    official = config["evaluation"].get("official_dataset")
+    if official is not None:
+        if official not in config["datasets"] or dataset_family(config, official) != "bg_challenge":
+            problems.append(f"evaluation.official_dataset: {official!r} is not a bg_challenge dataset of `datasets`")
+        elif ev in config["datasets"]:
+            for key in ("classes", "image_size"):
+                if config["datasets"][official][key] != config["datasets"][ev][key]:
+                    problems.append(f"datasets.{official}.{key}: must equal datasets.{ev}.{key} (the models' "
+                                    f"{'classes' if key == 'classes' else 'input size'})")
     _check_labels(config, problems)
     if problems:
         raise ConfigError("invalid workflow config:\n" + "\n".join(f"  {p}" for p in problems))

@@ -20,7 +20,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 #: where the shared definitions are used, shown under these keys
 DEF_PLACES = {"in9_dataset": "datasets.<in9 dataset>", "biased_mnist_dataset": "datasets.<biased_mnist dataset>",
-              "training_fields": "training"}
+              "bg_challenge_dataset": "datasets.<bg_challenge dataset>", "training_fields": "training"}
 
 
 def schema_keys(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], bool]]:

@@ -62,6 +62,11 @@ def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
     return {"dataset": ev["dataset"], "split": ev["split"], "batch_size": ev["batch_size"]}
 
 
+def official_evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Scoring on the official Background Challenge test images (`evaluation.official_dataset`)."""
+    return {**evaluation_config(config), "dataset": config["evaluation"]["official_dataset"], "split": "val"}
+
+
 def imagenet_evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
     return {**evaluation_config(config), "imagenet_model": config["evaluation"]["imagenet_model"]}
 

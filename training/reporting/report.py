@@ -59,7 +59,10 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     for r in all_rows:  # rows carry no labels: display names come from this report's config
         if "experiment" in r:
             r["label"] = labels.get(r["experiment"], r["experiment"])
-    rows = [r for r in all_rows if not config["experiments"].get(r.get("experiment", ""), {}).get("grid")]
+    official = config["evaluation"].get("official_dataset")
+    is_official = lambda r: official is not None and r.get("dataset") == official  # noqa: E731
+    rows = [r for r in all_rows if not config["experiments"].get(r.get("experiment", ""), {}).get("grid")
+            and not is_official(r)]
     table = accuracy_table(rows, labels)
     # sweep runs appear in their own figures only
     swept = {config["experiments"][e]["label"] for e in sweep_only_experiments(config)}
@@ -76,6 +79,7 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
 
     _table2(doc, main, paper["clad_table2"])
     clad_sections.bg_gap_verdict(doc, main)
+    _official(doc, official, accuracy_table([r for r in all_rows if is_official(r)], labels))
     _all_variants(doc, main, ds["variants"])
     _scatter(doc, main, paper["clad_table2"], out_dir / "fig5_mixed_same_vs_rand.png")
     clad_sections.table3(doc, rows, paper["clad_table3"])
@@ -125,6 +129,20 @@ def _table2(doc: Document, table, paper: dict[str, Any]) -> None:
                  "points. A positive gap means the model gains accuracy from a background of the right class; a "
                  "negative one that it does better on random backgrounds (Base (MR) is trained on MIXED_RAND-style "
                  "composites, so MIXED_RAND is its own training distribution).")
+
+
+def _official(doc: Document, official: str | None, table) -> None:
+    """Table 2's columns on the official Background Challenge test images, read as released."""
+    doc.heading("Background Challenge, official test images (%)")
+    if official is None:
+        doc.para("Not scored: point a `bg_challenge` dataset at the released `bg_challenge/` folder and set "
+                 "`evaluation.official_dataset` to it to score every model on the authors' test images as well as on "
+                 "the variants regenerated here.")
+        return
+    doc.para(f"The same models on dataset `{official}`: the released test images read as they are (resized to the "
+             "models' input size), without our segmentation or compositing.")
+    doc.table(["Model", *TABLE2_HEADER], [[label, *[mean_std(table[label].get(c, [])) for c in TABLE2_COLUMNS]]
+                                          for label in model_order(table)])
 
 
 def _all_variants(doc: Document, table, variants: list[str]) -> None:

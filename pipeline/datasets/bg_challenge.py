@@ -1,0 +1,84 @@
+"""The official Background Challenge test set (Xiao et al., ICLR 2021) read as released:
+`<root>/<variant>/val/<NN_class>/<image>`, no segmentation or compositing of ours, so our models
+can be scored on the authors' images beside the variants we regenerate.
+
+Each image is decoded and, if its side differs from `image_size`, resized (area filter when
+shrinking); unreadable entries become skipped items of the manifest. Background labels follow
+from the variant's definition: the image's own class where object and background come from one
+image or from the same class, (y + 1) mod 9 for MIXED_NEXT, unknown (-1) for MIXED_RAND and ONLY_FG.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import zarr
+
+from ..errors import PipelineError, SkipItem
+from ..imageio import load_rgb
+from ..sources.listing import entry_problem
+from ..store import atomic_path, code_version, config_hash, create_array, write_json
+from .base import DatasetFamily
+
+OWN_BACKGROUND = ("original", "no_fg", "only_bg_b", "only_bg_t", "mixed_same")
+
+
+def bias_label(variant: str, label: int, n_classes: int) -> int:
+    if variant in OWN_BACKGROUND:
+        return label
+    if variant == "mixed_next":
+        return (label + 1) % n_classes
+    return -1
+
+
+class BgChallengeFamily(DatasetFamily):
+    name = "bg_challenge"
+
+    def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
+        return list(ds_cfg["variants"])
+
+    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
+                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
+        if step != "variant" or variant not in self.variants(ds_cfg):
+            raise ValueError(f"bg_challenge reads only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+        folder = Path(ds_cfg["root"]).expanduser() / variant / "val"
+        if not folder.is_dir():
+            raise PipelineError(f"{folder} does not exist; `root` must hold the released <variant>/val/<NN_class>/ "
+                                "folders of the Background Challenge (bg_challenge/)")
+        classes, size = list(ds_cfg["classes"]), int(ds_cfg["image_size"])
+        entries = [(label, path) for label, cls in enumerate(classes) if (folder / cls).is_dir()
+                   for path in sorted((folder / cls).iterdir()) if not path.name.startswith(".")]
+        images, labels, ids, skipped = [], [], [], []
+        for label, path in entries:
+            item_id = f"val/{classes[label]}/{path.stem}"
+            try:
+                if (problem := entry_problem(path)) is not None:
+                    raise SkipItem(problem)
+                image = load_rgb(path, 1)
+            except SkipItem as exc:
+                skipped.append({"id": item_id, "path": str(path), "reason": exc.reason})
+                continue
+            if image.shape[:2] != (size, size):
+                shrink = min(image.shape[:2]) > size
+                image = cv2.resize(image, (size, size), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+            images.append(image)
+            labels.append(label)
+            ids.append(item_id)
+        n = len(images)
+        with atomic_path(out) as tmp:
+            group = zarr.open_group(tmp, mode="w")
+            group.attrs.update({"classes": classes, "bias_classes": classes, "variant": variant, "family": self.name,
+                                "image_size": size, "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
+                                                                   "code_version": code_version()}})
+            val = group.create_group("val")
+            create_array(val, "images", (n, size, size, 3), np.uint8, int(ds_cfg["chunk_images"]))[:] = (
+                np.stack(images) if n else np.zeros((0, size, size, 3), np.uint8))
+            create_array(val, "labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = np.array(labels, np.int64)
+            create_array(val, "bias_labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = np.array(
+                [bias_label(variant, y, len(classes)) for y in labels], np.int64)
+            create_array(val, "ids", (n,), str, max(n, 1), max(n, 1))[:] = np.array(ids, dtype=str)
+        write_json(out.parent / f"{variant}.manifest.json",
+                   {"val": {"inputs": len(entries), "outputs": n, "skipped": skipped}})

@@ -104,7 +104,8 @@ def test_rebias_table2_without_runs_or_vgg_says_how_to_get_them(default_config):
                                           "texture": {**default_config["analyses"]["texture"],
                                                       "experiments": ["base_in9"]}}}
     rows = [{"kind": "eval", "experiment": "base_in9", "seed": s, "metric": "accuracy", "variant": "original",
-             "value": v} for s, v in enumerate((50.0, 52.0))]
+             "dataset": "in9", "value": v} for s, v in enumerate((50.0, 52.0))]
+    rows.append({**rows[0], "dataset": "official", "value": 99.0})  # the official test images: not Table 2
     doc = Document("t")
     table2(doc, cfg, rows, {"erm": [1.0, 2.0]})
     assert "| Base (IN9) | 51.0 ± 1.4 | – | – | 1.0 | 2.0 |" in doc.markdown()

@@ -210,7 +210,8 @@ def table2(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], pa
         exp = r.get("experiment")
         if exp not in texture["experiments"]:
             continue
-        if r.get("kind") == "eval" and r["metric"] == "accuracy" and r["variant"] in ("original", "mixed_rand"):
+        if (r.get("kind") == "eval" and r["metric"] == "accuracy" and r["variant"] in ("original", "mixed_rand")
+                and r.get("dataset") == config["evaluation"]["dataset"]):  # not the official test images
             found[exp][r["variant"]].append(r["value"])
         elif r.get("analysis") == "texture" and r["metric"] == "texture_unbiased_accuracy":
             found[exp]["texture"].append(r["value"])

@@ -110,3 +110,19 @@ def test_rebias_table2_without_runs_or_vgg_says_how_to_get_them(default_config):
     table2(doc, cfg, rows, {"erm": [1.0, 2.0]})
     assert "| Base (IN9) | 51.0 ± 1.4 | – | – | 1.0 | 2.0 |" in doc.markdown()
     assert "set `analyses.texture.vgg`" in doc.markdown()
+
+
+def test_segmentation_summary_counts_xiao_et_al_grabcut_failures(tmp_path):
+    import json
+
+    from training.reporting.report import _segmentation
+
+    base = {"area_fraction": 0.2, "box_source": "xml", "bg_t_status": "ok"}
+    records = [{**base, "mask_status": "ok", "mask_box_fraction": 0.5},
+               {**base, "mask_status": "ok", "mask_box_fraction": 0.05},       # under 10 % of its box
+               {**base, "mask_status": "empty->box", "mask_box_fraction": 1.0}]  # GrabCut found nothing
+    quality = tmp_path / "q.jsonl"
+    quality.write_text("".join(json.dumps(r) + "\n" for r in records))
+    doc = Document("t")
+    _segmentation(doc, quality, tmp_path / "seg.png")
+    assert "| 2 of 3 (66.7 %; 1 empty) |" in doc.markdown()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import cv2
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
@@ -41,6 +42,12 @@ def load_rgb(path: Path, min_side: int) -> np.ndarray:
             "remove it or lower `min_image_side` in the dataset config"
         )
     return rgb
+
+
+def resize_square(image: np.ndarray, size: int) -> np.ndarray:
+    """`image` (H, W, 3) resized to size x size: area filter when shrinking, bilinear otherwise."""
+    shrink = min(image.shape[:2]) > size
+    return cv2.resize(image, (size, size), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
 
 
 def _to_rgb(im: Image.Image) -> np.ndarray:

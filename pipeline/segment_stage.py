@@ -25,7 +25,7 @@ from PIL import Image
 from . import variants
 from .annotations import read_voc_boxes
 from .errors import SkipItem
-from .imageio import load_rgb
+from .imageio import load_rgb, resize_square
 from .parallel import run_blocks, worker_setup
 from .seeding import name_seed
 from .segmentation import boxes_mask, fallback_box, make_segmenter
@@ -138,7 +138,7 @@ def segment_item(item: SourceItem, ds_cfg: dict[str, Any], segmenter, seed: int)
     else:
         boxes, box_source = [fallback_box(width, height, float(seg_cfg["fallback_box_fraction"]))], "fallback"
     size = int(ds_cfg["image_size"])
-    image = cv2.resize(raw, (size, size), interpolation=cv2.INTER_AREA if min(height, width) > size else cv2.INTER_LINEAR)
+    image = resize_square(raw, size)
     sx, sy = size / width, size / height
     boxes = [_scaled_box(b, sx, sy, size) for b in boxes]
     segmentation = segmenter(image, boxes, name_seed(seed, "grabcut", item.id))

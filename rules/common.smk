@@ -37,10 +37,6 @@ def dataset_config_file(dataset):
     return slice_file(R, "datasets", dataset_job_config(config, dataset))
 
 
-def run_config_file(experiment, seed):
-    return slice_file(R, "runs", run_config(config, experiment, int(seed)))
-
-
 def variant_store(dataset, variant):
     return f"{R}/datasets/{dataset}/{variant}.zarr"
 
@@ -88,7 +84,7 @@ def shard_files(wildcards):
     synthetic source, from the listing (a checkpoint) for folders."""
     ds = config["datasets"][wildcards.dataset]
     if ds["source"]["kind"] == "synthetic":
-        n_items = len(ds["classes"]) * (ds["source"]["synthetic"]["train_per_class"] + ds["source"]["synthetic"]["val_per_class"])
+        n_items = res.dataset_images(ds, "train") + res.dataset_images(ds, "val")
     else:
         with open(checkpoints.in9_list.get(dataset=wildcards.dataset).output.listing) as fh:
             n_items = len(json.load(fh)["items"])
@@ -99,12 +95,10 @@ def train_inputs(wildcards):
     """The run's config, its training store, the stores of the variants the method reads
     alongside it, and its pretrained weights if it starts from some (a missing file then stops
     the DAG build, naming the path)."""
-    exp = config["experiments"][wildcards.experiment]
-    aligned = spec(exp["method"]).aligned_variants
-    pretrained = run_config(config, wildcards.experiment, int(wildcards.seed))["training"].get("pretrained")
-    return {"config": run_config_file(wildcards.experiment, wildcards.seed),
-            "store": variant_store(exp["dataset"], exp["train_variant"]),
-            **{field: variant_store(exp["dataset"], variant) for field, variant in aligned.items()},
+    run = run_config(config, wildcards.experiment, int(wildcards.seed))
+    pretrained = run["training"].get("pretrained")
+    return {"config": slice_file(R, "runs", run), "store": variant_store(run["dataset"], run["train_variant"]),
+            **{field: variant_store(run["dataset"], variant) for field, variant in run["aligned_variants"].items()},
             **({"pretrained": os.path.expanduser(pretrained)} if pretrained else {})}
 
 

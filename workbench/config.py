@@ -27,9 +27,7 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
     schema = yaml.safe_load(Path(schema_path).read_text())
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        lines = [f"  {'.'.join(map(str, e.absolute_path)) or '<top level>'}: {e.message}" for e in errors]
-        raise ConfigError("invalid workflow config:\n" + "\n".join(lines))
+    _raise_problems([f"{'.'.join(map(str, e.absolute_path)) or '<top level>'}: {e.message}" for e in errors])
     _check_cross_references(config)
     return config
 
@@ -41,9 +39,14 @@ def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
     out = expand_grids(expand_sweeps(expand_segmentation_comparison(config)))
     problems: list[str] = []
     _check_labels(out, problems)  # expansion adds labels ("CLAD lambda=0.25", "CLAD (U2-Net)")
+    _raise_problems(problems)
+    return out
+
+
+def _raise_problems(problems: list[str]) -> None:
+    """Raise `ConfigError` listing every problem (each names its dotted key), if any."""
     if problems:
         raise ConfigError("invalid workflow config:\n" + "\n".join(f"  {p}" for p in problems))
-    return out
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -170,8 +173,7 @@ def _check_cross_references(config: dict[str, Any]) -> None:
                     problems.append(f"datasets.{official}.{key}: must equal datasets.{ev}.{key} (the models' "
                                     f"{'classes' if key == 'classes' else 'input size'})")
     _check_labels(config, problems)
-    if problems:
-        raise ConfigError("invalid workflow config:\n" + "\n".join(f"  {p}" for p in problems))
+    _raise_problems(problems)
 
 
 def expand_grids(config: dict[str, Any]) -> dict[str, Any]:

@@ -13,12 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import zarr
 
 from ..errors import PipelineError, SkipItem
-from ..imageio import load_rgb
+from ..imageio import load_rgb, resize_square
 from ..sources.listing import entry_problem
 from ..store import atomic_path, code_version, config_hash, create_array, write_json
 from .base import DatasetFamily
@@ -61,10 +60,7 @@ class BgChallengeFamily(DatasetFamily):
             except SkipItem as exc:
                 skipped.append({"id": item_id, "path": str(path), "reason": exc.reason})
                 continue
-            if image.shape[:2] != (size, size):
-                shrink = min(image.shape[:2]) > size
-                image = cv2.resize(image, (size, size), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
-            images.append(image)
+            images.append(image if image.shape[:2] == (size, size) else resize_square(image, size))
             labels.append(label)
             ids.append(item_id)
         n = len(images)

@@ -117,8 +117,7 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
 
 def _table2(doc: Document, table, paper: dict[str, Any]) -> None:
     doc.heading("Table 2 – Background Challenge accuracy (%)")
-    rows = [["Ours (this run)", label, *[mean_std(table[label].get(c, [])) for c in TABLE2_COLUMNS]]
-            for label in model_order(table)]
+    rows = [["Ours (this run)", *row] for row in _model_rows(table, TABLE2_COLUMNS)]
     for prow in paper["rows"]:
         rows.append([f"{prow['type']} (paper)", prow["model"],
                      *["–" if v is None else f"{v:.1f}" for v in prow["values"]]])
@@ -131,6 +130,11 @@ def _table2(doc: Document, table, paper: dict[str, Any]) -> None:
                  "composites, so MIXED_RAND is its own training distribution).")
 
 
+def _model_rows(table, columns: list[str]) -> list[list[str]]:
+    """One row per model (in report order): its label and mean ± std of each column."""
+    return [[label, *[mean_std(table[label].get(c, [])) for c in columns]] for label in model_order(table)]
+
+
 def _official(doc: Document, official: str | None, table) -> None:
     """Table 2's columns on the official Background Challenge test images, read as released."""
     doc.heading("Background Challenge, official test images (%)")
@@ -141,14 +145,12 @@ def _official(doc: Document, official: str | None, table) -> None:
         return
     doc.para(f"The same models on dataset `{official}`: the released test images read as they are (resized to the "
              "models' input size), without our segmentation or compositing.")
-    doc.table(["Model", *TABLE2_HEADER], [[label, *[mean_std(table[label].get(c, [])) for c in TABLE2_COLUMNS]]
-                                          for label in model_order(table)])
+    doc.table(["Model", *TABLE2_HEADER], _model_rows(table, TABLE2_COLUMNS))
 
 
 def _all_variants(doc: Document, table, variants: list[str]) -> None:
     doc.heading("Accuracy on every variant (%)")
-    doc.table(["Model", *variants], [[label, *[mean_std(table[label].get(v, [])) for v in variants]]
-                                     for label in model_order(table)])
+    doc.table(["Model", *variants], _model_rows(table, variants))
 
 
 def _scatter(doc: Document, table, paper: dict[str, Any], path: Path) -> None:

@@ -117,3 +117,15 @@ def test_runtime_and_memory_follow_the_config(default_config):
     assert rule["gpu"] == 1 and rule["slurm_partition"] == cfg["cluster"]["gpu_partition"]
     assert rule["runtime"](None, 2) == 2 * rule["runtime"](None, 1)  # a retried job gets twice the time
     assert resources.rule_resources(cfg, False, lambda wc: (5, 100))["slurm_partition"] == "cpu"
+
+
+def test_an_override_may_give_part_of_a_nested_section(default_config):
+    """`optimizer: {lr: 0.01}` in an experiment overrides one key; the merged run keeps the rest,
+    while the top-level section itself must stay complete."""
+    cfg = resolve_config(deep_merge(default_config, {"experiments": {"base_in9": {"training": {"optimizer": {"lr": 0.01}}}}}))
+    optimizer = run_config(cfg, "base_in9", 0)["training"]["optimizer"]
+    assert optimizer == {**default_config["training"]["optimizer"], "lr": 0.01}
+    incomplete = copy.deepcopy(default_config)
+    del incomplete["training"]["optimizer"]["name"]
+    with pytest.raises(ConfigError, match=r"training\.optimizer: 'name' is a required property"):
+        resolve_config(incomplete)

@@ -6,6 +6,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from pipeline.segment_stage import shard_count
 from pipeline.sources.listing import folder_fingerprint
@@ -130,3 +131,24 @@ wildcard_constraints:
     experiment=one_of(EXPERIMENTS),
     seed=r"\d+",
     shard=r"\d+",
+
+
+def write_job_configs():
+    """Write the config file of every job before the DAG is built. Input functions name (and
+    write) them too, but Snakemake caches a folder's listing once it has looked into it, so a
+    file written there afterwards could be reported missing (seen with several targets given)."""
+    for dataset in config["datasets"]:
+        dataset_config_file(dataset)
+    for experiment, seed in RUNS:
+        if experiment in EXPERIMENTS:
+            slice_file(R, "runs", run_config(config, experiment, seed))
+    for analysis in ("consistency", "fivecrop"):
+        analysis_config_file(analysis)
+    for grid_name, grid in config.get("grids", {}).items():
+        for variant in grid["train_variants"]:
+            members = grid_experiments(config, grid_name, variant)
+            for seed in sorted({s for e, s in RUNS if e in members}):
+                slice_file(R, "grids", grid_job(grid_name, SimpleNamespace(variant=variant, seed=seed)))
+
+
+write_job_configs()

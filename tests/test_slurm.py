@@ -1,0 +1,124 @@
+"""The SLURM path for real: a slice of the tiny workflow through `--executor slurm` on a one-node
+SLURM cluster on this machine (`workbench/local_slurm.py`), against the same slice run with
+`--cores 2`. Only the documented overlay (`profiles/slurm-local`) adapts the workflow profile
+to the cluster. Skips, saying why, where SLURM cannot be installed or started (no root, no apt)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from workbench import local_slurm
+
+from .conftest import ROOT
+from .test_generation import store_digest
+from .test_workflow import snakemake
+
+#: a run long enough (several epochs of a few seconds) to be cancelled after its first checkpoint
+PROBE = {"method": "erm", "dataset": "in9", "train_variant": "original", "label": "SLURM probe",
+         "training": {"arch": "resnet50", "batch_size": 2, "epochs": 4}}
+SHARDS = 6  # 9 classes x 5 images of the tiny config, block_images = 8
+
+
+def slice_config(path: Path) -> tuple[list[str], list[str]]:
+    """(config files, targets) of the slice: two IN-9 variants through per-shard segmentation and
+    two training runs (GPU jobs)."""
+    results = path / "results"
+    extra = path / "slice.yaml"
+    path.mkdir(parents=True)
+    extra.write_text(json.dumps({"results": str(results), "experiments": {"slurm_probe": PROBE}}))
+    targets = [f"{results}/datasets/in9/mixed_rand.zarr", f"{results}/runs/base_in9/seed0/model.pt",
+               f"{results}/runs/slurm_probe/seed0/model.pt"]
+    return ["tests/data/tiny.yaml", str(extra)], targets
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # not pytest's tmp_path: slurmctld runs as the slurm user and must reach its folder
+    directory = Path(tempfile.mkdtemp(prefix="workbench-slurm-"))
+    try:
+        running = local_slurm.start(directory)
+    except local_slurm.LocalSlurmUnavailable as err:
+        pytest.skip(f"no local SLURM cluster: {err}")
+    pids = local_slurm.recorded_pids(directory)
+    yield running
+    local_slurm.stop(directory)
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "a SLURM daemon outlived stop"
+    assert subprocess.run(["pgrep", "-x", "slurmstepd"], capture_output=True).returncode == 1, "a job step outlived stop"
+
+
+def scontrol_jobs(cluster: local_slurm.LocalCluster) -> list[dict[str, str]]:
+    """Every job the controller still knows (MinJobAge keeps finished ones), as key=value dicts."""
+    out = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True, env=cluster.env,
+                         check=True).stdout
+    return [dict(re.findall(r"(\w+)=(\S*)", line)) for line in out.splitlines() if line.strip()]
+
+
+def cancel_after_first_checkpoint(cluster, proc: subprocess.Popen, run_dir: Path, timeout: float = 420) -> str:
+    """scancel the probe's training job once its first epoch checkpoint exists; its job id."""
+    end = time.monotonic() + timeout
+    while not (run_dir / "checkpoint.pt").exists():
+        assert proc.poll() is None, "the workflow ended before the probe checkpointed"
+        assert time.monotonic() < end, "no checkpoint of the probe run in time"
+        time.sleep(0.2)
+    job = next(j["JobId"] for j in scontrol_jobs(cluster)
+               if "slurm_probe" in j.get("Comment", "") and j["JobState"] in ("RUNNING", "PENDING"))
+    subprocess.run(["scancel", job], env=cluster.env, check=True)
+    return job
+
+
+def test_tiny_slice_through_slurm_matches_a_local_run(cluster, tmp_path):
+    local_configs, local_targets = slice_config(tmp_path / "local")
+    snakemake(*local_targets, "--cores", "2", "--configfile", *local_configs)
+
+    configs, targets = slice_config(tmp_path / "slurm")
+    results = tmp_path / "slurm" / "results"
+    log = tmp_path / "slurm.log"
+    # the README's SLURM command with the local cluster's overlay; no --config (it would replace
+    # the overlay's `config:` entry)
+    cmd = [sys.executable, "-m", "snakemake", *targets, "--executor", "slurm", "--workflow-profile",
+           "profiles/slurm", "--profile", "profiles/slurm-local", "--configfile", *configs]
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=cluster.env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            cancelled = cancel_after_first_checkpoint(cluster, proc, results / "runs" / "slurm_probe" / "seed0")
+            rc = proc.wait(timeout=480)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert rc == 0, log.read_text()[-4000:]
+
+    # the stores are the bytes the local run made
+    for store in ("in9/mixed_rand.zarr", "in9/original.zarr"):
+        assert store_digest(results / "datasets" / store) == store_digest(tmp_path / "local/results/datasets" / store)
+
+    # the cancelled run was retried, resumed from its checkpoint, and ends with the uninterrupted weights
+    train_log = (results / "logs" / "train_slurm_probe_seed0.log").read_text()
+    assert re.search(r"resumed from .*checkpoint\.pt at epoch [1-4]", train_log), train_log
+    for run in ("slurm_probe", "base_in9"):
+        mine = torch.load(results / "runs" / run / "seed0" / "model.pt", weights_only=False)["state_dict"]
+        local = torch.load(tmp_path / "local/results/runs" / run / "seed0" / "model.pt", weights_only=False)["state_dict"]
+        assert mine.keys() == local.keys() and all(torch.equal(mine[k], local[k]) for k in mine), run
+
+    jobs = [j for j in scontrol_jobs(cluster) if j.get("Comment", "").startswith("rule_")]
+    by_rule: dict[str, list[dict[str, str]]] = {}
+    for job in jobs:
+        by_rule.setdefault(re.match(r"rule_(\w+?)(?:_wildcards_|$)", job["Comment"])[1], []).append(job)
+    # GPU jobs (both runs, and the probe's retry) on the GPU partition with a GPU each; no others there
+    train = by_rule["train"]
+    assert len(train) == 3 and cancelled in {j["JobId"] for j in train}
+    for rule, rule_jobs in by_rule.items():
+        for job in rule_jobs:
+            gpu = "gpu" in job.get("TresPerJob", "") + job.get("TresPerNode", "")
+            assert (job["Partition"] == "gpu") == gpu == (rule == "train"), (rule, job)
+            assert int(job["NumCPUs"]) <= local_slurm.node_size()[0], (rule, job["NumCPUs"])
+    # per-shard segmentation really spread over separate submissions
+    assert len(by_rule["in9_segment_shard"]) == SHARDS

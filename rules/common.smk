@@ -58,8 +58,9 @@ def store_args(stores):
 
 
 def one_of(names):
-    """A wildcard regex matching exactly one of `names` (which may hold dots)."""
-    return "|".join(re.escape(n) for n in names)
+    """A wildcard regex matching exactly one of `names` (which may hold dots); nothing when
+    there are none (an empty constraint would match everything)."""
+    return "|".join(re.escape(n) for n in names) or "(?!)"
 
 
 def source_paths(dataset):

@@ -51,8 +51,8 @@ def cluster():
     pids = local_slurm.recorded_pids(directory)
     yield running
     local_slurm.stop(directory)
-    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], "a SLURM daemon outlived stop"
-    assert subprocess.run(["pgrep", "-x", "slurmstepd"], capture_output=True).returncode == 1, "a job step outlived stop"
+    assert not [pid for pid in pids if local_slurm.is_running(pid)], "a SLURM daemon outlived stop"
+    assert not local_slurm.running_job_steps(), "a job step outlived stop"
 
 
 def scontrol_jobs(cluster: local_slurm.LocalCluster) -> list[dict[str, str]]:

@@ -234,19 +234,32 @@ def _pid(path: Path) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
+def is_running(pid: int) -> bool:
+    """Running and not a zombie (from /proc: no procps needed)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
-    return Path(f"/proc/{pid}").exists() and "zombie" not in _run(["ps", "-o", "stat=", "-p", str(pid)]).stdout.lower()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def running_job_steps() -> list[int]:
+    """PIDs of slurmstepd processes (a job step outliving its daemons)."""
+    pids = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == "slurmstepd":
+                pids.append(int(comm.parent.name))
+        except OSError:
+            continue
+    return pids
 
 
 def recorded_pids(directory: Path = DEFAULT_DIR) -> list[int]:
     """PIDs of the daemons `start` recorded under `directory` that are still running."""
     d = Path(directory)
     pids = [_pid(d / name) for name in ("slurmd.pid", "slurmctld.pid", "munged.pid")]
-    return [pid for pid in pids if pid is not None and _alive(pid)]
+    return [pid for pid in pids if pid is not None and is_running(pid)]
 
 
 def stop(directory: Path = DEFAULT_DIR) -> None:
@@ -262,13 +275,13 @@ def stop(directory: Path = DEFAULT_DIR) -> None:
                 time.sleep(0.5)
     for name in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
         pid = _pid(cluster.dir / name)
-        if pid is None or not _alive(pid):
+        if pid is None or not is_running(pid):
             continue
         os.kill(pid, signal.SIGTERM)
         end = time.monotonic() + 15
-        while _alive(pid) and time.monotonic() < end:
+        while is_running(pid) and time.monotonic() < end:
             time.sleep(0.2)
-        if _alive(pid):
+        if is_running(pid):
             os.kill(pid, signal.SIGKILL)
     for name in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
         (cluster.dir / name).unlink(missing_ok=True)

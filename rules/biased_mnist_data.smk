@@ -5,6 +5,7 @@
 rule biased_mnist_variant:
     input:
         config=lambda wc: dataset_config_file(wc.dataset),
+        idx=lambda wc: idx_files(wc.dataset),
     wildcard_constraints:
         dataset=one_of(datasets_of("biased_mnist")),
     output:

@@ -38,6 +38,14 @@ def dataset_config_file(dataset):
     return slice_file(R, "datasets", dataset_job_config(config, dataset))
 
 
+def idx_files(dataset):
+    """The MNIST idx files a Biased MNIST dataset reads (a missing one stops the DAG build, named)."""
+    source = config["datasets"][dataset]["source"]
+    if source["kind"] != "idx":
+        return []
+    return [os.path.expanduser(source[key]) for key in ("train_images", "train_labels", "test_images", "test_labels")]
+
+
 def variant_store(dataset, variant):
     return f"{R}/datasets/{dataset}/{variant}.zarr"
 

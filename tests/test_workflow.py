@@ -136,7 +136,7 @@ def test_dry_run_lists_the_whole_graph(tmp_path):
                  "biased_mnist_variant", "train", "train_grid_rebias_mnist", "evaluate", "analysis",
                  "analysis_saliency", "report", "all"):
         assert rule in jobs, rule
-    assert jobs["in9_segment_shard"] == 11  # 9 classes x 150 images in shards of block_images = 128
+    assert jobs["in9_segment_shard"] == 12  # 9 classes x 650 images in shards of block_images = 512
 
 
 def test_slurm_dry_run_puts_every_gpu_job_on_the_gpu_partition(tmp_path):
@@ -150,7 +150,7 @@ def test_slurm_dry_run_puts_every_gpu_job_on_the_gpu_partition(tmp_path):
         assert re.search(r"runtime=\d+", res) and re.search(r"mem_mb=\d+", res), (rule, res)
     assert {rule for rule, res in blocks if "gpu=1" in res} >= {"train", "train_grid_rebias_mnist", "evaluate",
                                                                "analysis", "analysis_saliency"}
-    assert sum(rule == "in9_segment_shard" for rule, _ in blocks) == 11
+    assert sum(rule == "in9_segment_shard" for rule, _ in blocks) == 12
 
 
 def test_real_data_config_with_a_missing_root_fails_at_start_naming_it(tmp_path):

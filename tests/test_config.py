@@ -57,6 +57,7 @@ def test_snakemake_stops_at_start_on_a_bad_value(tmp_path):
 def test_sweeps_become_experiments_and_reuse_the_base_run(default_config):
     from workbench.config import expand_sweeps, runs
 
+    default_config["sweeps"] = yaml.safe_load((ROOT / "config" / "imagenet9.yaml").read_text())["sweeps"]
     cfg = expand_sweeps(default_config)
     points = cfg["sweep_points"]["lambda"]["points"]
     assert [v for v, _ in points] == [0.25, 1.0, 4.0] and points[1][1] == "clad"  # lambda 1 is CLAD itself
@@ -96,7 +97,7 @@ def test_methods_args_and_needed_variants_are_checked(default_config):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda c: c["grids"]["rebias_mnist"].update(train_variants=["rho_0.5"]), "grids.rebias_mnist.train_variants"),
+    (lambda c: c["grids"]["rebias_mnist"].update(train_variants=["rho_0.55"]), "grids.rebias_mnist.train_variants"),
     (lambda c: c["grids"]["rebias_mnist"]["curves"].update(methods=["vanilla", "magic"]),
      "grids.rebias_mnist.curves.methods"),
     (lambda c: c["grids"]["rebias_mnist"].update(figure_variant="unbiased"), "grids.rebias_mnist.figure_variant"),

@@ -109,7 +109,7 @@ rule in9_variant:
         manifest=f"{R}/datasets/{{dataset}}/{{variant}}.manifest.json",
     params:
         py=PY,
-    threads: 8
+    threads: lambda wc: res.variant_threads(config, wc.dataset)
     resources:
         **res.rule_resources(config, False, lambda wc: res.generation(config, wc.dataset)),
     conda:

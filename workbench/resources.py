@@ -93,6 +93,17 @@ def segment_shard(config: dict[str, Any], dataset: str) -> tuple[float, float]:
     return 5 + seconds / 60, 1000 + image_mb(ds, ds["block_images"]) * 4
 
 
+#: below this many images a variant store is a few seconds of work: one process builds it, so a
+#: 2-core machine does not hold a core idle waiting to give the job both
+PARALLEL_VARIANT_IMAGES = 20_000
+
+
+def variant_threads(config: dict[str, Any], dataset: str) -> int:
+    """Worker processes of one variant job: 8 for real data, 1 for the small embedded set."""
+    ds = config["datasets"][dataset]
+    return 8 if dataset_images(ds) + dataset_images(ds, "val") >= PARALLEL_VARIANT_IMAGES else 1
+
+
 def generation(config: dict[str, Any], dataset: str) -> tuple[float, float]:
     """A CPU job over a whole dataset (listing, gather, one variant store)."""
     ds = config["datasets"][dataset]

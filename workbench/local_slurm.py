@@ -39,8 +39,13 @@ SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 MIN_JOB_AGE_S = 3600
 
 
-class LocalSlurmUnavailable(RuntimeError):
-    """SLURM cannot run here (not root, packages not installable, daemons do not come up)."""
+class LocalSlurmError(RuntimeError):
+    """The installed SLURM did not come up (a daemon failed, the node never became idle)."""
+
+
+class LocalSlurmUnavailable(LocalSlurmError):
+    """SLURM cannot run on this machine at all (not root, packages not installable, another
+    SLURM already configured or listening): tests skip on this, not on `LocalSlurmError`."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,7 @@ def start_munge(cluster: LocalCluster) -> None:
         _run(["runuser", "-u", "munge", "--", "mungekey", "--create"])
     proc = _run(["runuser", "-u", "munge", "--", "munged"])
     if proc.returncode != 0:
-        raise LocalSlurmUnavailable(f"munged did not start: {proc.stderr.strip()}")
+        raise LocalSlurmError(f"munged did not start: {proc.stderr.strip()}")
     _wait(_munge_answers, 20, "munged to answer")
     pid_file = run / "munged.pid"
     (cluster.dir / "munged.pid").write_text(pid_file.read_text())
@@ -173,7 +178,7 @@ def _wait(ready, timeout: float, what: str) -> None:
     end = time.monotonic() + timeout
     while not ready():
         if time.monotonic() > end:
-            raise LocalSlurmUnavailable(f"timed out after {timeout:.0f} s waiting for {what}")
+            raise LocalSlurmError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(0.5)
 
 
@@ -212,18 +217,18 @@ def start(directory: Path = DEFAULT_DIR) -> LocalCluster:
         proc = _run(cmd, env)
         if proc.returncode != 0:
             stop(cluster.dir)
-            raise LocalSlurmUnavailable(f"`{' '.join(cmd)}` failed ({proc.returncode}): {proc.stderr.strip()}; "
+            raise LocalSlurmError(f"`{' '.join(cmd)}` failed ({proc.returncode}): {proc.stderr.strip()}; "
                                         f"see {cluster.dir / 'log'}")
     try:
         _wait(lambda: node_state(cluster) == "idle", 90, "the node to become idle in `sinfo`")
-    except LocalSlurmUnavailable as err:
+    except LocalSlurmError as err:
         reason = _run(["sinfo", "-R"], env).stdout.strip()
         stop(cluster.dir)
-        raise LocalSlurmUnavailable(f"{err} (node state {node_state(cluster)!r}; {reason}; logs in "
+        raise LocalSlurmError(f"{err} (node state {node_state(cluster)!r}; {reason}; logs in "
                                     f"{cluster.dir / 'log'})") from None
     if len(recorded_pids(cluster.dir)) < 2:
         stop(cluster.dir)
-        raise LocalSlurmUnavailable(f"slurmctld or slurmd exited after start; see {cluster.dir / 'log'}")
+        raise LocalSlurmError(f"slurmctld or slurmd exited after start; see {cluster.dir / 'log'}")
     return cluster
 
 
@@ -299,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"export SLURM_CONF={cluster.conf}")
         else:
             stop(args.dir)
-    except LocalSlurmUnavailable as err:
+    except LocalSlurmError as err:
         print(f"local SLURM: {err}", file=sys.stderr)
         return 1
     return 0

@@ -2,7 +2,7 @@
 
 from training.reporting.clad_sections import bg_gap_verdict, table3, table5, table6
 from training.reporting.document import Document
-from training.reporting.rebias_sections import table2, verdict
+from training.reporting.rebias_sections import table1, table2, verdict
 
 
 def _gap_table(base, clad):
@@ -126,3 +126,17 @@ def test_segmentation_summary_counts_xiao_et_al_grabcut_failures(tmp_path):
     doc = Document("t")
     _segmentation(doc, quality, tmp_path / "seg.png")
     assert "| 2 of 3 (66.7 %; 1 empty) |" in doc.markdown()
+
+
+def test_table1_lists_the_papers_rows_beside_other_demo_rho():
+    grid = {"dataset": "biased_mnist", "train_variants": ["rho_0.5", "rho_0.7"],
+            "methods": {"vanilla": {"method": "vanilla", "label": "Vanilla"},
+                        "rebias": {"method": "rebias", "label": "ReBias"}}}
+    acc = {(v, k, t): [50.0] for v in grid["train_variants"] for k in grid["methods"] for t in ("biased", "unbiased")}
+    paper = {"rebias_table1": {"columns": ["vanilla", "rebias"], "biased": {"0.99": [100.0, 100.0]},
+                               "unbiased": {"0.99": [89.1, 88.1], "0.999": [10.4, 22.7]}}}
+    doc = Document("t")
+    table1(doc, "g", grid, acc, paper)
+    md = doc.markdown()
+    assert "| ρ = 0.5 | 50.0 | 50.0 |" in md and "| ρ = 0.7 | 50.0 | 50.0 |" in md
+    assert "| ρ = 0.99 (paper) | 89.1 | 88.1 |" in md and "| ρ = 0.999 (paper) | 10.4 | 22.7 |" in md

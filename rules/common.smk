@@ -6,7 +6,6 @@ import os
 import re
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 from pipeline.segment_stage import shard_count
 from pipeline.sources.listing import folder_fingerprint
@@ -129,9 +128,12 @@ def grid_stores(grid_name, variant):
             **{name: variant_store(grid["dataset"], v) for name, v in tests.items()}}
 
 
-def grid_job(grid_name, wildcards):
-    return grid_job_config(config, grid_name, grid_experiments(config, grid_name, wildcards.variant),
-                           wildcards.variant, int(wildcards.seed))
+def grid_job(grid_name, variant, seed):
+    return grid_job_config(config, grid_name, grid_experiments(config, grid_name, variant), variant, int(seed))
+
+
+def grid_config_file(grid_name, variant, seed):
+    return slice_file(R, "grids", grid_job(grid_name, variant, seed))
 
 
 wildcard_constraints:
@@ -157,7 +159,7 @@ def write_job_configs():
         for variant in grid["train_variants"]:
             members = grid_experiments(config, grid_name, variant)
             for seed in sorted({s for e, s in RUNS if e in members}):
-                slice_file(R, "grids", grid_job(grid_name, SimpleNamespace(variant=variant, seed=seed)))
+                grid_config_file(grid_name, variant, seed)
 
 
 write_job_configs()

@@ -11,7 +11,7 @@ for _grid_name, _grid in config.get("grids", {}).items():
             f"train_grid_{_grid_name}"
         input:
             unpack(lambda wc, g=_grid_name: {**grid_stores(g, wc.variant),
-                                             "config": slice_file(R, "grids", grid_job(g, wc))}),
+                                             "config": grid_config_file(g, wc.variant, wc.seed)}),
         output:
             [f"{R}/runs/{e}/seed{{seed}}/{f}" for e in grid_experiments(config, _grid_name, "{variant}")
              for f in RUN_FILES],
@@ -24,7 +24,8 @@ for _grid_name, _grid in config.get("grids", {}).items():
             py=PY,
         threads: THREADS
         resources:
-            **res.rule_resources(config, True, lambda wc, g=_grid_name: res.training(grid_job(g, wc)["runs"])),
+            **res.rule_resources(config, True,
+                                 lambda wc, g=_grid_name: res.training(grid_job(g, wc.variant, wc.seed)["runs"])),
         conda:
             "../envs/workbench.yaml"
         log:

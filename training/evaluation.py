@@ -120,13 +120,13 @@ def evaluate_imagenet_model(ev: dict[str, Any], stores: dict[str, Path]) -> list
     """Base (IN): a 1000-class ImageNet model (`ev["imagenet_model"]`) scored on IN-9 through the
     mapping, each image resized to the model's 224-px input (bilinear) and normalised as the
     model was trained."""
-    from .models import IMAGENET_NORMALIZE, imagenet_classifier
+    from .models import IMAGENET_NORMALIZE, TORCHVISION_NORMALIZE, imagenet_classifier
 
     spec = ev["imagenet_model"]
     device = pick_device()
     net = imagenet_classifier(spec["arch"], spec.get("weights"), spec.get("sha256")).to(device).eval()
     table = mapping_tensor(Path(spec["mapping"]).expanduser())
-    augmenter = Augmenter(*IMAGENET_NORMALIZE["efficientnet_lite0" if spec["arch"] == "efficientnet_lite0" else "resnet"])
+    augmenter = Augmenter(*IMAGENET_NORMALIZE.get(spec["arch"], TORCHVISION_NORMALIZE))
     tags = {"experiment": "base_in", "method": "imagenet", "seed": 0, "dataset": ev["dataset"]}
 
     def predict(x: torch.Tensor) -> torch.Tensor:

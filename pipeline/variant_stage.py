@@ -66,7 +66,8 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
 def _pair(variant: str, rows: np.ndarray, ids: np.ndarray, labels: np.ndarray, n_classes: int, seed: int):
     """Partner row (or -1), bias label, kept rows and skipped records for one split."""
     if variant not in variants.MIXED:
-        bias = np.full(len(rows), -1, np.int64) if variant == "only_fg" else labels[rows].astype(np.int64)
+        no_background = variant in ("only_fg", "sketch")
+        bias = np.full(len(rows), -1, np.int64) if no_background else labels[rows].astype(np.int64)
         return np.full(len(rows), -1, np.int64), bias, rows, []
     by_class = [rows[labels[rows] == c] for c in range(n_classes)]
     partners, kept, skipped = [], [], []
@@ -94,6 +95,8 @@ def _compose_block(seg_store: str, out_store: str, split: str, variant: str, sta
         out = variants.no_fg(image, fg)
     elif variant == "only_bg_b":
         out = variants.only_bg_b(image, _rows(seg["box_masks"], rows))
+    elif variant == "sketch":
+        out = variants.sketch(image, fg)
     elif variant == "only_bg_t":
         out = _rows(seg["bg_t"], rows)
     else:

@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+from pipeline import variants
 from pipeline.segment_stage import shard_count
 from pipeline.sources.listing import folder_fingerprint
 from training.methods import spec
@@ -150,6 +151,9 @@ def write_job_configs():
     file written there afterwards could be reported missing (seen with several targets given)."""
     for dataset in config["datasets"]:
         dataset_config_file(dataset)
+        for variant in dataset_variants(config, dataset):
+            if variant in config["datasets"][dataset]:  # a derived variant: its section is its jobs' slice
+                slice_file(R, "datasets", dataset_job_config(config, dataset, variant))
     for experiment, seed in RUNS:
         if experiment in EXPERIMENTS:
             slice_file(R, "runs", run_config(config, experiment, seed))

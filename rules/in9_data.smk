@@ -2,6 +2,7 @@
 # when Table 5's U2-Net run is configured): source -> listing -> one segmentation job per shard
 # of `block_images` images -> gathered intermediate store -> one store per variant.
 IN9_DATASETS = one_of(datasets_of("in9"))
+ARRAY_VARIANTS = variants.VARIANTS  # the variants composed from the segmented store's arrays
 
 
 rule in9_synthetic_source:
@@ -97,13 +98,15 @@ rule in9_segment:
 
 
 rule in9_variant:
-    """One Background-Challenge variant (train and val) as a zarr store, with its manifest."""
+    """One Background-Challenge variant (or the sketch stand-in), train and val, as a zarr store
+    with its manifest; the stylized and texture variants are rules/in9_derived.smk's."""
     input:
         config=lambda wc: dataset_config_file(wc.dataset),
         store=rules.in9_segment.output.store,
         manifest=rules.in9_segment.output.manifest,
     wildcard_constraints:
         dataset=IN9_DATASETS,
+        variant=one_of(ARRAY_VARIANTS),
     output:
         store=directory(f"{R}/datasets/{{dataset}}/{{variant}}.zarr"),
         manifest=f"{R}/datasets/{{dataset}}/{{variant}}.manifest.json",

@@ -7,9 +7,10 @@ epoch visits the runs in a random order and shuffles samples within windows of
 chunks and reads long contiguous runs fastest; its reads of scattered rows cost ~100x more.
 Background threads read ahead. The order of epoch e is a function of (name, seed, e) only,
 so a resumed run sees the same batches as an uninterrupted one. `aligned` adds the images of
-other variant stores of the same dataset under new field names, row for row (their `ids` are
-checked to match): CLAD reads each anchor's ONLY_BG_T background this way, in the same
-contiguous reads as the anchors themselves.
+other variant stores of the same dataset under new field names (and their bias labels as
+`<name>_bias_labels`), row for row (their `ids` are checked to match): CLAD reads each anchor's
+ONLY_BG_T background this way, in the same contiguous reads as the anchors themselves, and
+S-CLAD its stylized copy and the style's class.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class ZarrBatches:
         self.group = group[split]
         self.arrays = {f: self.group[f] for f in fields if f in self.group}
         for name, other in (aligned or {}).items():
-            self.arrays[name] = _aligned_images(other, split, self.group["ids"][:])
+            self.arrays[name], self.arrays[f"{name}_bias_labels"] = _aligned(other, split, self.group["ids"][:])
         self.fields = tuple(self.arrays)
         self.n = self.group["labels"].shape[0]
         self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
@@ -127,16 +128,16 @@ class ZarrBatches:
         return out
 
 
-def _aligned_images(store: Path | str, split: str, ids: np.ndarray) -> zarr.Array:
-    """The `images` of another variant store whose rows are the same images in the same order
-    (every variant of a dataset is written in the order of the segmented store)."""
+def _aligned(store: Path | str, split: str, ids: np.ndarray) -> tuple[zarr.Array, zarr.Array]:
+    """The `images` and `bias_labels` of another variant store whose rows are the same images in
+    the same order (every variant of a dataset is written in the order of the segmented store)."""
     if not Path(store).exists():
         raise FileNotFoundError(f"{store} not found: build that variant first (the workflow's train rule does)")
     group = zarr.open_group(str(store), mode="r")
     if split not in group or not np.array_equal(group[split]["ids"][:], ids):
         raise ValueError(f"{store}/{split} does not hold the same images in the same order as the training store; "
                          "build both variants from the same segmented store (same config and seed)")
-    return group[split]["images"]
+    return group[split]["images"], group[split]["bias_labels"]
 
 
 def in_background(source: Iterator, depth: int) -> Iterator:

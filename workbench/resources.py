@@ -93,6 +93,19 @@ def segment_shard(config: dict[str, Any], dataset: str) -> tuple[float, float]:
     return 5 + seconds / 60, 1000 + image_mb(ds, ds["block_images"]) * 4
 
 
+#: seconds per image at 224 px: AdaIN encoder + decoder on a GPU; G'MIC texture synthesis on one core
+STYLIZE_GPU_SECONDS_224 = 0.01
+TEXTURE_SECONDS_224 = 0.3
+
+
+def derived_shard(config: dict[str, Any], dataset: str, variant: str) -> tuple[float, float]:
+    """One shard of a derived variant: AdaIN (a GPU job) or texture synthesis (CPU), at its work size."""
+    ds = config["datasets"][dataset]
+    side = ds[variant].get("work_size") or image_side(ds)
+    per_image = STYLIZE_GPU_SECONDS_224 if variant == "stylized" else TEXTURE_SECONDS_224
+    return 5 + ds["block_images"] * per_image * (side / 224) ** 2 / 60, 3000 + image_mb(ds, ds["block_images"]) * 4
+
+
 #: below this many images a variant store is a few seconds of work: one process builds it, so a
 #: 2-core machine does not hold a core idle waiting to give the job both
 PARALLEL_VARIANT_IMAGES = 20_000

@@ -18,8 +18,10 @@ from typing import Any
 from pipeline.store import write_text_atomic
 from training.methods import spec
 
-from .config import deep_merge, test_sets
+from .config import dataset_family, deep_merge, test_sets
 
+#: in9 dataset sections read only by the jobs of the variant of the same name
+DERIVED_SECTIONS = ("stylized", "texture")
 #: training keys that change how fast a run goes, not what it computes
 SPEED_ONLY_TRAINING_KEYS = ("threads",)
 #: what the report needs of each experiment (labels are for display only)
@@ -36,7 +38,8 @@ def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, 
     declared = spec(exp["method"])
     out = {"experiment": experiment, "seed": seed, "method": exp["method"],
            "method_args": {**declared.defaults, **exp.get("method_args", {})}, "training": training,
-           "dataset": exp["dataset"], "dataset_config": config["datasets"][exp["dataset"]],
+           "dataset": exp["dataset"],
+           "dataset_config": dataset_section(config, exp["dataset"], [exp["train_variant"], *declared.aligned_variants.values()]),
            "train_variant": exp["train_variant"], "aligned_variants": declared.aligned_variants}
     if "grid" in exp:
         out.update(grid=exp["grid"], grid_method=exp["grid_method"])
@@ -81,9 +84,22 @@ def analysis_config(config: dict[str, Any], analysis: str) -> dict[str, Any]:
     return out
 
 
-def dataset_job_config(config: dict[str, Any], dataset: str) -> dict[str, Any]:
-    """What every generation step of `dataset` depends on: its config section and the seed."""
-    return {"dataset": dataset, "config": config["datasets"][dataset], "seed": config["seed"]}
+def dataset_section(config: dict[str, Any], dataset: str, variants: list[str]) -> dict[str, Any]:
+    """`dataset`'s config section as jobs about `variants` see it: for the in9 family without the
+    list of variants (no generation step reads it) and without the sections of derived variants
+    not among `variants`, so adding a variant or editing Stylized IN-9's settings reruns only
+    the jobs that make or read those stores."""
+    section = config["datasets"][dataset]
+    if dataset_family(config, dataset) != "in9":
+        return section
+    return {k: v for k, v in section.items() if k != "variants" and (k not in DERIVED_SECTIONS or k in variants)}
+
+
+def dataset_job_config(config: dict[str, Any], dataset: str, variant: str | None = None) -> dict[str, Any]:
+    """What a generation step of `dataset` (about `variant`, if one) depends on: its config section
+    (see `dataset_section`) and the seed."""
+    return {"dataset": dataset, "config": dataset_section(config, dataset, [variant] if variant else []),
+            "seed": config["seed"]}
 
 
 def report_config(config: dict[str, Any]) -> dict[str, Any]:

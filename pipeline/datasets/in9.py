@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..derived_stage import DERIVED, derived_gather, derived_shard, run_derived_stage
 from ..segment_stage import gather_shards, run_segment_stage, segment_shard, shard_items
 from ..sources import list_source_items
 from ..sources.listing import read_listing, write_listing
@@ -40,9 +41,18 @@ class In9Family(DatasetFamily):
         elif step == "segment":
             items = list_source_items(ds_cfg["source"], ds_cfg["classes"], inputs[0] if inputs else None)
             run_segment_stage(items, ds_cfg, seed, out, quality, manifest, workers)
+        elif step == "variant" and variant in DERIVED:
+            seg_store, seg_manifest = inputs
+            run_derived_stage(variant, seg_store, seg_manifest, ds_cfg, seed, out,
+                              out.parent / f"{variant}.manifest.json", workers)
         elif step == "variant":
             seg_store, seg_manifest = inputs
             run_variant_stage(seg_store, seg_manifest, variant, ds_cfg, seed, out,
                               out.parent / f"{variant}.manifest.json", workers, self.name)
+        elif step == "derived-shard":
+            derived_shard(variant, inputs[0], ds_cfg, seed, shard, out)
+        elif step == "derived-gather":
+            derived_gather(variant, inputs[0], inputs[1], inputs[2:], ds_cfg, seed, out,
+                           out.parent / f"{variant}.manifest.json")
         else:
             raise ValueError(step)

@@ -23,6 +23,8 @@ REGISTRY: dict[str, str] = {
     "clad_plus": "clad.CLADPlus",
     "clad_trivial": "clad.CLADTrivial",
     "clad_plus_trivial": "clad.CLADPlusTrivial",
+    "s_clad": "clad.SCLAD",
+    "s_clad_plus": "clad.SCLADPlus",
     "vanilla": "erm.ERM",  # ReBias's Vanilla row: F alone
     "biased": "erm.Biased",
     "hex": "hex.HEX",

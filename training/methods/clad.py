@@ -154,3 +154,23 @@ class CLADPlusTrivial(CLADPlus):
     """CLAD+ (Trivial)."""
 
     keyed_negatives = False
+
+
+class SCLAD(CLAD):
+    """S-CLAD (CLAD supplementary Sec. IV, Fig. 9): the same loss with texture in place of
+    background. The positive keeps the anchor's shape under another class's texture: its AdaIN
+    copy in Stylized IN-9 (read row-aligned as `stylized`). The dictionary is keyed by the
+    positive's style class, so an anchor of class y contrasts with stylized images that carry a
+    texture of class y on the shape of another class: negatives share the texture, not the shape."""
+
+    extra_fields = ()
+
+    def make_positives(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        styles = batch["stylized_bias_labels"]
+        return batch["stylized"], styles, (styles >= 0) & (styles != batch["labels"])
+
+
+class SCLADPlus(SCLAD):
+    """S-CLAD+: also classifies the stylized positives (Eq. 3)."""
+
+    positive_ce = True

@@ -1,0 +1,65 @@
+# IN-9 variants made image by image by a model or a tool (pipeline/derived_stage.py): Stylized
+# IN-9 (AdaIN: a GPU job, on the CPU without one) and IN-9-Texture (texture synthesis through a
+# command-line tool: a CPU job), one job per segmentation shard, then one gather into the variant
+# store. Each job's config slice holds only its own variant's section, so editing the
+# stylization reruns the stylized store and what reads it, nothing else.
+
+
+def derived_config_file(wildcards):
+    return slice_file(R, "datasets", dataset_job_config(config, wildcards.dataset, wildcards.derived))
+
+
+def derived_shard_files(wildcards):
+    return [path.replace("/shards/", f"/{wildcards.derived}_shards/") for path in shard_files(wildcards)]
+
+
+for _derived, _gpu in (("stylized", True), ("texture", False)):
+
+    rule:
+        name:
+            f"in9_{_derived}_shard"
+        input:
+            config=derived_config_file,
+            store=rules.in9_segment.output.store,
+        wildcard_constraints:
+            dataset=IN9_DATASETS,
+            derived=_derived,
+        output:
+            temp(f"{R}/intermediate/{{dataset}}/{{derived}}_shards/{{shard}}.npz"),
+        params:
+            py=PY,
+        resources:
+            **res.rule_resources(config, _gpu, lambda wc, v=_derived: res.derived_shard(config, wc.dataset, v)),
+        conda:
+            "../envs/workbench.yaml"
+        log:
+            f"{R}/logs/{{dataset}}_{{derived}}_{{shard}}.log",
+        shell:
+            "{params.py} -m pipeline derived-shard --family in9 --config {input.config} --variant {wildcards.derived} "
+            "--shard {wildcards.shard} --inputs {input.store} --out {output} > {log} 2>&1"
+
+
+rule in9_derived:
+    """A derived variant's store and manifest (skipped items with their reasons) from its shards."""
+    input:
+        config=derived_config_file,
+        store=rules.in9_segment.output.store,
+        manifest=rules.in9_segment.output.manifest,
+        shards=derived_shard_files,
+    wildcard_constraints:
+        dataset=IN9_DATASETS,
+        derived=one_of(["stylized", "texture"]),
+    output:
+        store=directory(f"{R}/datasets/{{dataset}}/{{derived}}.zarr"),
+        manifest=f"{R}/datasets/{{dataset}}/{{derived}}.manifest.json",
+    params:
+        py=PY,
+    resources:
+        **res.rule_resources(config, False, lambda wc: res.generation(config, wc.dataset)),
+    conda:
+        "../envs/workbench.yaml"
+    log:
+        f"{R}/logs/{{dataset}}_variant_{{derived}}.log",
+    shell:
+        "{params.py} -m pipeline derived-gather --family in9 --config {input.config} --variant {wildcards.derived} "
+        "--out {output.store} --inputs {input.store} {input.manifest} {input.shards} > {log} 2>&1"

@@ -79,24 +79,30 @@ def synthesize(jobs: list[TextureJob], tool: Tool, timeout_s: float) -> list[np.
             a, b, out = (Path(tmp) / f"{k:05d}_{part}.png" for part in ("a", "b", "out"))
             Image.fromarray(job.a).save(a)
             Image.fromarray(job.b).save(b)
-            files.append({"a": str(a), "b": str(b), "out": str(out), "seed": job.seed, "size": job.size})
-        failure = _run(tool, files, Path(tmp) / "jobs.json", timeout_s * len(jobs))
-        results = [_read(f["out"], job.size) for f, job in zip(files, jobs)]
-        if failure is not None and len(jobs) > 1:
-            # isolate the image(s) that broke the batch; the others keep their outputs
-            for k, (f, job) in enumerate(zip(files, jobs)):
-                if isinstance(results[k], str):
-                    Path(f["out"]).unlink(missing_ok=True)
-                    own = _run(tool, [f], Path(tmp) / f"job{k:05d}.json", timeout_s)
-                    results[k] = _read(f["out"], job.size) if own is None else own
-        elif failure is not None:
-            results = [failure]
+            files.append({"a": str(a), "b": str(b), "out": str(out), "seed": job.seed, "size": job.size,
+                          "patch": int(job.a.shape[0])})
+        if tool.batch:
+            failure = _run(tool, files, Path(tmp) / "jobs.json", timeout_s * len(jobs))
+            results = [_read(f["out"], job.size) for f, job in zip(files, jobs)]
+            if failure is not None:
+                # isolate the image(s) that broke the batch; the others keep their outputs
+                for k, (f, job) in enumerate(zip(files, jobs)):
+                    if isinstance(results[k], str):
+                        Path(f["out"]).unlink(missing_ok=True)
+                        results[k] = _run_one(tool, f, Path(tmp) / f"job{k:05d}.json", timeout_s, job.size)
+        else:
+            results = [_run_one(tool, f, Path(tmp) / "job.json", timeout_s, job.size) for f, job in zip(files, jobs)]
     out = [r if isinstance(r, np.ndarray) else f"texture synthesis ({tool.name}) failed for {job.id}: {r}"
            for r, job in zip(results, jobs)]
     if all(isinstance(r, str) for r in out):
         raise PipelineError(f"the texture tool {tool.name} failed on every image of a batch of {len(jobs)}; "
                             f"first: {out[0]}. Check that it runs (texture.tool / texture.binary)")
     return out
+
+
+def _run_one(tool: Tool, job: dict[str, Any], spec_path: Path, timeout_s: float, size: int) -> np.ndarray | str:
+    failure = _run(tool, [job], spec_path, timeout_s)
+    return _read(job["out"], size) if failure is None else failure
 
 
 def _run(tool: Tool, jobs: list[dict[str, Any]], spec_path: Path, timeout_s: float) -> str | None:

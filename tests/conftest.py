@@ -39,7 +39,7 @@ def tiny_ds_cfg(default_config) -> dict:
 
 @pytest.fixture(scope="session")
 def tiny_stores(tmp_path_factory) -> dict[str, Path]:
-    """original, only_bg_t and mixed_rand stores of 2 + 2 synthetic 32-px images per class."""
+    """original, only_bg_t, mixed_rand and stylized stores of 2 + 2 synthetic 32-px images per class."""
     from pipeline.datasets import get_family
 
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]["in9"]
@@ -50,7 +50,9 @@ def tiny_stores(tmp_path_factory) -> dict[str, Path]:
     fam.run_step("source", cfg, 0, root / "src", [], 1, None)
     fam.run_step("segment", cfg, 0, root / "seg.zarr", [root / "src"], 1, None)
     stores = {}
-    for variant in ("original", "only_bg_t", "mixed_rand"):
+    cfg["stylized"].update(work_size=32, batch_images=8)
+    cfg["stylized"]["styles"].update(per_class=2, size=32)
+    for variant in ("original", "only_bg_t", "mixed_rand", "stylized"):
         stores[variant] = root / f"{variant}.zarr"
         fam.run_step("variant", cfg, 0, stores[variant], [root / "seg.zarr", root / "segmented.manifest.json"], 1,
                      variant)

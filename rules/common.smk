@@ -89,16 +89,22 @@ def user_folders_fingerprint(wildcards):
     return folder_fingerprint(source_paths(wildcards.dataset))
 
 
-def shard_files(wildcards):
-    """One segmentation shard per `block_images` items: counted from the config for the
-    synthetic source, from the listing (a checkpoint) for folders."""
+def shard_files(wildcards, folder="shards"):
+    """One segmentation shard per `block_images` items (in `folder`; the derived variants' shards
+    follow the same split): counted from the config for the synthetic source, from the listing
+    (a checkpoint) for folders."""
     ds = config["datasets"][wildcards.dataset]
     if ds["source"]["kind"] == "synthetic":
         n_items = res.dataset_images(ds, "train") + res.dataset_images(ds, "val")
     else:
         with open(checkpoints.in9_list.get(dataset=wildcards.dataset).output.listing) as fh:
             n_items = len(json.load(fh)["items"])
-    return [f"{R}/intermediate/{wildcards.dataset}/shards/{k:05d}.npz" for k in range(shard_count(n_items, ds))]
+    return [f"{R}/intermediate/{wildcards.dataset}/{folder}/{k:05d}.npz" for k in range(shard_count(n_items, ds))]
+
+
+def derived_config_file(wildcards):
+    """A derived variant's job config: the dataset section with that variant's own section."""
+    return slice_file(R, "datasets", dataset_job_config(config, wildcards.dataset, wildcards.derived))
 
 
 def train_inputs(wildcards):

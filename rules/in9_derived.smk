@@ -5,14 +5,6 @@
 # stylization reruns the stylized store and what reads it, nothing else.
 
 
-def derived_config_file(wildcards):
-    return slice_file(R, "datasets", dataset_job_config(config, wildcards.dataset, wildcards.derived))
-
-
-def derived_shard_files(wildcards):
-    return [path.replace("/shards/", f"/{wildcards.derived}_shards/") for path in shard_files(wildcards)]
-
-
 for _derived, _gpu in (("stylized", True), ("texture", False)):
 
     rule:
@@ -45,7 +37,7 @@ rule in9_derived:
         config=derived_config_file,
         store=rules.in9_segment.output.store,
         manifest=rules.in9_segment.output.manifest,
-        shards=derived_shard_files,
+        shards=lambda wc: shard_files(wc, f"{wc.derived}_shards"),
     wildcard_constraints:
         dataset=IN9_DATASETS,
         derived=one_of(["stylized", "texture"]),

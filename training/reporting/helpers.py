@@ -78,7 +78,8 @@ def metric_table(rows: list[dict[str, Any]], kind: str, analysis: str | None = N
 
 
 def model_order(labels) -> list[str]:
-    preferred = ["Base (IN)", "Base (IN9)", "Base (MR)", "CLAD+", "CLAD", "CLAD+ (Trivial)", "CLAD (Trivial)"]
+    preferred = ["Base (IN)", "Base (IN9)", "Base (MR)", "CLAD+", "CLAD", "CLAD+ (Trivial)", "CLAD (Trivial)",
+                 "Base (SIN9)", "S-CLAD+", "S-CLAD"]
     labels = list(labels)
     return [m for m in preferred if m in labels] + sorted(m for m in labels if m not in preferred)
 

@@ -1,5 +1,5 @@
-"""The report: CLAD Table 2 layout (ours beside the paper's), Fig. 5 scatter, a grid of
-every variant, the segmentation quality summary and the dataset manifests.
+"""The report: CLAD Table 2 layout (ours beside the paper's), Fig. 5 scatter, the texture-bias
+tables, a grid of every variant, the segmentation quality summary and the dataset manifests.
 
 Reads only tidy metric rows (JSON lines) and the dataset stores; writes `report.md`,
 `report.html`, `metrics.csv` (all rows, aggregated) and PNG figures into `out_dir`.
@@ -24,7 +24,7 @@ import zarr  # noqa: E402
 
 from pipeline.store import atomic_path  # noqa: E402
 
-from . import clad_sections, rebias_sections  # noqa: E402
+from . import clad_sections, rebias_sections, texture_sections  # noqa: E402
 from .document import Document  # noqa: E402
 from .helpers import (by_label, experiment_labels, mean_std, metric_table, model_order, read_rows,  # noqa: E402
                       save_figure, sweep_only_experiments)
@@ -88,6 +88,8 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     clad_sections.table6(doc, rows, paper["clad_table6"], config["analyses"]["fivecrop_fraction"])
     clad_sections.figure6(doc, config, rows, saliency_arrays, out_dir)
     clad_sections.sweep_figures(doc, config, table, out_dir)
+    shape_bias = {label: v for label, v in texture_sections.shape_bias_table(rows, labels).items() if label in main}
+    texture_sections.texture_sections(doc, config, main, shape_bias, paper, stores, out_dir)
     rebias_sections.rebias_sections(doc, config, all_rows, paper, out_dir)
     _variant_grid(doc, stores, config["report"]["grid_images"], out_dir / "variant_grid.png")
     _segmentation(doc, quality_file, out_dir / "segmentation_quality.png")
@@ -98,7 +100,8 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
         with open(tmp, "w", newline="") as fh:
             writer = csv.writer(fh)
             writer.writerow(["source", "model", "metric", "mean", "std", "n_seeds", "values"])
-            sources = [("eval", table), *((a, metric_table(rows, "analysis", a))
+            sources = [("eval", table), ("shape_bias", {label: {"shape_bias": v} for label, v in shape_bias.items()}),
+                       *((a, metric_table(rows, "analysis", a))
                                          for a in ("consistency", "fivecrop", "saliency", "texture"))]
             for name in config.get("grids", {}):
                 grid_table: dict[str, dict[str, list[float]]] = defaultdict(dict)

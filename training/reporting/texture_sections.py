@@ -1,0 +1,202 @@
+"""Report sections of the CLAD supplementary's texture part (Secs. IV-V): Tables 7-9, the shape
+bias (Geirhos et al. 2019) with its figure, and a picture of the stylized / texture / sketch
+images beside ORIGINAL.
+
+The reference model of the texture comparison is Base (SIN9): trained on Stylized IN-9, where a
+texture says nothing about the class, it must recognise the shapes on Stylized IN-9 val before a
+higher shape bias of S-CLAD can mean anything.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import zarr
+
+from .clad_sections import TABLE2_COLUMNS, TABLE2_HEADER
+from .document import Document
+from .helpers import capability_line, mean_std, model_order, save_figure
+
+TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]
+TEXTURE_HEADER = ["Original ↑", "Stylized IN-9 ↑", "IN-9-Sketch (stand-in) ↑", "IN-9-Texture", "Shape bias (%)"]
+TEXTURE_VARIANTS = ("stylized", "texture", "sketch")
+
+
+def shape_bias_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, list[float]]:
+    """{model label: [shape bias per seed]} from the eval rows (`labels`: experiment -> label)."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for r in sorted(rows, key=lambda r: (r.get("experiment", ""), r.get("seed", 0))):
+        if r.get("kind") == "eval" and r["metric"] == "shape_bias" and np.isfinite(r["value"]):
+            out[labels.get(r["experiment"], r["experiment"])].append(r["value"])
+    return dict(out)
+
+
+def texture_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[str, list[float]]],
+                     shape_bias: dict[str, list[float]], paper: dict[str, Any], stores: dict[str, Path],
+                     out_dir: Path, chance: float = 100 / 9) -> None:
+    doc.heading("Texture bias – CLAD supplementary Secs. IV–V")
+    variants = config["datasets"][config["evaluation"]["dataset"]]["variants"]
+    if "stylized" not in variants:
+        doc.para("Not run: the evaluation dataset builds no `stylized` variant. Add `stylized` (and `texture`, "
+                 "`sketch`) to its `variants` and give it a `stylized:` section (see config/config.yaml).")
+        return
+    _describe(doc, config)
+    merged = {label: {**cols, "shape_bias": shape_bias.get(label, [])} for label, cols in table.items()}
+    _verdict(doc, merged, chance)
+    _texture_table(doc, "Table 7 – S-CLAD / S-CLAD+ vs the baselines (%)", merged,
+                   ["Base (IN9)", "Base (SIN9)", "S-CLAD", "S-CLAD+"], paper["clad_table7"])
+    _texture_table(doc, "Table 8 – CLAD / CLAD+ on the texture test sets (%)", merged,
+                   ["Base (IN9)", "CLAD", "CLAD+"], paper["clad_table8"])
+    _table9(doc, table, paper["clad_table9"])
+    _shape_bias_figure(doc, shape_bias, paper["geirhos_shape_bias"], out_dir / "shape_bias.png")
+    _image_grid(doc, stores, config, out_dir / "texture_grid.png")
+
+
+def _describe(doc: Document, config: dict[str, Any]) -> None:
+    ds = config["datasets"][config["evaluation"]["dataset"]]
+    sty = ds["stylized"]
+    styles = ("each class's own textures drawn by the embedded source's background generator "
+              f"({sty['styles']['per_class']} per class)" if sty["styles"]["kind"] == "embedded"
+              else f"the texture images under `{sty['styles']['root']}`, one folder per class")
+    text = (f"Stylized IN-9: every image stylized by AdaIN (α = {sty['alpha']:g}, at {sty['work_size']} px) with a "
+            f"style of another class, drawn from {styles}. Its val split is the cue-conflict set: shape of class A, "
+            "texture of class B ≠ A; the shape bias counts, over the decisions for A or B, the share for A. ")
+    if "texture" in ds.get("variants", []):
+        tex = ds["texture"]
+        text += (f"IN-9-Texture: a texture synthesized by `{tex['tool']}` from each image's central patch and one "
+                 "random patch (Ge et al. 2021): no shape is left, so accuracy there measures texture use. ")
+    text += ("IN-9-Sketch is not available offline (ImageNet-Sketch is a separate download): the *sketch* column is "
+             "a stand-in, the edges of the segmented foreground drawn black on white, and is labelled as such.")
+    doc.para(text)
+
+
+def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: float) -> None:
+    """Does S-CLAD raise the shape bias (and Stylized IN-9 accuracy) of Base (IN9)? Only after
+    Base (SIN9) is shown to recognise shapes on the stylized images."""
+    reference = table.get("Base (SIN9)", {}).get("stylized", [])
+    base = table.get("Base (IN9)", {})
+    if not reference or not base.get("shape_bias"):
+        doc.para("Capability check: no Base (SIN9) or Base (IN9) run on Stylized IN-9 in this configuration, so "
+                 "whether this benchmark can judge texture debiasing is unknown.")
+        return
+    capable, line = capability_line("Base (SIN9)", "on Stylized IN-9 val", reference, chance,
+                                    "to recognise shapes under a foreign texture")
+    doc.para(line)
+    sin = table["Base (SIN9)"].get("shape_bias", [])
+    doc.para(f"Shape bias of Base (SIN9) {mean_std(sin)} % vs Base (IN9) {mean_std(base['shape_bias'])} % "
+             f"({_compare(sin, base['shape_bias'])}; Geirhos et al. found 81 vs 22 % for ResNet-50 on real images).")
+    if not capable:
+        doc.para("Do S-CLAD / S-CLAD+ reduce the texture bias of Base (IN9) here? Not informative: the reference "
+                 "model does not recognise shapes under a foreign texture on these images.")
+        return
+    lines = []
+    for label in ("S-CLAD", "S-CLAD+"):
+        cols = table.get(label, {})
+        if not cols.get("shape_bias"):
+            continue
+        lines.append(f"{label}: shape bias {mean_std(cols['shape_bias'])} vs {mean_std(base['shape_bias'])} % "
+                     f"({_compare(cols['shape_bias'], base['shape_bias'])}); Stylized IN-9 "
+                     f"{mean_std(cols.get('stylized', []))} vs {mean_std(base.get('stylized', []))} % "
+                     f"({_compare(cols.get('stylized', []), base.get('stylized', []))}); Original "
+                     f"{mean_std(cols.get('original', []))} vs {mean_std(base.get('original', []))} %.")
+    if lines:
+        doc.para("Against Base (IN9): " + " ".join(lines) + " \"Higher\" or \"lower\" only when the difference "
+                 "exceeds the seed spread of both; computed from the numbers, nothing is tuned to it.")
+
+
+def _compare(ours: list[float], base: list[float]) -> str:
+    if not ours or not base:
+        return "no numbers"
+    spread = max(np.std(ours, ddof=1) if len(ours) > 1 else 0.0, np.std(base, ddof=1) if len(base) > 1 else 0.0)
+    diff = float(np.mean(ours) - np.mean(base))
+    word = "higher" if diff > spread else "lower" if diff < -spread else "not clearly different"
+    return f"{word}: {diff:+.1f} points, seed spread {spread:.1f}"
+
+
+def _texture_table(doc: Document, title: str, table: dict[str, dict[str, list[float]]], models: list[str],
+                   paper: dict[str, Any]) -> None:
+    doc.heading(title)
+    present = [m for m in models if m in table]
+    rows = [["Ours", m, *[mean_std(table[m].get(c, [])) for c in TEXTURE_COLUMNS]] for m in present]
+    cols = paper["columns"]
+    for prow in paper["rows"]:
+        values = dict(zip(cols, prow["values"]))
+        rows.append(["Paper", prow["model"], *[f"{values[c]:.1f}" if c in values else "–" for c in TEXTURE_COLUMNS]])
+    doc.table(["", "Model", *TEXTURE_HEADER], rows)
+    missing = [m for m in models if m not in table]
+    if missing:
+        doc.para(f"No runs of {', '.join(missing)} in this configuration.")
+
+
+def _table9(doc: Document, table: dict[str, dict[str, list[float]]], paper: dict[str, Any]) -> None:
+    doc.heading("Table 9 – S-CLAD / S-CLAD+ on the Background Challenge (%)")
+    present = [m for m in ("Base (IN9)", "S-CLAD", "S-CLAD+") if m in table]
+    rows = [["Ours", m, *[mean_std(table[m].get(c, [])) for c in TABLE2_COLUMNS]] for m in present]
+    rows += [["Paper", r["model"], *[f"{v:.1f}" for v in r["values"]]] for r in paper["rows"]]
+    doc.table(["", "Model", *TABLE2_HEADER], rows)
+
+
+def _shape_bias_figure(doc: Document, shape_bias: dict[str, list[float]], geirhos: dict[str, float],
+                       path: Path) -> None:
+    if not shape_bias:
+        return
+    labels = model_order(shape_bias)
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(labels) + 1.9))
+    means = [np.mean(shape_bias[m]) for m in labels]
+    errs = [np.std(shape_bias[m], ddof=1) if len(shape_bias[m]) > 1 else 0.0 for m in labels]
+    ax.barh(range(len(labels)), means, xerr=errs, color="tab:blue", capsize=3)
+    for k, m in enumerate(labels):
+        ax.plot(shape_bias[m], [k] * len(shape_bias[m]), "k.", markersize=4)
+    for (name, value), style in zip(geirhos.items(), ("--", "-.", ":")):
+        ax.axvline(value, color="grey", linestyle=style, linewidth=1, label=f"{name} (Geirhos et al.): {value} %")
+    ax.axvline(50, color="black", linewidth=0.6)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("shape bias (%): shape decisions / (shape + texture decisions)")
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.45, -0.18), ncol=2, frameon=False)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    doc.heading("Shape bias on the cue-conflict images")
+    doc.image(path.name, "Bars: mean over seeds (dots: each seed) on Stylized IN-9 val; grey lines: Geirhos et al.'s "
+                         "ResNet-50 and human figures on real cue-conflict images, for orientation only.")
+    doc.table(["Model", "Shape bias (%)", "Seeds"], [[m, mean_std(shape_bias[m]), str(len(shape_bias[m]))]
+                                                     for m in labels])
+
+
+def _image_grid(doc: Document, stores: dict[str, Path], config: dict[str, Any], path: Path, n_images: int = 6) -> None:
+    columns = [v for v in ("original", *TEXTURE_VARIANTS) if v in stores]
+    classes = config["datasets"][config["evaluation"]["dataset"]]["classes"]
+    groups = {v: zarr.open_group(str(stores[v]), mode="r")["val"] for v in columns}
+    n = groups["stylized"]["labels"].shape[0] if "stylized" in groups else 0
+    if not n:
+        return
+    # one image of each of the first classes, the same images in every column (matched by id)
+    labels = groups["stylized"]["labels"][:]
+    picks = [int(np.nonzero(labels == c)[0][0]) for c in np.unique(labels)[:n_images]]
+    ids = groups["stylized"]["ids"][:][picks]
+    fig, axes = plt.subplots(len(picks), len(columns), figsize=(1.5 * len(columns), 1.5 * len(picks) + 0.3),
+                             squeeze=False)
+    for j, variant in enumerate(columns):
+        where = {str(i): k for k, i in enumerate(groups[variant]["ids"][:])}
+        for i, image_id in enumerate(ids):
+            ax = axes[i][j]
+            ax.axis("off")
+            if str(image_id) in where:
+                ax.imshow(groups[variant]["images"][where[str(image_id)]], interpolation="nearest")
+            if variant == "stylized":
+                style = int(groups["stylized"]["bias_labels"][picks[i]])
+                ax.set_title(f"texture: {classes[style]}", fontsize=6)
+            elif variant == "original":
+                ax.set_title(classes[int(labels[picks[i]])], fontsize=6)
+        axes[0][j].text(0.5, 1.35, variant.upper() + (" (stand-in)" if variant == "sketch" else ""), fontsize=7,
+                        ha="center", transform=axes[0][j].transAxes)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=130)
+    doc.heading("Stylized, texture and sketch images beside ORIGINAL")
+    doc.image(path.name, "The same validation images in each variant; above each stylized image, the class whose "
+                         "texture it was given (the cue conflict).")

@@ -102,6 +102,18 @@ def shard_files(wildcards, folder="shards"):
     return [f"{R}/intermediate/{wildcards.dataset}/{folder}/{k:05d}.npz" for k in range(shard_count(n_items, ds))]
 
 
+def derived_inputs(wildcards):
+    """The files a derived variant's jobs read beside the segmented store: the style folder and
+    the AdaIN weights when the config names them (a missing one stops the DAG build, named)."""
+    section = config["datasets"][wildcards.dataset][wildcards.derived]
+    if wildcards.derived != "stylized":
+        return []
+    paths = [section[k] for k in ("vgg", "decoder") if section.get(k)]
+    if section["styles"]["kind"] == "folder" and section["styles"].get("root"):
+        paths.append(section["styles"]["root"])
+    return [os.path.expanduser(p) for p in paths]
+
+
 def derived_config_file(wildcards):
     """A derived variant's job config: the dataset section with that variant's own section."""
     return slice_file(R, "datasets", dataset_job_config(config, wildcards.dataset, wildcards.derived))

@@ -13,6 +13,7 @@ for _derived, _gpu in (("stylized", True), ("texture", False)):
         input:
             config=derived_config_file,
             store=rules.in9_segment.output.store,
+            assets=derived_inputs,
         wildcard_constraints:
             dataset=IN9_DATASETS,
             derived=_derived,

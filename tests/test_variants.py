@@ -114,9 +114,10 @@ def test_variant_stage_writes_exact_pixels(tmp_path, variant):
                 assert partner == (arrays["labels"][row] + 1) % 2
     else:
         expected = {"original": img, "only_fg": img * m, "no_fg": img * (1 - m),
-                    "only_bg_b": img * (1 - box[..., None]), "only_bg_t": bg}[variant]
+                    "only_bg_b": img * (1 - box[..., None]), "only_bg_t": bg, "sketch": variants.sketch(img, fg)}[variant]
         assert np.array_equal(g["images"][:], expected)
-        assert list(g["bias_labels"][:]) == ([-1] * len(rows) if variant == "only_fg" else list(arrays["labels"][rows]))
+        no_background = variant in ("only_fg", "sketch")
+        assert list(g["bias_labels"][:]) == ([-1] * len(rows) if no_background else list(arrays["labels"][rows]))
     assert ("masks" in g) == (variant in variants.WITH_FOREGROUND)
     if "masks" in g:
         assert np.array_equal(g["masks"][:], fg)

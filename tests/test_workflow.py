@@ -172,7 +172,12 @@ def test_real_data_config_dry_runs_on_a_folder(tmp_path):
     assert "Missing input files for rule train" in out and "/models/resnet50-11ad3fa6.pth" in out  # the paper's
     weights = tmp_path / "resnet50.pth"                                    # pretrained ResNet-50 is required
     weights.write_bytes(b"stand-in")  # only its existence matters to the DAG
-    extra.write_text(extra.read_text() + f"training: {{pretrained: {str(weights)!r}}}\n")
+    styles = tmp_path / "textures"  # Stylized IN-9's style folder is an input too
+    styles.mkdir()
+    extra.write_text(json.dumps({"datasets": {"in9": {
+        "source": {"in9_folder": {"root": str(root), "annotations": None}},
+        "stylized": {"styles": {"kind": "folder", "root": str(styles), "size": 256}}}},
+        "training": {"pretrained": str(weights)}}))
     jobs = planned(snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml", str(extra),
                              "--config", f"results={tmp_path / 'results'}"))
     assert jobs["in9_list"] == 1 and "train" in jobs and "in9_segment_shard" not in jobs  # shards: after the listing

@@ -1,6 +1,6 @@
 """Stylized IN-9 and IN-9-Texture generation speed at 224 px, on 1 and 2 worker processes.
 
-    python -m benchmarks.stylize_texture [--photos DIR] [--n 32] [--size 224]
+    python -m benchmarks.stylize_texture [--photos DIR] [--n 186] [--size 224]
 
 Runs the derived stage itself (`run_derived_stage`: AdaIN with the packaged weights and the
 embedded styles; G'MIC through the subprocess wrapper) on `n` photos segmented once beforehand,
@@ -34,7 +34,7 @@ IN9_IMAGES, IMAGENET_IMAGES = 9 * (5_045 + 450), 1_281_167 + 50_000
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--photos", type=Path, default=ROOT.parent / "shared" / "data" / "in9-photos-dev")
-    parser.add_argument("--n", type=int, default=32)
+    parser.add_argument("--n", type=int, default=186)
     parser.add_argument("--size", type=int, default=224)
     args = parser.parse_args()
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]["in9"]

@@ -121,12 +121,11 @@ def _stylize(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, classes: l
     from .styles import choose_style, load_styles
 
     cfg = ds_cfg["stylized"]
-    cuda = torch.cuda.is_available()
     torch.set_num_threads(1)  # parallelism is across shards; one thread keeps the bytes machine-independent
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
-    device = torch.device("cuda" if cuda else "cpu")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     styles = load_styles(cfg["styles"], classes, seed)
-    n, size, work = len(images), images.shape[1] if len(images) else int(ds_cfg["image_size"]), int(cfg["work_size"])
+    (n, size), work = images.shape[:2], int(cfg["work_size"])
     out = np.zeros((n, size, size, 3), np.uint8)
     choice = np.full(n, -1, np.int64)
     records: list[dict[str, Any]] = [{} for _ in range(n)]
@@ -178,8 +177,7 @@ def _texture(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, classes: l
 
     cfg = ds_cfg["texture"]
     tool = make_tool(cfg)
-    n = len(images)
-    size = images.shape[1] if n else int(ds_cfg["image_size"])
+    n, size = images.shape[:2]
     work = int(cfg["work_size"] or size)
     big = _resize(images, work)
     p = patch_sides(work, cfg)

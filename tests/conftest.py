@@ -37,21 +37,27 @@ def tiny_ds_cfg(default_config) -> dict:
     return cfg
 
 
-@pytest.fixture(scope="session")
-def tiny_stores(tmp_path_factory) -> dict[str, Path]:
-    """original, only_bg_t, mixed_rand and stylized stores of 2 + 2 synthetic 32-px images per class."""
-    from pipeline.datasets import get_family
-
+def tiny_stores_config() -> dict:
+    """The IN-9 dataset section `tiny_stores` is built with: 2 + 2 synthetic 32-px images per class."""
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]["in9"]
     cfg.update(image_size=32, chunk_images=4, block_images=8)
     cfg["source"]["synthetic"].update(image_size=32, train_per_class=2, val_per_class=2)
+    cfg["stylized"].update(work_size=32, batch_images=8)
+    cfg["stylized"]["styles"].update(per_class=2, size=32)
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def tiny_stores(tmp_path_factory) -> dict[str, Path]:
+    """original, only_bg_t, mixed_rand and stylized stores of `tiny_stores_config()`."""
+    from pipeline.datasets import get_family
+
+    cfg = tiny_stores_config()
     root = tmp_path_factory.mktemp("data")
     fam = get_family("in9")
     fam.run_step("source", cfg, 0, root / "src", [], 1, None)
     fam.run_step("segment", cfg, 0, root / "seg.zarr", [root / "src"], 1, None)
     stores = {}
-    cfg["stylized"].update(work_size=32, batch_images=8)
-    cfg["stylized"]["styles"].update(per_class=2, size=32)
     for variant in ("original", "only_bg_t", "mixed_rand", "stylized"):
         stores[variant] = root / f"{variant}.zarr"
         fam.run_step("variant", cfg, 0, stores[variant], [root / "seg.zarr", root / "segmented.manifest.json"], 1,

@@ -106,6 +106,19 @@ def test_a_report_key_reruns_only_the_report(tiny_run, tmp_path):
     assert planned(snakemake(*base, str(edit), "--config", f"results={tiny_run}")) == {"report": 1, "all": 1}
 
 
+def test_a_stylization_edit_remakes_only_the_stylized_store_and_the_runs_reading_it(tiny_run, tmp_path):
+    """alpha of Stylized IN-9: its shards and gather rerun, the runs trained on it or reading it
+    (Base (SIN9), S-CLAD, S-CLAD+) retrain, every model is rescored (the test set changed); the
+    segmentation, the other variants and the other runs are untouched."""
+    args = ["all", "--cores", "2", "--configfile", *TINY_CONFIGS]
+    assert planned(snakemake("-n", *args, "--config", f"results={tiny_run}")) == {}  # runs before any real edit
+    edit = tmp_path / "stylized.yaml"
+    edit.write_text("datasets: {in9: {stylized: {alpha: 0.5}}}\n")
+    jobs = planned(snakemake("-n", *args, str(edit), "--config", f"results={tiny_run}"))
+    assert jobs["in9_stylized_shard"] == 6 and jobs["in9_derived"] == 1 and jobs["train"] == 3
+    assert not {"in9_segment_shard", "in9_segment", "in9_variant", "in9_texture_shard"} & set(jobs)
+
+
 def test_one_experiments_optimiser_reruns_exactly_its_runs_and_their_readers(tiny_run, tmp_path):
     edit = tmp_path / "optimiser.yaml"
     edit.write_text("experiments: {base_in9: {method: erm, dataset: in9, train_variant: original, label: Base (IN9),"

@@ -45,18 +45,22 @@ def test_different_seeds_give_different_models(tmp_path, tiny_store, train_confi
     assert not torch.equal(a["network.head.weight"], b["network.head.weight"])
 
 
-# LearnedMixin+H trains G alone first (tested in test_rebias_methods); here F's head must move at once.
-FIRST_UPDATE_TRAINS_F = {"learned_mixin_h": {"g_pretrain_epochs": 0}}
+# LearnedMixin+H trains G alone first (tested in test_rebias_methods); here F must move at once.
+FIRST_UPDATE_TRAINS_F = {"learned_mixin_h": {"g_pretrain_epochs": 0}, "moco_v2": {"queue_size": 16},
+                         "moco_v2_texture": {"queue_size": 16}}
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_every_method_runs_one_update_that_changes_weights(name, tiny_stores, train_config):
+    """One step moves the trained network's first layer (the self-supervised methods leave the
+    head, their linear probe, to `finish`)."""
     method = METHODS[name](9, train_config["training"], FIRST_UPDATE_TRAINS_F.get(name, {}))
-    batch = debug_batch(method, tiny_stores)
-    before = copy.deepcopy(method.network.head.weight.detach())
+    batch = debug_batch(method, {**tiny_stores, "texture": tiny_stores["stylized"]})  # a stand-in IN-9-Texture
+    first = next(method.network.parameters())
+    before = copy.deepcopy(first.detach())
     stats = method.update(batch)
     assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
-    assert not torch.equal(before, method.network.head.weight)
+    assert not torch.equal(before, first)
 
 
 def test_evaluation_rows(tmp_path, tiny_store, train_config):

@@ -66,3 +66,37 @@ def hsic(x: torch.Tensor, y: torch.Tensor, sigma_x: float | None = 1.0, sigma_y:
     trace_kl = (kt * lt).sum()
     ones_kl_ones = kt.sum(0) @ lt.sum(1)
     return (trace_kl + kt.sum() * lt.sum() / ((m - 1) * (m - 2)) - 2.0 / (m - 2) * ones_kl_ones) / (m * (m - 3))
+
+
+def moco_nce(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, tau: float,
+             ns: torch.Tensor | None = None, alpha: float = 1.0) -> torch.Tensor:
+    """MoCo's InfoNCE with a non-semantic negative, Ge et al. Eq. (1), averaged over queries:
+
+        L = -log[ e^{q.k/T} / ( e^{q.k/T} + e^{alpha q.z_ns/T} + sum_n e^{q.z_n/T} ) ]
+
+    q, k: (B, D) query and key embeddings; queue: (K, D) standard negatives; ns: (B, D) each
+    query's non-semantic negative (None: plain MoCo-v2). Every embedding is L2-normalised here.
+    """
+    q, k, queue = F.normalize(q.float(), dim=1), F.normalize(k.float(), dim=1), F.normalize(queue.float(), dim=1)
+    logits = [(q * k).sum(1, keepdim=True), q @ queue.T]                 # (B, 1), (B, K)
+    if ns is not None:
+        logits.append(alpha * (q * F.normalize(ns.float(), dim=1)).sum(1, keepdim=True))  # (B, 1)
+    logits = torch.cat(logits, dim=1) / tau
+    return F.cross_entropy(logits, torch.zeros(len(q), dtype=torch.long, device=q.device))
+
+
+def byol_loss(p: torch.Tensor, z: torch.Tensor, ns: torch.Tensor | None = None, alpha: float = 0.0) -> torch.Tensor:
+    """BYOL's loss with a non-semantic negative, Ge et al. Eq. (2), averaged over the batch:
+
+        L = |p - z|^2 - alpha |p - z_ns|^2 = 2 - 2 alpha - 2 p.z + 2 alpha p.z_ns
+
+    on L2-normalised vectors: p (B, D) the online prediction, z the target projection of the
+    other view, ns the target projection of the non-semantic negative. The paper writes the
+    norms unsquared but expands them as squared ones (its right-hand side); we follow the
+    expansion, which is BYOL's own normalised squared error when alpha = 0.
+    """
+    p, z = F.normalize(p.float(), dim=1), F.normalize(z.float(), dim=1)
+    loss = 2 - 2 * (p * z).sum(1)
+    if ns is not None:
+        loss = loss - alpha * (2 - 2 * (p * F.normalize(ns.float(), dim=1)).sum(1))
+    return loss.mean()

@@ -135,6 +135,8 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
         print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items()),
               flush=True)
         _save_checkpoint(ckpt_path, method, schedulers, epoch + 1, history, run_hash)
+    if final := method.finish(batches):
+        history += [{"kind": "train", **tags, "epoch": cfg["epochs"], "metric": k, "value": v} for k, v in final.items()]
     with atomic_path(metrics_path) as tmp:
         tmp.write_text("".join(json.dumps(row) + "\n" for row in history))
     model_path = run_dir / "model.pt"

@@ -31,6 +31,9 @@ REGISTRY: dict[str, str] = {
     "rebias": "rebias.ReBias",
     "rubi": "rebias.RUBi",
     "learned_mixin_h": "rebias.LearnedMixinH",
+    "moco_v2": "ssl.MoCoV2",
+    "moco_v2_texture": "ssl.MoCoV2Texture",
+    "byol": "ssl.BYOL",
 }
 
 

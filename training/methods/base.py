@@ -90,6 +90,11 @@ class Method(nn.Module):
         """One optimisation step on `batch`; returns scalar statistics to log."""
         raise NotImplementedError
 
+    def finish(self, batches) -> dict[str, float]:
+        """Work after the last epoch, on the training batches (`ZarrBatches`): the self-supervised
+        methods fit their linear probe here. Returns statistics to log; by default nothing."""
+        return {}
+
     @torch.no_grad()
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """Pooled backbone features (B, D) of normalised images x (the space CLAD contrasts in)."""

@@ -1,0 +1,96 @@
+"""MoCo-v2's "aug-plus" views (Chen et al. 2020, as Ge et al. train MoCo-v2 and BYOL), batched on
+the images' device: RandomResizedCrop(scale 0.2-1) + horizontal flip (the `Augmenter`'s affine
+views), ColorJitter(0.4, 0.4, 0.4, 0.1) with p = 0.8, grayscale with p = 0.2, Gaussian blur
+sigma ~ U(0.1, 2.0) with p = 0.5 (sigma and kernel scaled from 224 px to the image size), then
+normalisation. Two simplifications of torchvision's ColorJitter, both to keep one batched call:
+the four jitters run in a fixed order (brightness, contrast, saturation, hue) instead of a random
+one, and the hue shift is a rotation of the chroma plane in YIQ space instead of a shift in HSV.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .data import Augmenter
+
+GRAY = (0.299, 0.587, 0.114)  # ITU-R 601 luma, as torchvision's rgb_to_grayscale
+RGB_TO_YIQ = torch.tensor([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]])
+
+
+def _uniform(b: int, lo: float, hi: float, g: torch.Generator) -> torch.Tensor:
+    return torch.empty(b).uniform_(lo, hi, generator=g)
+
+
+def gray(x: torch.Tensor) -> torch.Tensor:
+    """Luma (B, 1, H, W) of RGB images x (B, 3, H, W) in [0, 1]."""
+    w = torch.tensor(GRAY, device=x.device).view(1, 3, 1, 1)
+    return (x * w).sum(1, keepdim=True)
+
+
+def color_jitter(x: torch.Tensor, strength: tuple[float, float, float, float], apply: torch.Tensor,
+                 g: torch.Generator) -> torch.Tensor:
+    """Brightness, contrast, saturation (factors U(1-s, 1+s)) and hue (YIQ rotation by U(-h, h) turns)
+    of the images where `apply` (B,) is True; x (B, 3, H, W) in [0, 1]."""
+    b, (sb, sc, ss, sh) = len(x), strength
+    one = lambda s: torch.where(apply, _uniform(b, 1 - s, 1 + s, g), torch.ones(b)).to(x.device).view(b, 1, 1, 1)
+    x = (x * one(sb)).clamp(0, 1)
+    c = one(sc)
+    x = (c * x + (1 - c) * gray(x).mean((2, 3), keepdim=True)).clamp(0, 1)
+    s = one(ss)
+    x = (s * x + (1 - s) * gray(x)).clamp(0, 1)
+    angle = torch.where(apply, _uniform(b, -sh, sh, g), torch.zeros(b)).to(x.device) * 2 * math.pi
+    yiq = torch.einsum("ij,bjhw->bihw", RGB_TO_YIQ.to(x.device), x)
+    cos, sin = torch.cos(angle).view(b, 1, 1), torch.sin(angle).view(b, 1, 1)
+    i, q = yiq[:, 1], yiq[:, 2]
+    yiq = torch.stack([yiq[:, 0], cos * i - sin * q, sin * i + cos * q], dim=1)
+    return torch.einsum("ij,bjhw->bihw", torch.linalg.inv(RGB_TO_YIQ).to(x.device), yiq).clamp(0, 1)
+
+
+def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+    """Separable Gaussian blur of each image with its own sigma (B,) in pixels (0 = unchanged)."""
+    b, c, h, w = x.shape
+    radius = max(1, int(math.ceil(3 * float(sigma.max()))))
+    t = torch.arange(-radius, radius + 1, device=x.device, dtype=x.dtype)
+    s = sigma.to(x.device, x.dtype).clamp_min(1e-6).view(b, 1)
+    k = torch.exp(-t ** 2 / (2 * s ** 2))
+    k = (k / k.sum(1, keepdim=True)).repeat_interleave(c, 0)              # (B*C, 2r+1)
+    y = F.pad(x.reshape(1, b * c, h, w), (radius, radius, radius, radius), mode="reflect")
+    y = F.conv2d(y, k.view(b * c, 1, 1, -1), groups=b * c)
+    y = F.conv2d(y, k.view(b * c, 1, -1, 1), groups=b * c).view(b, c, h, w)
+    return torch.where((sigma > 0).to(x.device).view(b, 1, 1, 1), y, x)
+
+
+class AugPlus:
+    """Two-view augmentation of MoCo-v2 / BYOL for uint8 batches (B, H, W, 3)."""
+
+    def __init__(self, mean: list[float], std: list[float], crop_scale: tuple[float, float] = (0.2, 1.0),
+                 jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.4, 0.1), p_jitter: float = 0.8,
+                 p_gray: float = 0.2, p_blur: float = 0.5, blur_sigma: tuple[float, float] = (0.1, 2.0)):
+        self.geometry = Augmenter(mean, std, crop_scale, hflip=True)
+        self.mean, self.std = self.geometry.mean, self.geometry.std
+        self.jitter, self.p_jitter, self.p_gray, self.p_blur, self.blur_sigma = jitter, p_jitter, p_gray, p_blur, blur_sigma
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """[0, 1] images (B, 3, H, W) -> the network's normalised input, channels-last."""
+        x = (x - self.mean.to(x.device)) / self.std.to(x.device)
+        return x.contiguous(memory_format=torch.channels_last)
+
+    def __call__(self, images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+        """One random aug-plus view per image: uint8 (B, H, W, 3) -> normalised (B, 3, H, W)."""
+        b, size = images.shape[0], images.shape[1]
+        x = images.permute(0, 3, 1, 2).float().div_(255.0)
+        x = Augmenter.apply(x, self.geometry.sample(b, g))
+        x = color_jitter(x, self.jitter, torch.rand(b, generator=g) < self.p_jitter, g)
+        to_gray = (torch.rand(b, generator=g) < self.p_gray).to(x.device).view(b, 1, 1, 1)
+        x = torch.where(to_gray, gray(x).expand_as(x), x)
+        scale = size / 224  # sigma U(0.1, 2.0) is in 224-px pixels
+        sigma = _uniform(b, *self.blur_sigma, g) * scale
+        x = gaussian_blur(x, torch.where(torch.rand(b, generator=g) < self.p_blur, sigma, torch.zeros(b)))
+        return self.normalize(x)
+
+    def plain(self, images: torch.Tensor) -> torch.Tensor:
+        """Normalised images without augmentation (the negatives, the linear probe's features)."""
+        return self.normalize(images.permute(0, 3, 1, 2).float().div(255.0))

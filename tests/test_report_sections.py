@@ -140,3 +140,54 @@ def test_table1_lists_the_papers_rows_beside_other_demo_rho():
     md = doc.markdown()
     assert "| ρ = 0.5 | 50.0 | 50.0 |" in md and "| ρ = 0.7 | 50.0 | 50.0 |" in md
     assert "| ρ = 0.99 (paper) | 89.1 | 88.1 |" in md and "| ρ = 0.999 (paper) | 10.4 | 22.7 |" in md
+
+
+def _ssl_config():
+    exp = lambda method, label, **args: {"method": method, "dataset": "in9", "train_variant": "original",
+                                         "label": label, "method_args": args}
+    return {"experiments": {"moco": exp("moco_v2", "MoCo-v2"),
+                            "moco_patch2": exp("moco_v2", "+ Patch", negative="patch", alpha=2.0),
+                            "moco_patch3": exp("moco_v2", "+ Patch α3", negative="patch", alpha=3.0),
+                            "byol": exp("byol", "BYOL"),
+                            "base_in9": exp("erm", "Base (IN9)")}}
+
+
+def _ssl_rows(patch_sims):
+    rows = []
+    for experiment, sim in zip(("moco", "moco_patch2", "moco_patch3"), patch_sims):
+        for seed in (0, 1):
+            rows += [{"kind": "eval", "experiment": experiment, "seed": seed, "metric": "similarity", "variant": pair,
+                      "value": value} for pair, value in (("positive", 0.8), ("patch_negative", sim),
+                                                          ("texture_negative", sim + 0.05))]
+    return rows
+
+
+def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
+    import yaml
+    from importlib import resources
+
+    from training.reporting.ssl_sections import ssl_runs, ssl_sections
+
+    config = _ssl_config()
+    assert [r["experiment"] for r in ssl_runs(config)] == ["moco", "moco_patch2", "moco_patch3", "byol"]
+    paper = yaml.safe_load(resources.files("training.reporting").joinpath("paper_numbers.yaml").read_text())
+    cols = lambda acc: {"original": [acc, acc + 2], "stylized": [20.0, 21.0], "mixed_rand": [40.0, 41.0],
+                        "sketch": [30.0, 30.5], "shape_bias": [30.0, 32.0]}
+    table = {"MoCo-v2": cols(60.0), "+ Patch": cols(70.0), "+ Patch α3": cols(50.0), "BYOL": cols(55.0),
+             "Base (IN9)": cols(90.0)}
+    doc = Document("t")
+    ssl_sections(doc, config, table, _ssl_rows([0.6, 0.5, 0.3]), paper, tmp_path)
+    md = doc.markdown()
+    assert "| + Patch (α = 2) | 71.0 ± 1.4 |" in md and "| Supervised – Base (IN9) | 91.0 ± 1.4 |" in md
+    assert "| + Patch-based α = 2 | 79.35 |" in md                       # the paper's row, quoted
+    assert "it learns the classes from self-supervised features" in md
+    assert "original higher: +10.0 points" in md and "original lower: -10.0 points" in md
+    assert "patch negative: 0.600 → 0.500 → 0.300 (falls as α rises)" in md
+    assert (tmp_path / "ssl_similarity.png").stat().st_size > 0 and (tmp_path / "ssl_alpha_curve.png").stat().st_size > 0
+    doc = Document("t")
+    ssl_sections(doc, config, table, _ssl_rows([0.6, 0.7, 0.3]), paper, tmp_path)
+    assert "(does not fall monotonically as α rises)" in doc.markdown()
+    table["MoCo-v2"]["original"] = [12.0, 13.0]                           # at chance: no verdict
+    doc = Document("t")
+    ssl_sections(doc, config, table, [], paper, tmp_path)
+    assert "**not informative**" in doc.markdown() and "original higher" not in doc.markdown()

@@ -111,8 +111,13 @@ def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, P
     run_cfg = state["run_config"]
     grid_run = "grid" in run_cfg
     tags = {**run_tags(run_cfg), "dataset": run_cfg["dataset"] if grid_run else eval_cfg["dataset"]}
-    return accuracy_rows(lambda x: method.predict(x).argmax(1), stores, eval_cfg["split"], eval_cfg["batch_size"],
+    rows = accuracy_rows(lambda x: method.predict(x).argmax(1), stores, eval_cfg["split"], eval_cfg["batch_size"],
                          method.augmenter, device, tags, cells=grid_run)
+    if hasattr(method, "embed") and "original" in stores:  # self-supervised runs: Ge et al. Figs. 2-3
+        from .ssl_eval import similarity_rows
+
+        rows += similarity_rows(method, stores, eval_cfg["split"], eval_cfg["batch_size"], device, tags)
+    return rows
 
 
 def mapping_tensor(mapping_path: Path) -> torch.Tensor:

@@ -32,6 +32,16 @@ def capability_line(model: str, where: str, values: list[float], chance: float, 
                         "one: the verdict below is **not informative**."))
 
 
+def compare(ours: list[float], base: list[float]) -> str:
+    """"higher" / "lower" only when the difference of means exceeds the seed spread of both."""
+    if not ours or not base:
+        return "no numbers"
+    spread = max(np.std(ours, ddof=1) if len(ours) > 1 else 0.0, np.std(base, ddof=1) if len(base) > 1 else 0.0)
+    diff = float(np.mean(ours) - np.mean(base))
+    word = "higher" if diff > spread else "lower" if diff < -spread else "not clearly different"
+    return f"{word}: {diff:+.1f} points, seed spread {spread:.1f}"
+
+
 def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
     rows = []
     for path in paths:

@@ -19,7 +19,7 @@ import zarr
 
 from .clad_sections import TABLE2_COLUMNS, TABLE2_HEADER
 from .document import Document
-from .helpers import capability_line, mean_std, model_order, save_figure
+from .helpers import capability_line, compare, mean_std, model_order, save_figure
 
 TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]
 TEXTURE_HEADER = ["Original ↑", "Stylized IN-9 ↑", "IN-9-Sketch (stand-in) ↑", "IN-9-Texture", "Shape bias (%)"]
@@ -88,7 +88,7 @@ def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: fl
     doc.para(line)
     sin = table["Base (SIN9)"].get("shape_bias", [])
     doc.para(f"Shape bias of Base (SIN9) {mean_std(sin)} % vs Base (IN9) {mean_std(base['shape_bias'])} % "
-             f"({_compare(sin, base['shape_bias'])}; Geirhos et al. found 81 vs 22 % for ResNet-50 on real images).")
+             f"({compare(sin, base['shape_bias'])}; Geirhos et al. found 81 vs 22 % for ResNet-50 on real images).")
     if not capable:
         doc.para("Do S-CLAD / S-CLAD+ reduce the texture bias of Base (IN9) here? Not informative: the reference "
                  "model does not recognise shapes under a foreign texture on these images.")
@@ -99,22 +99,13 @@ def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: fl
         if not cols.get("shape_bias"):
             continue
         lines.append(f"{label}: shape bias {mean_std(cols['shape_bias'])} vs {mean_std(base['shape_bias'])} % "
-                     f"({_compare(cols['shape_bias'], base['shape_bias'])}); Stylized IN-9 "
+                     f"({compare(cols['shape_bias'], base['shape_bias'])}); Stylized IN-9 "
                      f"{mean_std(cols.get('stylized', []))} vs {mean_std(base.get('stylized', []))} % "
-                     f"({_compare(cols.get('stylized', []), base.get('stylized', []))}); Original "
+                     f"({compare(cols.get('stylized', []), base.get('stylized', []))}); Original "
                      f"{mean_std(cols.get('original', []))} vs {mean_std(base.get('original', []))} %.")
     if lines:
         doc.para("Against Base (IN9): " + " ".join(lines) + " \"Higher\" or \"lower\" only when the difference "
                  "exceeds the seed spread of both; computed from the numbers, nothing is tuned to it.")
-
-
-def _compare(ours: list[float], base: list[float]) -> str:
-    if not ours or not base:
-        return "no numbers"
-    spread = max(np.std(ours, ddof=1) if len(ours) > 1 else 0.0, np.std(base, ddof=1) if len(base) > 1 else 0.0)
-    diff = float(np.mean(ours) - np.mean(base))
-    word = "higher" if diff > spread else "lower" if diff < -spread else "not clearly different"
-    return f"{word}: {diff:+.1f} points, seed spread {spread:.1f}"
 
 
 def _texture_table(doc: Document, title: str, table: dict[str, dict[str, list[float]]], models: list[str],

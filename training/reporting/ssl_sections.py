@@ -1,0 +1,177 @@
+"""Report sections of the non-semantic negatives (Ge et al., NeurIPS 2021): Table 1 in the paper's
+layout (our linear-probe accuracies on the IN-9 test sets, the paper's ImageNet-100 numbers
+quoted beneath), the capability line on plain MoCo-v2, a verdict computed from the numbers, the
+similarity of the anchors to their positive and negatives (Figs. 2-3) and the alpha curve (Fig. 6)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..methods import spec
+from .document import Document
+from .helpers import capability_line, compare, mean_std, save_figure
+
+SSL_METHODS = ("moco_v2", "moco_v2_texture", "byol")
+COLUMNS = ["original", "stylized", "texture", "sketch", "mixed_rand", "bg_gap", "shape_bias"]
+HEADER = ["Original ↑", "Stylized IN-9 ↑", "IN-9-Texture", "Sketch (stand-in) ↑", "Mixed-Rand ↑", "BG-GAP ↓",
+          "Shape bias (%)"]
+OOD = ("stylized", "sketch", "mixed_rand")
+PAIRS = {"positive": "positive", "standard_negative": "standard negative", "patch_negative": "patch negative",
+         "texture_negative": "texture negative"}
+
+
+def ssl_runs(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The self-supervised experiments in Table 1's order: MoCo-v2, + texture, + patch (by alpha),
+    BYOL, BYOL + patch; each {experiment, label, method, negative, alpha}."""
+    runs = []
+    for name, exp in config["experiments"].items():
+        if exp["method"] in SSL_METHODS and not exp.get("grid"):
+            args = {**spec(exp["method"]).defaults, **exp.get("method_args", {})}
+            runs.append({"experiment": name, "label": exp["label"], "method": exp["method"],
+                         "negative": args["negative"], "alpha": float(args["alpha"])})
+    order = {("moco_v2", "none"): 0, ("moco_v2_texture", "texture"): 1, ("moco_v2", "patch"): 2,
+             ("byol", "none"): 3, ("byol", "patch"): 4}
+    return sorted(runs, key=lambda r: (order[(r["method"], r["negative"])], r["alpha"]))
+
+
+def similarity_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """{experiment: {pair: [mean cosine similarity per seed]}} from the eval rows."""
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in sorted(rows, key=lambda r: (r.get("experiment", ""), r.get("seed", 0))):
+        if r.get("kind") == "eval" and r["metric"] == "similarity":
+            out[r["experiment"]][r["variant"]].append(r["value"])
+    return out
+
+
+def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[str, list[float]]],
+                 rows: list[dict[str, Any]], paper: dict[str, Any], out_dir: Path, chance: float = 100 / 9) -> None:
+    runs = ssl_runs(config)
+    if not runs:
+        return
+    doc.heading("Non-semantic negatives – Ge et al. (NeurIPS 2021), Table 1")
+    doc.para("Self-supervised pre-training on the training images, then a linear probe on the frozen backbone "
+             "(SGD lr 10, 60 epochs, ×0.1 at 30/40/50, on features computed once without augmentation); the probe's "
+             "accuracy on each test set. Patch negatives are made anew each step from the stored image; texture "
+             "negatives are the images' IN-9-Texture copies. The OOD sets here are Stylized IN-9, the sketch stand-in "
+             "and the Background Challenge's Mixed-Rand; the paper's ImageNet-C, -S and -R are not available offline "
+             "(ImageNet-C-style corruptions of our val set are not built yet).")
+    mark = lambda r: r["label"] + ("" if r["negative"] == "none" else f" (α = {r['alpha']:g})")
+    body = [[mark(r), *[mean_std(table.get(r["label"], {}).get(c, [])) for c in COLUMNS]] for r in runs]
+    supervised = "Base (IN9)"
+    if supervised in table:
+        body.append([f"Supervised – {supervised}", *[mean_std(table[supervised].get(c, [])) for c in COLUMNS]])
+    doc.table(["Model (ours, linear probe)", *HEADER], body)
+    cols = paper["ge_table1"]["columns"]
+    doc.table(["Model (paper, ImageNet-100, ResNet-50)", *cols],
+              [[p["model"], *[f"{v:.2f}" for v in p["values"]]] for p in paper["ge_table1"]["rows"]])
+    _verdict(doc, runs, table, chance)
+    sims = similarity_table(rows)
+    _similarity(doc, runs, sims, paper["ge_similarity"], out_dir / "ssl_similarity.png")
+    _alpha_curve(doc, runs, table, out_dir / "ssl_alpha_curve.png")
+
+
+def _verdict(doc: Document, runs: list[dict[str, Any]], table: dict[str, dict[str, list[float]]],
+             chance: float) -> None:
+    plain = next((r for r in runs if r["method"] == "moco_v2" and r["negative"] == "none"), None)
+    if plain is None:
+        doc.para("Capability check: no plain MoCo-v2 run in this configuration, so whether the probe learns the "
+                 "classes at all is unknown; no verdict.")
+        return
+    base = table.get(plain["label"], {})
+    capable, line = capability_line(plain["label"], "with its linear probe on Original val", base.get("original", []),
+                                    chance, "the classes from self-supervised features")
+    doc.para(line)
+    if not capable:
+        doc.para("Do non-semantic negatives improve MoCo-v2 here? Not informative.")
+        return
+    lines = []
+    for r in runs:
+        if r["method"] == "moco_v2" and r["negative"] == "none" or r["method"] == "byol" and r["negative"] == "none":
+            continue
+        ref = plain if r["method"].startswith("moco") else next(
+            (b for b in runs if b["method"] == "byol" and b["negative"] == "none"), None)
+        if ref is None:
+            continue
+        ours, theirs = table.get(r["label"], {}), table.get(ref["label"], {})
+        parts = [f"{c} {compare(ours.get(c, []), theirs.get(c, []))}" for c in ("original", *OOD)]
+        lines.append(f"{mark_alpha(r)} vs {ref['label']}: " + "; ".join(parts) + ".")
+    seeds = min((len(table.get(r["label"], {}).get("original", [])) for r in runs), default=0)
+    caveat = (" One seed per run: the differences have no seed spread, so read them as a pilot, not a verdict."
+              if seeds < 2 else " \"Higher\" / \"lower\" only where the difference exceeds both seed spreads.")
+    doc.para("Against the same method without non-semantic negatives (accuracy, points): " + " ".join(lines) + caveat)
+
+
+def mark_alpha(run: dict[str, Any]) -> str:
+    return f"{run['label']} (α = {run['alpha']:g})"
+
+
+def _similarity(doc: Document, runs: list[dict[str, Any]], sims: dict[str, dict[str, list[float]]],
+                paper: dict[str, dict[int, float]], path: Path) -> None:
+    present = [r for r in runs if r["experiment"] in sims]
+    if not present:
+        return
+    pairs = [p for p in PAIRS if any(sims[r["experiment"]].get(p) for r in present)]
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    width = 0.8 / len(present)
+    for k, r in enumerate(present):
+        means = [np.mean(sims[r["experiment"]].get(p, [np.nan])) for p in pairs]
+        ax.bar(np.arange(len(pairs)) + k * width, means, width, label=mark_alpha(r) if r["negative"] != "none" else r["label"])
+    ax.set_xticks(np.arange(len(pairs)) + 0.4 - width / 2, [PAIRS[p] for p in pairs])
+    ax.set_ylabel("mean cosine similarity to the anchor")
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.legend(fontsize=6, frameon=False)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    doc.heading("Similarity of the anchors to their positive and negatives (Figs. 2–3)")
+    doc.image(path.name, "Mean cosine similarity, on the val images, between an aug-plus view's embedding and that "
+                         "of another view (positive), a view of another image (standard negative), its patch negative "
+                         "and its IN-9-Texture image.")
+    doc.table(["Model", *[PAIRS[p] for p in pairs]],
+              [[mark_alpha(r) if r["negative"] != "none" else r["label"],
+                *[mean_std(sims[r["experiment"]].get(p, []), 3) for p in pairs]] for r in present])
+    moco = [r for r in present if r["method"] == "moco_v2"]
+    if len(moco) > 1:
+        alphas = [0.0 if r["negative"] == "none" else r["alpha"] for r in moco]
+        order = np.argsort(alphas, kind="stable")
+        lines = []
+        for pair in ("patch_negative", "texture_negative"):
+            values = [float(np.mean(sims[moco[i]["experiment"]].get(pair, [np.nan]))) for i in order]
+            if any(np.isnan(values)):
+                continue
+            falls = all(b < a for a, b in zip(values, values[1:]))
+            lines.append(f"{PAIRS[pair]}: " + " → ".join(f"{v:.3f}" for v in values)
+                         + (" (falls as α rises)" if falls else " (does not fall monotonically as α rises)"))
+        if lines:
+            doc.para(f"MoCo-v2 with patch negatives at α = {', '.join(f'{alphas[i]:g}' for i in order)}: "
+                     + "; ".join(lines) + ". The paper (ImageNet-100, α = 0, 2, 3): patch "
+                     + " → ".join(f"{v:.3f}" for v in paper["patch_negative"].values()) + ", texture "
+                     + " → ".join(f"{v:.3f}" for v in paper["texture_negative"].values()) + ".")
+
+
+def _alpha_curve(doc: Document, runs: list[dict[str, Any]], table: dict[str, dict[str, list[float]]],
+                 path: Path) -> None:
+    moco = [r for r in runs if r["method"] == "moco_v2" and r["label"] in table]
+    if len(moco) < 2:
+        return
+    alphas = [0.0 if r["negative"] == "none" else r["alpha"] for r in moco]
+    order = np.argsort(alphas, kind="stable")
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for column, style in (("shape_bias", "o-"), ("original", "s--"), ("stylized", "^:")):
+        ys = [table[moco[i]["label"]].get(column, []) for i in order]
+        ax.errorbar([alphas[i] for i in order], [np.mean(y) if y else np.nan for y in ys],
+                    yerr=[np.std(y, ddof=1) if len(y) > 1 else 0.0 for y in ys], fmt=style, capsize=3,
+                    label={"shape_bias": "shape bias (%)", "original": "Original accuracy (%)",
+                           "stylized": "Stylized IN-9 accuracy (%)"}[column])
+    ax.set_xlabel("α (0 = no patch negative)")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    doc.heading("Shape bias against α (Fig. 6)")
+    doc.image(path.name, "MoCo-v2 with patch negatives: shape bias on the cue-conflict images and probe accuracies, "
+                         "per α (mean over seeds, bars: sample std).")

@@ -1,0 +1,45 @@
+"""How hard the non-semantic negatives are (Ge et al. 2021, Figs. 2-3): the mean cosine similarity
+of each val image's embedding (one aug-plus view) to that of its positive (a second view), a
+standard negative (a view of another val image), its patch negative and its IN-9-Texture image,
+in the contrastive space the loss compares (MoCo: the head's output; BYOL: the prediction)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from pipeline.seeding import name_seed
+
+from .data import ZarrBatches
+from .negatives import patch_negatives
+
+PAIRS = ("positive", "standard_negative", "patch_negative", "texture_negative")
+
+
+@torch.no_grad()
+def similarity_rows(method, stores: dict[str, Path], split: str, batch_size: int, device: torch.device,
+                    tags: dict[str, Any]) -> list[dict]:
+    """One row per pair kind: metric "similarity", variant = the pair, value = mean cosine similarity
+    over the `split` images of stores["original"] (the texture pair only when stores has "texture")."""
+    aligned = {"textures": stores["texture"]} if "texture" in stores else {}
+    batches = ZarrBatches(stores["original"], split, batch_size, shuffle=False, fields=("images",), aligned=aligned)
+    g = torch.Generator().manual_seed(name_seed("similarity", tags["experiment"], tags["seed"]))
+    sums = {pair: 0.0 for pair in PAIRS}
+    n = 0
+    for batch in batches.epoch(0):
+        images = batch["images"].to(device)
+        anchor = method.embed(method.views(images, g))
+        others = {"positive": method.embed(method.views(images, g)),
+                  # the next image of the batch: another image, as a queue entry would be
+                  "standard_negative": method.embed(method.views(torch.roll(images, 1, 0), g)),
+                  "patch_negative": method.embed(method.views.plain(patch_negatives(images, g)))}
+        if "textures" in batch:
+            others["texture_negative"] = method.embed(method.views.plain(batch["textures"].to(device)))
+        for pair, z in others.items():
+            sums[pair] += float(F.cosine_similarity(anchor, z, dim=1).sum())
+        n += len(images)
+    return [{"kind": "eval", **tags, "variant": pair, "split": split, "metric": "similarity", "value": sums[pair] / n,
+             "n": n} for pair in PAIRS if pair != "texture_negative" or aligned]

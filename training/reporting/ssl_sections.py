@@ -60,8 +60,7 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
              "negatives are the images' IN-9-Texture copies. The OOD sets here are Stylized IN-9, the sketch stand-in "
              "and the Background Challenge's Mixed-Rand; the paper's ImageNet-C, -S and -R are not available offline "
              "(ImageNet-C-style corruptions of our val set are not built yet).")
-    mark = lambda r: r["label"] + ("" if r["negative"] == "none" else f" (α = {r['alpha']:g})")
-    body = [[mark(r), *[mean_std(table.get(r["label"], {}).get(c, [])) for c in COLUMNS]] for r in runs]
+    body = [[display(r), *[mean_std(table.get(r["label"], {}).get(c, [])) for c in COLUMNS]] for r in runs]
     supervised = "Base (IN9)"
     if supervised in table:
         body.append([f"Supervised – {supervised}", *[mean_std(table[supervised].get(c, [])) for c in COLUMNS]])
@@ -99,14 +98,17 @@ def _verdict(doc: Document, runs: list[dict[str, Any]], table: dict[str, dict[st
             continue
         ours, theirs = table.get(r["label"], {}), table.get(ref["label"], {})
         parts = [f"{c} {compare(ours.get(c, []), theirs.get(c, []))}" for c in ("original", *OOD)]
-        lines.append(f"{mark_alpha(r)} vs {ref['label']}: " + "; ".join(parts) + ".")
+        lines.append(f"{display(r)} vs {ref['label']}: " + "; ".join(parts) + ".")
     seeds = min((len(table.get(r["label"], {}).get("original", [])) for r in runs), default=0)
     caveat = (" One seed per run: the differences have no seed spread, so read them as a pilot, not a verdict."
               if seeds < 2 else " \"Higher\" / \"lower\" only where the difference exceeds both seed spreads.")
     doc.para("Against the same method without non-semantic negatives (accuracy, points): " + " ".join(lines) + caveat)
 
 
-def mark_alpha(run: dict[str, Any]) -> str:
+def display(run: dict[str, Any]) -> str:
+    """The run's label, with its alpha when it uses a negative and its label does not say it."""
+    if run["negative"] == "none" or "α" in run["label"]:
+        return run["label"]
     return f"{run['label']} (α = {run['alpha']:g})"
 
 
@@ -120,7 +122,7 @@ def _similarity(doc: Document, runs: list[dict[str, Any]], sims: dict[str, dict[
     width = 0.8 / len(present)
     for k, r in enumerate(present):
         means = [np.mean(sims[r["experiment"]].get(p, [np.nan])) for p in pairs]
-        ax.bar(np.arange(len(pairs)) + k * width, means, width, label=mark_alpha(r) if r["negative"] != "none" else r["label"])
+        ax.bar(np.arange(len(pairs)) + k * width, means, width, label=display(r))
     ax.set_xticks(np.arange(len(pairs)) + 0.4 - width / 2, [PAIRS[p] for p in pairs])
     ax.set_ylabel("mean cosine similarity to the anchor")
     ax.axhline(0, color="black", linewidth=0.6)
@@ -132,7 +134,7 @@ def _similarity(doc: Document, runs: list[dict[str, Any]], sims: dict[str, dict[
                          "of another view (positive), a view of another image (standard negative), its patch negative "
                          "and its IN-9-Texture image.")
     doc.table(["Model", *[PAIRS[p] for p in pairs]],
-              [[mark_alpha(r) if r["negative"] != "none" else r["label"],
+              [[display(r),
                 *[mean_std(sims[r["experiment"]].get(p, []), 3) for p in pairs]] for r in present])
     moco = [r for r in present if r["method"] == "moco_v2"]
     if len(moco) > 1:

@@ -191,3 +191,14 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
     doc = Document("t")
     ssl_sections(doc, config, table, [], paper, tmp_path)
     assert "**not informative**" in doc.markdown() and "original higher" not in doc.markdown()
+
+
+def test_the_reports_config_slice_places_the_demos_ssl_runs_in_table_1_order(default_config):
+    from training.reporting.ssl_sections import ssl_runs
+    from workbench.config import resolve_config
+    from workbench.slices import report_config
+
+    runs = ssl_runs(report_config(resolve_config(default_config)))
+    assert [(r["method"], r["negative"], r["alpha"]) for r in runs] == [
+        ("moco_v2", "none", 2.0), ("moco_v2_texture", "texture", 2.0), ("moco_v2", "patch", 2.0),
+        ("moco_v2", "patch", 3.0), ("byol", "none", 0.0), ("byol", "patch", 0.05)]

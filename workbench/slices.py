@@ -24,8 +24,10 @@ from .config import dataset_family, deep_merge, test_sets
 DERIVED_SECTIONS = ("stylized", "texture")
 #: training keys that change how fast a run goes, not what it computes
 SPEED_ONLY_TRAINING_KEYS = ("threads",)
-#: what the report needs of each experiment (labels are for display only)
-REPORT_EXPERIMENT_KEYS = ("label", "method", "dataset", "train_variant", "seeds", "grid", "grid_method")
+#: what the report needs of each experiment (labels are for display only; method_args place the
+#: self-supervised runs in Ge et al.'s Table 1 by their negative and alpha)
+REPORT_EXPERIMENT_KEYS = ("label", "method", "method_args", "dataset", "train_variant", "seeds", "grid",
+                          "grid_method")
 
 
 def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, Any]:

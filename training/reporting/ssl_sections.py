@@ -118,7 +118,7 @@ def _similarity(doc: Document, runs: list[dict[str, Any]], sims: dict[str, dict[
     if not present:
         return
     pairs = [p for p in PAIRS if any(sims[r["experiment"]].get(p) for r in present)]
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = plt.subplots(figsize=(7, 3.8))
     width = 0.8 / len(present)
     for k, r in enumerate(present):
         means = [np.mean(sims[r["experiment"]].get(p, [np.nan])) for p in pairs]
@@ -126,7 +126,7 @@ def _similarity(doc: Document, runs: list[dict[str, Any]], sims: dict[str, dict[
     ax.set_xticks(np.arange(len(pairs)) + 0.4 - width / 2, [PAIRS[p] for p in pairs])
     ax.set_ylabel("mean cosine similarity to the anchor")
     ax.axhline(0, color="black", linewidth=0.6)
-    ax.legend(fontsize=6, frameon=False)
+    ax.legend(fontsize=6, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
     doc.heading("Similarity of the anchors to their positive and negatives (Figs. 2–3)")

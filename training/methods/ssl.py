@@ -159,7 +159,7 @@ class MoCoV2(SelfSupervised):
                 self.momentum_update(self.projector, self.key_projector, self.args["momentum"])
                 k = self.key(v_k)                                         # (B, dim)
                 z_ns = self.key(ns) if ns is not None else None          # (B, dim), no gradient
-        loss = moco_nce(q, k, self.queue.clone(), self.args["tau"], z_ns, self.args["alpha"])
+        loss = moco_nce(q, k, self.queue, self.args["tau"], z_ns, self.args["alpha"])
         self.step(self.optimizer, loss)
         self.enqueue(k)  # the keys only: negatives are never enqueued
         self.steps_done += 1

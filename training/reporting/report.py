@@ -89,8 +89,8 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     clad_sections.figure6(doc, config, rows, saliency_arrays, out_dir)
     clad_sections.sweep_figures(doc, config, table, out_dir)
     shape_bias = {label: v for label, v in texture_sections.shape_bias_table(rows, labels).items() if label in main}
-    texture_sections.texture_sections(doc, config, main, shape_bias, paper, stores, out_dir)
     with_bias = {label: {**cols, "shape_bias": shape_bias.get(label, [])} for label, cols in main.items()}
+    texture_sections.texture_sections(doc, config, with_bias, shape_bias, paper, stores, out_dir)
     ssl_sections.ssl_sections(doc, config, with_bias, rows, paper, out_dir)
     rebias_sections.rebias_sections(doc, config, all_rows, paper, out_dir)
     _variant_grid(doc, stores, config["report"]["grid_images"], out_dir / "variant_grid.png")

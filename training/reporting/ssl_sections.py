@@ -90,7 +90,7 @@ def _verdict(doc: Document, runs: list[dict[str, Any]], table: dict[str, dict[st
         return
     lines = []
     for r in runs:
-        if r["method"] == "moco_v2" and r["negative"] == "none" or r["method"] == "byol" and r["negative"] == "none":
+        if r["negative"] == "none":  # the references themselves
             continue
         ref = plain if r["method"].startswith("moco") else next(
             (b for b in runs if b["method"] == "byol" and b["negative"] == "none"), None)

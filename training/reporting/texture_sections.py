@@ -38,6 +38,8 @@ def shape_bias_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> dict
 def texture_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[str, list[float]]],
                      shape_bias: dict[str, list[float]], paper: dict[str, Any], stores: dict[str, Path],
                      out_dir: Path, chance: float = 100 / 9) -> None:
+    """`table`: {model label: {test set or "shape_bias": [value per seed]}}; `shape_bias` the same
+    numbers by model, for the figure."""
     doc.heading("Texture bias – CLAD supplementary Secs. IV–V")
     variants = config["datasets"][config["evaluation"]["dataset"]]["variants"]
     if "stylized" not in variants:
@@ -45,11 +47,10 @@ def texture_sections(doc: Document, config: dict[str, Any], table: dict[str, dic
                  "`sketch`) to its `variants` and give it a `stylized:` section (see config/config.yaml).")
         return
     _describe(doc, config)
-    merged = {label: {**cols, "shape_bias": shape_bias.get(label, [])} for label, cols in table.items()}
-    _verdict(doc, merged, chance)
-    _texture_table(doc, "Table 7 – S-CLAD / S-CLAD+ vs the baselines (%)", merged,
+    _verdict(doc, table, chance)
+    _texture_table(doc, "Table 7 – S-CLAD / S-CLAD+ vs the baselines (%)", table,
                    ["Base (IN9)", "Base (SIN9)", "S-CLAD", "S-CLAD+"], paper["clad_table7"])
-    _texture_table(doc, "Table 8 – CLAD / CLAD+ on the texture test sets (%)", merged,
+    _texture_table(doc, "Table 8 – CLAD / CLAD+ on the texture test sets (%)", table,
                    ["Base (IN9)", "CLAD", "CLAD+"], paper["clad_table8"])
     _table9(doc, table, paper["clad_table9"])
     _shape_bias_figure(doc, shape_bias, paper["geirhos_shape_bias"], out_dir / "shape_bias.png")

@@ -5,11 +5,14 @@
   split is the cue-conflict set of the shape bias (shape of class A, texture of class B != A).
 - `texture` (IN-9-Texture, Ge et al. 2021 Sec. 3.1): a texture synthesized from the image's
   central patch and one random patch (`pipeline.texture_synthesis`); `bias_labels` = the label.
+- `corrupted` (IN-9-C): the image under one ImageNet-C (corruption, severity) pair, the pairs
+  balanced per class (`pipeline.corruptions`); `bias_labels` = the label, `corruption` (index
+  into the store's `corruptions` attribute) and `severity` per image.
 
 The shards are the segmentation's (`block_images` rows of the intermediate store each), so a
 cluster spreads them over nodes; every choice is seeded by the image's id and every batch is
-fixed by the data, so the stores' bytes do not depend on how the shards were scheduled. Both
-run at `work_size` (images are resized to it and back): AdaIN's relu4_1 sees 1/8 of the side,
+fixed by the data, so the stores' bytes do not depend on how the shards were scheduled. The
+first two run at `work_size` (images are resized to it and back): AdaIN's relu4_1 sees 1/8 of the side,
 which leaves a 32-px image with 4x4 features and no shape to keep.
 """
 
@@ -23,12 +26,15 @@ import cv2
 import numpy as np
 import zarr
 
+from .corruptions import assign_pairs, check_work_size, corrupt_image, corruption_names
 from .errors import SkipItem
 from .parallel import run_blocks, worker_setup
 from .seeding import name_rng, name_seed
 from .store import atomic_path, code_version, config_hash, create_array, write_json
 
-DERIVED = ("stylized", "texture")
+DERIVED = ("stylized", "texture", "corrupted")
+#: per-image arrays a kind stores beside images, labels, bias labels and ids
+EXTRA_FIELDS = {"stylized": ("style_ids",), "corrupted": ("corruption", "severity")}
 
 
 def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int, shard: int, out: Path) -> None:
@@ -42,8 +48,11 @@ def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int,
     wanted = np.isin(seg["splits"][lo:hi], cfg["splits"]) & seg["ok"][lo:hi].astype(bool)
     rows = lo + np.nonzero(wanted)[0]
     images, labels, ids = seg["images"][lo:hi][rows - lo], seg["labels"][:][rows], seg["ids"][:][rows]
-    make = _stylize if kind == "stylized" else _texture
-    result = make(images, labels, ids, list(seg.attrs["classes"]), ds_cfg, seed)
+    if kind == "corrupted":
+        result = _corrupt(images, rows, seg, ds_cfg, seed)
+    else:
+        make = _stylize if kind == "stylized" else _texture
+        result = make(images, labels, ids, list(seg.attrs["classes"]), ds_cfg, seed)
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, rows=rows, records=np.array(json.dumps(result.pop("records"))), **result)
@@ -51,8 +60,8 @@ def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int,
 
 def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: list[Path], ds_cfg: dict[str, Any],
                    seed: int, out_store: Path, manifest_path: Path) -> None:
-    """The variant store (layout of `variant_stage`, plus `style_ids` for `stylized`) and its
-    manifest (the segmentation's skipped items plus this stage's) from every shard, in row order."""
+    """The variant store (layout of `variant_stage`, plus the kind's own per-image arrays:
+    `style_ids` for `stylized`, `corruption` and `severity` for `corrupted`) and its manifest (the segmentation's skipped items plus this stage's) from every shard, in row order."""
     seg = zarr.open_group(seg_store, mode="r")
     ids, splits = seg["ids"][:], seg["splits"][:]
     parts = [dict(np.load(path)) for path in shard_files]
@@ -69,6 +78,8 @@ def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: 
                             "variant": kind, "family": "in9", "image_size": size,
                             "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
                                            "code_version": code_version()}})
+        if kind == "corrupted":
+            group.attrs["corruptions"] = corruption_names(ds_cfg["corrupted"]["corruptions"])
         for split in ds_cfg[kind]["splits"]:
             in_split = splits[rows] == split
             made = in_split & data["ok"].astype(bool)
@@ -83,8 +94,9 @@ def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: 
             create_array(sub, "labels", (n,), np.int64, one, one)[:] = seg["labels"][:][rows[made]]
             create_array(sub, "bias_labels", (n,), np.int64, one, one)[:] = data["bias_labels"][made]
             create_array(sub, "ids", (n,), str, one, one)[:] = ids[rows[made]]
-            if "style_ids" in data:
-                create_array(sub, "style_ids", (n,), str, one, one)[:] = data["style_ids"][made]
+            for field in EXTRA_FIELDS.get(kind, ()):
+                values = data[field][made]
+                create_array(sub, field, (n,), str if values.dtype.kind == "U" else values.dtype, one, one)[:] = values
     write_json(manifest_path, manifest)
 
 
@@ -196,3 +208,32 @@ def _texture(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, classes: l
             else:
                 out[k], ok[k] = _resize(result[None], size)[0], 1
     return {"images": out, "ok": ok, "bias_labels": labels.astype(np.int64), "records": records}
+
+
+def _corrupt(images: np.ndarray, rows: np.ndarray, seg: zarr.Group, ds_cfg: dict[str, Any],
+             seed: int) -> dict[str, Any]:
+    """The shard's images, each under its (corruption, severity) pair; the pairs are assigned over
+    all usable images of each split at once, so a shard needs no other shard's result."""
+    cfg = ds_cfg["corrupted"]
+    names, severities = corruption_names(cfg["corruptions"]), [int(s) for s in cfg["severities"]]
+    check_work_size(int(seg.attrs["image_size"]), cfg.get("work_size"))
+    pairs = [(c, s) for c in range(len(names)) for s in severities]
+    labels, ids, splits = seg["labels"][:], seg["ids"][:], seg["splits"][:]
+    usable = seg["ok"][:].astype(bool)
+    pair = np.full(len(ids), -1, np.int64)
+    for split in cfg["splits"]:
+        members = np.nonzero(usable & (splits == split))[0]
+        pair[members] = assign_pairs(labels[members], ids[members], len(pairs), seed)
+    n = len(rows)
+    out, ok = np.zeros_like(images), np.zeros(n, np.uint8)
+    corruption, severity = np.full(n, -1, np.int64), np.zeros(n, np.int64)
+    records: list[dict[str, Any]] = [{} for _ in range(n)]
+    for k, row in enumerate(rows):
+        c, s = pairs[pair[row]]
+        corruption[k], severity[k] = c, s
+        try:
+            out[k], ok[k] = corrupt_image(images[k], names[c], s, str(ids[row]), seed, cfg.get("work_size")), 1
+        except SkipItem as exc:
+            records[k] = {"skipped": exc.reason}
+    return {"images": out, "ok": ok, "bias_labels": labels[rows].astype(np.int64), "corruption": corruption,
+            "severity": severity, "records": records}

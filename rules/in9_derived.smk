@@ -1,11 +1,11 @@
 # IN-9 variants made image by image by a model or a tool (pipeline/derived_stage.py): Stylized
-# IN-9 (AdaIN: a GPU job, on the CPU without one) and IN-9-Texture (texture synthesis through a
-# command-line tool: a CPU job), one job per segmentation shard, then one gather into the variant
+# IN-9 (AdaIN: a GPU job, on the CPU without one), IN-9-Texture (texture synthesis through a
+# command-line tool: a CPU job) and IN-9-C (ImageNet-C corruptions: CPU), one job per segmentation shard, then one gather into the variant
 # store. Each job's config slice holds only its own variant's section, so editing the
 # stylization reruns the stylized store and what reads it, nothing else.
 
 
-for _derived, _gpu in (("stylized", True), ("texture", False)):
+for _derived, _gpu in (("stylized", True), ("texture", False), ("corrupted", False)):
 
     rule:
         name:
@@ -41,7 +41,7 @@ rule in9_derived:
         shards=lambda wc: shard_files(wc, f"{wc.derived}_shards"),
     wildcard_constraints:
         dataset=IN9_DATASETS,
-        derived=one_of(["stylized", "texture"]),
+        derived=one_of(["stylized", "texture", "corrupted"]),
     output:
         store=directory(f"{R}/datasets/{{dataset}}/{{derived}}.zarr"),
         manifest=f"{R}/datasets/{{dataset}}/{{derived}}.manifest.json",

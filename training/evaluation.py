@@ -18,6 +18,8 @@ from .methods.base import Method
 #: variants whose val images are cue-conflict images (shape of the label's class, texture of the
 #: bias label's class): their rows include the shape bias
 CUE_CONFLICT_VARIANTS = ("stylized",)
+#: variants whose images carry a corruption severity (IN-9-C): their rows include the accuracy per severity
+CORRUPTED_VARIANTS = ("corrupted",)
 #: input side of the ImageNet models scored as Base (IN)
 IMAGENET_INPUT = 224
 #: sub-class counts per IN-9 label in the Background Challenge's in_to_in9.json
@@ -52,6 +54,17 @@ def shape_bias(result: dict[str, np.ndarray]) -> tuple[float, int]:
     return (100.0 * shape / (shape + texture) if shape + texture else float("nan")), shape + texture
 
 
+def severity_rows(result: dict[str, np.ndarray], store: Path, split: str, tags: dict[str, Any]) -> list[dict]:
+    """Accuracy (%) per corruption severity of an IN-9-C store (mean over the corruptions, which are
+    balanced within each severity), as ImageNet-C's accuracy-vs-severity curves."""
+    import zarr
+
+    severity = zarr.open_group(store, mode="r")[split]["severity"][:]
+    correct = result["pred"] == result["labels"]
+    return [{**tags, "metric": "severity_accuracy", "severity": int(s), "value": float(100.0 * correct[severity == s].mean()),
+             "n": int((severity == s).sum())} for s in np.unique(severity)]
+
+
 def cell_accuracy_rows(result: dict[str, np.ndarray], tags: dict[str, Any]) -> list[dict]:
     """Accuracy (%) per (bias label, class) cell with at least one image (ReBias Fig. 3)."""
     rows = []
@@ -66,7 +79,8 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
                   batch_size: int, augmenter: Augmenter, device: torch.device, tags: dict[str, Any],
                   cells: bool = False) -> list[dict]:
     """One tidy row per variant: accuracy (%) and the number of images (and with `cells`, the
-    accuracy of every bias x class cell; on cue-conflict variants, the shape bias); plus the BG-GAP row, acc(MIXED_SAME) - acc(MIXED_RAND),
+    accuracy of every bias x class cell; on cue-conflict variants, the shape bias; on corrupted
+    ones, the accuracy per severity); plus the BG-GAP row, acc(MIXED_SAME) - acc(MIXED_RAND),
     when both variants are evaluated."""
     rows, acc = [], {}
     for variant, store in stores.items():
@@ -77,6 +91,8 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
         if variant in CUE_CONFLICT_VARIANTS:
             bias, decisions = shape_bias(result)
             rows.append({**row_tags, "metric": "shape_bias", "value": bias, "n": decisions})
+        if variant in CORRUPTED_VARIANTS:
+            rows += severity_rows(result, store, split, row_tags)
         if cells:
             rows += cell_accuracy_rows(result, row_tags)
     if "mixed_same" in acc and "mixed_rand" in acc:

@@ -59,6 +59,8 @@ def _type(sub: dict[str, Any], defs: dict[str, Any]) -> str:
         return " \\| ".join(map(str, sub["enum"]))
     if "const" in sub:
         return f"`{sub['const']}`"
+    if "oneOf" in sub and "type" not in sub and "properties" not in sub:
+        return " or ".join(_type(alt, defs) for alt in sub["oneOf"])
     kind = sub.get("type", "object" if "properties" in sub else "null or object" if "oneOf" in sub else "")
     kind = " or ".join(kind) if isinstance(kind, list) else kind
     bounds = [f"≥ {sub['minimum']}" if "minimum" in sub else "", f"> {sub['exclusiveMinimum']}" if "exclusiveMinimum" in sub else "",

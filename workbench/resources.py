@@ -93,16 +93,21 @@ def segment_shard(config: dict[str, Any], dataset: str) -> tuple[float, float]:
     return 5 + seconds / 60, 1000 + image_mb(ds, ds["block_images"]) * 4
 
 
-#: seconds per image at 224 px: AdaIN encoder + decoder on a GPU; G'MIC texture synthesis on one core
+#: seconds per image at 224 px: AdaIN encoder + decoder on a GPU; G'MIC texture synthesis on one
+#: core; an ImageNet-C corruption on one core (glass blur and zoom blur are the slow ones)
 STYLIZE_GPU_SECONDS_224 = 0.01
 TEXTURE_SECONDS_224 = 0.3
+CORRUPT_SECONDS_224 = 0.05
+PER_IMAGE_SECONDS_224 = {"stylized": STYLIZE_GPU_SECONDS_224, "texture": TEXTURE_SECONDS_224,
+                         "corrupted": CORRUPT_SECONDS_224}
 
 
 def derived_shard(config: dict[str, Any], dataset: str, variant: str) -> tuple[float, float]:
-    """One shard of a derived variant: AdaIN (a GPU job) or texture synthesis (CPU), at its work size."""
+    """One shard of a derived variant: AdaIN (a GPU job), texture synthesis or corruption (CPU), at
+    its work size."""
     ds = config["datasets"][dataset]
     side = ds[variant].get("work_size") or image_side(ds)
-    per_image = STYLIZE_GPU_SECONDS_224 if variant == "stylized" else TEXTURE_SECONDS_224
+    per_image = PER_IMAGE_SECONDS_224[variant]
     return 5 + ds["block_images"] * per_image * (side / 224) ** 2 / 60, 3000 + image_mb(ds, ds["block_images"]) * 4
 
 

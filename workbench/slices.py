@@ -21,7 +21,7 @@ from training.methods import spec
 from .config import dataset_family, deep_merge, test_sets
 
 #: in9 dataset sections read only by the jobs of the variant of the same name
-DERIVED_SECTIONS = ("stylized", "texture")
+DERIVED_SECTIONS = ("stylized", "texture", "corrupted")
 #: training keys that change how fast a run goes, not what it computes
 SPEED_ONLY_TRAINING_KEYS = ("threads",)
 #: what the report needs of each experiment (labels are for display only; method_args place the

@@ -17,10 +17,10 @@ from .document import Document
 from .helpers import capability_line, compare, mean_std, save_figure
 
 SSL_METHODS = ("moco_v2", "moco_v2_texture", "byol")
-COLUMNS = ["original", "stylized", "texture", "sketch", "mixed_rand", "bg_gap", "shape_bias"]
-HEADER = ["Original ↑", "Stylized IN-9 ↑", "IN-9-Texture", "Sketch (stand-in) ↑", "Mixed-Rand ↑", "BG-GAP ↓",
-          "Shape bias (%)"]
-OOD = ("stylized", "sketch", "mixed_rand")
+COLUMNS = ["original", "corrupted", "stylized", "texture", "sketch", "mixed_rand", "bg_gap", "shape_bias"]
+HEADER = ["Original ↑", "IN-9-C ↑", "Stylized IN-9 ↑", "IN-9-Texture", "Sketch (stand-in) ↑", "Mixed-Rand ↑",
+          "BG-GAP ↓", "Shape bias (%)"]
+OOD = ("corrupted", "stylized", "sketch", "mixed_rand")
 PAIRS = {"positive": "positive", "standard_negative": "standard negative", "patch_negative": "patch negative",
          "texture_negative": "texture negative"}
 
@@ -57,9 +57,10 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
     doc.para("Self-supervised pre-training on the training images, then a linear probe on the frozen backbone "
              "(SGD lr 10, 60 epochs, ×0.1 at 30/40/50, on features computed once without augmentation); the probe's "
              "accuracy on each test set. Patch negatives are made anew each step from the stored image; texture "
-             "negatives are the images' IN-9-Texture copies. The OOD sets here are Stylized IN-9, the sketch stand-in "
-             "and the Background Challenge's Mixed-Rand; the paper's ImageNet-C, -S and -R are not available offline "
-             "(ImageNet-C-style corruptions of our val set are not built yet).")
+             "negatives are the images' IN-9-Texture copies. The OOD sets here are IN-9-C (each val image under one "
+             "of the 19 ImageNet-C corruptions × 5 severities, balanced per class: the column estimates ImageNet-C's "
+             "mean accuracy), Stylized IN-9, the sketch stand-in and the Background Challenge's Mixed-Rand; the "
+             "paper's ImageNet-S and -R are not available offline.")
     body = [[display(r), *[mean_std(table.get(r["label"], {}).get(c, [])) for c in COLUMNS]] for r in runs]
     supervised = "Base (IN9)"
     if supervised in table:
@@ -68,10 +69,27 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
     cols = paper["ge_table1"]["columns"]
     doc.table(["Model (paper, ImageNet-100, ResNet-50)", *cols],
               [[p["model"], *[f"{v:.2f}" for v in p["values"]]] for p in paper["ge_table1"]["rows"]])
+    named = [(r["experiment"], display(r)) for r in runs]
+    named += [(e, f"Supervised – {supervised}") for e, x in config["experiments"].items() if x["label"] == supervised]
+    _severity_table(doc, named, rows)
     _verdict(doc, runs, table, chance)
     sims = similarity_table(rows)
     _similarity(doc, runs, sims, paper["ge_similarity"], out_dir / "ssl_similarity.png")
     _alpha_curve(doc, runs, table, out_dir / "ssl_alpha_curve.png")
+
+
+def _severity_table(doc: Document, named: list[tuple[str, str]], rows: list[dict[str, Any]]) -> None:
+    """IN-9-C accuracy per severity (mean over seeds) of each (experiment, label) in `named`, as
+    ImageNet-C's accuracy-vs-severity curves."""
+    found: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if r.get("kind") == "eval" and r["metric"] == "severity_accuracy":
+            found[r["experiment"]][r["severity"]].append(r["value"])
+    if not found:
+        return
+    severities = sorted({s for per in found.values() for s in per})
+    body = [[label, *[mean_std(found[exp].get(s, [])) for s in severities]] for exp, label in named if exp in found]
+    doc.table(["IN-9-C accuracy (%) by severity", *[str(s) for s in severities]], body)
 
 
 def _verdict(doc: Document, runs: list[dict[str, Any]], table: dict[str, dict[str, list[float]]],

@@ -62,6 +62,12 @@ class Classifier(nn.Module):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.backbone(x)
 
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, D, h, w) output of the last residual stage, before the global average pooling."""
+        net = self.backbone
+        x = net.maxpool(net.relu(net.bn1(net.conv1(x))))
+        return net.layer4(net.layer3(net.layer2(net.layer1(x))))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
 
@@ -87,6 +93,9 @@ class SmallCNN(nn.Module):
     def features(self, x: torch.Tensor) -> torch.Tensor:  # (B, 3, H, W) -> (B, D)
         return self.body(x)
 
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:  # (B, 3, H, W) -> (B, D, h, w), before the pooling
+        return self.body[:-2](x)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
 
@@ -97,7 +106,8 @@ SMALL_NETWORKS = {"simple_cnn7": lambda n, ch: SimpleConvNet(n, 7, ch), "simple_
 
 
 def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) -> nn.Module:
-    """A network with `features(x)` (B, D), `head` and `feature_dim`: a torchvision ResNet
+    """A network with `features(x)` (B, D), `feature_map(x)` (B, D, h, w) before its global average
+    pooling, `head` and `feature_dim`: a torchvision ResNet
     (`Classifier`: `pretrained`, `pretrained_sha256`, `stem` of `train_cfg`) or one of the small
     networks (random init; widths from `small_cnn_channels` for small_cnn, else
     `simple_cnn_channels`, default ReBias's 16/32/64/128)."""

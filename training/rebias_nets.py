@@ -2,7 +2,8 @@
 BagNet18 (receptive field 43) as the biased-by-design G for images.
 
 Both follow the `Classifier` interface: `features(x)` gives pooled (B, D) features (HSIC is
-computed on them, after global average pooling as in the paper) and `head` maps them to logits.
+computed on them, after global average pooling as in the paper), `feature_map(x)` the map
+before the pooling, and `head` maps them to logits.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ class SimpleConvNet(nn.Module):
         self.feature_dim = c_in
         self.head = nn.Linear(c_in, num_classes)
 
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:  # (B, 3, H, W) -> (B, C, H, W)
+        return self.body(x)
+
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x).mean((2, 3))  # (B, C)
+        return self.feature_map(x).mean((2, 3))  # (B, C)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))

@@ -1,0 +1,132 @@
+"""The pieces of LfF (Nam et al., NeurIPS 2020), BiasEnsemble (Lee et al., AAAI 2023) and the
+intrinsic-feature enhancement of Park, Chung & Choo (CVPR 2024), as functions on tensors.
+
+Notation: logits (B, C), labels y (B,), per-sample state indexed by the training row `index`
+(B,). Feature maps z (B, c, h, w) are the debiased model's last convolutional features, f_cls
+= global average pooling + the linear head (weight (C, c)).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def gce_loss(logits: torch.Tensor, labels: torch.Tensor, q: float) -> torch.Tensor:
+    """(B,) generalised cross-entropy (Zhang & Sabuncu 2018), LfF Eq. 2: (1 - p_y^q) / q. Its
+    gradient is p_y^q times the CE gradient, so the biased model leans on the easy samples."""
+    p_y = F.softmax(logits.float(), 1).gather(1, labels[:, None]).squeeze(1).clamp_min(1e-8)
+    return (1.0 - p_y.pow(q)) / q
+
+
+class LossEMA:
+    """LfF's per-sample exponential moving average of a loss, ema <- alpha * ema + (1 - alpha) *
+    loss (the first observation of a sample is taken as is), and its class-wise max normalisation
+    (each sample's EMA divided by the largest EMA of its class)."""
+
+    def __init__(self, labels: torch.Tensor, num_classes: int, alpha: float):
+        self.labels, self.num_classes, self.alpha = labels, num_classes, alpha
+        self.ema = torch.zeros(len(labels), device=labels.device)
+        self.seen = torch.zeros(len(labels), dtype=torch.bool, device=labels.device)
+
+    def update(self, index: torch.Tensor, loss: torch.Tensor) -> None:
+        old = torch.where(self.seen[index], self.ema[index], loss)
+        self.ema[index] = self.alpha * old + (1 - self.alpha) * loss
+        self.seen[index] = True
+
+    def normalized(self, index: torch.Tensor) -> torch.Tensor:
+        """(B,) the EMA of the rows `index` over the max EMA of each row's class."""
+        class_max = torch.zeros(self.num_classes, device=self.ema.device).scatter_reduce(
+            0, self.labels, self.ema, reduce="amax", include_self=True)
+        return self.ema[index] / class_max[self.labels[index]].clamp_min(1e-8)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"ema": self.ema, "seen": self.seen}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.ema.copy_(state["ema"])
+        self.seen.copy_(state["seen"])
+
+
+def lff_weight(loss_b: torch.Tensor, loss_d: torch.Tensor) -> torch.Tensor:
+    """LfF Eq. 3, the relative difficulty W(x) = l_b / (l_b + l_d) of the (normalised) EMA
+    losses of the biased and the debiased model: near 1 where the biased model fails."""
+    return loss_b / (loss_b + loss_d + 1e-8)
+
+
+def bias_aligned(correct_prob: torch.Tensor, threshold: float) -> torch.Tensor:
+    """BiasEnsemble's bias-aligned set D^A: (N,) True where a majority of the K committee members
+    give the true class a probability above `threshold` (0.99). `correct_prob`: (K, N) p_y."""
+    return (correct_prob > threshold).sum(0) > correct_prob.shape[0] // 2
+
+
+def bn_candidates(wrong: torch.Tensor) -> torch.Tensor:
+    """Park et al. Sec. 3.2, D^BN_cand: (N,) True where a majority of the K early-stopped committee
+    members predict a class other than the label (JTT's error set). `wrong`: (K, N) booleans."""
+    return wrong.sum(0) > wrong.shape[0] // 2
+
+
+class BNScore:
+    """Park et al. Eqs. 1-3: per sample, the EMA l_t of the biased model's CE loss (Eq. 1, weight
+    alpha_l on the new loss; a sample's first loss is taken as is), its reference l_ref = l(x)
+    recorded when x is first drawn at or after iteration T1 (Algorithm 1, lines 4-5), and the
+    BN score s_t = alpha_s (l_t - l_ref) + (1 - alpha_s) s_{t-1} (Eq. 2, 0 until l_ref exists);
+    both are updated only for the samples of the mini-batch. D^BN_t = {x in D^BN_cand: s_t(x) > 0}
+    (Eq. 3)."""
+
+    def __init__(self, n: int, alpha_l: float, alpha_s: float, t1: int, device: torch.device | str = "cpu"):
+        self.alpha_l, self.alpha_s, self.t1 = alpha_l, alpha_s, t1
+        self.loss = torch.zeros(n, device=device)
+        self.seen = torch.zeros(n, dtype=torch.bool, device=device)
+        self.ref = torch.full((n,), float("nan"), device=device)
+        self.score = torch.zeros(n, device=device)
+
+    def update(self, index: torch.Tensor, ce: torch.Tensor, t: int) -> None:
+        """Iteration `t` with the biased model's CE losses `ce` (B,) of the rows `index` (B,)."""
+        ce = ce.detach().float()
+        if t >= self.t1:  # l_ref <- l(x) before this iteration's update, for samples without one
+            fresh = torch.isnan(self.ref[index]) & self.seen[index]
+            self.ref[index[fresh]] = self.loss[index[fresh]]
+        old = torch.where(self.seen[index], self.loss[index], ce)
+        self.loss[index] = self.alpha_l * ce + (1 - self.alpha_l) * old
+        self.seen[index] = True
+        has_ref = ~torch.isnan(self.ref[index])
+        rows = index[has_ref]
+        self.score[rows] = (self.alpha_s * (self.loss[rows] - self.ref[rows])
+                            + (1 - self.alpha_s) * self.score[rows])
+
+    def bias_negative(self, candidates: torch.Tensor) -> torch.Tensor:
+        """(N,) membership of D^BN_t (Eq. 3)."""
+        return candidates & (self.score > 0)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"loss": self.loss, "seen": self.seen, "ref": self.ref, "score": self.score}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        for key, value in state.items():
+            getattr(self, key).copy_(value)
+
+
+def class_activation_map(z: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """(B, h, w) Grad-CAM (Selvaraju et al. 2017) of the label for f_cls = GAP + linear: the
+    gradient of logit y w.r.t. z_k is W[y, k] / (hw) at every position, so Grad-CAM is
+    ReLU(sum_k W[y, k] z_k) up to the factor 1/(hw), which the max normalisation removes."""
+    return F.relu(torch.einsum("bchw,bc->bhw", z, weight[labels]))
+
+
+def ie_weight(z: torch.Tensor, z_bn: torch.Tensor, cam: torch.Tensor, cam_bn: torch.Tensor,
+              tau: float) -> torch.Tensor:
+    """Park et al. Eqs. 4-6, the IE weight (B, h, w) of z (B, c, h, w) given the bias-negative
+    partner's z_bn (B, c, h', w') and both explanation maps E (B, h, w), E_bn (B, h', w'):
+    c_n = z_bn_{i*} . z_n / max_{i,j} z_bn_i . z_j with i* = argmax_i z_bn_i . z_n (Eq. 4);
+    r_n = (2 E_bn_{i*} / (E_bn_{i*} + E_n))^tau on max-normalised maps (Eq. 5);
+    IE_n = max(c_n r_n, 1) (Eq. 6)."""
+    zf, zb = z.flatten(2).transpose(1, 2), z_bn.flatten(2)            # (B, n, c), (B, c, m)
+    sim = zf @ zb                                                       # (B, n, m)
+    best, i_star = sim.max(2)                                           # (B, n)
+    common = best / sim.amax((1, 2))[:, None].clamp_min(1e-8)
+    e = cam.flatten(1) / cam.flatten(1).amax(1, keepdim=True).clamp_min(1e-8)
+    e_bn = cam_bn.flatten(1) / cam_bn.flatten(1).amax(1, keepdim=True).clamp_min(1e-8)
+    e_bn_star = e_bn.gather(1, i_star)
+    relative = (2 * e_bn_star / (e_bn_star + e).clamp_min(1e-8)).pow(tau)
+    return (common * relative).clamp_min(1.0).view(z.shape[0], *z.shape[2:])

@@ -9,7 +9,20 @@ Notation: logits (B, C), labels y (B,), per-sample state indexed by the training
 from __future__ import annotations
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
+
+
+class PerSampleState(nn.Module):
+    """Buffers with one entry per training row. Made empty with the method and sized by its
+    `setup`; loading a state dict takes the saved sizes, so a checkpoint or a trained model
+    loads into a freshly built method."""
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name, buffer in self.named_buffers(recurse=False):
+            if prefix + name in state_dict:
+                self.register_buffer(name, torch.empty_like(state_dict[prefix + name], device=buffer.device))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 def gce_loss(logits: torch.Tensor, labels: torch.Tensor, q: float) -> torch.Tensor:
@@ -19,15 +32,17 @@ def gce_loss(logits: torch.Tensor, labels: torch.Tensor, q: float) -> torch.Tens
     return (1.0 - p_y.pow(q)) / q
 
 
-class LossEMA:
+class LossEMA(PerSampleState):
     """LfF's per-sample exponential moving average of a loss, ema <- alpha * ema + (1 - alpha) *
     loss (the first observation of a sample is taken as is), and its class-wise max normalisation
     (each sample's EMA divided by the largest EMA of its class)."""
 
     def __init__(self, labels: torch.Tensor, num_classes: int, alpha: float):
-        self.labels, self.num_classes, self.alpha = labels, num_classes, alpha
-        self.ema = torch.zeros(len(labels), device=labels.device)
-        self.seen = torch.zeros(len(labels), dtype=torch.bool, device=labels.device)
+        super().__init__()
+        self.num_classes, self.alpha = num_classes, alpha
+        self.register_buffer("labels", labels.long())
+        self.register_buffer("ema", torch.zeros(len(labels), device=labels.device))
+        self.register_buffer("seen", torch.zeros(len(labels), dtype=torch.bool, device=labels.device))
 
     def update(self, index: torch.Tensor, loss: torch.Tensor) -> None:
         old = torch.where(self.seen[index], self.ema[index], loss)
@@ -39,13 +54,6 @@ class LossEMA:
         class_max = torch.zeros(self.num_classes, device=self.ema.device).scatter_reduce(
             0, self.labels, self.ema, reduce="amax", include_self=True)
         return self.ema[index] / class_max[self.labels[index]].clamp_min(1e-8)
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {"ema": self.ema, "seen": self.seen}
-
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        self.ema.copy_(state["ema"])
-        self.seen.copy_(state["seen"])
 
 
 def lff_weight(loss_b: torch.Tensor, loss_d: torch.Tensor) -> torch.Tensor:
@@ -66,7 +74,7 @@ def bn_candidates(wrong: torch.Tensor) -> torch.Tensor:
     return wrong.sum(0) > wrong.shape[0] // 2
 
 
-class BNScore:
+class BNScore(PerSampleState):
     """Park et al. Eqs. 1-3: per sample, the EMA l_t of the biased model's CE loss (Eq. 1, weight
     alpha_l on the new loss; a sample's first loss is taken as is), its reference l_ref = l(x)
     recorded when x is first drawn at or after iteration T1 (Algorithm 1, lines 4-5), and the
@@ -75,11 +83,12 @@ class BNScore:
     (Eq. 3)."""
 
     def __init__(self, n: int, alpha_l: float, alpha_s: float, t1: int, device: torch.device | str = "cpu"):
+        super().__init__()
         self.alpha_l, self.alpha_s, self.t1 = alpha_l, alpha_s, t1
-        self.loss = torch.zeros(n, device=device)
-        self.seen = torch.zeros(n, dtype=torch.bool, device=device)
-        self.ref = torch.full((n,), float("nan"), device=device)
-        self.score = torch.zeros(n, device=device)
+        self.register_buffer("loss", torch.zeros(n, device=device))
+        self.register_buffer("seen", torch.zeros(n, dtype=torch.bool, device=device))
+        self.register_buffer("ref", torch.full((n,), float("nan"), device=device))
+        self.register_buffer("score", torch.zeros(n, device=device))
 
     def update(self, index: torch.Tensor, ce: torch.Tensor, t: int) -> None:
         """Iteration `t` with the biased model's CE losses `ce` (B,) of the rows `index` (B,)."""
@@ -98,13 +107,6 @@ class BNScore:
     def bias_negative(self, candidates: torch.Tensor) -> torch.Tensor:
         """(N,) membership of D^BN_t (Eq. 3)."""
         return candidates & (self.score > 0)
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {"loss": self.loss, "seen": self.seen, "ref": self.ref, "score": self.score}
-
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        for key, value in state.items():
-            getattr(self, key).copy_(value)
 
 
 def class_activation_map(z: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -130,3 +132,14 @@ def ie_weight(z: torch.Tensor, z_bn: torch.Tensor, cam: torch.Tensor, cam_bn: to
     e_bn_star = e_bn.gather(1, i_star)
     relative = (2 * e_bn_star / (e_bn_star + e).clamp_min(1e-8)).pow(tau)
     return (common * relative).clamp_min(1.0).view(z.shape[0], *z.shape[2:])
+
+
+class RowFlags(PerSampleState):
+    """Boolean flags per training row, by name: e.g. BiasEnsemble's `aligned` (D^A) and
+    `candidates` (D^BN_cand), and the true `conflicting` (bias label != label, used only for the
+    logged detection statistics)."""
+
+    def __init__(self, **flags: torch.Tensor):
+        super().__init__()
+        for name, values in flags.items():
+            self.register_buffer(name, values.bool())

@@ -65,18 +65,36 @@ class ZarrBatches:
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
         """Batches of epoch `epoch`: uint8 `images` (B, H, W, 3), int64 labels, row `index`."""
-        yield from in_background(self._batches(epoch), self.prefetch)
+        yield from in_background(self._batches(epoch, self.shuffle, self.drop_last), self.prefetch)
 
-    def _batches(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
-        rng = np.random.default_rng(name_seed("loader", self.name, self.seed, epoch))
+    def in_order(self) -> Iterator[dict[str, torch.Tensor]]:
+        """Every row once, in row order (the last batch may be short): for scoring the training set."""
+        yield from in_background(self._batches(0, False, False), self.prefetch)
+
+    def rows(self, index: np.ndarray) -> dict[str, torch.Tensor]:
+        """The fields of the rows `index` (any order, repeats allowed), as one batch."""
+        unique, inverse = np.unique(index, return_inverse=True)
         if self._cache is not None:
-            order = rng.permutation(self.n) if self.shuffle else np.arange(self.n)
-            for start in range(0, self._stop(), self.batch_size):
+            data = {f: self._cache[f][unique] for f in self.fields}
+        else:
+            data = {f: self._small[f][unique] if f in self._small else self.arrays[f].oindex[unique] for f in self.fields}
+        return self._gather({"index": unique, **data}, inverse)
+
+    def column(self, field: str) -> np.ndarray:
+        """A 1-D field (labels, bias labels) of every row, in row order."""
+        return self._small[field]
+
+    def _batches(self, epoch: int, shuffle: bool, drop_last: bool) -> Iterator[dict[str, torch.Tensor]]:
+        rng = np.random.default_rng(name_seed("loader", self.name, self.seed, epoch))
+        stop = self.n // self.batch_size * self.batch_size if drop_last else self.n
+        if self._cache is not None:
+            order = rng.permutation(self.n) if shuffle else np.arange(self.n)
+            for start in range(0, stop, self.batch_size):
                 yield self._gather(self._cache, order[start:start + self.batch_size])
             return
         carry: list[dict[str, torch.Tensor]] = []  # rows left over from the previous window
         # the next window is read while batches are gathered from this one
-        for window, order in in_background(self._windows(rng), 1 if self.prefetch > 0 else 0):
+        for window, order in in_background(self._windows(rng, shuffle), 1 if self.prefetch > 0 else 0):
             start = 0
             if carry:  # complete the straddling batch; only its own rows are copied
                 need = self.batch_size - sum(len(c["index"]) for c in carry)
@@ -91,17 +109,14 @@ class ZarrBatches:
                 yield self._gather(window, order[begin:begin + self.batch_size])
             if full < len(order):
                 carry = [self._gather(window, order[full:])]
-        if carry and not self.drop_last:
+        if carry and not drop_last:
             yield {k: torch.cat([c[k] for c in carry]) for k in carry[0]}
 
-    def _stop(self) -> int:
-        return self.n // self.batch_size * self.batch_size if self.drop_last else self.n
-
-    def _windows(self, rng: np.random.Generator) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
+    def _windows(self, rng: np.random.Generator, shuffle: bool) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
         """(window data, order): `window_reads` read units in random order, read into one
         buffer with their row numbers, and a shuffled order of the buffer's rows."""
         starts = np.arange(0, self.n, self.unit)
-        if self.shuffle:
+        if shuffle:
             starts = rng.permutation(starts)
         for w in range(0, len(starts), self.window_reads):
             parts = [(s, min(self.n, s + self.unit)) for s in starts[w:w + self.window_reads]]
@@ -115,7 +130,7 @@ class ZarrBatches:
                     buf[offset:offset + b - a] = array[a:b]
                     offset += b - a
                 window[f] = buf
-            yield window, (rng.permutation(len(rows)) if self.shuffle else np.arange(len(rows)))
+            yield window, (rng.permutation(len(rows)) if shuffle else np.arange(len(rows)))
 
     def _gather(self, data: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, torch.Tensor]:
         index = data["index"][rows] if "index" in data else rows

@@ -97,11 +97,14 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                           pin_memory=device.type == "cuda", aligned=aligned_stores)
     method = build_method(run_cfg, len(batches.classes), device)
     method.steps_per_epoch = len(batches)
+    prepared = method.setup(batches)
     schedulers = make_schedulers(method, cfg, cfg["epochs"])
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "train_metrics.jsonl"
     run_hash = config_hash(run_cfg)
     start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
     tags = {"experiment": experiment, "method": run_cfg["method"], "seed": seed}
+    if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
+        history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
     for epoch in range(start_epoch, cfg["epochs"]):
         if stop_after_epochs is not None and epoch >= stop_after_epochs:
             return run_dir / "model.pt"

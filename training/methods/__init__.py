@@ -34,6 +34,9 @@ REGISTRY: dict[str, str] = {
     "moco_v2": "ssl.MoCoV2",
     "moco_v2_texture": "ssl.MoCoV2Texture",
     "byol": "ssl.BYOL",
+    "lff": "bias_amplification.LfF",
+    "lff_be": "bias_amplification.LfFBiasEnsemble",
+    "intrinsic_feature_enhancement": "bias_amplification.IntrinsicFeatureEnhancement",
 }
 
 

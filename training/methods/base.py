@@ -90,6 +90,13 @@ class Method(nn.Module):
         """One optimisation step on `batch`; returns scalar statistics to log."""
         raise NotImplementedError
 
+    def setup(self, batches) -> dict[str, float]:
+        """Work before the first step, on the training batches (`ZarrBatches`): per-sample state
+        sized to the training set, BiasEnsemble's committee. Runs on every start, a resume too
+        (then the checkpoint's state replaces what it made), so it must be seeded. Returns
+        statistics to log; by default nothing."""
+        return {}
+
     def finish(self, batches) -> dict[str, float]:
         """Work after the last epoch, on the training batches (`ZarrBatches`): the self-supervised
         methods fit their linear probe here. Returns statistics to log; by default nothing."""

@@ -39,7 +39,7 @@ def dataset_config_file(dataset):
 
 
 def idx_files(dataset):
-    """The MNIST idx files a Biased MNIST dataset reads (a missing one stops the DAG build, named)."""
+    """The MNIST idx files an MNIST-family dataset reads (a missing one stops the DAG build, named)."""
     source = config["datasets"][dataset]["source"]
     if source["kind"] != "idx":
         return []

@@ -20,6 +20,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 #: where the shared definitions are used, shown under these keys
 DEF_PLACES = {"in9_dataset": "datasets.<in9 dataset>", "biased_mnist_dataset": "datasets.<biased_mnist dataset>",
+              "colored_mnist_dataset": "datasets.<colored_mnist dataset>",
               "bg_challenge_dataset": "datasets.<bg_challenge dataset>", "training_fields": "training"}
 
 
@@ -35,6 +36,8 @@ def schema_keys(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], b
                 yield from walk(schema["$defs"][ref], f"{key}.")
                 continue
             yield key, sub, name in required
+            if ref and ref not in DEF_PLACES:  # a shared definition used in several places (the MNIST digit source)
+                yield from walk(schema["$defs"][ref], f"{key}.")
             for alt in sub.get("oneOf", []):
                 yield from walk(alt, f"{key}.")
             yield from walk(sub, f"{key}.")
@@ -76,7 +79,7 @@ def _default(sub: dict[str, Any], required: bool) -> str:
     if value is None and required:
         return "required"
     if isinstance(value, dict) and value:
-        return "see config/config.yaml" if "properties" not in sub else "see its keys"
+        return "see config/config.yaml" if "properties" not in sub and "$ref" not in sub else "see its keys"
     text = json.dumps(value, ensure_ascii=False)
     return f"`{text}`" if len(text) <= 60 else "see config/config.yaml"
 

@@ -48,7 +48,7 @@ def rule_resources(config: dict[str, Any], gpu: bool, estimate: Estimate) -> dic
 
 def dataset_images(ds_cfg: dict[str, Any], split: str = "train") -> int:
     """Images of a dataset's split, from its config (folder sources: the usual real size)."""
-    if ds_cfg.get("family") == "biased_mnist":
+    if ds_cfg.get("family") in ("biased_mnist", "colored_mnist"):
         return 60_000 if ds_cfg["source"]["kind"] == "idx" else 5_000 * ds_cfg["source"].get("copies", 1)
     source = ds_cfg["source"]
     if source["kind"] == "synthetic":

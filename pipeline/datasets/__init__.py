@@ -5,12 +5,14 @@ from __future__ import annotations
 from .base import DatasetFamily
 from .bg_challenge import BgChallengeFamily
 from .biased_mnist import BiasedMnistFamily
+from .colored_mnist import ColoredMnistFamily
 from .in9 import In9Family
 
 FAMILIES: dict[str, type[DatasetFamily]] = {
     "in9": In9Family,
     "biased_mnist": BiasedMnistFamily,
     "bg_challenge": BgChallengeFamily,
+    "colored_mnist": ColoredMnistFamily,
 }
 
 

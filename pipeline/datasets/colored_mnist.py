@@ -1,0 +1,82 @@
+"""Colored MNIST (LfF protocol, `pipeline.colored_mnist`) as variant stores in the workbench's format.
+
+Variants: `conflict_<p>` for each entry p (%) of `conflict_percents`: a train split where p % of
+each class wears another class's colour, and a val split of held-out training digits built the
+same way (the validation set a user without bias labels would have); and `unbiased` (val split
+only: the test digits, colours independent of the digit). `bias_labels` is the colour index.
+Images are 28x28 RGB uint8.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from ..colored_mnist import colour_strokes, conflicting_colours, independent_colours
+from ..seeding import name_rng
+from ..store import atomic_path, code_version, config_hash, create_array, write_json
+from .base import DatasetFamily
+from .biased_mnist import CLASSES, COLOUR_NAMES, load_digits
+
+
+def variant_name(percent: float) -> str:
+    return f"conflict_{percent:g}"
+
+
+def split_train_val(images: np.ndarray, labels: np.ndarray, val_fraction: float,
+                    seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The training digits parted into train and val (a seeded share `val_fraction` of each class)."""
+    val = np.zeros(len(labels), bool)
+    for y in np.unique(labels):
+        members = name_rng(seed, "colored_mnist_val", int(y)).permutation(np.flatnonzero(labels == y))
+        val[members[:int(round(val_fraction * len(members)))]] = True
+    return {"train": (images[~val], labels[~val]), "val": (images[val], labels[val])}
+
+
+class ColoredMnistFamily(DatasetFamily):
+    name = "colored_mnist"
+
+    def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
+        return [variant_name(p) for p in ds_cfg["conflict_percents"]] + ["unbiased"]
+
+    def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
+        """"valid": the val split of the training variant (biased like its train split: model
+        selection without bias labels); "unbiased": the test digits, colours independent."""
+        return {"valid": train_variant, "unbiased": "unbiased"}
+
+    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
+                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
+        if step != "variant" or variant not in self.variants(ds_cfg):
+            raise ValueError(f"colored_mnist builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+        digits = load_digits(ds_cfg, seed)
+        sigma = float(ds_cfg["colour_std"])
+        if variant == "unbiased":
+            images, labels = digits["test"]
+            parts = {"val": (images, labels, independent_colours(len(labels), f"{seed}/unbiased"), None)}
+        else:
+            percent = next(p for p in ds_cfg["conflict_percents"] if variant_name(p) == variant)
+            parts = {}
+            for split, (images, labels) in split_train_val(*digits["train"], float(ds_cfg["val_fraction"]), seed).items():
+                parts[split] = (images, labels, conflicting_colours(labels, percent / 100, f"{seed}/{variant}/{split}"),
+                                percent)
+        manifest = {}
+        with atomic_path(out) as tmp:
+            group = zarr.open_group(tmp, mode="w")
+            group.attrs.update({"classes": CLASSES, "bias_classes": COLOUR_NAMES, "variant": variant,
+                                "family": self.name, "image_size": 28,
+                                "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
+                                               "code_version": code_version()}})
+            for split, (images, labels, colours, percent) in parts.items():
+                n, one = len(labels), max(len(labels), 1)
+                sub = group.create_group(split)
+                create_array(sub, "images", (n, 28, 28, 3), np.uint8, int(ds_cfg["chunk_images"]))[:] = \
+                    colour_strokes(images, colours, sigma, f"{seed}/{variant}/{split}")
+                create_array(sub, "labels", (n,), np.int64, one, one)[:] = labels
+                create_array(sub, "bias_labels", (n,), np.int64, one, one)[:] = colours
+                create_array(sub, "ids", (n,), str, one, one)[:] = np.array([f"{split}/{i:05d}" for i in range(n)])
+                manifest[split] = {"inputs": n, "outputs": n, "skipped": [], "conflict_percent": percent,
+                                   "conflicting": int((colours != labels).sum())}
+        write_json(out.parent / f"{variant}.manifest.json", manifest)

@@ -65,6 +65,21 @@ def severity_rows(result: dict[str, np.ndarray], store: Path, split: str, tags: 
              "n": int((severity == s).sum())} for s in np.unique(severity)]
 
 
+def group_metrics(result: dict[str, np.ndarray]) -> dict[str, float]:
+    """Accuracies (%) that do not let the majority groups hide the others: on the bias-conflicting
+    images (bias label != label; LfF's "unbiased" samples, BFFHQ's reported set; NaN if none), the
+    mean over classes (Waterbirds' average of per-class accuracies) and the worst (label, bias
+    label) group (group DRO's worst-group accuracy)."""
+    correct = result["pred"] == result["labels"]
+    conflicting = result["bias_labels"] != result["labels"]
+    classes = np.unique(result["labels"])
+    groups = sorted(set(zip(result["labels"].tolist(), result["bias_labels"].tolist())))
+    return {"conflicting_accuracy": float(100.0 * correct[conflicting].mean()) if conflicting.any() else float("nan"),
+            "mean_class_accuracy": float(100.0 * np.mean([correct[result["labels"] == c].mean() for c in classes])),
+            "worst_group_accuracy": float(100.0 * min(correct[(result["labels"] == y) & (result["bias_labels"] == b)].mean()
+                                                      for y, b in groups))}
+
+
 def cell_accuracy_rows(result: dict[str, np.ndarray], tags: dict[str, Any]) -> list[dict]:
     """Accuracy (%) per (bias label, class) cell with at least one image (ReBias Fig. 3)."""
     rows = []
@@ -79,7 +94,7 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
                   batch_size: int, augmenter: Augmenter, device: torch.device, tags: dict[str, Any],
                   cells: bool = False) -> list[dict]:
     """One tidy row per variant: accuracy (%) and the number of images (and with `cells`, the
-    accuracy of every bias x class cell; on cue-conflict variants, the shape bias; on corrupted
+    accuracy of every bias x class cell and the `group_metrics`; on cue-conflict variants, the shape bias; on corrupted
     ones, the accuracy per severity); plus the BG-GAP row, acc(MIXED_SAME) - acc(MIXED_RAND),
     when both variants are evaluated."""
     rows, acc = [], {}
@@ -95,6 +110,8 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
             rows += severity_rows(result, store, split, row_tags)
         if cells:
             rows += cell_accuracy_rows(result, row_tags)
+            rows += [{**row_tags, "metric": k, "value": v, "n": int(result["labels"].size)}
+                     for k, v in group_metrics(result).items()]
     if "mixed_same" in acc and "mixed_rand" in acc:
         rows.append({"kind": "eval", **tags, "variant": "mixed_same-mixed_rand", "split": split, "metric": "bg_gap",
                      "value": acc["mixed_same"] - acc["mixed_rand"], "n": None})

@@ -20,6 +20,17 @@ from .evaluation import evaluate_run
 from .trainer import Monitor, train
 
 
+def run_monitor(run_cfg: dict[str, Any], test_stores: dict[str, Path]) -> Monitor | None:
+    """With `model_selection`: every test set with its group accuracies every few steps (the
+    report picks the validation-selected and the best-test point); else with `curves`: the one
+    test set of the learning-curve figure; else none."""
+    if selection := run_cfg.get("model_selection"):
+        return Monitor(dict(test_stores), selection["every_steps"], selection["batch_size"], groups=True)
+    if curves := run_cfg.get("curves"):
+        return Monitor({curves["test_set"]: test_stores[curves["test_set"]]}, curves["every_steps"], curves["batch_size"])
+    return None
+
+
 def train_grid_runs(job_cfg: dict[str, Any], train_store: Path, test_stores: dict[str, Path],
                     runs_dir: Path) -> list[Path]:
     """Train and evaluate every run of a grid job (`workbench.slices.grid_job_config`: one
@@ -28,9 +39,7 @@ def train_grid_runs(job_cfg: dict[str, Any], train_store: Path, test_stores: dic
     run_dirs = []
     for run_cfg in job_cfg["runs"]:
         run_dir = runs_dir / run_cfg["experiment"] / f"seed{run_cfg['seed']}"
-        curves = run_cfg.get("curves")
-        monitor = Monitor({curves["test_set"]: test_stores[curves["test_set"]]}, curves["every_steps"],
-                          curves["batch_size"]) if curves else None
+        monitor = run_monitor(run_cfg, test_stores)
         model = train(run_cfg, train_store, run_dir, monitor=monitor)
         rows = evaluate_run(model, job_cfg["evaluation"], test_stores)
         with atomic_path(run_dir / "eval.jsonl") as tmp:

@@ -26,7 +26,7 @@ from pipeline.store import atomic_path, config_hash, write_json
 
 from .build import build_method, pick_device
 from .data import ZarrBatches
-from .evaluation import accuracy, predict_store
+from .evaluation import accuracy, group_metrics, predict_store
 from .methods import get_method
 from .methods.base import Method
 
@@ -47,23 +47,30 @@ def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[to
 @dataclass
 class Monitor:
     """Learning curves (ReBias Fig. 4): every `every_steps` training steps, the accuracy on the
-    val split of each of `stores` and the mean of each training statistic since the last point."""
+    val split of each of `stores` (with `groups`, also its `group_metrics`: the points model
+    selection chooses from) and the mean of each training statistic since the last point."""
 
     stores: dict[str, Path]
     every_steps: int
     batch_size: int = 256
+    groups: bool = False
 
     def rows(self, method: Method, interval: dict[str, list[float]], tags: dict[str, Any]) -> list[dict]:
         values = {**{k: sum(v) / len(v) for k, v in interval.items()}, **self.accuracies(method)}
         return [{"kind": "curve", **tags, "metric": k, "value": v} for k, v in values.items()]
 
     def accuracies(self, method: Method) -> dict[str, float]:
-        """{f"{name}_accuracy": accuracy (%) on the val split of each store}, in eval mode."""
+        """{f"{name}_accuracy": accuracy (%) on the val split of each store (and f"{name}_<group
+        metric>" where defined)}, in eval mode."""
         device = next(method.parameters()).device
         method.eval()
-        out = {f"{name}_accuracy": accuracy(predict_store(lambda x: method.predict(x).argmax(1), store, "val",
-                                                          self.batch_size, method.augmenter, device))
-               for name, store in self.stores.items()}
+        out = {}
+        for name, store in self.stores.items():
+            result = predict_store(lambda x: method.predict(x).argmax(1), store, "val", self.batch_size,
+                                   method.augmenter, device)
+            out[f"{name}_accuracy"] = accuracy(result)
+            if self.groups:
+                out.update({f"{name}_{k}": v for k, v in group_metrics(result).items() if math.isfinite(v)})
         method.train()
         return out
 

@@ -50,6 +50,9 @@ def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, 
         if curves and exp["train_variant"] == grid["figure_variant"] and exp["grid_method"] in curves["methods"]:
             out["curves"] = {"test_set": curves["test_set"], "every_steps": curves["every_steps"],
                              "batch_size": config["evaluation"]["batch_size"]}
+        if selection := grid.get("model_selection"):
+            out["model_selection"] = {"every_steps": selection["every_steps"],
+                                      "batch_size": config["evaluation"]["batch_size"]}
     return out
 
 

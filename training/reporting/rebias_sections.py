@@ -42,8 +42,10 @@ def grid_accuracies(rows: list[dict[str, Any]], grid: str) -> dict[tuple[str, st
 
 def rebias_sections(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], paper: dict[str, Any],
                     out_dir: Path) -> None:
-    """Every grid's Table 1, verdict and Figs. 3-4, then Table 2 (images)."""
+    """Every ReBias grid's Table 1, verdict and Figs. 3-4, then Table 2 (images)."""
     for name, grid in config.get("grids", {}).items():
+        if grid.get("report", "rebias") != "rebias":
+            continue
         acc = grid_accuracies(rows, name)
         table1(doc, name, grid, acc, paper)
         verdict(doc, grid, acc)

@@ -24,7 +24,7 @@ import zarr  # noqa: E402
 
 from pipeline.store import atomic_path  # noqa: E402
 
-from . import clad_sections, rebias_sections, ssl_sections, texture_sections  # noqa: E402
+from . import amplification_sections, clad_sections, rebias_sections, ssl_sections, texture_sections  # noqa: E402
 from .document import Document  # noqa: E402
 from .helpers import (by_label, experiment_labels, mean_std, metric_table, model_order, read_rows,  # noqa: E402
                       save_figure, sweep_only_experiments)
@@ -93,6 +93,7 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     texture_sections.texture_sections(doc, config, with_bias, shape_bias, paper, stores, out_dir)
     ssl_sections.ssl_sections(doc, config, with_bias, rows, paper, out_dir)
     rebias_sections.rebias_sections(doc, config, all_rows, paper, out_dir)
+    amplification_sections.amplification_sections(doc, config, all_rows, paper, out_dir)
     _variant_grid(doc, stores, config["report"]["grid_images"], out_dir / "variant_grid.png")
     _segmentation(doc, quality_file, out_dir / "segmentation_quality.png")
     _manifests(doc, manifest_files)

@@ -202,3 +202,53 @@ def test_the_reports_config_slice_places_the_demos_ssl_runs_in_table_1_order(def
     assert [(r["method"], r["negative"], r["alpha"]) for r in runs] == [
         ("moco_v2", "none", 2.0), ("moco_v2_texture", "texture", 2.0), ("moco_v2", "patch", 2.0),
         ("moco_v2", "patch", 3.0), ("byol", "none", 0.0), ("byol", "patch", 0.05)]
+
+
+def _park(default_config):
+    from workbench.config import resolve_config
+    from workbench.slices import report_config
+
+    return report_config(resolve_config(default_config))
+
+
+def _park_rows(config, unbiased):
+    """Curve and eval rows of every park_cmnist run: `unbiased(method key, percent, seed)` is the
+    final test accuracy; an earlier point has a better valid accuracy and 5 points less."""
+    rows = []
+    for name, exp in config["experiments"].items():
+        if exp.get("grid") != "park_cmnist":
+            continue
+        for seed in (0, 1, 2):
+            final = unbiased(exp["grid_method"], float(exp["train_variant"].removeprefix("conflict_")), seed)
+            tags = {"experiment": name, "seed": seed}
+            rows += [{"kind": "curve", **tags, "step": 28, "metric": "valid_accuracy", "value": 99.0},
+                     {"kind": "curve", **tags, "step": 28, "metric": "unbiased_accuracy", "value": final - 5},
+                     {"kind": "eval", **tags, "variant": "valid", "metric": "accuracy", "value": 98.0},
+                     {"kind": "eval", **tags, "variant": "unbiased", "metric": "accuracy", "value": final},
+                     {"kind": "eval", **tags, "variant": "unbiased", "metric": "conflicting_accuracy", "value": final - 1}]
+    return rows
+
+
+def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config, tmp_path):
+    import yaml
+
+    from training.reporting.amplification_sections import amplification_sections, selected_and_oracle
+
+    config = _park(default_config)
+    paper = yaml.safe_load(open("training/reporting/paper_numbers.yaml"))
+    score = {"vanilla": 40.0, "rebias": 41.0, "lff": 50.0, "lff_be": 55.0, "ours": 60.0}
+    rows = _park_rows(config, lambda key, p, seed: score[key] + p + seed)
+    cells = selected_and_oracle(rows, config, "park_cmnist", "accuracy")
+    assert cells[("conflict_5", "ours")] == {"selected": [60.0, 61.0, 62.0], "oracle": [65.0, 66.0, 67.0]}
+    doc = Document("t")
+    amplification_sections(doc, config, rows, paper, tmp_path)
+    md = doc.markdown()
+    assert "| Ours (Park et al.) | 56.5 ± 1.0 | 57.0 ± 1.0 | 58.0 ± 1.0 | 61.0 ± 1.0 |" in md   # validation-selected
+    assert "| Ours (Park et al.) | 61.5 ± 1.0 | 62.0 ± 1.0 | 63.0 ± 1.0 | 66.0 ± 1.0 |" in md   # oracle
+    assert "| Ours | 63.64 |" in md and "it learns the classes beyond their bias" in md
+    assert "Vanilla reaches 45.0 ± 1.0 % on the bias-conflicting samples" in md   # the final point (no curve row)
+    assert "against LfF+BE: 0.5 %: higher: +5.0 points" in md
+    rows = _park_rows(config, lambda key, p, seed: 12.0 if key == "vanilla" else score[key])
+    doc = Document("t")
+    amplification_sections(doc, config, rows, paper, tmp_path)
+    assert "**not informative**" in doc.markdown() and "against LfF+BE" not in doc.markdown()

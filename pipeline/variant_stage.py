@@ -65,16 +65,21 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
 
 def _pair(variant: str, rows: np.ndarray, ids: np.ndarray, labels: np.ndarray, n_classes: int, seed: int):
     """Partner row (or -1), bias label, kept rows and skipped records for one split."""
-    if variant not in variants.MIXED:
+    if variant not in variants.MIXED and not variant.startswith(variants.BG_CONFLICT):
         no_background = variant in ("only_fg", "sketch")
         bias = np.full(len(rows), -1, np.int64) if no_background else labels[rows].astype(np.int64)
         return np.full(len(rows), -1, np.int64), bias, rows, []
     by_class = [rows[labels[rows] == c] for c in range(n_classes)]
+    background = np.full(len(ids), -1, np.int64)
+    if variant.startswith(variants.BG_CONFLICT):
+        ratio = float(variant.removeprefix(variants.BG_CONFLICT)) / 100
+        background[rows] = variants.background_classes(labels[rows], ids[rows], n_classes, ratio, seed)
     partners, kept, skipped = [], [], []
     for row in rows:
         rng = name_rng(seed, "partner", variant, ids[row])  # by name: independent of row order
         try:
-            partners.append(variants.choose_partner(variant, int(labels[row]), int(row), by_class, rng))
+            partners.append(variants.choose_partner(variant, int(labels[row]), int(row), by_class, rng,
+                                                    int(background[row])))
             kept.append(row)
         except SkipItem as exc:
             skipped.append({"id": str(ids[row]), "path": None, "reason": exc.reason})

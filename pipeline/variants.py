@@ -78,16 +78,45 @@ def composite(background: np.ndarray, image: np.ndarray, fg: np.ndarray) -> np.n
     return background * (1 - m) + image * m
 
 
+#: prefix of the background-biased variants (a Waterbirds analogue): `bg_conflict_<percent>`
+BG_CONFLICT = "bg_conflict_"
+
+
+def bg_conflict_variants(percents: list[float]) -> list[str]:
+    return [f"{BG_CONFLICT}{p:g}" for p in percents]
+
+
+def background_classes(labels: np.ndarray, ids: np.ndarray, n_classes: int, ratio: float,
+                       seed: int) -> np.ndarray:
+    """Class of the background each image's foreground goes onto, for the background-biased
+    variants: per class y, round(ratio * n_y) images (chosen by a hash of their ids) take the
+    other classes in turn from a seeded order (counts over them differ by at most one), the
+    others class y. The split's bias-conflicting share is then exact per class."""
+    from .seeding import name_rng, name_seed
+
+    out = labels.astype(np.int64).copy()
+    for y in np.unique(labels):
+        members = np.flatnonzero(labels == y)
+        members = members[np.argsort([name_seed(seed, "bg-conflict-order", ids[k]) for k in members], kind="stable")]
+        n_conflict = int(round(ratio * len(members)))
+        others = name_rng(seed, "bg-conflict-classes", int(y)).permutation([c for c in range(n_classes) if c != y])
+        out[members[:n_conflict]] = others[np.arange(n_conflict) % len(others)]
+    return out
+
+
 def choose_partner(variant: str, label: int, self_index: int, by_class: list[np.ndarray],
-                   rng: np.random.Generator) -> int:
+                   rng: np.random.Generator, background_class: int = -1) -> int:
     """Index of the sample whose ONLY_BG_T background this sample's foreground goes onto.
 
     MIXED_SAME: another image of the same class. MIXED_RAND: a class drawn uniformly from
     all classes, then an image of it (not this one). MIXED_NEXT: an image of class
-    (y + 1) mod C. `by_class[c]` holds the candidate indices of class c in this split.
+    (y + 1) mod C. `bg_conflict_<p>`: an image of `background_class` (from
+    `background_classes`). `by_class[c]` holds the candidate indices of class c in this split.
     """
     n_classes = len(by_class)
-    if variant == "mixed_same":
+    if variant.startswith(BG_CONFLICT):
+        cls = background_class
+    elif variant == "mixed_same":
         cls = label
     elif variant == "mixed_rand":
         cls = int(rng.integers(n_classes))

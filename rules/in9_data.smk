@@ -2,7 +2,9 @@
 # when Table 5's U2-Net run is configured): source -> listing -> one segmentation job per shard
 # of `block_images` images -> gathered intermediate store -> one store per variant.
 IN9_DATASETS = one_of(datasets_of("in9"))
-ARRAY_VARIANTS = variants.VARIANTS  # the variants composed from the segmented store's arrays
+# the variants composed from the segmented store's arrays, the background-biased ones included
+ARRAY_VARIANTS = list(variants.VARIANTS) + [
+    v for d in datasets_of("in9") for v in variants.bg_conflict_variants(config["datasets"][d].get("bg_conflict_percents", []))]
 
 
 rule in9_synthetic_source:

@@ -123,3 +123,36 @@ def test_variant_stage_writes_exact_pixels(tmp_path, variant):
         assert np.array_equal(g["masks"][:], fg)
     manifest = __import__("json").loads((tmp_path / f"{variant}.manifest.json").read_text())["val"]
     assert manifest["inputs"] == manifest["outputs"] + len(manifest["skipped"]) == 6
+
+
+def test_background_biased_counts_are_exact_per_class():
+    """bg_conflict_<p>: round(p * n_y) images of class y on other classes' backgrounds, spread
+    evenly over them; the choice follows the ids, not their order."""
+    labels = np.repeat(np.arange(9), 100)
+    ids = np.array([f"img{k:04d}" for k in range(len(labels))])
+    background = variants.background_classes(labels, ids, 9, 0.05, seed=0)
+    for y in range(9):
+        own = background[labels == y]
+        assert (own != y).sum() == 5
+        other = np.bincount(own[own != y], minlength=9)
+        assert other[y] == 0 and np.delete(other, y).max() <= 1
+    perm = np.random.default_rng(0).permutation(len(ids))
+    assert np.array_equal(variants.background_classes(labels[perm], ids[perm], 9, 0.05, seed=0), background[perm])
+
+
+def test_background_biased_store_puts_each_foreground_on_its_assigned_class(tmp_path, tiny_stores):
+    from pipeline.datasets import get_family
+
+    from .conftest import tiny_stores_config
+
+    cfg = tiny_stores_config()
+    root = tiny_stores["original"].parent
+    get_family("in9").run_step("variant", cfg, 0, tmp_path / "bg_conflict_50.zarr",
+                               [root / "seg.zarr", root / "segmented.manifest.json"], 1, "bg_conflict_50")
+    for split in ("train", "val"):
+        g = zarr.open_group(str(tmp_path / "bg_conflict_50.zarr"), mode="r")[split]
+        labels, bias = g["labels"][:], g["bias_labels"][:]
+        for y in range(9):  # 2 images per class: round(0.5 * 2) = 1 on another class's background
+            assert (bias[labels == y] != y).sum() == 1
+    assert get_family("in9").test_sets({**cfg, "bg_conflict_percents": [50]}, "bg_conflict_50") == {
+        "valid": "bg_conflict_50", "unbiased": "mixed_rand"}

@@ -91,13 +91,15 @@ def analysis_config(config: dict[str, Any], analysis: str) -> dict[str, Any]:
 
 def dataset_section(config: dict[str, Any], dataset: str, variants: list[str]) -> dict[str, Any]:
     """`dataset`'s config section as jobs about `variants` see it: for the in9 family without the
-    list of variants (no generation step reads it) and without the sections of derived variants
+    list of variants and of background-biased percentages (no generation step reads them: a
+    `bg_conflict_<p>` job reads p from its name) and without the sections of derived variants
     not among `variants`, so adding a variant or editing Stylized IN-9's settings reruns only
     the jobs that make or read those stores."""
     section = config["datasets"][dataset]
     if dataset_family(config, dataset) != "in9":
         return section
-    return {k: v for k, v in section.items() if k != "variants" and (k not in DERIVED_SECTIONS or k in variants)}
+    return {k: v for k, v in section.items()
+            if k not in ("variants", "bg_conflict_percents") and (k not in DERIVED_SECTIONS or k in variants)}
 
 
 def dataset_job_config(config: dict[str, Any], dataset: str, variant: str | None = None) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """ImageNet-9 Background Challenge: source -> listing -> segmented shards -> intermediate store
--> 8 variants."""
+-> 8 variants (and the derived ones, and the background-biased `bg_conflict_<p>` variants)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ..sources.listing import read_listing, write_listing
 from ..sources.synthetic import make_synthetic_in9
 from ..store import atomic_path
 from ..variant_stage import run_variant_stage
+from ..variants import BG_CONFLICT, bg_conflict_variants
 from .base import DatasetFamily
 
 
@@ -20,7 +21,14 @@ class In9Family(DatasetFamily):
     name = "in9"
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
-        return list(ds_cfg["variants"])
+        return list(ds_cfg["variants"]) + bg_conflict_variants(ds_cfg.get("bg_conflict_percents", []))
+
+    def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
+        """A background-biased train variant: "valid" (its val split, biased alike) and "unbiased"
+        (Mixed-Rand: backgrounds independent of the class); otherwise every variant."""
+        if train_variant.startswith(BG_CONFLICT):
+            return {"valid": train_variant, "unbiased": "mixed_rand"}
+        return {v: v for v in self.variants(ds_cfg)}
 
     def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
                  workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:

@@ -16,7 +16,8 @@ SECONDS_PER_IMAGE_224 = 0.006
 ARCH_COST = {"resnet18": 1.0, "resnet34": 2.0, "resnet50": 2.5, "bagnet18": 1.5, "simple_cnn7": 0.5, "simple_cnn1": 0.1}
 #: methods that run two networks or two forward passes per step
 METHOD_COST = {"clad": 2.0, "clad_plus": 2.0, "clad_trivial": 2.0, "clad_plus_trivial": 2.0, "rebias": 2.0,
-               "rubi": 1.5, "learned_mixin_h": 1.5, "hex": 1.2}
+               "rubi": 1.5, "learned_mixin_h": 1.5, "hex": 1.2, "moco_v2": 3.0, "moco_v2_texture": 3.5, "byol": 3.0,
+               "lff": 2.0, "lff_be": 2.5, "intrinsic_feature_enhancement": 3.5}
 #: CPU seconds to decode, resize and GrabCut one image at 224 px with 10 iterations (x3 headroom)
 SEGMENT_SECONDS_224 = 0.6
 #: training images of the sources whose size the config does not give (the Background

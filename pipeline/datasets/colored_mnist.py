@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zarr
 
 from ..colored_mnist import colour_strokes, conflicting_colours, independent_colours
 from ..seeding import name_rng
-from ..store import atomic_path, code_version, config_hash, create_array, write_json
 from .base import DatasetFamily
-from .biased_mnist import CLASSES, COLOUR_NAMES, load_digits
+from .biased_mnist import load_digits
+from .digit_store import write_digit_store
 
 
 def variant_name(percent: float) -> str:
@@ -62,21 +61,8 @@ class ColoredMnistFamily(DatasetFamily):
             for split, (images, labels) in split_train_val(*digits["train"], float(ds_cfg["val_fraction"]), seed).items():
                 parts[split] = (images, labels, conflicting_colours(labels, percent / 100, f"{seed}/{variant}/{split}"),
                                 percent)
-        manifest = {}
-        with atomic_path(out) as tmp:
-            group = zarr.open_group(tmp, mode="w")
-            group.attrs.update({"classes": CLASSES, "bias_classes": COLOUR_NAMES, "variant": variant,
-                                "family": self.name, "image_size": 28,
-                                "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
-                                               "code_version": code_version()}})
-            for split, (images, labels, colours, percent) in parts.items():
-                n, one = len(labels), max(len(labels), 1)
-                sub = group.create_group(split)
-                create_array(sub, "images", (n, 28, 28, 3), np.uint8, int(ds_cfg["chunk_images"]))[:] = \
-                    colour_strokes(images, colours, sigma, f"{seed}/{variant}/{split}")
-                create_array(sub, "labels", (n,), np.int64, one, one)[:] = labels
-                create_array(sub, "bias_labels", (n,), np.int64, one, one)[:] = colours
-                create_array(sub, "ids", (n,), str, one, one)[:] = np.array([f"{split}/{i:05d}" for i in range(n)])
-                manifest[split] = {"inputs": n, "outputs": n, "skipped": [], "conflict_percent": percent,
-                                   "conflicting": int((colours != labels).sum())}
-        write_json(out.parent / f"{variant}.manifest.json", manifest)
+        write_digit_store(out, self.name, variant, ds_cfg, seed, {
+            split: {"images": colour_strokes(images, colours, sigma, f"{seed}/{variant}/{split}"), "labels": labels,
+                    "colours": colours, "ids": np.array([f"{split}/{i:05d}" for i in range(len(labels))]),
+                    "manifest": {"conflict_percent": percent, "conflicting": int((colours != labels).sum())}}
+            for split, (images, labels, colours, percent) in parts.items()})

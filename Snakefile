@@ -29,7 +29,7 @@ config.update(resolved)  # sweeps, grids and Table 5's U2-Net runs become experi
 include: "rules/common.smk"
 include: "rules/in9_data.smk"
 include: "rules/in9_derived.smk"
-include: "rules/mnist_data.smk"
+include: "rules/labelled_data.smk"
 include: "rules/bg_challenge_data.smk"
 include: "rules/train.smk"
 include: "rules/grids.smk"

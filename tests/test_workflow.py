@@ -146,7 +146,7 @@ def test_one_variant_regenerates_byte_identical(tiny_run):
 def test_dry_run_lists_the_whole_graph(tmp_path):
     jobs = planned(snakemake("-n", "--cores", "32", "--config", f"results={tmp_path}"))
     for rule in ("in9_synthetic_source", "in9_list", "in9_segment_shard", "in9_segment", "in9_variant",
-                 "mnist_variant", "train", "train_grid_rebias_mnist", "evaluate", "analysis",
+                 "labelled_variant", "train", "train_grid_rebias_mnist", "evaluate", "analysis",
                  "analysis_saliency", "report", "all"):
         assert rule in jobs, rule
     assert jobs["in9_segment_shard"] == 12  # 9 classes x 650 images in shards of block_images = 512

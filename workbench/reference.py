@@ -21,6 +21,7 @@ START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 #: where the shared definitions are used, shown under these keys
 DEF_PLACES = {"in9_dataset": "datasets.<in9 dataset>", "biased_mnist_dataset": "datasets.<biased_mnist dataset>",
               "colored_mnist_dataset": "datasets.<colored_mnist dataset>",
+              "waterbirds_dataset": "datasets.<waterbirds dataset>",
               "bg_challenge_dataset": "datasets.<bg_challenge dataset>", "training_fields": "training"}
 
 

@@ -51,6 +51,8 @@ def dataset_images(ds_cfg: dict[str, Any], split: str = "train") -> int:
     """Images of a dataset's split, from its config (folder sources: the usual real size)."""
     if ds_cfg.get("family") in ("biased_mnist", "colored_mnist"):
         return 60_000 if ds_cfg["source"]["kind"] == "idx" else 5_000 * ds_cfg["source"].get("copies", 1)
+    if ds_cfg.get("family") == "waterbirds":
+        return 4_795 if split == "train" else 5_794  # CUB's train / test images
     source = ds_cfg["source"]
     if source["kind"] == "synthetic":
         syn = source["synthetic"]

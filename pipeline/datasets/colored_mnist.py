@@ -18,7 +18,7 @@ from ..colored_mnist import colour_strokes, conflicting_colours, independent_col
 from ..seeding import name_rng
 from .base import DatasetFamily
 from .biased_mnist import load_digits
-from .digit_store import write_digit_store
+from .labelled_store import write_labelled_store
 
 
 def variant_name(percent: float) -> str:
@@ -61,8 +61,8 @@ class ColoredMnistFamily(DatasetFamily):
             for split, (images, labels) in split_train_val(*digits["train"], float(ds_cfg["val_fraction"]), seed).items():
                 parts[split] = (images, labels, conflicting_colours(labels, percent / 100, f"{seed}/{variant}/{split}"),
                                 percent)
-        write_digit_store(out, self.name, variant, ds_cfg, seed, {
+        write_labelled_store(out, self.name, variant, ds_cfg, seed, {
             split: {"images": colour_strokes(images, colours, sigma, f"{seed}/{variant}/{split}"), "labels": labels,
-                    "colours": colours, "ids": np.array([f"{split}/{i:05d}" for i in range(len(labels))]),
+                    "bias_labels": colours, "ids": np.array([f"{split}/{i:05d}" for i in range(len(labels))]),
                     "manifest": {"conflict_percent": percent, "conflicting": int((colours != labels).sum())}}
             for split, (images, labels, colours, percent) in parts.items()})

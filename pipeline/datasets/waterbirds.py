@@ -1,0 +1,51 @@
+"""Waterbirds from CUB-200-2011 and Places365 folders (`pipeline.waterbirds`), at Park et al.'s four
+bias-conflicting ratios.
+
+Variants: `conflict_<p>` for each p (%) of `conflict_percents`: the train split with p % of each
+label on the other place type (the group-DRO recipe's confounder 0.95 is p = 5) and the val
+split with half on each; `unbiased`: the test split (CUB's test images), half on each.
+`bias_labels` is the place type (0 land, 1 water).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..waterbirds import list_birds, make_split, split_birds
+from .base import DatasetFamily
+from .labelled_store import write_labelled_store
+
+CLASSES, PLACE_TYPES = ["landbird", "waterbird"], ["land", "water"]
+
+
+def variant_name(percent: float) -> str:
+    return f"conflict_{percent:g}"
+
+
+class WaterbirdsFamily(DatasetFamily):
+    name = "waterbirds"
+
+    def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
+        return [variant_name(p) for p in ds_cfg["conflict_percents"]] + ["unbiased"]
+
+    def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
+        """"valid": the val split (balanced, as in the recipe); "unbiased": the test split."""
+        return {"valid": train_variant, "unbiased": "unbiased"}
+
+    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
+                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
+        if step != "variant" or variant not in self.variants(ds_cfg):
+            raise ValueError(f"waterbirds builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+        splits = split_birds(list_birds(Path(ds_cfg["cub_root"]).expanduser()), float(ds_cfg["val_fraction"]), seed)
+        if variant == "unbiased":
+            plan = {"val": (splits["test"], 0.5)}
+        else:
+            percent = next(p for p in ds_cfg["conflict_percents"] if variant_name(p) == variant)
+            plan = {"train": (splits["train"], percent / 100), "val": (splits["val"], 0.5)}
+        parts = {}
+        for split, (birds, other_share) in plan.items():
+            arrays, skipped = make_split(ds_cfg, birds, other_share, seed, f"waterbirds_place_type/{variant}/{split}")
+            parts[split] = {**arrays, "manifest": {"inputs": len(birds), "skipped": skipped,
+                                                   "other_place_share": other_share}}
+        write_labelled_store(out, self.name, variant, ds_cfg, seed, parts, CLASSES, PLACE_TYPES)

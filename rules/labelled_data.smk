@@ -1,10 +1,11 @@
 # Datasets whose variants are each built whole by one job (pipeline/datasets/labelled_store.py):
 # Biased MNIST (ReBias: the background's colour; one store per train rho plus the unbiased test
 # store), Colored MNIST (LfF: the strokes' colour; one store per bias-conflicting percentage plus
-# the unbiased test store), Waterbirds (from your CUB-200-2011 and Places folders; one store per
-# percentage plus the test store).
+# the unbiased test store), Waterbirds (from your CUB-200-2011 and Places folders) and BFFHQ / BAR
+# (their released folders read as is), one store per percentage plus the test store.
 
-LABELLED_DATASETS = datasets_of("biased_mnist") + datasets_of("colored_mnist") + datasets_of("waterbirds")
+LABELLED_DATASETS = (datasets_of("biased_mnist") + datasets_of("colored_mnist") + datasets_of("waterbirds")
+                     + datasets_of("released_bias_folders"))
 
 
 def labelled_inputs(wildcards):
@@ -13,6 +14,8 @@ def labelled_inputs(wildcards):
     ds = config["datasets"][wildcards.dataset]
     if ds.get("family") == "waterbirds":
         return [os.path.expanduser(ds[key]) for key in ("cub_root", "segmentations", "places_root")]
+    if ds.get("family") == "released_bias_folders":
+        return [os.path.expanduser(ds["root"])]
     return idx_files(wildcards.dataset)
 
 

@@ -22,6 +22,7 @@ START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 DEF_PLACES = {"in9_dataset": "datasets.<in9 dataset>", "biased_mnist_dataset": "datasets.<biased_mnist dataset>",
               "colored_mnist_dataset": "datasets.<colored_mnist dataset>",
               "waterbirds_dataset": "datasets.<waterbirds dataset>",
+              "released_bias_folders_dataset": "datasets.<released_bias_folders dataset>",
               "bg_challenge_dataset": "datasets.<bg_challenge dataset>", "training_fields": "training"}
 
 

@@ -53,6 +53,8 @@ def dataset_images(ds_cfg: dict[str, Any], split: str = "train") -> int:
         return 60_000 if ds_cfg["source"]["kind"] == "idx" else 5_000 * ds_cfg["source"].get("copies", 1)
     if ds_cfg.get("family") == "waterbirds":
         return 4_795 if split == "train" else 5_794  # CUB's train / test images
+    if ds_cfg.get("family") == "released_bias_folders":
+        return 20_000 if split == "train" else 1_000  # BFFHQ's order of magnitude
     source = ds_cfg["source"]
     if source["kind"] == "synthetic":
         syn = source["synthetic"]

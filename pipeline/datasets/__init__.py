@@ -7,6 +7,7 @@ from .bg_challenge import BgChallengeFamily
 from .biased_mnist import BiasedMnistFamily
 from .colored_mnist import ColoredMnistFamily
 from .in9 import In9Family
+from .released_bias_folders import ReleasedBiasFoldersFamily
 from .waterbirds import WaterbirdsFamily
 
 FAMILIES: dict[str, type[DatasetFamily]] = {
@@ -15,6 +16,7 @@ FAMILIES: dict[str, type[DatasetFamily]] = {
     "bg_challenge": BgChallengeFamily,
     "colored_mnist": ColoredMnistFamily,
     "waterbirds": WaterbirdsFamily,
+    "released_bias_folders": ReleasedBiasFoldersFamily,
 }
 
 

@@ -1,0 +1,104 @@
+"""BFFHQ and BAR as their debiasing releases ship them (the DisEnt / BiasEnsemble layout), read as
+is, never downloaded:
+
+    <root>/<p>pct/align/<label>/<name>_<label>_<bias>.<ext>      training, bias-aligned
+    <root>/<p>pct/conflict/<label>/<name>_<label>_<bias>.<ext>   training, bias-conflicting
+    <root>/valid/<name>_<label>_<bias>.<ext>                     validation (subfolders allowed)
+    <root>/test/<name>_<label>_<bias>.<ext>                      test
+
+Label and bias label are the last two `_`-separated fields of the file name (BFFHQ: age and
+gender; BAR: action and background). Variants: `conflict_<p>` (train from `<p>pct`, val from
+`valid`) for each p in `conflict_percents`, and `unbiased` (val split = `test`). Images are
+centre-cropped to a square and resized to `image_size`; an unreadable file or a name without
+the two fields is listed in the manifest with its reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import PipelineError, SkipItem
+from ..imageio import is_image_name, load_rgb, resize_square
+from .base import DatasetFamily
+from .labelled_store import write_labelled_store
+
+
+def variant_name(percent: float) -> str:
+    return f"conflict_{percent:g}"
+
+
+def percent_folder(percent: float) -> str:
+    return f"{percent:g}pct"
+
+
+def parse_name(path: Path) -> tuple[int, int]:
+    """(label, bias label) from `<anything>_<label>_<bias>.<ext>`."""
+    parts = path.stem.split("_")
+    try:
+        return int(parts[-2]), int(parts[-1])
+    except (IndexError, ValueError) as exc:
+        raise SkipItem(f"{path.name}: the name does not end in _<label>_<bias> (integers), as the release's "
+                       "files do; rename it or remove it") from exc
+
+
+def square(image: np.ndarray, size: int) -> np.ndarray:
+    """The centred square crop of `image`, resized to size x size."""
+    h, w = image.shape[:2]
+    side = min(h, w)
+    y, x = (h - side) // 2, (w - side) // 2
+    return resize_square(image[y:y + side, x:x + side], size)
+
+
+def read_folder(folders: list[Path], size: int) -> tuple[dict[str, np.ndarray], int, list[dict[str, Any]]]:
+    """Every image file under `folders` (sorted): arrays, the number of files, skipped items."""
+    for folder in folders:
+        if not folder.is_dir():
+            raise PipelineError(f"{folder} is missing: point `root` at the released folder (it holds <p>pct/align, "
+                                "<p>pct/conflict, valid and test)")
+    files = sorted(p for folder in folders for p in folder.rglob("*") if p.is_file() and is_image_name(p))
+    images, labels, bias, ids, skipped = [], [], [], [], []
+    for path in files:
+        try:
+            label, bias_label = parse_name(path)
+            images.append(square(load_rgb(path, 8), size))
+        except SkipItem as exc:
+            skipped.append({"id": path.name, "path": str(path), "reason": exc.reason})
+            continue
+        labels.append(label)
+        bias.append(bias_label)
+        ids.append(str(path.relative_to(folders[0].parent)))
+    arrays = {"images": np.stack(images) if images else np.zeros((0, size, size, 3), np.uint8),
+              "labels": np.array(labels, np.int64), "bias_labels": np.array(bias, np.int64),
+              "ids": np.array(ids, dtype=str)}
+    return arrays, len(files), skipped
+
+
+class ReleasedBiasFoldersFamily(DatasetFamily):
+    name = "released_bias_folders"
+
+    def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
+        return [variant_name(p) for p in ds_cfg["conflict_percents"]] + ["unbiased"]
+
+    def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
+        return {"valid": train_variant, "unbiased": "unbiased"}
+
+    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
+                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
+        if step != "variant" or variant not in self.variants(ds_cfg):
+            raise ValueError(f"{self.name} builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+        root, size = Path(ds_cfg["root"]).expanduser(), int(ds_cfg["image_size"])
+        if variant == "unbiased":
+            plan = {"val": [root / "test"]}
+        else:
+            percent = next(p for p in ds_cfg["conflict_percents"] if variant_name(p) == variant)
+            plan = {"train": [root / percent_folder(percent) / "align", root / percent_folder(percent) / "conflict"],
+                    "val": [root / "valid"]}
+        parts = {}
+        for split, folders in plan.items():
+            arrays, inputs_count, skipped = read_folder(folders, size)
+            parts[split] = {**arrays, "manifest": {"inputs": inputs_count, "skipped": skipped}}
+        write_labelled_store(out, self.name, variant, ds_cfg, seed, parts, list(ds_cfg["classes"]),
+                             list(ds_cfg["bias_classes"]))

@@ -148,8 +148,11 @@ class LfFBiasEnsemble(LfF):
 class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
     """Park et al. (CVPR 2024) on LfF + BE. `method_args` besides BE's: t1 and t2 (iterations: the
     BN score's reference point and the start of the guidance), lambda_sim, alpha_l, alpha_s, tau.
-    g(z) is the target of L_guide.sim (no gradient through it): minimising the L1 distance then
-    raises z towards the enhanced features instead of flattening them. A sample whose class has
+    The gradient of L_guide.sim flows through the IE weight of x (its Grad-CAM and common-feature
+    score), not through the partner's side (the reference): minimising |GAP(z) - GAP(z * IE)|
+    drives IE towards 1, i.e. makes x exploit its intrinsic features as much as x^BN does. (Read
+    with g(z) as a fixed target instead, each step asks z to grow by IE, and in a pilot the loss
+    ran away: 35 -> 154 over 15 epochs, training accuracy 95 -> 37 %.) A sample whose class has
     no member in D^BN this step gets no partner: IE = 1 and zero weight on L_guide.sim and L_BN."""
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
@@ -199,14 +202,15 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         with self.autocast():
             z_bn = self.network.feature_map(x_bn)
             logits_bn = head(z_bn.mean((2, 3))).float()
-        with torch.no_grad():
-            zf, zbf = z.detach().float(), z_bn.detach().float()
-            cam, cam_bn = (class_activation_map(m, head.weight.float(), y) for m in (zf, zbf))
-            ie = torch.where(has[:, None, None], ie_weight(zf, zbf, cam, cam_bn, self.args["tau"]),
-                             torch.ones_like(cam))
-        g = z.float() * ie[:, None]                                                          # Eq. 7
-        gap, gap_g = z.float().mean((2, 3)), g.mean((2, 3))
-        loss_sim = (s_bn * (gap - gap_g.detach()).abs().sum(1)).mean()                        # Eq. 9
+        zf, weight = z.float(), head.weight.float()
+        with torch.no_grad():  # the partner is the reference: no gradient through its side
+            zbf = z_bn.detach().float()
+            cam_bn = class_activation_map(zbf, weight, y)
+        cam = class_activation_map(zf, weight, y)
+        ie = torch.where(has[:, None, None], ie_weight(zf, zbf, cam, cam_bn, self.args["tau"]), torch.ones_like(cam))
+        g = zf * ie[:, None]                                                                  # Eq. 7
+        gap, gap_g = zf.mean((2, 3)), g.mean((2, 3))
+        loss_sim = (s_bn * (gap - gap_g).abs().sum(1)).mean()                                # Eq. 9
         loss_cls = (w * F.cross_entropy(head(gap_g), y, reduction="none")).mean()             # Eq. 10
         loss_bn = (s_bn * F.cross_entropy(logits_bn, y, reduction="none")).mean()             # Eq. 12
         total_steps = max(self.cfg["epochs"] * self.steps_per_epoch - self.args["t2"], 1)

@@ -33,9 +33,12 @@ def capability_line(model: str, where: str, values: list[float], chance: float, 
 
 
 def compare(ours: list[float], base: list[float]) -> str:
-    """"higher" / "lower" only when the difference of means exceeds the seed spread of both."""
+    """"higher" / "lower" only when the difference of means exceeds the seed spread of both; with
+    one seed on both sides there is no spread to judge against, and the words are left out."""
     if not ours or not base:
         return "no numbers"
+    if len(ours) == 1 and len(base) == 1:
+        return f"{ours[0] - base[0]:+.1f} points (one seed each: not judged)"
     spread = max(np.std(ours, ddof=1) if len(ours) > 1 else 0.0, np.std(base, ddof=1) if len(base) > 1 else 0.0)
     diff = float(np.mean(ours) - np.mean(base))
     word = "higher" if diff > spread else "lower" if diff < -spread else "not clearly different"

@@ -46,6 +46,17 @@ def idx_files(dataset):
     return [os.path.expanduser(source[key]) for key in ("train_images", "train_labels", "test_images", "test_labels")]
 
 
+def labelled_inputs(wildcards):
+    """The files and folders a dataset reads (a missing one stops the DAG build, named): MNIST idx
+    files, or the CUB, segmentation and Places folders of Waterbirds."""
+    ds = config["datasets"][wildcards.dataset]
+    if ds.get("family") == "waterbirds":
+        return [os.path.expanduser(ds[key]) for key in ("cub_root", "segmentations", "places_root")]
+    if ds.get("family") == "released_bias_folders":
+        return [os.path.expanduser(ds["root"])]
+    return idx_files(wildcards.dataset)
+
+
 def variant_store(dataset, variant):
     return f"{R}/datasets/{dataset}/{variant}.zarr"
 

@@ -8,17 +8,6 @@ LABELLED_DATASETS = (datasets_of("biased_mnist") + datasets_of("colored_mnist") 
                      + datasets_of("released_bias_folders"))
 
 
-def labelled_inputs(wildcards):
-    """The files and folders a dataset reads (a missing one stops the DAG build, named): MNIST idx
-    files, or the CUB, segmentation and Places folders of Waterbirds."""
-    ds = config["datasets"][wildcards.dataset]
-    if ds.get("family") == "waterbirds":
-        return [os.path.expanduser(ds[key]) for key in ("cub_root", "segmentations", "places_root")]
-    if ds.get("family") == "released_bias_folders":
-        return [os.path.expanduser(ds["root"])]
-    return idx_files(wildcards.dataset)
-
-
 rule labelled_variant:
     input:
         config=lambda wc: dataset_config_file(wc.dataset),

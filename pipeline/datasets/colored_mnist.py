@@ -16,13 +16,9 @@ import numpy as np
 
 from ..colored_mnist import colour_strokes, conflicting_colours, independent_colours
 from ..seeding import name_rng
-from .base import DatasetFamily
 from .biased_mnist import load_digits
+from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store
-
-
-def variant_name(percent: float) -> str:
-    return f"conflict_{percent:g}"
 
 
 def split_train_val(images: np.ndarray, labels: np.ndarray, val_fraction: float,
@@ -35,28 +31,16 @@ def split_train_val(images: np.ndarray, labels: np.ndarray, val_fraction: float,
     return {"train": (images[~val], labels[~val]), "val": (images[val], labels[val])}
 
 
-class ColoredMnistFamily(DatasetFamily):
+class ColoredMnistFamily(ConflictRatioFamily):
     name = "colored_mnist"
 
-    def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
-        return [variant_name(p) for p in ds_cfg["conflict_percents"]] + ["unbiased"]
-
-    def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
-        """"valid": the val split of the training variant (biased like its train split: model
-        selection without bias labels); "unbiased": the test digits, colours independent."""
-        return {"valid": train_variant, "unbiased": "unbiased"}
-
-    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
-                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
-        if step != "variant" or variant not in self.variants(ds_cfg):
-            raise ValueError(f"colored_mnist builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+    def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         digits = load_digits(ds_cfg, seed)
         sigma = float(ds_cfg["colour_std"])
-        if variant == "unbiased":
+        if percent is None:
             images, labels = digits["test"]
             parts = {"val": (images, labels, independent_colours(len(labels), f"{seed}/unbiased"), None)}
         else:
-            percent = next(p for p in ds_cfg["conflict_percents"] if variant_name(p) == variant)
             parts = {}
             for split, (images, labels) in split_train_val(*digits["train"], float(ds_cfg["val_fraction"]), seed).items():
                 parts[split] = (images, labels, conflicting_colours(labels, percent / 100, f"{seed}/{variant}/{split}"),

@@ -22,12 +22,8 @@ import numpy as np
 
 from ..errors import PipelineError, SkipItem
 from ..imageio import is_image_name, load_rgb, resize_square
-from .base import DatasetFamily
+from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store
-
-
-def variant_name(percent: float) -> str:
-    return f"conflict_{percent:g}"
 
 
 def percent_folder(percent: float) -> str:
@@ -76,24 +72,14 @@ def read_folder(folders: list[Path], size: int) -> tuple[dict[str, np.ndarray], 
     return arrays, len(files), skipped
 
 
-class ReleasedBiasFoldersFamily(DatasetFamily):
+class ReleasedBiasFoldersFamily(ConflictRatioFamily):
     name = "released_bias_folders"
 
-    def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
-        return [variant_name(p) for p in ds_cfg["conflict_percents"]] + ["unbiased"]
-
-    def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
-        return {"valid": train_variant, "unbiased": "unbiased"}
-
-    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
-                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
-        if step != "variant" or variant not in self.variants(ds_cfg):
-            raise ValueError(f"{self.name} builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+    def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         root, size = Path(ds_cfg["root"]).expanduser(), int(ds_cfg["image_size"])
-        if variant == "unbiased":
+        if percent is None:
             plan = {"val": [root / "test"]}
         else:
-            percent = next(p for p in ds_cfg["conflict_percents"] if variant_name(p) == variant)
             plan = {"train": [root / percent_folder(percent) / "align", root / percent_folder(percent) / "conflict"],
                     "val": [root / "valid"]}
         parts = {}

@@ -13,35 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from ..waterbirds import list_birds, make_split, split_birds
-from .base import DatasetFamily
+from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store
 
 CLASSES, PLACE_TYPES = ["landbird", "waterbird"], ["land", "water"]
 
 
-def variant_name(percent: float) -> str:
-    return f"conflict_{percent:g}"
+class WaterbirdsFamily(ConflictRatioFamily):
+    """Its val split is balanced (half of each label on each place type), as in the recipe."""
 
-
-class WaterbirdsFamily(DatasetFamily):
     name = "waterbirds"
 
-    def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
-        return [variant_name(p) for p in ds_cfg["conflict_percents"]] + ["unbiased"]
-
-    def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
-        """"valid": the val split (balanced, as in the recipe); "unbiased": the test split."""
-        return {"valid": train_variant, "unbiased": "unbiased"}
-
-    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
-                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
-        if step != "variant" or variant not in self.variants(ds_cfg):
-            raise ValueError(f"waterbirds builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+    def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         splits = split_birds(list_birds(Path(ds_cfg["cub_root"]).expanduser()), float(ds_cfg["val_fraction"]), seed)
-        if variant == "unbiased":
+        if percent is None:
             plan = {"val": (splits["test"], 0.5)}
         else:
-            percent = next(p for p in ds_cfg["conflict_percents"] if variant_name(p) == variant)
             plan = {"train": (splits["train"], percent / 100), "val": (splits["val"], 0.5)}
         parts = {}
         for split, (birds, other_share) in plan.items():

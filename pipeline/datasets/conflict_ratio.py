@@ -1,0 +1,35 @@
+"""The variant scheme of the bias-amplification datasets (Colored MNIST, Waterbirds, BFFHQ, BAR):
+`conflict_<p>` per bias-conflicting percentage p (a train split and a val split for model
+selection) and `unbiased` (the test set, in a val split)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .base import DatasetFamily
+
+
+def variant_name(percent: float) -> str:
+    return f"conflict_{percent:g}"
+
+
+class ConflictRatioFamily(DatasetFamily):
+    """Subclasses build one variant in `build`: `percent` is the variant's p, None for `unbiased`."""
+
+    def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
+        return [variant_name(p) for p in ds_cfg["conflict_percents"]] + ["unbiased"]
+
+    def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
+        """"valid": the val split of the training variant; "unbiased": the test set."""
+        return {"valid": train_variant, "unbiased": "unbiased"}
+
+    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
+                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
+        if step != "variant" or variant not in self.variants(ds_cfg):
+            raise ValueError(f"{self.name} builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+        percent = next((p for p in ds_cfg["conflict_percents"] if variant_name(p) == variant), None)
+        self.build(ds_cfg, seed, out, variant, percent)
+
+    def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
+        raise NotImplementedError

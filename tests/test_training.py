@@ -47,14 +47,18 @@ def test_different_seeds_give_different_models(tmp_path, tiny_store, train_confi
 
 # LearnedMixin+H trains G alone first (tested in test_rebias_methods); here F must move at once.
 FIRST_UPDATE_TRAINS_F = {"learned_mixin_h": {"g_pretrain_epochs": 0}, "moco_v2": {"queue_size": 16},
-                         "moco_v2_texture": {"queue_size": 16}}
+                         "moco_v2_texture": {"queue_size": 16}, "lff_be": {"committee_steps": 2},
+                         "intrinsic_feature_enhancement": {"committee_steps": 2, "t1": 0, "t2": 0}}
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_every_method_runs_one_update_that_changes_weights(name, tiny_stores, train_config):
     """One step moves the trained network's first layer (the self-supervised methods leave the
     head, their linear probe, to `finish`)."""
+    from training.data import ZarrBatches
+
     method = METHODS[name](9, train_config["training"], FIRST_UPDATE_TRAINS_F.get(name, {}))
+    method.setup(ZarrBatches(tiny_stores["original"], "train", 6, shuffle=True))  # as the trainer does
     batch = debug_batch(method, {**tiny_stores, "texture": tiny_stores["stylized"]})  # a stand-in IN-9-Texture
     first = next(method.network.parameters())
     before = copy.deepcopy(first.detach())

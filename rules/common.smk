@@ -12,7 +12,8 @@ from pipeline.segment_stage import shard_count
 from pipeline.sources.listing import folder_fingerprint
 from training.methods import spec
 from workbench import resources as res
-from workbench.config import dataset_family, dataset_variants, grid_experiments, runs, test_sets
+from workbench.config import (dataset_family, dataset_variants, grid_experiment, grid_experiments,
+                              grid_seed_groups, runs, test_sets)
 from workbench.slices import (analysis_config, dataset_job_config, evaluation_config, grid_job_config,
                               imagenet_evaluation_config, official_evaluation_config, report_config, run_config,
                               slice_file)
@@ -159,7 +160,8 @@ def grid_stores(grid_name, variant):
 
 
 def grid_job(grid_name, variant, seed):
-    return grid_job_config(config, grid_name, grid_experiments(config, grid_name, variant), variant, int(seed))
+    return grid_job_config(config, grid_name, grid_experiments(config, grid_name, variant, int(seed)), variant,
+                           int(seed))
 
 
 def grid_config_file(grid_name, variant, seed):

@@ -54,6 +54,9 @@ def test_stores_follow_the_protocol_and_rebuild_identically(tmp_path, default_co
         assert (colours[labels == y] != y).sum() == round(0.02 * (labels == y).sum())
     manifest = json.loads((tmp_path / "a" / "conflict_2.manifest.json").read_text())
     assert manifest["train"]["conflicting"] == int((colours != labels).sum())
+    val = zarr.open_group(str(tmp_path / "a" / "conflict_2.zarr"), mode="r")["val"]
+    assert np.bincount(val["bias_labels"][:], minlength=10).max() - np.bincount(val["bias_labels"][:]).min() <= 1
+    assert manifest["val"]["conflict_percent"] is None  # model selection on colours independent of the digit
     test = zarr.open_group(str(tmp_path / "a" / "unbiased.zarr"), mode="r")["val"]
     assert abs((test["bias_labels"][:] == test["labels"][:]).mean() - 0.1) < 0.05
     for variant in family.variants(cfg):

@@ -111,3 +111,20 @@ def test_grid_and_rebias_errors_name_their_key(default_config, edit, message):
     edit(cfg)
     with pytest.raises(ConfigError, match=message):
         validate_config(cfg)
+
+
+def test_a_grid_methods_own_seeds_split_its_jobs(default_config):
+    """park_cmnist: the main rows take the grid's three seeds, ReBias and LfF only seed 0; the
+    seed-0 job trains all five methods, the seed-1 and seed-2 jobs the three main rows."""
+    from workbench.config import expand_grids, grid_experiments, grid_seed_groups
+
+    config = validate_config(copy.deepcopy(default_config))
+    assert grid_seed_groups(config, "park_cmnist") == [([0], ["vanilla", "rebias", "lff", "lff_be", "ours"]),
+                                                       ([1, 2], ["vanilla", "lff_be", "ours"])]
+    assert grid_experiments(config, "park_cmnist", "conflict_5", 2) == [
+        "park_cmnist_vanilla_conflict_5", "park_cmnist_lff_be_conflict_5", "park_cmnist_ours_conflict_5"]
+    experiments = expand_grids(config)["experiments"]
+    assert experiments["park_cmnist_rebias_conflict_5"]["seeds"] == [0]
+    assert experiments["park_cmnist_ours_conflict_5"]["seeds"] == [0, 1, 2]
+    assert grid_seed_groups(config, "rebias_mnist") == [(config["grids"]["rebias_mnist"].get("seeds") or config["seeds"],
+                                                         list(config["grids"]["rebias_mnist"]["methods"]))]

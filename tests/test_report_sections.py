@@ -232,7 +232,7 @@ def _park_rows(config, unbiased):
 def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config, tmp_path):
     import yaml
 
-    from training.reporting.amplification_sections import amplification_sections, selected_and_oracle
+    from training.reporting.amplification_sections import _percent, amplification_sections, selected_and_oracle
 
     config = _park(default_config)
     paper = yaml.safe_load(open("training/reporting/paper_numbers.yaml"))
@@ -248,6 +248,8 @@ def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config
     assert "| Ours | 63.64 |" in md and "it learns the classes beyond their bias" in md
     assert "Vanilla reaches 45.0 ± 1.0 % on the bias-conflicting samples" in md   # the final point (no curve row)
     assert "against LfF+BE: 0.5 %: higher: +5.0 points" in md
+    assert "val split (colours independent of the digit" in md
+    assert _percent("conflict_0.5") == 0.5 and _percent("bg_conflict_2") == 2.0   # IN-9's variants too
     rows = _park_rows(config, lambda key, p, seed: 12.0 if key == "vanilla" else score[key])
     doc = Document("t")
     amplification_sections(doc, config, rows, paper, tmp_path)

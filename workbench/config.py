@@ -190,7 +190,7 @@ def expand_grids(config: dict[str, Any]) -> dict[str, Any]:
                     "method": spec["method"], "dataset": grid["dataset"], "train_variant": variant,
                     "label": spec["label"], "method_args": copy.deepcopy(spec.get("method_args", {})),
                     "training": deep_merge(grid.get("training", {}), spec.get("training", {})),
-                    "seeds": list(grid.get("seeds", config["seeds"])), "grid": name, "grid_method": key}
+                    "seeds": grid_method_seeds(config, name, key), "grid": name, "grid_method": key}
     return out
 
 
@@ -198,9 +198,27 @@ def grid_experiment(grid: str, method_key: str, variant: str) -> str:
     return f"{grid}_{method_key}_{variant}"
 
 
-def grid_experiments(config: dict[str, Any], grid: str, variant: str) -> list[str]:
-    """The experiments of `grid` trained on `variant` (one per method, in the grid's order)."""
-    return [grid_experiment(grid, key, variant) for key in config["grids"][grid]["methods"]]
+def grid_method_seeds(config: dict[str, Any], grid: str, key: str) -> list[int]:
+    """Seeds of one method of a grid: its own `seeds`, else the grid's, else the top-level ones."""
+    spec, grid_cfg = config["grids"][grid]["methods"][key], config["grids"][grid]
+    return list(spec.get("seeds") or grid_cfg.get("seeds") or config["seeds"])
+
+
+def grid_experiments(config: dict[str, Any], grid: str, variant: str, seed: int | None = None) -> list[str]:
+    """The experiments of `grid` trained on `variant` (one per method, in the grid's order); with
+    `seed`, those of the methods that run with that seed."""
+    return [grid_experiment(grid, key, variant) for key in config["grids"][grid]["methods"]
+            if seed is None or seed in grid_method_seeds(config, grid, key)]
+
+
+def grid_seed_groups(config: dict[str, Any], grid: str) -> list[tuple[list[int], list[str]]]:
+    """(seeds, method keys) groups of a grid: seeds whose jobs train the same methods share one
+    group (one rule each), in the order of their smallest seed."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for seed in sorted({s for key in config["grids"][grid]["methods"] for s in grid_method_seeds(config, grid, key)}):
+        keys = tuple(k for k in config["grids"][grid]["methods"] if seed in grid_method_seeds(config, grid, k))
+        groups.setdefault(keys, []).append(seed)
+    return [(seeds, list(keys)) for keys, seeds in groups.items()]
 
 
 def expand_sweeps(config: dict[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """Colored MNIST (LfF protocol, `pipeline.colored_mnist`) as variant stores in the workbench's format.
 
 Variants: `conflict_<p>` for each entry p (%) of `conflict_percents`: a train split where p % of
-each class wears another class's colour, and a val split of held-out training digits built the
-same way (the validation set a user without bias labels would have); and `unbiased` (val split
-only: the test digits, colours independent of the digit). `bias_labels` is the colour index.
+each class wears another class's colour, and a val split of held-out training digits whose
+colours are independent of the digit (as the group-DRO Waterbirds recipe balances its val split:
+a split with ~0 conflicting samples would select the most colour-reliant checkpoint); and
+`unbiased` (val split only: the test digits, colours independent of the digit). `bias_labels` is
+the colour index.
 Images are 28x28 RGB uint8.
 """
 
@@ -41,10 +43,12 @@ class ColoredMnistFamily(ConflictRatioFamily):
             images, labels = digits["test"]
             parts = {"val": (images, labels, independent_colours(len(labels), f"{seed}/unbiased"), None)}
         else:
-            parts = {}
-            for split, (images, labels) in split_train_val(*digits["train"], float(ds_cfg["val_fraction"]), seed).items():
-                parts[split] = (images, labels, conflicting_colours(labels, percent / 100, f"{seed}/{variant}/{split}"),
-                                percent)
+            splits = split_train_val(*digits["train"], float(ds_cfg["val_fraction"]), seed)
+            images, labels = splits["train"]
+            parts = {"train": (images, labels, conflicting_colours(labels, percent / 100, f"{seed}/{variant}/train"),
+                               percent)}
+            images, labels = splits["val"]
+            parts["val"] = (images, labels, independent_colours(len(labels), f"{seed}/{variant}/val"), None)
         write_labelled_store(out, self.name, variant, ds_cfg, seed, {
             split: {"images": colour_strokes(images, colours, sigma, f"{seed}/{variant}/{split}"), "labels": labels,
                     "bias_labels": colours, "ids": np.array([f"{split}/{i:05d}" for i in range(len(labels))]),

@@ -249,6 +249,7 @@ def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config
     assert "Vanilla reaches 45.0 ± 1.0 % on the bias-conflicting samples" in md   # the final point (no curve row)
     assert "against LfF+BE: 0.5 %: higher: +5.0 points" in md
     assert "val split (colours independent of the digit" in md
+    assert "over 3 seeds (Vanilla, LfF+BE, Ours (Park et al.)), 1 seed (ReBias, LfF)" in md
     assert _percent("conflict_0.5") == 0.5 and _percent("bg_conflict_2") == 2.0   # IN-9's variants too
     rows = _park_rows(config, lambda key, p, seed: 12.0 if key == "vanilla" else score[key])
     doc = Document("t")

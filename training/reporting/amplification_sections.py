@@ -184,13 +184,16 @@ def _figure2(doc: Document, config: dict[str, Any], name: str, grid: dict[str, A
     for ax, variant in zip(axes[0], shown):
         for metric, colour, label in (("bn_score_aligned", "tab:red", "BA"), ("bn_score_conflicting", "tab:blue", "BC")):
             points = series.get((variant, metric), {})
+            if not points:  # e.g. D^BN_cand holds no bias-aligned sample: no line, and the panel says so
+                ax.text(0.03, 0.97, f"no {label} sample in D^BN_cand", transform=ax.transAxes, fontsize=7, va="top")
+                continue
             steps = sorted(points)
             ax.plot(steps, [np.mean(points[s]) for s in steps], color=colour, label=label)
+        ax.legend(fontsize=7, loc="lower right")
         ax.axhline(0, color="black", linewidth=0.5)
         ax.set_title(f"{_percent(variant):g} % conflicting", fontsize=9)
         ax.set_xlabel("training step")
     axes[0][0].set_ylabel("mean BN score in D^BN_cand")
-    axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     doc.heading(f"Park et al. Fig. 2 – {name}: BN scores during training")

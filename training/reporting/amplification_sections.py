@@ -14,8 +14,6 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from workbench.config import dataset_family, grid_method_seeds
-
 from .document import Document
 from .helpers import capability_line, compare, mean_std, save_figure
 
@@ -81,10 +79,11 @@ def amplification_sections(doc: Document, config: dict[str, Any], rows: list[dic
         chance = 100.0 / _num_classes(config, grid["dataset"])
         doc.heading(f"Park et al. (CVPR 2024), Table 1 – {name}: {metric.replace('_', ' ')} (%) on the {TEST} test set "
                     f"of {grid['dataset']}")
+        val_split = VAL_SPLITS.get(config["datasets"][grid["dataset"]].get("family", "in9"), "as the dataset builds it")
         doc.para(f"Mean ± sample std over {_seeds_per_row(config, name)}, by the share of bias-conflicting training samples. "
                  f"Validation-selected: the test value at the scoring point (every "
                  f"{grid.get('model_selection', {}).get('every_steps', '–')} steps, and the end) with the best "
-                 f"accuracy on the val split ({VAL_SPLITS.get(dataset_family(config, grid['dataset']), 'as the dataset builds it')}). Best test "
+                 f"accuracy on the val split ({val_split}). Best test "
                  "(\"oracle\"): the best test value over those points, as the paper and the LfF / BiasEnsemble code "
                  "report; it selects on the test set and flatters every method. α_l, α_s and τ are from a supplementary "
                  "we do not have (supplementary unavailable: BiasEnsemble's EMA 0.7, τ = 1).")
@@ -104,8 +103,9 @@ def amplification_sections(doc: Document, config: dict[str, Any], rows: list[dic
 def _seeds_per_row(config: dict[str, Any], grid: str) -> str:
     """"3 seeds (Vanilla, LfF+BE, Ours), 1 seed (ReBias, LfF)": the rows grouped by their seed count."""
     groups: dict[int, list[str]] = defaultdict(list)
-    for key, method in config["grids"][grid]["methods"].items():
-        groups[len(grid_method_seeds(config, grid, key))].append(method["label"])
+    grid_cfg = config["grids"][grid]
+    for method in grid_cfg["methods"].values():  # a method's own seeds, else the grid's, else the top-level ones
+        groups[len(method.get("seeds") or grid_cfg.get("seeds") or config["seeds"])].append(method["label"])
     if len(groups) == 1:
         return f"{next(iter(groups))} seed(s)"
     return ", ".join(f"{n} seed{'s' if n > 1 else ''} ({', '.join(labels)})" for n, labels in sorted(groups.items(), reverse=True))

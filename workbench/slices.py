@@ -118,8 +118,7 @@ def report_config(config: dict[str, Any]) -> dict[str, Any]:
         exp.setdefault("seeds", config["seeds"])
     grids = {name: {k: v for k, v in grid.items() if k != "training"} for name, grid in config.get("grids", {}).items()}
     for grid in grids.values():
-        grid["methods"] = {k: {key: m[key] for key in ("method", "label", "seeds") if m.get(key) is not None}
-                           for k, m in grid["methods"].items()}
+        grid["methods"] = {k: {"method": m["method"], "label": m["label"]} for k, m in grid["methods"].items()}
     return {"seeds": config["seeds"], "report": config["report"], "evaluation": config["evaluation"],
             "analyses": config["analyses"], "datasets": config["datasets"],
             "training": {k: config["training"][k] for k in ("arch", "epochs")}, "experiments": experiments,

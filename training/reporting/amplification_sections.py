@@ -102,10 +102,10 @@ def amplification_sections(doc: Document, config: dict[str, Any], rows: list[dic
 
 def _seeds_per_row(config: dict[str, Any], grid: str) -> str:
     """"3 seeds (Vanilla, LfF+BE, Ours), 1 seed (ReBias, LfF)": the rows grouped by their seed count."""
+    n_seeds = {exp["grid_method"]: len(exp["seeds"]) for exp in config["experiments"].values() if exp.get("grid") == grid}
     groups: dict[int, list[str]] = defaultdict(list)
-    grid_cfg = config["grids"][grid]
-    for method in grid_cfg["methods"].values():  # a method's own seeds, else the grid's, else the top-level ones
-        groups[len(method.get("seeds") or grid_cfg.get("seeds") or config["seeds"])].append(method["label"])
+    for key, method in config["grids"][grid]["methods"].items():
+        groups[n_seeds.get(key, 0)].append(method["label"])
     if len(groups) == 1:
         return f"{next(iter(groups))} seed(s)"
     return ", ".join(f"{n} seed{'s' if n > 1 else ''} ({', '.join(labels)})" for n, labels in sorted(groups.items(), reverse=True))

@@ -1,6 +1,7 @@
 """IN-9 variants made image by image by a model or an external tool, per shard then gathered:
 
-- `stylized` (Stylized IN-9): AdaIN with a style of another class (`pipeline.adain`,
+- `stylized` (Stylized IN-9): AdaIN with a style of a class drawn from all classes on train (the
+  texture says nothing about the label) and from the other classes on val (`pipeline.adain`,
   `pipeline.styles`); `bias_labels` = the style's class, `style_ids` = the style's id. Its val
   split is the cue-conflict set of the shape bias (shape of class A, texture of class B != A).
 - `texture` (IN-9-Texture, Ge et al. 2021 Sec. 3.1): a texture synthesized from the image's
@@ -12,8 +13,8 @@
 The shards are the segmentation's (`block_images` rows of the intermediate store each), so a
 cluster spreads them over nodes; every choice is seeded by the image's id and every batch is
 fixed by the data, so the stores' bytes do not depend on how the shards were scheduled. The
-first two run at `work_size` (images are resized to it and back): AdaIN's relu4_1 sees 1/8 of the side,
-which leaves a 32-px image with 4x4 features and no shape to keep.
+first two run at `work_size` (images are resized to it and back; null: the image size, at least
+64 px, `work_side`).
 """
 
 from __future__ import annotations
@@ -45,14 +46,17 @@ def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int,
     lo = shard * block
     hi = min(seg["ids"].shape[0], lo + block)
     cfg = ds_cfg[kind]
-    wanted = np.isin(seg["splits"][lo:hi], cfg["splits"]) & seg["ok"][lo:hi].astype(bool)
+    splits = seg["splits"][lo:hi]
+    wanted = np.isin(splits, cfg["splits"]) & seg["ok"][lo:hi].astype(bool)
     rows = lo + np.nonzero(wanted)[0]
     images, labels, ids = seg["images"][lo:hi][rows - lo], seg["labels"][:][rows], seg["ids"][:][rows]
+    classes = list(seg.attrs["classes"])
     if kind == "corrupted":
         result = _corrupt(images, rows, seg, ds_cfg, seed)
+    elif kind == "stylized":
+        result = _stylize(images, labels, ids, splits[rows - lo], classes, ds_cfg, seed)
     else:
-        make = _stylize if kind == "stylized" else _texture
-        result = make(images, labels, ids, list(seg.attrs["classes"]), ds_cfg, seed)
+        result = _texture(images, labels, ids, classes, ds_cfg, seed)
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, rows=rows, records=np.array(json.dumps(result.pop("records"))), **result)
@@ -125,25 +129,39 @@ def _resize(images: np.ndarray, side: int) -> np.ndarray:
         if len(images) else np.zeros((0, side, side, 3), np.uint8)
 
 
-def _stylize(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, classes: list[str], ds_cfg: dict[str, Any],
-             seed: int) -> dict[str, Any]:
+#: the smallest side `work_side` picks by itself: AdaIN's relu4_1 sees 1/8 of the side (a 32-px image
+#: leaves 4x4 features and no shape to keep), and the texture's two example patches need room
+MIN_WORK_SIDE = 64
+
+
+def work_side(image_size: int, work_size: int | None) -> int:
+    """Side a derived variant is made at: its `work_size`, or when null the image's own size but at
+    least `MIN_WORK_SIDE` (so a config for larger images follows them without setting it)."""
+    return int(work_size or max(image_size, MIN_WORK_SIDE))
+
+
+def _stylize(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, splits: np.ndarray, classes: list[str],
+             ds_cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+    """AdaIN of each image with the style `choose_style` picks (another class's only on the
+    cue-conflict splits), at `work_size`."""
     import torch
 
     from .adain import AdaIN
-    from .styles import choose_style, load_styles
+    from .styles import CUE_CONFLICT_SPLITS, choose_style, load_styles
 
     cfg = ds_cfg["stylized"]
     torch.set_num_threads(1)  # parallelism is across shards; one thread keeps the bytes machine-independent
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     styles = load_styles(cfg["styles"], classes, seed)
-    (n, size), work = images.shape[:2], int(cfg["work_size"])
+    n, size = images.shape[:2]
+    work = work_side(size, cfg["work_size"])
     out = np.zeros((n, size, size, 3), np.uint8)
     choice = np.full(n, -1, np.int64)
     records: list[dict[str, Any]] = [{} for _ in range(n)]
     for k in range(n):
         try:
-            choice[k] = choose_style(styles, int(labels[k]), str(ids[k]), seed)
+            choice[k] = choose_style(styles, int(labels[k]), str(ids[k]), seed, str(splits[k]) in CUE_CONFLICT_SPLITS)
         except SkipItem as exc:
             records[k] = {"skipped": exc.reason}
     ok = choice >= 0
@@ -190,7 +208,7 @@ def _texture(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, classes: l
     cfg = ds_cfg["texture"]
     tool = make_tool(cfg)
     n, size = images.shape[:2]
-    work = int(cfg["work_size"] or size)
+    work = work_side(size, cfg["work_size"])
     big = _resize(images, work)
     p = patch_sides(work, cfg)
     jobs = []

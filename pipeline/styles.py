@@ -10,8 +10,12 @@ images behind the shape bias pair the shape of class A with a texture of class B
 - `folder`: `root/<class name>/*` for every class of the dataset (e.g. texture crops of that
   class's objects); every file must decode.
 
-Each image of class y is stylized with a style of a class drawn uniformly from the other
-classes, then a style of that class drawn uniformly, both seeded by the image's id.
+Each image is stylized with a style of a class drawn uniformly, then a style of that class drawn
+uniformly, both seeded by the image's id. The class is drawn from all classes on the train split:
+there the texture must carry no information about the label, as Geirhos et al.'s class-free
+paintings do (drawing only other classes would teach "never the texture's class"). On the val
+split, the cue-conflict set of the shape bias (shape of class A, texture of class B != A), it is
+drawn from the classes other than the image's (`CUE_CONFLICT_SPLITS`).
 """
 
 from __future__ import annotations
@@ -50,13 +54,22 @@ def load_styles(cfg: dict[str, Any], classes: list[str], seed: int) -> StyleSet:
     return _folder(Path(cfg["root"]).expanduser(), classes, size)
 
 
-def choose_style(styles: StyleSet, label: int, item_id: str, seed: int) -> int:
-    """Index of the style for an image of class `label`: another class uniformly, then one of its styles."""
-    others = [c for c in sorted(set(styles.classes.tolist())) if c != label]
-    if not others:
+#: splits whose images are cue-conflict images (the shape bias's test set, Geirhos et al. 2019):
+#: their style is of a class other than the image's; every other split draws it from all classes
+CUE_CONFLICT_SPLITS = frozenset({"val"})
+
+
+def choose_style(styles: StyleSet, label: int, item_id: str, seed: int, other_class_only: bool) -> int:
+    """Index of the style for an image of class `label`: a class drawn uniformly (from the classes
+    other than `label` when `other_class_only`, else from all), then one of its styles uniformly,
+    both seeded by `item_id` alone, so the choice is the same on any number of workers."""
+    classes = sorted(set(styles.classes.tolist()))
+    if other_class_only:
+        classes = [c for c in classes if c != label]
+    if not classes:
         raise SkipItem(f"no style of a class other than {label}: add styles of other classes")
     rng = name_rng(seed, "style", item_id)
-    candidates = styles.of_class(others[int(rng.integers(len(others)))])
+    candidates = styles.of_class(classes[int(rng.integers(len(classes)))])
     return int(candidates[rng.integers(len(candidates))])
 
 

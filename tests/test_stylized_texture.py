@@ -17,9 +17,10 @@ from PIL import Image
 
 from pipeline import adain
 from pipeline.datasets import get_family
-from pipeline.derived_stage import example_patches, patch_sides
+from pipeline import derived_stage
+from pipeline.derived_stage import example_patches, patch_sides, work_side
 from pipeline.errors import PipelineError
-from pipeline.styles import choose_style, load_styles
+from pipeline.styles import CUE_CONFLICT_SPLITS, StyleSet, choose_style, load_styles
 from pipeline.texture_synthesis import TextureJob, Tool, make_tool, synthesize
 
 from .conftest import CLASSES, debug_batch, needs_shared, tiny_stores_config
@@ -68,15 +69,49 @@ def test_wrong_or_missing_adain_weights_name_the_fix(tmp_path):
         adain.vgg_encoder(tmp_path / "vgg.pth")
 
 
-def test_embedded_styles_are_each_class_texture_and_choices_are_other_classes():
+def test_embedded_styles_are_each_class_texture_and_cue_conflict_choices_are_other_classes():
     styles = load_styles({"kind": "embedded", "per_class": 3, "size": 32}, CLASSES, 0)
     assert len(styles.images) == 27 and np.bincount(styles.classes).tolist() == [3] * 9
     again = load_styles({"kind": "embedded", "per_class": 3, "size": 32}, CLASSES, 0)
     assert all(np.array_equal(a, b) for a, b in zip(styles.images, again.images))
-    picks = [choose_style(styles, 4, f"img{k}", 0) for k in range(200)]
+    assert CUE_CONFLICT_SPLITS == {"val"}
+    picks = [choose_style(styles, 4, f"img{k}", 0, other_class_only=True) for k in range(200)]
     assert 4 not in {int(styles.classes[p]) for p in picks}
     assert len({int(styles.classes[p]) for p in picks}) == 8  # every other class is drawn
-    assert picks == [choose_style(styles, 4, f"img{k}", 0) for k in range(200)]  # by the image's id
+    assert picks == [choose_style(styles, 4, f"img{k}", 0, other_class_only=True) for k in range(200)]  # by the id
+
+
+def test_train_style_class_is_independent_of_the_label():
+    """On train the texture must say nothing about the label (Geirhos et al.'s paintings have no
+    class): every (label, style class) cell holds about n / C images, the diagonal included. A
+    choice among the other classes only leaves the diagonal empty, so a model could learn "never
+    the texture's class"."""
+    n_classes, n_ids = 9, 2000
+    styles = StyleSet([np.zeros((1, 1, 3), np.uint8)] * 2 * n_classes, [f"s{k}" for k in range(2 * n_classes)],
+                      np.repeat(np.arange(n_classes), 2))
+    counts = np.zeros((n_classes, n_classes), np.int64)
+    for label in range(n_classes):
+        for k in range(n_ids):
+            style = choose_style(styles, label, f"{label}/{k:05d}", 0, other_class_only=False)
+            counts[label, styles.classes[style]] += 1
+    p = 1 / n_classes
+    bound = 4.5 * np.sqrt(n_ids * p * (1 - p))  # binomial sd of a cell: 14.1 images; 4.5 sd = 63
+    assert np.abs(counts - n_ids * p).max() < bound, counts
+
+
+def test_stylize_works_at_the_image_size_when_work_size_is_null(monkeypatch):
+    """work_size null: AdaIN runs at the image's own size, at least 64 px (a 160-px photo stylized
+    at 64 px lost its shape; a 32-px image needs 64); set, it runs there."""
+    assert work_side(160, None) == 160 and work_side(32, None) == 64 and work_side(32, 48) == 48
+    sides = []
+    resize = derived_stage._resize
+    monkeypatch.setattr(derived_stage, "_resize", lambda images, side: sides.append(side) or resize(images, side))
+    cfg = tiny_stores_config()
+    cfg["stylized"].update(work_size=None, styles={"kind": "embedded", "per_class": 1, "size": 16})
+    images = np.random.default_rng(0).integers(0, 256, (2, 80, 80, 3), dtype=np.uint8)
+    out = derived_stage._stylize(images, np.array([0, 1]), np.array(["a", "b"]), np.array(["train", "val"]),
+                                 CLASSES, cfg, 0)
+    assert out["images"].shape == (2, 80, 80, 3) and out["ok"].all() and sides == [80, 80]
 
 
 def test_style_folder_problems_name_the_folder_or_file(tmp_path):
@@ -98,13 +133,19 @@ def test_style_folder_problems_name_the_folder_or_file(tmp_path):
 
 
 def test_stylized_store_records_style_and_rebuilds_identically(tmp_path, tiny_stores):
-    """Labels are the content's class, bias labels the style's (another class), style ids are
-    stored; a rebuild on 2 workers gives the same bytes."""
+    """Labels are the content's class, bias labels the style's (on val, the cue-conflict set,
+    another class; on train, any class as `choose_style` draws it), style ids are stored; a
+    rebuild on 2 workers gives the same bytes."""
     stylized, original = tiny_stores["stylized"], tiny_stores["original"]
+    styles = load_styles(tiny_stores_config()["stylized"]["styles"], CLASSES, 0)
     for split in ("train", "val"):
         s, o = zarr.open_group(str(stylized), mode="r")[split], zarr.open_group(str(original), mode="r")[split]
         assert np.array_equal(s["ids"][:], o["ids"][:]) and np.array_equal(s["labels"][:], o["labels"][:])
-        assert (s["bias_labels"][:] != s["labels"][:]).all() and (s["bias_labels"][:] >= 0).all()
+        chosen = [choose_style(styles, int(y), str(i), 0, split == "val") for y, i in zip(s["labels"][:], s["ids"][:])]
+        assert s["style_ids"][:].tolist() == [styles.ids[c] for c in chosen]
+        assert np.array_equal(s["bias_labels"][:], styles.classes[chosen])
+        if split == "val":
+            assert (s["bias_labels"][:] != s["labels"][:]).all()
         assert all(sid.startswith("embedded_") for sid in s["style_ids"][:])
         assert not np.array_equal(s["images"][:], o["images"][:])
     root = stylized.parent
@@ -118,7 +159,7 @@ def test_stylized_store_records_style_and_rebuilds_identically(tmp_path, tiny_st
 
 def _ds_cfg(tiny_ds_cfg: dict, **texture) -> dict:
     cfg = dict(tiny_ds_cfg)
-    cfg["texture"] = {**cfg["texture"], "splits": ["train", "val"], "work_size": None, "batch_images": 5, **texture}
+    cfg["texture"] = {**cfg["texture"], "splits": ["train", "val"], "work_size": 32, "batch_images": 5, **texture}
     return cfg
 
 
@@ -281,8 +322,10 @@ def test_s_clad_keys_its_dictionary_by_the_positives_style_class(tiny_stores, de
     assert set(batch) >= {"stylized", "stylized_bias_labels"}
     positives, keys, found = method.make_positives(batch)
     assert torch.equal(positives, batch["stylized"]) and torch.equal(keys, batch["stylized_bias_labels"])
-    assert found.all() and (keys != batch["labels"]).all()
+    # train styles are of any class: a copy wearing the anchor's own class's texture is no positive
+    assert (keys >= 0).all() and torch.equal(found, keys != batch["labels"])
+    assert found.any() and not found.all()                    # this batch holds both kinds
     stats = method.update(batch)
     assert np.isfinite(stats["loss"])
-    filled = (method.dictionary.rows >= 0).sum(1)             # entries per key
-    assert filled.sum() == len(keys) and set(torch.nonzero(filled).flatten().tolist()) == set(keys.tolist())
+    filled = (method.dictionary.rows >= 0).sum(1)             # entries per key: the found positives only
+    assert filled.sum() == found.sum() and set(torch.nonzero(filled).flatten().tolist()) == set(keys[found].tolist())

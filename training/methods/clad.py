@@ -161,7 +161,13 @@ class SCLAD(CLAD):
     background. The positive keeps the anchor's shape under another class's texture: its AdaIN
     copy in Stylized IN-9 (read row-aligned as `stylized`). The dictionary is keyed by the
     positive's style class, so an anchor of class y contrasts with stylized images that carry a
-    texture of class y on the shape of another class: negatives share the texture, not the shape."""
+    texture of class y on the shape of another class: negatives share the texture, not the shape.
+
+    On the train split the style's class is drawn from all classes (`pipeline.styles`: a texture
+    there must say nothing about the label), so about 1/C of the stylized copies carry the
+    anchor's own class's texture; those are no texture-changing positive and are masked out
+    (`found` False: no contrastive term, no CE(x+) for S-CLAD+, never enqueued), as are images
+    with no stylized copy."""
 
     extra_fields = ()
 

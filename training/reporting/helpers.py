@@ -32,6 +32,46 @@ def capability_line(model: str, where: str, values: list[float], chance: float, 
                         "one: the verdict below is **not informative**."))
 
 
+#: fewest images (counted decisions) a per-run value needs before the report prints it. The shape
+#: bias counts only the cue-conflict images classified as the shape or the texture class, which can
+#: be a handful: one image gives 0 or 100 %, and with 30 the binomial standard error is at most
+#: 9 points (50 % / sqrt(30)), coarse but comparable between models.
+MIN_IMAGES = 30
+
+
+def too_few_column(metric: str) -> str:
+    """The table column beside `metric` that holds, per seed whose value rests on fewer than
+    `MIN_IMAGES` images, that number of images (the value itself is kept out of the table)."""
+    return f"{metric}_too_few"
+
+
+def counted_values(rows: list[dict[str, Any]], metric: str,
+                   labels: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+    """{model label: {metric: [value per seed from at least `MIN_IMAGES` images], too_few_column(metric):
+    [number of images per seed from fewer]}} of the eval rows of `metric` (`labels`: experiment ->
+    label). Rows without a count (`n` None) are kept; a NaN value has n = 0, so it lands with the few."""
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: {metric: [], too_few_column(metric): []})
+    for r in sorted(rows, key=lambda r: (r.get("experiment", ""), r.get("seed", 0))):
+        if r.get("kind") == "eval" and r["metric"] == metric:
+            cols = out[labels.get(r["experiment"], r["experiment"])]
+            if r.get("n") is None or r["n"] >= MIN_IMAGES:
+                cols[metric].append(r["value"])
+            else:
+                cols[too_few_column(metric)].append(r["n"])
+    return dict(out)
+
+
+def value_cell(cols: dict[str, list[float]], column: str, digits: int = 1) -> str:
+    """A table cell of `column`: mean ± std over the seeds with enough images; "too few images (n)"
+    where every seed rests on fewer than `MIN_IMAGES` (n per seed), and the seeds left out are named
+    after the number where only some do."""
+    values, few = cols.get(column, []), cols.get(too_few_column(column), [])
+    if not few:
+        return mean_std(values, digits)
+    text = f"too few images ({', '.join(str(int(n)) for n in few)})"
+    return f"{mean_std(values, digits)}; {len(few)} seed(s) left out, {text}" if values else text
+
+
 def compare(ours: list[float], base: list[float]) -> str:
     """"higher" / "lower" only when the difference of means exceeds the seed spread of both; with
     one seed on both sides there is no spread to judge against, and the words are left out."""

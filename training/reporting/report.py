@@ -88,9 +88,11 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     clad_sections.table6(doc, rows, paper["clad_table6"], config["analyses"]["fivecrop_fraction"])
     clad_sections.figure6(doc, config, rows, saliency_arrays, out_dir)
     clad_sections.sweep_figures(doc, config, table, out_dir)
-    shape_bias = {label: v for label, v in texture_sections.shape_bias_table(rows, labels).items() if label in main}
-    with_bias = {label: {**cols, "shape_bias": shape_bias.get(label, [])} for label, cols in main.items()}
-    texture_sections.texture_sections(doc, config, with_bias, shape_bias, paper, stores, out_dir)
+    # shape bias per seed where it counts enough decisions, else their number (texture_sections.shape_bias_table)
+    shape_bias = {label: cols for label, cols in texture_sections.shape_bias_table(rows, labels).items()
+                  if label in main}
+    with_bias = {label: {**cols, **shape_bias.get(label, {})} for label, cols in main.items()}
+    texture_sections.texture_sections(doc, config, with_bias, paper, stores, out_dir)
     ssl_sections.ssl_sections(doc, config, with_bias, rows, paper, out_dir)
     rebias_sections.rebias_sections(doc, config, all_rows, paper, out_dir)
     amplification_sections.amplification_sections(doc, config, all_rows, paper, out_dir)
@@ -103,7 +105,8 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
         with open(tmp, "w", newline="") as fh:
             writer = csv.writer(fh)
             writer.writerow(["source", "model", "metric", "mean", "std", "n_seeds", "values"])
-            sources = [("eval", table), ("shape_bias", {label: {"shape_bias": v} for label, v in shape_bias.items()}),
+            sources = [("eval", table), ("shape_bias", {label: {"shape_bias": cols["shape_bias"]}
+                                                        for label, cols in shape_bias.items() if cols["shape_bias"]}),
                        *((a, metric_table(rows, "analysis", a))
                                          for a in ("consistency", "fivecrop", "saliency", "texture"))]
             for name in config.get("grids", {}):

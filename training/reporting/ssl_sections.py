@@ -14,7 +14,7 @@ import numpy as np
 
 from ..methods import spec
 from .document import Document
-from .helpers import capability_line, compare, mean_std, save_figure
+from .helpers import capability_line, compare, mean_std, save_figure, value_cell
 
 SSL_METHODS = ("moco_v2", "moco_v2_texture", "byol")
 COLUMNS = ["original", "corrupted", "stylized", "texture", "sketch", "mixed_rand", "bg_gap", "shape_bias"]
@@ -61,10 +61,11 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
              "of the 19 ImageNet-C corruptions × 5 severities, balanced per class: the column estimates ImageNet-C's "
              "mean accuracy), Stylized IN-9, the sketch stand-in and the Background Challenge's Mixed-Rand; the "
              "paper's ImageNet-S and -R are not available offline.")
-    body = [[display(r), *[mean_std(table.get(r["label"], {}).get(c, [])) for c in COLUMNS]] for r in runs]
+    # value_cell: a shape bias from too few decisions shows as such, not as a number
+    body = [[display(r), *[value_cell(table.get(r["label"], {}), c) for c in COLUMNS]] for r in runs]
     supervised = "Base (IN9)"
     if supervised in table:
-        body.append([f"Supervised – {supervised}", *[mean_std(table[supervised].get(c, [])) for c in COLUMNS]])
+        body.append([f"Supervised – {supervised}", *[value_cell(table[supervised], c) for c in COLUMNS]])
     doc.table(["Model (ours, linear probe)", *HEADER], body)
     cols = paper["ge_table1"]["columns"]
     doc.table(["Model (paper, ImageNet-100, ResNet-50)", *cols],

@@ -9,7 +9,6 @@ higher shape bias of S-CLAD can mean anything.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -17,29 +16,33 @@ import matplotlib.pyplot as plt
 import numpy as np
 import zarr
 
+from pipeline.derived_stage import work_side
+
 from .clad_sections import TABLE2_COLUMNS, TABLE2_HEADER
 from .document import Document
-from .helpers import capability_line, compare, mean_std, model_order, save_figure
+from .helpers import (MIN_IMAGES, capability_line, compare, counted_values, mean_std, model_order, save_figure,
+                      too_few_column, value_cell)
 
 TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]
 TEXTURE_HEADER = ["Original ↑", "Stylized IN-9 ↑", "IN-9-Sketch (stand-in) ↑", "IN-9-Texture", "Shape bias (%)"]
 TEXTURE_VARIANTS = ("stylized", "texture", "sketch")
 
 
-def shape_bias_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, list[float]]:
-    """{model label: [shape bias per seed]} from the eval rows (`labels`: experiment -> label)."""
-    out: dict[str, list[float]] = defaultdict(list)
-    for r in sorted(rows, key=lambda r: (r.get("experiment", ""), r.get("seed", 0))):
-        if r.get("kind") == "eval" and r["metric"] == "shape_bias" and np.isfinite(r["value"]):
-            out[labels.get(r["experiment"], r["experiment"])].append(r["value"])
-    return dict(out)
+SHAPE_BIAS_TOO_FEW = too_few_column("shape_bias")
+
+
+def shape_bias_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+    """{model label: {"shape_bias": [shape bias per seed], SHAPE_BIAS_TOO_FEW: [decisions per seed]}}
+    from the eval rows (`labels`: experiment -> label): a seed whose shape bias counts fewer than
+    `MIN_IMAGES` decisions (Geirhos et al.: only the images classified as the shape or the texture
+    class count) gives its count, not its value (`helpers.counted_values`)."""
+    return counted_values(rows, "shape_bias", labels)
 
 
 def texture_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[str, list[float]]],
-                     shape_bias: dict[str, list[float]], paper: dict[str, Any], stores: dict[str, Path],
-                     out_dir: Path, chance: float = 100 / 9) -> None:
-    """`table`: {model label: {test set or "shape_bias": [value per seed]}}; `shape_bias` the same
-    numbers by model, for the figure."""
+                     paper: dict[str, Any], stores: dict[str, Path], out_dir: Path, chance: float = 100 / 9) -> None:
+    """`table`: {model label: {test set, "shape_bias" or SHAPE_BIAS_TOO_FEW: [value per seed]}}
+    (the shape-bias columns as `shape_bias_table` gives them)."""
     doc.heading("Texture bias – CLAD supplementary Secs. IV–V")
     variants = config["datasets"][config["evaluation"]["dataset"]]["variants"]
     if "stylized" not in variants:
@@ -53,7 +56,7 @@ def texture_sections(doc: Document, config: dict[str, Any], table: dict[str, dic
     _texture_table(doc, "Table 8 – CLAD / CLAD+ on the texture test sets (%)", table,
                    ["Base (IN9)", "CLAD", "CLAD+"], paper["clad_table8"])
     _table9(doc, table, paper["clad_table9"])
-    _shape_bias_figure(doc, shape_bias, paper["geirhos_shape_bias"], out_dir / "shape_bias.png")
+    _shape_bias_figure(doc, table, paper["geirhos_shape_bias"], out_dir / "shape_bias.png")
     _image_grid(doc, stores, config, out_dir / "texture_grid.png")
 
 
@@ -63,9 +66,11 @@ def _describe(doc: Document, config: dict[str, Any]) -> None:
     styles = ("each class's own textures drawn by the embedded source's background generator "
               f"({sty['styles']['per_class']} per class)" if sty["styles"]["kind"] == "embedded"
               else f"the texture images under `{sty['styles']['root']}`, one folder per class")
-    text = (f"Stylized IN-9: every image stylized by AdaIN (α = {sty['alpha']:g}, at {sty['work_size']} px) with a "
-            f"style of another class, drawn from {styles}. Its val split is the cue-conflict set: shape of class A, "
-            "texture of class B ≠ A; the shape bias counts, over the decisions for A or B, the share for A. ")
+    text = (f"Stylized IN-9: every image stylized by AdaIN (α = {sty['alpha']:g}, at "
+            f"{work_side(ds['image_size'], sty['work_size'])} px) with a style drawn from {styles}: of any class on "
+            "train, so the texture says nothing about the label, and of another class on val, the cue-conflict set: "
+            "shape of class A, texture of class B ≠ A; the shape bias counts, over the decisions for A or B, the "
+            f"share for A (not shown from fewer than {MIN_IMAGES} such decisions). ")
     if "texture" in ds.get("variants", []):
         tex = ds["texture"]
         text += (f"IN-9-Texture: a texture synthesized by `{tex['tool']}` from each image's central patch and one "
@@ -77,19 +82,19 @@ def _describe(doc: Document, config: dict[str, Any]) -> None:
 
 def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: float) -> None:
     """Does S-CLAD raise the shape bias (and Stylized IN-9 accuracy) of Base (IN9)? Only after
-    Base (SIN9) is shown to recognise shapes on the stylized images."""
+    Base (SIN9) is shown to recognise shapes on the stylized images; a shape bias from fewer than
+    `MIN_IMAGES` decisions is named, never compared."""
     reference = table.get("Base (SIN9)", {}).get("stylized", [])
     base = table.get("Base (IN9)", {})
-    if not reference or not base.get("shape_bias"):
+    if not reference or not (base.get("shape_bias") or base.get(SHAPE_BIAS_TOO_FEW)):
         doc.para("Capability check: no Base (SIN9) or Base (IN9) run on Stylized IN-9 in this configuration, so "
                  "whether this benchmark can judge texture debiasing is unknown.")
         return
     capable, line = capability_line("Base (SIN9)", "on Stylized IN-9 val", reference, chance,
                                     "to recognise shapes under a foreign texture")
     doc.para(line)
-    sin = table["Base (SIN9)"].get("shape_bias", [])
-    doc.para(f"Shape bias of Base (SIN9) {mean_std(sin)} % vs Base (IN9) {mean_std(base['shape_bias'])} % "
-             f"({compare(sin, base['shape_bias'])}; Geirhos et al. found 81 vs 22 % for ResNet-50 on real images).")
+    doc.para(f"Shape bias of Base (SIN9) vs Base (IN9): {_shape_bias_versus(table['Base (SIN9)'], base)}; "
+             "Geirhos et al. found 81 vs 22 % for ResNet-50 on real images.")
     if not capable:
         doc.para("Do S-CLAD / S-CLAD+ reduce the texture bias of Base (IN9) here? Not informative: the reference "
                  "model does not recognise shapes under a foreign texture on these images.")
@@ -97,10 +102,9 @@ def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: fl
     lines = []
     for label in ("S-CLAD", "S-CLAD+"):
         cols = table.get(label, {})
-        if not cols.get("shape_bias"):
+        if not (cols.get("shape_bias") or cols.get(SHAPE_BIAS_TOO_FEW)):
             continue
-        lines.append(f"{label}: shape bias {mean_std(cols['shape_bias'])} vs {mean_std(base['shape_bias'])} % "
-                     f"({compare(cols['shape_bias'], base['shape_bias'])}); Stylized IN-9 "
+        lines.append(f"{label}: shape bias {_shape_bias_versus(cols, base)}; Stylized IN-9 "
                      f"{mean_std(cols.get('stylized', []))} vs {mean_std(base.get('stylized', []))} % "
                      f"({compare(cols.get('stylized', []), base.get('stylized', []))}); Original "
                      f"{mean_std(cols.get('original', []))} vs {mean_std(base.get('original', []))} %.")
@@ -109,11 +113,20 @@ def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: fl
                  "exceeds the seed spread of both; computed from the numbers, nothing is tuned to it.")
 
 
+def _shape_bias_versus(ours: dict[str, list[float]], base: dict[str, list[float]]) -> str:
+    """"ours vs base % (comparison)"; not compared where either side has no seed with at least
+    `MIN_IMAGES` counted decisions."""
+    text = f"{value_cell(ours, 'shape_bias')} vs {value_cell(base, 'shape_bias')} %"
+    if ours.get("shape_bias") and base.get("shape_bias"):
+        return f"{text} ({compare(ours['shape_bias'], base['shape_bias'])})"
+    return f"{text} (not compared: fewer than {MIN_IMAGES} shape or texture decisions)"
+
+
 def _texture_table(doc: Document, title: str, table: dict[str, dict[str, list[float]]], models: list[str],
                    paper: dict[str, Any]) -> None:
     doc.heading(title)
     present = [m for m in models if m in table]
-    rows = [["Ours", m, *[mean_std(table[m].get(c, [])) for c in TEXTURE_COLUMNS]] for m in present]
+    rows = [["Ours", m, *[value_cell(table[m], c) for c in TEXTURE_COLUMNS]] for m in present]
     cols = paper["columns"]
     for prow in paper["rows"]:
         values = dict(zip(cols, prow["values"]))
@@ -132,10 +145,24 @@ def _table9(doc: Document, table: dict[str, dict[str, list[float]]], paper: dict
     doc.table(["", "Model", *TABLE2_HEADER], rows)
 
 
-def _shape_bias_figure(doc: Document, shape_bias: dict[str, list[float]], geirhos: dict[str, float],
+def _shape_bias_figure(doc: Document, table: dict[str, dict[str, list[float]]], geirhos: dict[str, float],
                        path: Path) -> None:
-    if not shape_bias:
+    """Shape bias per model: the figure from the seeds with at least `MIN_IMAGES` counted decisions
+    only; the table beneath also lists the models whose seeds all have fewer, as too few."""
+    listed = [m for m in model_order(table) if table[m].get("shape_bias") or table[m].get(SHAPE_BIAS_TOO_FEW)]
+    if not listed:
         return
+    doc.heading("Shape bias on the cue-conflict images")
+    shape_bias = {m: table[m]["shape_bias"] for m in listed if table[m].get("shape_bias")}
+    if shape_bias:
+        _plot_shape_bias(shape_bias, geirhos, path)
+        doc.image(path.name, "Bars: mean over seeds (dots: each seed) on Stylized IN-9 val; grey lines: Geirhos et "
+                             "al.'s ResNet-50 and human figures on real cue-conflict images, for orientation only.")
+    doc.table(["Model", "Shape bias (%)", "Seeds"],
+              [[m, value_cell(table[m], "shape_bias"), str(len(table[m].get("shape_bias", [])))] for m in listed])
+
+
+def _plot_shape_bias(shape_bias: dict[str, list[float]], geirhos: dict[str, float], path: Path) -> None:
     labels = model_order(shape_bias)
     fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(labels) + 1.9))
     means = [np.mean(shape_bias[m]) for m in labels]
@@ -153,11 +180,6 @@ def _shape_bias_figure(doc: Document, shape_bias: dict[str, list[float]], geirho
     ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.45, -0.18), ncol=2, frameon=False)
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
-    doc.heading("Shape bias on the cue-conflict images")
-    doc.image(path.name, "Bars: mean over seeds (dots: each seed) on Stylized IN-9 val; grey lines: Geirhos et al.'s "
-                         "ResNet-50 and human figures on real cue-conflict images, for orientation only.")
-    doc.table(["Model", "Shape bias (%)", "Seeds"], [[m, mean_std(shape_bias[m]), str(len(shape_bias[m]))]
-                                                     for m in labels])
 
 
 def _image_grid(doc: Document, stores: dict[str, Path], config: dict[str, Any], path: Path, n_images: int = 6) -> None:

@@ -1,6 +1,7 @@
 """Non-semantic negatives (Ge et al. 2021): the MoCo and BYOL losses against per-sample
 computations, the patch negatives' geometry, negatives without gradient and never enqueued,
-and a MoCo-v2 run with its linear probe through the trainer."""
+negatives in their query view's colours (Sec. 3.3), MoCo's shuffled batch norm, and a MoCo-v2
+run with its linear probe (on every training row) through the trainer."""
 
 import math
 
@@ -93,17 +94,19 @@ def test_patch_sizes_scale_the_papers_range_and_are_drawn_per_image():
     assert not torch.equal(a, patch_negatives(images, torch.Generator().manual_seed(1)))
 
 
-def ssl_method(name: str, default_config, **method_args):
+def ssl_method(name: str, default_config, batch_size: int = 6, training: dict | None = None, **method_args):
+    """A freshly built `name` for batches of `batch_size` (MoCo: queue 16; shuffled BN in 2 splits where the
+    default 8 does not divide the batch)."""
     from training.build import build_method
     from workbench.config import resolve_config
     from workbench.slices import run_config
 
     cfg = resolve_config(default_config)
+    moco = {"queue_size": 16, **({"bn_splits": 2} if batch_size % 8 else {})} if name.startswith("moco") else {}
     cfg["experiments"]["probe"] = {"method": name, "dataset": "in9", "train_variant": "original", "label": name,
-                                   "method_args": {**({"queue_size": 16} if name.startswith("moco") else {}),
-                                                   **method_args}}
+                                   "method_args": {**moco, **method_args}}
     run = run_config(cfg, "probe", 0)
-    run["training"].update(batch_size=6)
+    run["training"].update(batch_size=batch_size, **(training or {}))
     return build_method(run, 9, torch.device("cpu"))
 
 
@@ -138,13 +141,122 @@ def test_negatives_get_no_gradient_and_are_never_enqueued(name, args, tiny_store
         assert not any(torch.allclose(row, n, atol=1e-4) for row in method.queue for n in ns)
 
 
-def test_the_texture_negative_is_the_aligned_in9_texture_image(tiny_stores, default_config):
+def test_the_texture_negative_is_the_aligned_in9_texture_image_in_the_query_view(tiny_stores, default_config):
     method = ssl_method("moco_v2_texture", default_config)
     assert method.aligned_variants == {"textures": "texture"}
     batch = debug_batch(method, {**tiny_stores, "texture": tiny_stores["stylized"]})
-    assert torch.allclose(method.negative_inputs(batch), method.views.plain(batch["textures"]))
+    view = method.views.sample(6, 32, torch.Generator().manual_seed(0))
+    assert torch.allclose(method.negative_inputs(batch, view), method.views.apply(batch["textures"], view))
     with pytest.raises(ValueError, match="moco_v2_texture"):
         ssl_method("moco_v2", default_config, negative="texture")
+
+
+def seen_by_the_encoders(method, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(query views, non-semantic negatives) that one `update` feeds to the encoders, in [0, 1]
+    (B, 3, H, W) each (BYOL: both views, 2B rows)."""
+    seen = {}
+    conv = next(m for m in method.network.modules() if isinstance(m, torch.nn.Conv2d))
+    hook = conv.register_forward_pre_hook(lambda module, args: seen.setdefault("query", args[0].detach().clone()))
+    negatives = method.negative_inputs
+    method.negative_inputs = lambda *args: seen.setdefault("negative", negatives(*args))
+    method.update(batch)
+    hook.remove()
+    unit = lambda x: x.float() * method.views.std + method.views.mean  # noqa: E731
+    return unit(seen["query"]), unit(seen["negative"])
+
+
+NEGATIVE_METHODS = [("moco_v2", {"negative": "patch"}), ("moco_v2_texture", {}),
+                    ("byol", {"negative": "patch", "alpha": 0.05})]
+
+
+@pytest.mark.parametrize("name,args", NEGATIVE_METHODS)
+def test_a_negative_is_grey_exactly_when_its_query_view_is(name, args, tiny_stores, default_config):
+    """Sec. 3.3: the negative's colours are its query's; with grey-scale at p = 0.5, the negative
+    of a colourful image is grey exactly where the query view (BYOL: each of the two) is."""
+    method = ssl_method(name, default_config, batch_size=16, **args)
+    batch = debug_batch(method, {**tiny_stores, "texture": tiny_stores["stylized"]}, batch_size=16)
+    method.views.p_gray = 0.5
+    query, negative = seen_by_the_encoders(method, batch)
+    grey = lambda x: (x.amax(1) - x.amin(1)).flatten(1).amax(1) < 1e-4  # noqa: E731
+    assert not grey(batch["images"].permute(0, 3, 1, 2).float()).any()   # colourful sources
+    assert 0 < int(grey(query).sum()) < len(query)                       # both cases occur
+    assert negative.shape == query.shape and torch.equal(grey(negative), grey(query))
+
+
+@pytest.mark.parametrize("name,args", NEGATIVE_METHODS)
+def test_the_negatives_channel_means_follow_the_query_views_jitter(name, args, tiny_stores, default_config):
+    """One image repeated, so its query views differ only by their augmentation; with brightness
+    jitter at p = 1 (no grey-scale), each channel's mean of the negative rises and falls with that
+    of its query view. The texture is flat, so that the crop its view shares changes nothing."""
+    method = ssl_method(name, default_config, batch_size=16, **args)
+    batch = debug_batch(method, {**tiny_stores, "texture": tiny_stores["stylized"]}, batch_size=16)
+    batch = {k: v[:1].expand(16, *v.shape[1:]).clone() for k, v in batch.items()}
+    if "textures" in batch:
+        batch["textures"][:] = torch.tensor([100, 70, 40], dtype=torch.uint8)
+    method.views.p_jitter, method.views.jitter, method.views.p_gray = 1.0, (0.8, 0.0, 0.0, 0.0), 0.0
+    query, negative = seen_by_the_encoders(method, batch)
+    q, n = query.mean((2, 3)), negative.mean((2, 3))                     # (B, 3) channel means
+    for c in range(3):
+        assert float(torch.corrcoef(torch.stack([q[:, c], n[:, c]]))[0, 1]) > 0.9
+
+
+def test_shuffled_bn_keys_are_a_per_sub_batch_normalisation_of_the_permuted_batch(default_config):
+    """He et al. Sec. 3.3 as the one-GPU demo emulates it: the keys equal the key encoder run on a
+    permuted batch whose BN statistics are those of each sub-batch (rows j, j+s, ... of the
+    permutation), then unpermuted; they differ from the keys of BN over the whole batch."""
+    method = ssl_method("moco_v2", default_config, batch_size=8, training={"small_cnn_channels": [4]},
+                        bn_splits=4)
+    method.train()
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 3, 6, 6, generator=g)
+    conv, bn = (m for m in method.key_network.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.BatchNorm2d)))
+    bn.weight.data.uniform_(0.5, 1.5, generator=g)                      # BN affine away from (1, 0)
+    bn.bias.data.uniform_(-0.5, 0.5, generator=g)
+    torch.nn.init.eye_(method.key_projector[0].weight)                   # the head's ReLU passes the features
+    torch.nn.init.zeros_(method.key_projector[0].bias)
+    method.generator.manual_seed(7)
+    running = bn.running_mean.clone(), bn.running_var.clone()
+    keys = method.shuffled_key(x)
+    perm = torch.randperm(8, generator=torch.Generator().manual_seed(7))
+    h = conv(x[perm])                                                    # (8, 4, 6, 6)
+    normed = torch.empty_like(h)
+    for j in range(4):                                                   # sub-batch j: rows j, j + 4
+        rows = h[j::4]
+        mean, var = rows.mean((0, 2, 3), keepdim=True), rows.var((0, 2, 3), unbiased=False, keepdim=True)
+        normed[j::4] = (rows - mean) / torch.sqrt(var + bn.eps) * bn.weight.view(1, 4, 1, 1) + bn.bias.view(1, 4, 1, 1)
+    by_hand = method.key_projector(torch.relu(normed).mean((2, 3)))[torch.argsort(perm)]
+    assert torch.allclose(keys, by_hand, atol=1e-5)
+    sub_var = torch.stack([h[j::4].var((0, 2, 3)) for j in range(4)]).mean(0)   # running stats: the mean update
+    assert torch.allclose(bn.running_mean, 0.9 * running[0] + 0.1 * h.mean((0, 2, 3)), atol=1e-6)
+    assert torch.allclose(bn.running_var, 0.9 * running[1] + 0.1 * sub_var, atol=1e-6)
+    whole = ssl_method("moco_v2", default_config, batch_size=8, training={"small_cnn_channels": [4]},
+                       shuffle_bn=False)
+    whole.load_state_dict(method.state_dict())                           # the same state dict either way
+    method.eval(), whole.eval()                                          # eval: the running statistics
+    assert torch.allclose(method.key(x), whole.key(x), atol=1e-6)
+    assert torch.allclose(method.predict(x), whole.predict(x), atol=1e-6)
+    whole.train()
+    assert not torch.allclose(keys, whole.shuffled_key(x), atol=1e-3)   # BN over the whole key batch differs
+
+
+def test_shuffled_bn_needs_a_batch_size_that_its_splits_divide(default_config):
+    with pytest.raises(ValueError, match="batch_size 6 is not a multiple"):
+        ssl_method("moco_v2", default_config, batch_size=6, bn_splits=4)
+    assert ssl_method("moco_v2", default_config, batch_size=6, bn_splits=4, shuffle_bn=False) is not None
+
+
+def test_the_linear_probe_fits_every_training_row(tiny_stores, default_config, monkeypatch):
+    """The trainer's loader drops the last partial batch; the probe must still see every row once."""
+    from training.data import ZarrBatches
+
+    method = ssl_method("moco_v2", default_config, batch_size=8, probe_epochs=1, probe_milestones=[1])
+    batches = ZarrBatches(tiny_stores["original"], "train", 8, shuffle=True, drop_last=True)
+    assert batches.n % 8 and sum(len(b["index"]) for b in batches.epoch(0)) < batches.n   # rows left out
+    rows = []
+    features = method.features
+    monkeypatch.setattr(method, "features", lambda x: rows.append(len(x)) or features(x))
+    method.finish(batches)
+    assert sum(rows) == batches.n
 
 
 def test_moco_v2_trains_and_its_linear_probe_is_the_head(tiny_stores, default_config, tmp_path):
@@ -156,7 +268,7 @@ def test_moco_v2_trains_and_its_linear_probe_is_the_head(tiny_stores, default_co
     cfg = resolve_config(default_config)
     cfg["experiments"]["moco"] = {"method": "moco_v2", "dataset": "in9", "train_variant": "original", "label": "MoCo",
                                   "method_args": {"queue_size": 12, "negative": "patch", "probe_epochs": 30,
-                                                  "probe_milestones": [20], "probe_lr": 1.0}}
+                                                  "probe_milestones": [20], "probe_lr": 1.0, "bn_splits": 3}}
     run = run_config(cfg, "moco", 0)
     run["training"].update(batch_size=6, epochs=2)
     a = torch.load(train(run, tiny_stores["original"], tmp_path / "a"), weights_only=False)
@@ -174,3 +286,30 @@ def test_moco_v2_trains_and_its_linear_probe_is_the_head(tiny_stores, default_co
     pred = predict_store(lambda x: method.predict(x).argmax(1), tiny_stores["original"], "train", 64,
                          method.augmenter, torch.device("cpu"))
     assert accuracy(pred) > 100 / 9  # the probe fits the (tiny) training split above chance
+
+
+def _shuffle_across_two_processes(rank: int, init_file: str) -> None:
+    """One of two gloo processes: the global batch of both is keyed in sub-batches of rank 0's
+    permutation and every process gets its own rows back."""
+    import torch.distributed as dist
+
+    from training.methods.ssl import shuffled_across_processes
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    everything = torch.arange(16.0).view(8, 2)                            # rows 0-3 on rank 0, 4-7 on rank 1
+    x = everything[rank * 4:(rank + 1) * 4]
+    own = torch.Generator().manual_seed(rank)                             # the ranks' own draws differ
+    assert torch.equal(shuffled_across_processes(lambda t: t, x, own), x)
+    centred = shuffled_across_processes(lambda t: t - t.mean(0), x, torch.Generator().manual_seed(3))
+    expected = torch.empty_like(everything)
+    for rows in torch.randperm(8, generator=torch.Generator().manual_seed(3)).view(2, 4):  # each process's sub-batch
+        expected[rows] = everything[rows] - everything[rows].mean(0)
+    assert torch.equal(centred, expected[rank * 4:(rank + 1) * 4])
+    dist.destroy_process_group()
+
+
+def test_shuffled_bn_across_processes_unshuffles_each_processs_rows(tmp_path):
+    """MoCo's multi-GPU shuffle (its builder's _batch_shuffle_ddp): two CPU processes."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_shuffle_across_two_processes, args=(str(tmp_path / "init"),), nprocs=2)

@@ -46,9 +46,10 @@ def test_different_seeds_give_different_models(tmp_path, tiny_store, train_confi
 
 
 # LearnedMixin+H trains G alone first (tested in test_rebias_methods); here F must move at once.
-FIRST_UPDATE_TRAINS_F = {"learned_mixin_h": {"g_pretrain_epochs": 0}, "moco_v2": {"queue_size": 16},
-                         "moco_v2_texture": {"queue_size": 16}, "lff_be": {"committee_steps": 2},
-                         "intrinsic_feature_enhancement": {"committee_steps": 2, "t1": 0, "t2": 0}}
+FIRST_UPDATE_TRAINS_F = {"learned_mixin_h": {"g_pretrain_epochs": 0}, "moco_v2": {"queue_size": 16, "bn_splits": 2},
+                         "moco_v2_texture": {"queue_size": 16, "bn_splits": 2}, "lff_be": {"committee_steps": 2},
+                         # at t = T2, lambda_main = 0: only the guidance trains, so every sample needs a partner
+                         "intrinsic_feature_enhancement": {"committee_steps": 2, "t1": 0, "t2": 0, "partner_source": "D"}}
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))

@@ -5,11 +5,17 @@ sigma ~ U(0.1, 2.0) with p = 0.5 (sigma and kernel scaled from 224 px to the ima
 normalisation. Two simplifications of torchvision's ColorJitter, both to keep one batched call:
 the four jitters run in a fixed order (brightness, contrast, saturation, hue) instead of a random
 one, and the hue shift is a rotation of the chroma plane in YIQ space instead of a shift in HSV.
+
+A view is sampled (`AugPlus.sample`: a `ViewParams` record per image) and then applied
+(`AugPlus.apply`), so that its photometric part (`AugPlus.photometric`: jitter, grey-scale, blur)
+can also be applied to a second batch: the non-semantic negatives get their query's colours
+(Ge et al. Sec. 3.3). The random numbers are drawn from the caller's generator in a fixed order.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +24,17 @@ from .data import Augmenter
 
 GRAY = (0.299, 0.587, 0.114)  # ITU-R 601 luma, as torchvision's rgb_to_grayscale
 RGB_TO_YIQ = torch.tensor([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]])
+NO_JITTER = (1.0, 1.0, 1.0, 0.0)  # brightness, contrast, saturation factors and hue turns of "unchanged"
+
+
+@dataclass(frozen=True)
+class ViewParams:
+    """The random parameters of one aug-plus view of each of B images (CPU tensors)."""
+
+    theta: torch.Tensor    # (B, 2, 3) crop-and-flip affine (`Augmenter.sample`)
+    jitter: torch.Tensor   # (B, 4) brightness, contrast, saturation factors, hue rotation in turns
+    to_gray: torch.Tensor  # (B,) bool
+    sigma: torch.Tensor    # (B,) blur sigma in pixels of the image, 0 = no blur
 
 
 def _uniform(b: int, lo: float, hi: float, g: torch.Generator) -> torch.Tensor:
@@ -30,18 +47,25 @@ def gray(x: torch.Tensor) -> torch.Tensor:
     return (x * w).sum(1, keepdim=True)
 
 
-def color_jitter(x: torch.Tensor, strength: tuple[float, float, float, float], apply: torch.Tensor,
-                 g: torch.Generator) -> torch.Tensor:
-    """Brightness, contrast, saturation (factors U(1-s, 1+s)) and hue (YIQ rotation by U(-h, h) turns)
-    of the images where `apply` (B,) is True; x (B, 3, H, W) in [0, 1]."""
-    b, (sb, sc, ss, sh) = len(x), strength
-    one = lambda s: torch.where(apply, _uniform(b, 1 - s, 1 + s, g), torch.ones(b)).to(x.device).view(b, 1, 1, 1)
-    x = (x * one(sb)).clamp(0, 1)
-    c = one(sc)
-    x = (c * x + (1 - c) * gray(x).mean((2, 3), keepdim=True)).clamp(0, 1)
-    s = one(ss)
-    x = (s * x + (1 - s) * gray(x)).clamp(0, 1)
-    angle = torch.where(apply, _uniform(b, -sh, sh, g), torch.zeros(b)).to(x.device) * 2 * math.pi
+def sample_jitter(strength: tuple[float, float, float, float], apply: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """ColorJitter parameters (B, 4) where `apply` (B,) is True: brightness, contrast and saturation
+    factors U(1-s, 1+s) and a hue rotation U(-h, h) in turns; `NO_JITTER` elsewhere."""
+    b, (sb, sc, ss, sh) = len(apply), strength
+    drawn = torch.stack([_uniform(b, 1 - sb, 1 + sb, g), _uniform(b, 1 - sc, 1 + sc, g),
+                         _uniform(b, 1 - ss, 1 + ss, g), _uniform(b, -sh, sh, g)], dim=1)
+    return torch.where(apply.view(b, 1), drawn, torch.tensor(NO_JITTER))
+
+
+def color_jitter(x: torch.Tensor, jitter: torch.Tensor) -> torch.Tensor:
+    """Brightness, contrast, saturation and hue (YIQ rotation) of images x (B, 3, H, W) in [0, 1]
+    by the parameters `jitter` (B, 4) of `sample_jitter`."""
+    b = len(x)
+    f = jitter.to(x.device)
+    brightness, contrast, saturation = (f[:, i].view(b, 1, 1, 1) for i in range(3))
+    x = (x * brightness).clamp(0, 1)
+    x = (contrast * x + (1 - contrast) * gray(x).mean((2, 3), keepdim=True)).clamp(0, 1)
+    x = (saturation * x + (1 - saturation) * gray(x)).clamp(0, 1)
+    angle = f[:, 3] * 2 * math.pi
     yiq = torch.einsum("ij,bjhw->bihw", RGB_TO_YIQ.to(x.device), x)
     cos, sin = torch.cos(angle).view(b, 1, 1), torch.sin(angle).view(b, 1, 1)
     i, q = yiq[:, 1], yiq[:, 2]
@@ -63,6 +87,11 @@ def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
     return torch.where((sigma > 0).to(x.device).view(b, 1, 1, 1), y, x)
 
 
+def unit(images: torch.Tensor) -> torch.Tensor:
+    """uint8 (B, H, W, 3) -> float (B, 3, H, W) in [0, 1]."""
+    return images.permute(0, 3, 1, 2).float().div(255.0)
+
+
 class AugPlus:
     """Two-view augmentation of MoCo-v2 / BYOL for uint8 batches (B, H, W, 3)."""
 
@@ -78,19 +107,35 @@ class AugPlus:
         x = (x - self.mean.to(x.device)) / self.std.to(x.device)
         return x.contiguous(memory_format=torch.channels_last)
 
+    def sample(self, b: int, size: int, g: torch.Generator) -> ViewParams:
+        """One random view of each of b images of side `size`: crop and flip, then jitter
+        (p_jitter), grey-scale (p_gray), blur (p_blur), drawn in this order from g."""
+        theta = self.geometry.sample(b, g)
+        jitter = sample_jitter(self.jitter, torch.rand(b, generator=g) < self.p_jitter, g)
+        to_gray = torch.rand(b, generator=g) < self.p_gray
+        sigma = _uniform(b, *self.blur_sigma, g) * (size / 224)  # sigma U(0.1, 2.0) is in 224-px pixels
+        sigma = torch.where(torch.rand(b, generator=g) < self.p_blur, sigma, torch.zeros(b))
+        return ViewParams(theta, jitter, to_gray, sigma)
+
     def __call__(self, images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         """One random aug-plus view per image: uint8 (B, H, W, 3) -> normalised (B, 3, H, W)."""
-        b, size = images.shape[0], images.shape[1]
-        x = images.permute(0, 3, 1, 2).float().div_(255.0)
-        x = Augmenter.apply(x, self.geometry.sample(b, g))
-        x = color_jitter(x, self.jitter, torch.rand(b, generator=g) < self.p_jitter, g)
-        to_gray = (torch.rand(b, generator=g) < self.p_gray).to(x.device).view(b, 1, 1, 1)
-        x = torch.where(to_gray, gray(x).expand_as(x), x)
-        scale = size / 224  # sigma U(0.1, 2.0) is in 224-px pixels
-        sigma = _uniform(b, *self.blur_sigma, g) * scale
-        x = gaussian_blur(x, torch.where(torch.rand(b, generator=g) < self.p_blur, sigma, torch.zeros(b)))
-        return self.normalize(x)
+        return self.apply(images, self.sample(images.shape[0], images.shape[1], g))
+
+    def apply(self, images: torch.Tensor, view: ViewParams) -> torch.Tensor:
+        """The views `view` of uint8 images (B, H, W, 3): crop and flip, then `photometric`'s steps."""
+        return self._colour(Augmenter.apply(unit(images), view.theta), view)
+
+    def photometric(self, images: torch.Tensor, view: ViewParams) -> torch.Tensor:
+        """Only the jitter, grey-scale and blur of `view` on uint8 images (B, H, W, 3), no crop or flip:
+        another batch in the colours of the view (the patch negatives, Ge et al. Sec. 3.3)."""
+        return self._colour(unit(images), view)
 
     def plain(self, images: torch.Tensor) -> torch.Tensor:
-        """Normalised images without augmentation (the negatives, the linear probe's features)."""
-        return self.normalize(images.permute(0, 3, 1, 2).float().div(255.0))
+        """Normalised images without augmentation (the linear probe's features)."""
+        return self.normalize(unit(images))
+
+    def _colour(self, x: torch.Tensor, view: ViewParams) -> torch.Tensor:
+        """Jitter, grey-scale, blur and normalise [0, 1] images x (B, 3, H, W) by `view`."""
+        x = color_jitter(x, view.jitter)
+        x = torch.where(view.to_gray.to(x.device).view(-1, 1, 1, 1), gray(x).expand_as(x), x)
+        return self.normalize(gaussian_blur(x, view.sigma))

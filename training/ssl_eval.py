@@ -1,7 +1,9 @@
 """How hard the non-semantic negatives are (Ge et al. 2021, Figs. 2-3): the mean cosine similarity
 of each val image's embedding (one aug-plus view) to that of its positive (a second view), a
 standard negative (a view of another val image), its patch negative and its IN-9-Texture image,
-in the contrastive space the loss compares (MoCo: the head's output; BYOL: the prediction)."""
+in the contrastive space the loss compares (MoCo: the head's output; BYOL: the prediction).
+The negatives are seen as in training (`SelfSupervised.negative_view`): in the colours of the
+anchor view (its sampled jitter, grey-scale and blur; the texture image its whole view)."""
 
 from __future__ import annotations
 
@@ -30,14 +32,16 @@ def similarity_rows(method, stores: dict[str, Path], split: str, batch_size: int
     sums = {pair: 0.0 for pair in PAIRS}
     n = 0
     for batch in batches.epoch(0):
-        images = batch["images"].to(device)
-        anchor = method.embed(method.views(images, g))
+        images = batch["images"].to(device)                                   # (B, H, W, 3) uint8
+        view = method.views.sample(len(images), images.shape[1], g)
+        anchor = method.embed(method.views.apply(images, view))
         others = {"positive": method.embed(method.views(images, g)),
                   # the next image of the batch: another image, as a queue entry would be
                   "standard_negative": method.embed(method.views(torch.roll(images, 1, 0), g)),
-                  "patch_negative": method.embed(method.views.plain(patch_negatives(images, g)))}
+                  "patch_negative": method.embed(method.negative_view("patch", patch_negatives(images, g), view))}
         if "textures" in batch:
-            others["texture_negative"] = method.embed(method.views.plain(batch["textures"].to(device)))
+            textures = batch["textures"].to(device)
+            others["texture_negative"] = method.embed(method.negative_view("texture", textures, view))
         for pair, z in others.items():
             sums[pair] += float(F.cosine_similarity(anchor, z, dim=1).sum())
         n += len(images)

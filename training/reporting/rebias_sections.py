@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .document import Document
-from .helpers import capability_line, mean_std, save_figure
+from .helpers import capability_line, compare, mean_std, save_figure
 
 TEST_SETS = ("biased", "unbiased")
 CHANCE = 10.0  # ten digits, colours independent of them in the unbiased test set
@@ -102,26 +102,16 @@ def verdict(doc: Document, grid: dict[str, Any], acc) -> None:
         lines.append("Does ReBias beat Vanilla on unbiased accuracy in this run? Not informative (see the capability "
                      "check).")
     elif vanilla and rebias:
-        outcome = {}
-        for v in variants:
-            r, b = acc.get((v, rebias, "unbiased")), acc.get((v, vanilla, "unbiased"))
-            if r and b:
-                diff = np.mean(r) - np.mean(b)
-                if min(len(r), len(b)) < 2:
-                    outcome[v] = ("one seed: no spread to judge by", diff, None)
-                    continue
-                spread = max(np.std(r, ddof=1), np.std(b, ddof=1))
-                outcome[v] = ("better" if diff > spread else "worse" if diff < -spread else "no clear difference",
-                              diff, spread)
+        # compare(): "higher" only if the difference exceeds the seed spread of both; one seed each: not judged
+        outcome = {v: compare(acc[(v, rebias, "unbiased")], acc[(v, vanilla, "unbiased")]) for v in variants
+                   if acc.get((v, rebias, "unbiased")) and acc.get((v, vanilla, "unbiased"))}
         if outcome:
-            wins = [v for v, o in outcome.items() if o[0] == "better"]
-            judged = [v for v, o in outcome.items() if o[2] is not None]
+            wins = [v for v, o in outcome.items() if o.startswith("higher")]
+            judged = [v for v, o in outcome.items() if "not judged" not in o]
             answer = ("Cannot tell from one seed" if not judged else "Yes" if len(wins) == len(outcome) else
                       "No" if not wins else f"Only at ρ = {', '.join(_rho(v) for v in wins)}")
-            details = "; ".join(f"ρ = {_rho(v)}: {o[1]:+.1f} points ({o[0]}"
-                                + (f", seed spread {o[2]:.1f})" if o[2] is not None else ")")
-                                for v, o in outcome.items())
-            lines.append(f"Does ReBias beat Vanilla on unbiased accuracy in this run? {answer}. ReBias minus Vanilla: "
+            details = "; ".join(f"ρ = {_rho(v)}: {o}" for v, o in outcome.items())
+            lines.append(f"Does ReBias beat Vanilla on unbiased accuracy in this run? {answer}. ReBias vs Vanilla: "
                          f"{details}.")
     if lines:
         doc.para(" ".join(lines) + " Computed from the numbers above; nothing is tuned to the answer.")
@@ -225,12 +215,16 @@ def table2(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], pa
                            mean_std(found[exp]["texture"]), mean_std(found[exp]["mixed_rand"]), *quoted])
     doc.table(["Model", "Biased", "Unbiased (texture clusters)", "MIXED_RAND", "Biased (paper)",
                "Unbiased (paper)"], table_rows)
-    if texture["vgg"]:
+    if texture["vgg"] or texture.get("vgg16"):
+        network = ("VGG16 conv3_3 (torchvision's ImageNet weights, the authors' features[:-16])"
+                   if texture.get("vgg16") else "the normalised VGG-19's conv3_3, standing in for the authors' VGG16 "
+                   "conv3_3 (set `analyses.texture.vgg16` to torchvision's vgg16-397923af.pth for theirs)")
         note = (f"Unbiased: accuracy per (texture cluster, class) cell with more than {texture['min_population']} "
                 f"images, averaged over the cells and over {len(texture['seeds'])} k-means clusterings "
-                f"(k = {texture['k']}) of Gram features of VGG relu2_1.")
+                f"(k = {texture['k']}) of the L2-normalised Gram features of {network}.")
     else:
-        note = ("The unbiased column needs the VGG weights: set `analyses.texture.vgg` to the path of "
-                "vgg_normalised.pth (md5 bb6e9a222ef3630ff734596f29ad8d20); nothing is downloaded.")
+        note = ("The unbiased column needs VGG weights: set `analyses.texture.vgg16` to torchvision's "
+                "vgg16-397923af.pth (the authors' network) or `analyses.texture.vgg` to vgg_normalised.pth "
+                "(md5 bb6e9a222ef3630ff734596f29ad8d20, the stand-in); nothing is downloaded.")
     doc.para(f"Mean ± sample std over seeds, on the {config['evaluation']['dataset']} validation images. {note} "
              "The paper's numbers are for its own 9-class ImageNet subset at 224 px, 120 epochs.")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from training.bias_amplification import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
-                                         gce_loss, ie_weight, lff_weight)
+                                         draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
 
 
 def test_gce_is_one_minus_p_to_the_q_over_q():
@@ -88,6 +88,121 @@ def test_ie_weight_on_a_hand_made_feature_map():
     assert ie.shape == (1, 1, 2)
     assert ie.flatten().tolist() == pytest.approx([max(1.0 * r[0], 1.0), max(1.0 * r[1], 1.0)])
     assert ie.flatten().tolist() == pytest.approx([1.0, 2.56])
+
+
+def _descent_step(z: torch.Tensor, ie: torch.Tensor, reading: str) -> torch.Tensor:
+    """z after one gradient step of size 0.1 on the Eq. 9 distance."""
+    z = z.clone().requires_grad_(True)
+    guide_similarity(z, ie, reading).sum().backward()
+    return (z - 0.1 * z.grad).detach()
+
+
+def test_eq9_target_reading_moves_z_towards_the_enhanced_features():
+    # channel 0 lives where IE = 3 (an under-used intrinsic feature), channel 1 where IE = 1
+    z = torch.tensor([[[[1.0, 0.0]], [[0.0, 1.0]]]])                       # (1, 2, 1, 2)
+    ie = torch.tensor([[[3.0, 1.0]]])                                      # (1, 1, 2)
+    share = lambda v: (v.mean((2, 3)) / v.mean((2, 3)).sum(1, keepdim=True))[0, 0].item()  # noqa: E731
+    # target: GAP(z) = (.5, .5) vs GAP(g(z)) = (1.5, .5): channel shares .5 vs .75, L1 .5
+    assert guide_similarity(z, ie, "target_shares").item() == pytest.approx(0.5)
+    assert share(_descent_step(z, ie, "target_shares")) > share(z)        # channel 0's share grows
+    # the literal target: L1 1.0, a step raises channel 0 where it lives and leaves channel 1
+    assert guide_similarity(z, ie, "target_raw").item() == pytest.approx(1.0)
+    raw = _descent_step(z, ie, "target_raw")
+    assert raw[0, 0, 0, 0] > z[0, 0, 0, 0] and raw[0, 1, 0, 1] == z[0, 1, 0, 1]
+    # through both sides the distance is GAP(z ⊙ (IE - 1)): the step lowers the enhanced feature
+    assert guide_similarity(z, ie, "through_both").item() == pytest.approx(1.0)
+    stepped = _descent_step(z, ie, "through_both")
+    assert stepped[0, 0, 0, 0] < z[0, 0, 0, 0] and stepped[0, 1, 0, 1] == z[0, 1, 0, 1]
+    # bounded: scaling z leaves the shares reading unchanged, the others grow with it
+    assert guide_similarity(10 * z, ie, "target_shares").item() == pytest.approx(0.5)
+    assert guide_similarity(10 * z, ie, "target_raw").item() == pytest.approx(10.0)
+    assert guide_similarity(10 * z, ie, "through_both").item() == pytest.approx(10.0)
+
+
+def test_partners_share_the_class_and_are_never_the_anchor():
+    labels = torch.tensor([0, 0, 0, 1, 1, 2])
+    members = torch.tensor([True, True, False, True, False, True])
+    y, index = torch.tensor([0, 0, 1, 2, 0]), torch.tensor([0, 1, 3, 5, 2])
+    for seed in range(50):
+        partner, has = draw_partners(members, labels, y, index, torch.Generator().manual_seed(seed))
+        # class 0's members are rows 0 and 1: each takes the other, row 2 takes either;
+        # class 1's and class 2's only member is the anchor itself: no partner
+        assert has.tolist() == [True, True, False, False, True]
+        assert partner[:2].tolist() == [1, 0] and partner[4].item() in (0, 1)
+    picks = [draw_partners(members, labels, y, index, torch.Generator().manual_seed(s))[0][4].item() for s in range(200)]
+    assert 60 < picks.count(0) < 140  # uniform over the two rows
+
+
+def test_committee_votes_with_each_members_best_validation_checkpoint(default_config, tiny_stores, monkeypatch):
+    """BiasEnsemble scores each member at its best-validation checkpoint: with val accuracies
+    10, 50, 20, 30 after steps 1-4, the member of step 2 votes, exactly as a member trained 2 steps."""
+    from training.build import build_method
+    from training.data import ZarrBatches
+    from training.methods.bias_amplification import LfFBiasEnsemble
+
+    batches = ZarrBatches(tiny_stores["original"], "train", 6, shuffle=True, drop_last=True)
+    accuracies = iter([10.0, 50.0, 20.0, 30.0])
+    monkeypatch.setattr(LfFBiasEnsemble, "_accuracy", lambda self, model, valid, device: next(accuracies))
+    four = build_method(_run(default_config, "lff_be", committee_size=1, committee_steps=4, committee_valid_every=1),
+                        9, torch.device("cpu"))
+    p4, wrong4, stats = four._committee(batches, torch.device("cpu"))
+    assert stats["committee_best_step_mean"] == 2 and stats["committee_valid_accuracy_mean"] == 50.0
+    monkeypatch.setattr(LfFBiasEnsemble, "_accuracy", lambda self, model, valid, device: 0.0)
+    two = build_method(_run(default_config, "lff_be", committee_size=1, committee_steps=2), 9, torch.device("cpu"))
+    p2, wrong2, _ = two._committee(batches, torch.device("cpu"))
+    assert torch.equal(p4, p2) and torch.equal(wrong4, wrong2)
+
+
+def _guided_losses(default_config, tiny_stores, **method_args) -> dict[str, float]:
+    """One guided step (t = T2) of a Park et al. method set up on the tiny store; returns the
+    step's statistics and its loss."""
+    from training.build import build_method
+    from training.data import ZarrBatches
+
+    method = build_method(_run(default_config, "intrinsic_feature_enhancement", committee_size=1, committee_steps=1,
+                               t1=0, t2=0, **method_args), 9, torch.device("cpu"))
+    batches = ZarrBatches(tiny_stores["original"], "train", 6, shuffle=True, drop_last=True)
+    method.setup(batches)
+    method.bn_score.score.fill_(0.5)
+    batch = next(iter(batches.epoch(0)))
+    x, y, index = method.augment(batch["images"]), batch["labels"], batch["index"]
+    z = method.network.feature_map(x)
+    w = torch.full((len(y),), 0.5)
+    main = (w * torch.nn.functional.cross_entropy(method.network.head(z.mean((2, 3))), y, reduction="none")).mean()
+    method.iteration.fill_(method.steps_per_epoch * 2)  # lambda_main = 1
+    loss, stats = method._guided(x, y, index, z, w, main, int(method.iteration))
+    return {**stats, "loss": loss.item(), "main": main.item()}
+
+
+def test_a_sample_without_a_partner_gets_no_guidance(default_config, tiny_stores):
+    """With an empty partner set nobody has a partner: the loss is lambda_main L_main alone (before,
+    L_guide.cls added w CE(f(x)) = L_main a second time)."""
+    from training.methods.bias_amplification import IntrinsicFeatureEnhancement
+
+    empty = IntrinsicFeatureEnhancement._partners
+    IntrinsicFeatureEnhancement._partners = lambda self, y, index: (torch.zeros_like(y), torch.zeros_like(y, dtype=torch.bool))
+    try:
+        out = _guided_losses(default_config, tiny_stores)
+    finally:
+        IntrinsicFeatureEnhancement._partners = empty
+    assert out["partner_fraction"] == 0 and out["loss_guide_cls"] == 0 and out["loss_bn"] == 0
+    assert out["loss"] == pytest.approx(out["lambda_main"] * out["main"])
+
+
+@pytest.mark.parametrize("switches", [{}, {"guide": False}, {"bn_loss": False}, {"score_weight": False},
+                                      {"partner_source": "D", "score_weight": False}, {"guide_sim": "through_both"},
+                                      {"guide_sim": "target_raw"}])
+def test_table3_switches_pick_the_terms_of_eq13(default_config, tiny_stores, switches):
+    out = _guided_losses(default_config, tiny_stores, **switches)
+    args = {"guide": True, "bn_loss": True, **switches}
+    expected = (out["lambda_main"] * out["main"] + (0.1 * out["loss_guide_sim"] + out["loss_guide_cls"]) * args["guide"]
+                + out["loss_bn"] * args["bn_loss"])
+    assert out["loss"] == pytest.approx(expected, rel=1e-5)
+    assert out["partner_fraction"] > 0 and out["loss_bn"] > 0
+    # s(x^BN) = 0.5 on every row: with score_weight off the weight is 1, doubling L_BN
+    with_weight = _guided_losses(default_config, tiny_stores, **{**switches, "score_weight": True})
+    if switches.get("score_weight") is False:
+        assert out["loss_bn"] == pytest.approx(2 * with_weight["loss_bn"], rel=1e-5)
 
 
 def _run(default_config, method: str, **method_args):

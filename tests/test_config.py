@@ -14,7 +14,7 @@ from .conftest import ROOT
 
 def test_shipped_configs_are_valid(default_config):
     validate_config(default_config)
-    for name in ("imagenet9.yaml", "photos-dev.yaml", "biased_mnist_paper.yaml"):
+    for name in ("imagenet9.yaml", "photos-dev.yaml", "biased_mnist_paper.yaml", "park_real_data.yaml", "park_ablation.yaml"):
         validate_config(deep_merge(default_config, yaml.safe_load((ROOT / "config" / name).read_text())))
 
 

@@ -27,7 +27,10 @@ class PerSampleState(nn.Module):
 
 def gce_loss(logits: torch.Tensor, labels: torch.Tensor, q: float) -> torch.Tensor:
     """(B,) generalised cross-entropy (Zhang & Sabuncu 2018), LfF Eq. 2: (1 - p_y^q) / q. Its
-    gradient is p_y^q times the CE gradient, so the biased model leans on the easy samples."""
+    gradient is p_y^q times the CE gradient, so the biased model leans on the easy samples. (The
+    LfF / BiasEnsemble code computes CE * p_y^q * q with the factor detached: the same direction,
+    q times the size. Adam, which every shipped config uses for these methods without weight
+    decay, takes the same steps either way; SGD or weight decay would not.)"""
     p_y = F.softmax(logits.float(), 1).gather(1, labels[:, None]).squeeze(1).clamp_min(1e-8)
     return (1.0 - p_y.pow(q)) / q
 
@@ -132,6 +135,60 @@ def ie_weight(z: torch.Tensor, z_bn: torch.Tensor, cam: torch.Tensor, cam_bn: to
     e_bn_star = e_bn.gather(1, i_star)
     relative = (2 * e_bn_star / (e_bn_star + e).clamp_min(1e-8)).pow(tau)
     return (common * relative).clamp_min(1.0).view(z.shape[0], *z.shape[2:])
+
+
+#: the readings of Eq. 9 (`IntrinsicFeatureEnhancement`'s `guide_sim`)
+GUIDE_READINGS = ("target_shares", "target_raw", "through_both")
+
+
+def guide_similarity(z: torch.Tensor, ie: torch.Tensor, reading: str) -> torch.Tensor:
+    """(B,) the L1 distance of Eq. 9, ||GAP(z) - GAP(g(z))||_1 with g(z) = z ⊙ IE (Eq. 7), for z
+    (B, c, h, w) and the IE weight (B, h, w). The paper's text says what the loss is for ("to guide
+    the model to exploit the intrinsic features from x, we minimize the L1 distance between g(z)
+    and z") but not where its gradient flows; three readings:
+
+    - "target_raw": the literal loss with g(z) as the target z moves to (no gradient through g(z)).
+      Each step asks GAP(z) to grow by GAP(z ⊙ (IE - 1)); the target grows with z, so nothing
+      bounds the loss (in a pilot it ran away: 35 -> 154 over 15 epochs).
+    - "target_shares": the same target with both sides L1-normalised over the channels (our
+      addition, not the paper's: it bounds the loss by 2 and changes its scale, so λ_sim weighs
+      it differently): a step raises the share of GAP(z) on the channels IE enhances instead of
+      asking z to grow.
+    - "through_both": the gradient flows through both sides, and through IE where the caller
+      computed it with gradients. With z >= 0 and IE >= 1 the distance is GAP(z ⊙ (IE - 1)), so a
+      descent step lowers exactly the features IE marks as under-used, and IE towards 1.
+
+    Through GAP, the gradient on z is the same at every position of a channel in every reading."""
+    gap, gap_g = z.mean((2, 3)), (z * ie[:, None]).mean((2, 3))
+    if reading == "through_both":
+        return (gap - gap_g).abs().sum(1)
+    if reading == "target_raw":
+        return (gap - gap_g.detach()).abs().sum(1)
+    if reading != "target_shares":
+        raise ValueError(f"guide_sim must be one of {GUIDE_READINGS}, not {reading!r}")
+    share = lambda v: v / v.abs().sum(1, keepdim=True).clamp_min(1e-8)  # noqa: E731
+    return (share(gap) - share(gap_g).detach()).abs().sum(1)
+
+
+def draw_partners(members: torch.Tensor, labels: torch.Tensor, y: torch.Tensor, index: torch.Tensor,
+                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Park et al.'s x^BN for each sample of a batch: a row of the set `members` (N,) with the
+    sample's label (`labels` (N,) of every row), drawn uniformly among those rows other than the
+    sample's own row `index` (B,), and (B,) whether one exists. y (B,) the batch's labels."""
+    partner, has = torch.zeros_like(y), torch.zeros_like(y, dtype=torch.bool)
+    for c in y.unique().tolist():
+        pool = torch.nonzero(members & (labels == c)).squeeze(1)             # (m,) rows, ascending
+        at = torch.nonzero(y == c).squeeze(1)                                 # batch positions of class c
+        own = torch.searchsorted(pool, index[at])                             # where the anchor's row is or would be
+        inside = (own < len(pool)) & (pool[own.clamp_max(max(len(pool) - 1, 0))] == index[at]) if len(pool) \
+            else torch.zeros_like(own, dtype=torch.bool)
+        choices = len(pool) - inside.long()                                   # the pool without the anchor
+        u = torch.rand(len(at), generator=generator, dtype=torch.float64).to(y.device)
+        pick = (u * choices.clamp_min(1)).long()
+        pick += (inside & (pick >= own)).long()                               # step over the anchor's own row
+        ok = choices > 0
+        partner[at[ok]], has[at[ok]] = pool[pick[ok]], True
+    return partner, has
 
 
 class RowFlags(PerSampleState):

@@ -38,7 +38,7 @@ class ZarrBatches:
         group = zarr.open_group(str(store), mode="r")
         if split not in group:
             raise FileNotFoundError(f"{store} has no split {split!r}; rebuild it with the workflow")
-        self.group = group[split]
+        self.store, self.group = Path(store), group[split]
         self.arrays = {f: self.group[f] for f in fields if f in self.group}
         for name, other in (aligned or {}).items():
             self.arrays[name], self.arrays[f"{name}_bias_labels"] = _aligned(other, split, self.group["ids"][:])

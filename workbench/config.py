@@ -146,8 +146,9 @@ def _check_cross_references(config: dict[str, Any]) -> None:
             problems.append(f"grids.{name}.curves.methods: {sorted(unknown)} are not methods of the grid")
         if grid["figure_variant"] not in grid["train_variants"]:
             problems.append(f"grids.{name}.figure_variant: {grid['figure_variant']!r} is not in its train_variants")
-        if grid.get("report") == "park" and ({"valid", "unbiased"} - set(sets) or not grid.get("model_selection")):
-            problems.append(f"grids.{name}.report: park needs a dataset with `valid` and `unbiased` test sets (a "
+        if grid.get("report") in ("park", "park_ablation") and ({"valid", "unbiased"} - set(sets)
+                                                                 or not grid.get("model_selection")):
+            problems.append(f"grids.{name}.report: {grid['report']} needs a dataset with `valid` and `unbiased` test sets (a "
                             f"colored_mnist one; {grid['dataset']!r} has {sorted(sets)}) and `model_selection`")
     for name, sweep in config.get("sweeps", {}).items():
         base = config["experiments"].get(sweep["experiment"])

@@ -15,6 +15,7 @@ into the paper's Table 2 and Fig. 2.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -23,7 +24,9 @@ import torch.nn.functional as F
 from pipeline.seeding import name_seed
 
 from ..bias_amplification import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
-                                  gce_loss, ie_weight, lff_weight)
+                                  draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
+from ..data import ZarrBatches
+from ..models import build_network
 from .base import Method
 
 
@@ -36,7 +39,7 @@ class LfF(Method):
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
-        self.biased = self.build_biased_network(train_cfg["arch"])
+        self.biased = build_network(train_cfg["arch"], num_classes, train_cfg)  # f_d's architecture and weights
         self.optimizer = self.make_optimizer(self.network.parameters())
         self.biased_optimizer = self.make_optimizer(self.biased.parameters())
         no_rows = torch.zeros(0, dtype=torch.long)
@@ -88,31 +91,52 @@ class LfF(Method):
 
 
 class LfFBiasEnsemble(LfF):
-    """`method_args` besides LfF's: committee_size, committee_steps (each member's GCE iterations:
-    the committee is early-stopped by this fixed budget, counted in steps of the run's batch size),
-    confidence (p_y above which a member calls a sample bias-aligned)."""
+    """`method_args` besides LfF's: committee_size, committee_steps (each member's GCE iterations,
+    in steps of the run's batch size), committee_valid_every (how often a member is scored on the
+    val split: it keeps its best-validation checkpoint), confidence (p_y above which a member calls
+    a sample bias-aligned)."""
 
     FLAGS = ("conflicting", "aligned", "candidates")
 
     def setup(self, batches) -> dict[str, float]:
         super().setup(batches)
         device = next(self.parameters()).device
-        correct_prob, wrong = self._committee(batches, device)
+        # the committee's augmentation: seeded by the run (drawn after its seeded init), not the default stream
+        self.generator.manual_seed(int(torch.randint(2**62, ())))
+        correct_prob, wrong, early_stop = self._committee(batches, device)
         conflicting = self.flags.conflicting
         self.flags = RowFlags(conflicting=conflicting, aligned=bias_aligned(correct_prob, self.args["confidence"]),
                               candidates=bn_candidates(wrong))
-        return {**_detection("aligned_set", self.flags.aligned, ~conflicting),
+        if not self.flags.aligned.any():
+            print(f"warning: D^A is empty (no training sample has p_y > {self.args['confidence']} for a majority of "
+                  "the committee), so f_b never trains: raise committee_steps, or score the members' last iterate "
+                  "(committee_valid_every = committee_steps) if the val split is unbiased", flush=True)
+        return {**early_stop, **_detection("aligned_set", self.flags.aligned, ~conflicting),
                 **_detection("candidate_set", self.flags.candidates, conflicting)}
 
-    def _committee(self, batches, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """(K, N) p_y and (K, N) "argmax != y" of K GCE models, each trained `committee_steps`
-        steps from its own initialisation and shuffling, scored on every training row un-augmented."""
-        n, k_members = batches.n, self.args["committee_size"]
+    def _committee(self, batches, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+        """(K, N) p_y and (K, N) "argmax != y" of K GCE models on every training row un-augmented,
+        and statistics of the members' early stop. Each member trains `committee_steps` steps from
+        its own initialisation and shuffling and is scored on the val split of the training store
+        every `committee_valid_every` steps and after its last step; the checkpoint with the best
+        val accuracy (the earliest of equals) scores the training rows, as BiasEnsemble's
+        `pretrain_b_ensemble_best` does. (There the check runs after steps 1, 501, ... of 1,000,
+        0-based `step % valid_freq == 0`, so the last iterate is never a candidate; here the
+        candidates are every `committee_valid_every` steps and the last step. The authors score the
+        training rows through the training transforms, random crops and flips on BFFHQ / BAR; here
+        un-augmented, so a sample's vote does not depend on a random crop.) On a val split without
+        the bias (Colored MNIST's here) a biased member scores chance at every checkpoint and the
+        earliest wins, before any sample reaches p_y > 0.99: set committee_valid_every =
+        committee_steps there (the demo does, and says why)."""
+        n, k_members, every = batches.n, self.args["committee_size"], self.args["committee_valid_every"]
+        valid = ZarrBatches(batches.store, "val", 256, shuffle=False, fields=("images", "labels"))
         correct_prob = torch.zeros(k_members, n, device=device)
         wrong = torch.zeros(k_members, n, dtype=torch.bool, device=device)
+        best_steps, best_accs = [], []
         for k in range(k_members):
-            member = self.build_biased_network(self.cfg["arch"]).to(device)
+            member = build_network(self.cfg["arch"], self.num_classes, self.cfg).to(device)
             opt = self.make_optimizer(member.parameters())
+            best_acc, best_state, best_step = -1.0, None, 0
             member.train()
             steps, epoch = 0, 0
             while steps < self.args["committee_steps"]:
@@ -123,10 +147,18 @@ class LfFBiasEnsemble(LfF):
                         loss = gce_loss(member(x).float(), batch["labels"].to(device), self.args["q"]).mean()
                     self.step(opt, loss)
                     steps += 1
+                    if steps % every == 0 or steps == self.args["committee_steps"]:
+                        acc = self._accuracy(member, valid, device)
+                        if acc > best_acc:
+                            best_acc, best_step, best_state = acc, steps, copy.deepcopy(member.state_dict())
+                        member.train()
                     if steps >= self.args["committee_steps"]:
                         break
                 epoch += 1
+            member.load_state_dict(best_state)
             member.eval()
+            best_steps.append(best_step)
+            best_accs.append(best_acc)
             with torch.no_grad():
                 for batch in batches.in_order():
                     index, y = batch["index"].to(device), batch["labels"].to(device)
@@ -134,11 +166,24 @@ class LfFBiasEnsemble(LfF):
                         logits = member(self.augmenter.normalize(batch["images"].to(device))).float()
                     correct_prob[k, index] = F.softmax(logits, 1).gather(1, y[:, None]).squeeze(1)
                     wrong[k, index] = logits.argmax(1) != y
-        return correct_prob, wrong
+        return correct_prob, wrong, {"committee_best_step_mean": sum(best_steps) / k_members,
+                                     "committee_best_step_min": float(min(best_steps)),
+                                     "committee_valid_accuracy_mean": sum(best_accs) / k_members}
+
+    @torch.no_grad()
+    def _accuracy(self, model: torch.nn.Module, batches: ZarrBatches, device: torch.device) -> float:
+        """Accuracy (%) of `model` in eval mode on every row of `batches`, un-augmented."""
+        model.eval()
+        correct = 0
+        for batch in batches.in_order():
+            with self.autocast():
+                logits = model(self.augmenter.normalize(batch["images"].to(device)))
+            correct += int((logits.argmax(1) == batch["labels"].to(device)).sum())
+        return 100.0 * correct / max(batches.n, 1)
 
     def biased_loss(self, logits_b: torch.Tensor, y: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """BE: CE on the batch's members of D^A; a batch without any gives no biased-model loss
-        (the authors' code averages over an empty set there and gets NaN)."""
+        (the authors' code averages over an empty set there and stops with a NameError)."""
         member = self.flags.aligned[index]
         if not member.any():
             return logits_b.sum() * 0.0
@@ -147,13 +192,21 @@ class LfFBiasEnsemble(LfF):
 
 class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
     """Park et al. (CVPR 2024) on LfF + BE. `method_args` besides BE's: t1 and t2 (iterations: the
-    BN score's reference point and the start of the guidance), lambda_sim, alpha_l, alpha_s, tau.
-    The gradient of L_guide.sim flows through the IE weight of x (its Grad-CAM and common-feature
-    score), not through the partner's side (the reference): minimising |GAP(z) - GAP(z * IE)|
-    drives IE towards 1, i.e. makes x exploit its intrinsic features as much as x^BN does. (Read
-    with g(z) as a fixed target instead, each step asks z to grow by IE, and in a pilot the loss
-    ran away: 35 -> 154 over 15 epochs, training accuracy 95 -> 37 %.) A sample whose class has
-    no member in D^BN this step gets no partner: IE = 1 and zero weight on L_guide.sim and L_BN."""
+    BN score's reference point and the start of the guidance), lambda_sim, alpha_l, alpha_s, tau;
+    the switches of the paper's Table 3 ablation: partner_source (x^BN from D, D^BN_cand or D^BN),
+    guide (L_guide), bn_loss (L_BN), score_weight (s(x^BN) as the weight of L_guide.sim and L_BN,
+    else 1); and guide_sim, the reading of Eq. 9 (`guide_similarity`).
+
+    In the target readings of Eq. 9 (`guide_similarity`) g(z) is a fixed target and IE a weight
+    (no gradient through IE in any loss): the gradient reaches z through L_guide.sim (towards g(z))
+    and L_guide.cls (through z ⊙ IE). "through_both" lets the gradient flow through both sides of
+    Eq. 9 and through IE's Grad-CAM and common-feature score (the reading before the switch
+    existed). Which one is the default, and why, config/park_ablation.yaml measured (README).
+    A sample without a partner (no row of its class in the partner set other than itself) gets
+    IE = 1 and none of L_guide and L_BN: with IE = 1, L_guide.cls would add its main loss a second
+    time (just after T2, where λ_main is near 0, such a sample has almost no loss at all).
+    x^BN goes through f_d in its own forward pass (the paper does not say): its batch-norm
+    statistics are those of the partner batch, and in train mode it updates the running ones too."""
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
@@ -184,7 +237,7 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         if t < self.args["t2"]:
             loss_d = loss_main
         else:
-            loss_d, stats = self._guided(x, y, z, w, loss_main, t)
+            loss_d, stats = self._guided(x, y, index, z, w, loss_main, t)
         self._step_both(loss_b + loss_d)
         self.iteration += 1
         in_candidates, conflicting = self.flags.candidates, self.flags.conflicting
@@ -192,48 +245,50 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
                 "train_acc": (logits_d.argmax(1) == y).float().mean().item(), **stats,
                 **_group_means("bn_score", self.bn_score.score[in_candidates], conflicting[in_candidates])}
 
-    def _guided(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, w: torch.Tensor, loss_main: torch.Tensor,
-                t: int) -> tuple[torch.Tensor, dict[str, float]]:
-        """Eq. 13: lambda_main L_main + L_guide (Eq. 11) + L_BN (Eq. 12) with partners from D^BN_t."""
-        partner, has = self._partners(y)
+    def _guided(self, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, z: torch.Tensor, w: torch.Tensor,
+                loss_main: torch.Tensor, t: int) -> tuple[torch.Tensor, dict[str, float]]:
+        """Eq. 13: lambda_main L_main + L_guide (Eq. 11) + L_BN (Eq. 12), with the partners of `_partners`."""
+        partner, has = self._partners(y, index)
         x_bn = self.augment(self.train_rows.rows(partner.cpu().numpy())["images"].to(x.device))
-        s_bn = torch.where(has, self.bn_score.score[partner].clamp_min(0.0), torch.zeros_like(w))
-        head = self.network.head
+        weight_bn = self.bn_score.score[partner].clamp_min(0.0) if self.args["score_weight"] else torch.ones_like(w)
+        s_bn = torch.where(has, weight_bn, torch.zeros_like(w))      # s(x^BN), clipped at 0; 0 without a partner
+        head, through = self.network.head, self.args["guide_sim"] == "through_both"
         with self.autocast():
             z_bn = self.network.feature_map(x_bn)
             logits_bn = head(z_bn.mean((2, 3))).float()
-        zf, weight = z.float(), head.weight.float()
+        zf = z.float()
+        z_ie, weight = (zf, head.weight.float()) if through else (zf.detach(), head.weight.detach().float())
         with torch.no_grad():  # the partner is the reference: no gradient through its side
             zbf = z_bn.detach().float()
-            cam_bn = class_activation_map(zbf, weight, y)
-        cam = class_activation_map(zf, weight, y)
-        ie = torch.where(has[:, None, None], ie_weight(zf, zbf, cam, cam_bn, self.args["tau"]), torch.ones_like(cam))
-        g = zf * ie[:, None]                                                                  # Eq. 7
-        gap, gap_g = zf.mean((2, 3)), g.mean((2, 3))
-        loss_sim = (s_bn * (gap - gap_g).abs().sum(1)).mean()                                # Eq. 9
-        loss_cls = (w * F.cross_entropy(head(gap_g), y, reduction="none")).mean()             # Eq. 10
-        loss_bn = (s_bn * F.cross_entropy(logits_bn, y, reduction="none")).mean()             # Eq. 12
+            cam_bn = class_activation_map(zbf, weight.detach(), y)
+        cam = class_activation_map(z_ie, weight, y)
+        ie = torch.where(has[:, None, None], ie_weight(z_ie, zbf, cam, cam_bn, self.args["tau"]), torch.ones_like(cam))
+        gap_g = (zf * ie[:, None]).mean((2, 3))                                                  # GAP(g(z)), Eq. 7
+        loss_sim = (s_bn * guide_similarity(zf, ie, self.args["guide_sim"])).mean()                # Eq. 9
+        loss_cls = (has * w * F.cross_entropy(head(gap_g), y, reduction="none")).mean()             # Eq. 10
+        loss_bn = (s_bn * F.cross_entropy(logits_bn, y, reduction="none")).mean()                  # Eq. 12
         total_steps = max(self.cfg["epochs"] * self.steps_per_epoch - self.args["t2"], 1)
         lambda_main = min(1.0, (t - self.args["t2"]) / total_steps)
-        loss = lambda_main * loss_main + self.args["lambda_sim"] * loss_sim + loss_cls + loss_bn  # Eqs. 11, 13
+        loss = lambda_main * loss_main                                                             # Eq. 13
+        if self.args["guide"]:
+            loss = loss + self.args["lambda_sim"] * loss_sim + loss_cls                            # Eq. 11
+        if self.args["bn_loss"]:
+            loss = loss + loss_bn
+        partner_bc = self.flags.conflicting[partner][has]  # true bias labels: logged only
         return loss, {"loss_guide_sim": loss_sim.item(), "loss_guide_cls": loss_cls.item(), "loss_bn": loss_bn.item(),
                       "ie_mean": ie.mean().item(), "partner_fraction": has.float().mean().item(),
-                      "lambda_main": lambda_main}
+                      "lambda_main": lambda_main,
+                      **({"partner_conflicting_fraction": partner_bc.float().mean().item()} if has.any() else {})}
 
-    def _partners(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B,) a row of D^BN_t of each sample's class, drawn uniformly, and whether one exists."""
-        members = self.bn_score.bias_negative(self.flags.candidates)
-        labels = self.ema_d.labels
+    def _partners(self, y: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B,) x^BN's row for each sample, of its class and never the sample itself, drawn uniformly
+        from D (every training row), D^BN_cand or D^BN_t (Eq. 3) by `partner_source`; (B,) whether
+        one exists."""
+        source = self.args["partner_source"]
+        members = {"D": torch.ones_like(self.flags.candidates), "D_cand": self.flags.candidates,
+                   "D_BN": self.bn_score.bias_negative(self.flags.candidates)}[source]
         generator = torch.Generator().manual_seed(name_seed("bn-partner", self.partner_seed, int(self.iteration)))
-        partner = torch.zeros_like(y)
-        has = torch.zeros_like(y, dtype=torch.bool)
-        for c in y.unique().tolist():
-            pool = torch.nonzero(members & (labels == c)).squeeze(1)
-            if len(pool):
-                rows = y == c
-                pick = torch.randint(len(pool), (int(rows.sum()),), generator=generator)
-                partner[rows], has[rows] = pool[pick.to(pool.device)], True
-        return partner, has
+        return draw_partners(members, self.ema_d.labels, y, index, generator)
 
     def finish(self, batches) -> dict[str, float]:
         """The paper's Table 2 at the end of training: BA / BC samples dropped from D^BN_cand by

@@ -1,9 +1,11 @@
-"""Report sections of Park, Chung & Choo (CVPR 2024) for the grids with `report: park`: Table 1 in
-the paper's layout (methods x bias-conflicting ratio) twice, validation-selected and best-test
+"""Report sections of Park, Chung & Choo (CVPR 2024). Grids with `report: park`: Table 1 in the
+paper's layout (methods x bias-conflicting ratio) twice, validation-selected and best-test
 ("oracle", what the paper and its baselines report), the paper's numbers quoted beneath, the
 capability line on Vanilla, a verdict computed from the numbers, Table 2 (what the committee and
 the BN score keep, against the true bias labels) and Fig. 2 (BN scores of bias-aligned and
-bias-conflicting candidates over training)."""
+bias-conflicting candidates over training). Grids with `report: park_ablation`: Table 3 (each
+row's switches, ours beside the paper's), the capability line, each row against the full method,
+and how each row trained (partners' bias-conflicting share, L_guide.sim, training accuracy)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..methods import spec as method_spec
 from .document import Document
 from .helpers import capability_line, compare, mean_std, save_figure
 
@@ -25,6 +28,13 @@ DETECTION = [("aligned_set_precision", "D^A precision (BA, %)"), ("aligned_set_r
              ("candidate_set_recall", "D^BN_cand recall (BC, %)"),
              ("bn_dropped_aligned", "D^BN_cand − D^BN: BA"), ("bn_dropped_conflicting", "D^BN_cand − D^BN: BC"),
              ("bn_kept_aligned_percent", "D^BN / D: BA (%)"), ("bn_kept_conflicting_percent", "D^BN / D: BC (%)")]
+
+
+#: Park et al.'s Table 3 columns: the method_args each ablation row switches, and how the table shows their values
+SWITCHES = {"guide": "L_guide", "bn_loss": "L_BN", "partner_source": "x^BN from", "score_weight": "s(x^BN) as weight",
+            "guide_sim": "Eq. 9 reading"}
+SWITCH_VALUES = {True: "✓", False: "✗", "D": "D", "D_cand": "D^BN_cand", "D_BN": "D^BN", "target_shares": "target, shares",
+                 "target_raw": "target, raw", "through_both": "through both"}
 
 
 #: what each family's val split (model selection) holds, for the table's caption
@@ -71,6 +81,8 @@ def selected_and_oracle(rows: list[dict[str, Any]], config: dict[str, Any], grid
 def amplification_sections(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], paper: dict[str, Any],
                            out_dir: Path) -> None:
     for name, grid in config.get("grids", {}).items():
+        if grid.get("report") == "park_ablation":
+            _table3(doc, config, name, grid, rows, paper["park_table3"])
         if grid.get("report") != "park":
             continue
         metric = grid["model_selection"]["metric"] if grid.get("model_selection") else "accuracy"
@@ -92,7 +104,7 @@ def amplification_sections(doc: Document, config: dict[str, Any], rows: list[dic
                       [[m["label"], *[mean_std(cells.get((v, key), {}).get(kind, [])) for v in variants]]
                        for key, m in grid["methods"].items()])
         quoted = paper["park_table1"]
-        doc.table(["Method (paper: best test, ResNet-18, 5 seeds)", *quoted["columns"]],
+        doc.table(["Method (paper: best test, 5 seeds; backbone not named in its text)", *quoted["columns"]],
                   [[r["model"], *[f"{v:.2f}" for v in r["values"]]] for r in quoted["rows"]])
         conflicting = selected_and_oracle(rows, config, name, "conflicting_accuracy")
         _verdict(doc, grid, cells, conflicting, variants, chance)
@@ -123,13 +135,7 @@ def _verdict(doc: Document, grid: dict[str, Any], cells, conflicting, variants: 
     if vanilla is None or ours is None:
         doc.para("No Vanilla or no Park et al. run in this grid: no verdict.")
         return
-    hardest = variants[-1]  # the most conflicting samples: the easiest setting
-    capable, line = capability_line(grid["methods"][vanilla]["label"], f"on the bias-conflicting samples of the {TEST} "
-                                    f"test set, trained at {_percent(hardest):g} % conflicting (validation-selected)",
-                                    conflicting.get((hardest, vanilla), {}).get("selected", []), chance,
-                                    "the classes beyond their bias")
-    doc.para(line)
-    if not capable:
+    if not _capable(doc, grid, conflicting, variants, chance):
         doc.para("Does Park et al.'s guidance beat its baselines here? Not informative.")
         return
     parts = []
@@ -142,6 +148,106 @@ def _verdict(doc: Document, grid: dict[str, Any], cells, conflicting, variants: 
               " \"Higher\" / \"lower\" only where the difference exceeds the seed spread of both rows (of the "
               "one with several seeds where the other has one).")
     doc.para(f"{grid['methods'][ours]['label']}, validation-selected, " + ". ".join(parts) + "." + caveat)
+
+
+def _capable(doc: Document, grid: dict[str, Any], conflicting, variants: list[str], chance: float) -> bool:
+    """Writes the capability line: does the grid's Vanilla (validation-selected) learn the digits beyond
+    their colour on the bias-conflicting test samples at the largest ratio? False without a Vanilla."""
+    vanilla = next((key for key, m in grid["methods"].items() if m["method"] in ("vanilla", "erm")), None)
+    if vanilla is None:
+        doc.para("No Vanilla run in this grid: nothing shows that the benchmark can judge.")
+        return False
+    hardest = variants[-1]  # the most conflicting samples: the easiest setting
+    capable, line = capability_line(grid["methods"][vanilla]["label"], f"on the bias-conflicting samples of the {TEST} "
+                                    f"test set, trained at {_percent(hardest):g} % conflicting (validation-selected)",
+                                    conflicting.get((hardest, vanilla), {}).get("selected", []), chance,
+                                    "the classes beyond their bias")
+    doc.para(line)
+    return capable
+
+
+def switches(config: dict[str, Any], grid: str, key: str) -> dict[str, Any]:
+    """The Table 3 switches a Park et al. method of `grid` sets away from their defaults ({} = the full method)."""
+    defaults = method_spec(PARK_METHOD).defaults
+    args = next(exp.get("method_args", {}) for exp in config["experiments"].values()
+                if exp.get("grid") == grid and exp.get("grid_method") == key)
+    return {k: args[k] for k in SWITCHES if k in args and args[k] != defaults[k]}
+
+
+def _table3(doc: Document, config: dict[str, Any], name: str, grid: dict[str, Any], rows: list[dict[str, Any]],
+            quoted: dict[str, Any]) -> None:
+    """Park et al. Table 3: each Park et al. row of the grid by its switches, validation-selected and
+    oracle per ratio, the paper's row with the same switches beside it; the capability line; every
+    row against the full method; how each row trained."""
+    metric = grid["model_selection"]["metric"]
+    cells = selected_and_oracle(rows, config, name, metric)
+    conflicting = selected_and_oracle(rows, config, name, "conflicting_accuracy")
+    variants = sorted(grid["train_variants"], key=_percent)
+    chance = 100.0 / _num_classes(config, grid["dataset"])
+    park = {key: switches(config, name, key) for key, m in grid["methods"].items() if m["method"] == PARK_METHOD}
+    defaults = method_spec(PARK_METHOD).defaults
+    doc.heading(f"Park et al. (CVPR 2024), Table 3 (ablation) – {name}: {metric.replace('_', ' ')} (%) on the {TEST} "
+                f"test set of {grid['dataset']}")
+    doc.para(f"Mean ± sample std over {_seeds_per_row(config, name)}. Validation-selected and best test (oracle) as in "
+             "Table 1. The paper's columns are its Table 3 (best test accuracy at 1 %, 5 seeds) on its own "
+             "datasets, for the row with the same switches; only the pattern across rows compares. Eq. 9 reading: "
+             "g(z) a fixed target, compared on channel shares (target, shares: bounded) or on the raw GAP features "
+             "(target, raw: the literal loss), or the gradient through both sides and IE (through both).")
+    paper_rows = {tuple(sorted(r["switches"].items())): r["values"] for r in quoted["rows"]}
+    header = ["Row", *SWITCHES.values(), *[f"{_percent(v):g} % ({kind})" for kind in ("selected", "oracle") for v in variants],
+              *[f"paper {c}" for c in quoted["columns"]]]
+    table = []
+    for key, changed in park.items():
+        values = {**{k: defaults[k] for k in SWITCHES}, **changed}
+        table.append([grid["methods"][key]["label"], *[SWITCH_VALUES[values[k]] for k in SWITCHES],
+                      *[mean_std(cells.get((v, key), {}).get(kind, [])) for kind in ("selected", "oracle") for v in variants],
+                      *paper_rows.get(tuple(sorted(changed.items())), ["–"] * len(quoted["columns"]))])
+    doc.table(header, table)
+    others = [key for key in grid["methods"] if key not in park]
+    if others:
+        doc.table(["Reference row", *[f"{_percent(v):g} % ({kind})" for kind in ("selected", "oracle") for v in variants]],
+                  [[grid["methods"][key]["label"], *[mean_std(cells.get((v, key), {}).get(kind, []))
+                                                      for kind in ("selected", "oracle") for v in variants]]
+                   for key in others])
+    full = next((key for key, changed in park.items() if not changed), None)
+    if _capable(doc, grid, conflicting, variants, chance) and full is not None:
+        lines = [f"{grid['methods'][key]['label']} vs the full method: " + "; ".join(
+            f"{_percent(v):g} %: {compare(cells.get((v, key), {}).get('selected', []), cells.get((v, full), {}).get('selected', []))}"
+            for v in variants) for key in park if key != full]
+        doc.para("Each row against the full method (validation-selected): " + ". ".join(lines) + ".")
+    elif full is None:
+        doc.para("No row with every switch at its default (the full method): no comparison.")
+    else:
+        doc.para("Which components help here? Not informative.")
+    _training_health(doc, config, name, grid, rows, list(park), variants)
+
+
+def _training_health(doc: Document, config: dict[str, Any], name: str, grid: dict[str, Any], rows: list[dict[str, Any]],
+                     keys: list[str], variants: list[str]) -> None:
+    """Per row and ratio: the share of bias-conflicting partners x^BN over the guided epochs, L_guide.sim in
+    the first and the last guided epoch, and the training accuracy of the last epoch (mean over seeds):
+    what tells a reading of Eq. 9 that diverges from one that does not."""
+    per: dict[tuple[str, str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        exp = config["experiments"].get(r.get("experiment", ""), {})
+        if r.get("kind") == "train" and exp.get("grid") == name and exp.get("grid_method") in keys and \
+                r["metric"] in ("partner_conflicting_fraction", "loss_guide_sim", "train_acc"):
+            per[(exp["grid_method"], exp["train_variant"], r["metric"])][r["epoch"]].append(r["value"])
+
+    def show(key: str, variant: str) -> list[str]:
+        bc, sim, acc = (per.get((key, variant, m), {}) for m in ("partner_conflicting_fraction", "loss_guide_sim",
+                                                                 "train_acc"))
+        share = f"{100 * np.mean([v for vals in bc.values() for v in vals]):.0f}" if bc else "–"
+        drift = f"{np.mean(sim[min(sim)]):.3g} → {np.mean(sim[max(sim)]):.3g}" if sim else "–"
+        return [share, drift, f"{100 * np.mean(acc[max(acc)]):.1f}" if acc else "–"]
+
+    if not per:
+        return
+    doc.para("How each row trained (mean over seeds): the share of bias-conflicting samples among the partners x^BN "
+             "(from the true bias labels, never used in training), L_guide.sim in the first and the last guided epoch, "
+             "and the training accuracy of the last epoch (%).")
+    doc.table(["Row", *[f"{_percent(v):g} %: {c}" for v in variants for c in ("x^BN BC (%)", "L_guide.sim", "train acc")]],
+              [[grid["methods"][key]["label"], *[c for v in variants for c in show(key, v)]] for key in keys])
 
 
 def _table2(doc: Document, config: dict[str, Any], name: str, grid: dict[str, Any], rows: list[dict[str, Any]],

@@ -26,6 +26,22 @@ def test_bg_gap_verdict_follows_the_numbers():
     assert "using the background less, not from recognising the foreground better" in doc.markdown()
 
 
+def test_bg_gap_verdict_uses_the_shared_seed_spread_rule():
+    """compare(): one seed each is not judged (a spread of 0 must not make any difference count);
+    with several seeds "lower" (a smaller gap, better) only beyond the spread of both."""
+    doc = Document("t")
+    bg_gap_verdict(doc, _gap_table([8.1], [5.0]))
+    text = doc.markdown()
+    assert "BG-GAP (lower is better), CLAD vs Base (IN9): -3.1 points (one seed each: not judged)" in text
+    assert "reduces" not in text and "using the background less" not in text
+    doc = Document("t")
+    bg_gap_verdict(doc, _gap_table([20.0, 22.0, 21.0], [5.0, 6.0, 4.0]))
+    assert "CLAD vs Base (IN9): lower: -16.0 points, seed spread 1.0, so CLAD reduces the gap" in doc.markdown()
+    doc = Document("t")
+    bg_gap_verdict(doc, _gap_table([5.0, 6.0, 4.0], [20.0, 22.0, 21.0]))
+    assert "higher: +16.0 points, seed spread 1.0, so CLAD does not reduce the gap" in doc.markdown()
+
+
 def test_table3_and_table6_show_ours_beside_the_paper():
     rows = [{"kind": "analysis", "analysis": "consistency", "label": "CLAD", "seed": s, "metric": m, "value": v}
             for s, (fs, dc) in enumerate(((0.9, 0.8), (0.7, 0.6))) for m, v in
@@ -72,6 +88,16 @@ def test_rebias_verdict_follows_the_numbers():
     assert "Cannot tell from one seed" in _verdict(one_seed)
 
 
+def test_rebias_verdict_uses_the_shared_seed_spread_rule():
+    acc = {("rho_0.99", "van", "unbiased"): [60.0, 62.0, 61.0], ("rho_0.99", "reb", "unbiased"): [80.0, 82.0, 81.0],
+           ("rho_0.999", "van", "unbiased"): [30.0, 32.0, 31.0], ("rho_0.999", "reb", "unbiased"): [25.0, 27.0, 26.0]}
+    text = _verdict(acc)
+    assert "ρ = 0.99: higher: +20.0 points, seed spread 1.0" in text
+    assert "ρ = 0.999: lower: -5.0 points, seed spread 1.0" in text and "in this run? Only at ρ = 0.99." in text
+    text = _verdict({k: v[:1] for k, v in acc.items()})
+    assert "ρ = 0.99: +20.0 points (one seed each: not judged)" in text and "Cannot tell from one seed" in text
+
+
 def test_rebias_verdict_is_not_informative_when_vanilla_learns_nothing_at_the_lowest_rho():
     acc = {("rho_0.99", "van", "unbiased"): [15.0, 16.0, 14.0], ("rho_0.99", "reb", "unbiased"): [40.0, 42.0, 41.0],
            ("rho_0.999", "van", "unbiased"): [10.0, 11.0, 9.0], ("rho_0.999", "reb", "unbiased"): [30.0, 31.0, 32.0]}
@@ -109,7 +135,17 @@ def test_rebias_table2_without_runs_or_vgg_says_how_to_get_them(default_config):
     doc = Document("t")
     table2(doc, cfg, rows, {"erm": [1.0, 2.0]})
     assert "| Base (IN9) | 51.0 ± 1.4 | – | – | 1.0 | 2.0 |" in doc.markdown()
-    assert "set `analyses.texture.vgg`" in doc.markdown()
+    assert "set `analyses.texture.vgg16`" in doc.markdown() and "`analyses.texture.vgg` to" in doc.markdown()
+
+
+def test_rebias_table2_names_the_texture_network(default_config):
+    texture = {**default_config["analyses"]["texture"], "experiments": ["base_in9"], "vgg": "vgg_normalised.pth"}
+    for extra, network in (({}, "the normalised VGG-19's conv3_3, standing in for the authors' VGG16 conv3_3"),
+                           ({"vgg16": "vgg16-397923af.pth"}, "VGG16 conv3_3 (torchvision's ImageNet weights")):
+        doc = Document("t")
+        table2(doc, {**default_config, "analyses": {**default_config["analyses"], "texture": {**texture, **extra}}},
+               [], {})
+        assert f"L2-normalised Gram features of {network}" in doc.markdown()
 
 
 def test_segmentation_summary_counts_xiao_et_al_grabcut_failures(tmp_path):
@@ -211,12 +247,12 @@ def _park(default_config):
     return report_config(resolve_config(default_config))
 
 
-def _park_rows(config, unbiased):
-    """Curve and eval rows of every park_cmnist run: `unbiased(method key, percent, seed)` is the
+def _park_rows(config, unbiased, grid="park_cmnist"):
+    """Curve and eval rows of every run of `grid`: `unbiased(method key, percent, seed)` is the
     final test accuracy; an earlier point has a better valid accuracy and 5 points less."""
     rows = []
     for name, exp in config["experiments"].items():
-        if exp.get("grid") != "park_cmnist":
+        if exp.get("grid") != grid:
             continue
         for seed in (0, 1, 2):
             final = unbiased(exp["grid_method"], float(exp["train_variant"].removeprefix("conflict_")), seed)
@@ -255,3 +291,82 @@ def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config
     doc = Document("t")
     amplification_sections(doc, config, rows, paper, tmp_path)
     assert "**not informative**" in doc.markdown() and "against LfF+BE" not in doc.markdown()
+
+
+def test_park_table3_shows_each_rows_switches_beside_the_papers_row(default_config, tmp_path):
+    import yaml
+
+    from training.reporting.amplification_sections import amplification_sections
+    from workbench.config import deep_merge
+
+    config = _park(deep_merge(default_config, yaml.safe_load(open("config/park_ablation.yaml"))))
+    paper = yaml.safe_load(open("training/reporting/paper_numbers.yaml"))
+    score = {"vanilla": 40.0, "lff_be": 50.0, "from_d": 52.0, "from_cand": 53.0, "no_weight": 54.0, "no_guide": 51.0,
+             "no_bn": 50.5, "full": 60.0, "through_both": 55.0, "target_raw": 45.0}
+    rows = _park_rows(config, lambda key, p, seed: score[key] + p + seed, grid="park_ablation")
+    for name, exp in config["experiments"].items():  # training statistics of the guided epochs
+        if exp.get("grid") == "park_ablation" and exp["method"] == "intrinsic_feature_enhancement":
+            rows += [{"kind": "train", "experiment": name, "seed": 0, "epoch": epoch, "metric": metric, "value": value}
+                     for epoch, sim in ((3, 0.2), (14, 0.05)) for metric, value in
+                     (("loss_guide_sim", sim), ("train_acc", 0.9), ("partner_conflicting_fraction", 0.75))]
+    doc = Document("t")
+    amplification_sections(doc, config, rows, paper, tmp_path)
+    md = doc.markdown()
+    assert "Table 3 (ablation) – park_ablation" in md and "Table 1 – park_ablation" not in md
+    # switches: L_guide, L_BN, x^BN from, s(x^BN) weight, Eq. 9 reading; then 1 % and 5 % selected, oracle; the paper
+    assert ("| x^BN from D, no s(x^BN) weight | ✓ | ✓ | D | ✗ | target, shares | 49.0 ± 1.0 | 53.0 ± 1.0 | 54.0 ± 1.0 | "
+            "58.0 ± 1.0 | 62.79 ± 1.21 |") in md
+    assert "| without L_guide | ✗ | ✓ | D^BN | ✓ | target, shares | 48.0 ± 1.0 |" in md and "| 76.92 ± 1.03 | 74.03 ± 1.13 |" in md
+    assert ("| Ours (Park et al.) | ✓ | ✓ | D^BN | ✓ | target, shares | 57.0 ± 1.0 | 61.0 ± 1.0 | 62.0 ± 1.0 | 66.0 ± 1.0 | "
+            "65.22 ± 0.95 |") in md
+    assert ("| Ours, Eq. 9 through both sides | ✓ | ✓ | D^BN | ✓ | through both | 52.0 ± 1.0 | 56.0 ± 1.0 | 57.0 ± 1.0 | "
+            "61.0 ± 1.0 | – | – | – |") in md
+    assert "| Ours, Eq. 9 raw target | ✓ | ✓ | D^BN | ✓ | target, raw | 42.0 ± 1.0 |" in md
+    assert "| LfF+BE | 47.0 ± 1.0 |" in md and "it learns the classes beyond their bias" in md
+    assert "without L_guide vs the full method: 1 %: lower: -9.0 points" in md
+    assert "Ours, Eq. 9 through both sides vs the full method" in md
+    assert "| Ours (Park et al.) | 75 | 0.2 → 0.05 | 90.0 | 75 | 0.2 → 0.05 | 90.0 |" in md   # how each row trained
+
+
+def _shape_bias_rows(values_and_counts):
+    """Eval rows of the shape bias: {experiment: [(value, decisions counted) per seed]}."""
+    return [{"kind": "eval", "experiment": e, "seed": seed, "variant": "stylized", "metric": "shape_bias",
+             "value": value, "n": n} for e, per_seed in values_and_counts.items() for seed, (value, n) in enumerate(per_seed)]
+
+
+def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(default_config, tmp_path):
+    import yaml
+    from importlib import resources
+
+    from training.reporting.helpers import MIN_IMAGES, counted_values, value_cell
+    from training.reporting.ssl_sections import ssl_sections
+    from training.reporting.texture_sections import shape_bias_table, texture_sections
+
+    assert MIN_IMAGES == 30
+    labels = {"base_in9": "Base (IN9)", "base_sin9": "Base (SIN9)", "s_clad": "S-CLAD", "s_clad_plus": "S-CLAD+"}
+    rows = _shape_bias_rows({"base_in9": [(20.0, 300), (22.0, 310)], "base_sin9": [(80.0, 200), (82.0, 210)],
+                             "s_clad": [(0.0, 1), (100.0, 2)], "s_clad_plus": [(40.0, 90), (0.0, 1)]})
+    shape_bias = shape_bias_table(rows, labels)
+    assert shape_bias["S-CLAD"] == {"shape_bias": [], "shape_bias_too_few": [1, 2]}
+    assert value_cell(shape_bias["S-CLAD"], "shape_bias") == "too few images (1, 2)"
+    assert value_cell(shape_bias["S-CLAD+"], "shape_bias") == "40.0; 1 seed(s) left out, too few images (1)"
+    assert counted_values(rows, "shape_bias", labels)["Base (IN9)"]["shape_bias"] == [20.0, 22.0]
+    accuracy = {"original": [90.0, 91.0], "stylized": [60.0, 62.0]}
+    table = {label: {**accuracy, **cols} for label, cols in shape_bias.items()}
+    paper = yaml.safe_load(resources.files("training.reporting").joinpath("paper_numbers.yaml").read_text())
+    doc = Document("t")
+    texture_sections(doc, default_config, table, paper, {}, tmp_path)
+    md = doc.markdown()
+    assert "| Ours | S-CLAD | 90.5 ± 0.7 | 61.0 ± 1.4 | – | – | too few images (1, 2) |" in md
+    assert "S-CLAD: shape bias too few images (1, 2) vs 21.0 ± 1.4 % (not compared: fewer than 30" in md
+    assert "S-CLAD+: shape bias 40.0; 1 seed(s) left out, too few images (1) vs 21.0 ± 1.4 % (higher: +19.0" in md
+    assert "| S-CLAD | too few images (1, 2) | 0 |" in md and "| Base (SIN9) | 81.0 ± 1.4 | 2 |" in md
+    assert "0.0 ±" not in md and "50.0 ± 70.7" not in md  # S-CLAD's two values never enter a mean
+    assert (tmp_path / "shape_bias.png").stat().st_size > 0
+    # the self-supervised table shows the same cell
+    config = {"experiments": {"moco": {"method": "moco_v2", "dataset": "in9", "train_variant": "original",
+                                       "label": "MoCo-v2"}}}
+    doc = Document("t")
+    ssl_sections(doc, config, {"MoCo-v2": {**accuracy, "shape_bias": [], "shape_bias_too_few": [3]}}, [], paper,
+                 tmp_path)
+    assert "| MoCo-v2 | 90.5 ± 0.7 | – | 61.0 ± 1.4 | – | – | – | – | too few images (3) |" in doc.markdown()

@@ -239,6 +239,45 @@ def test_shuffled_bn_keys_are_a_per_sub_batch_normalisation_of_the_permuted_batc
     assert not torch.allclose(keys, whole.shuffled_key(x), atol=1e-3)   # BN over the whole key batch differs
 
 
+def test_both_encoders_split_their_batch_norm_as_the_one_gpu_demo(default_config):
+    """The query encoder's BN is per sub-batch too (the demo's ModelBase; MoCo's per-GPU BN): query
+    rows j, j+s, ... are normalised together, so the query of image i shares about 1/s of its BN
+    batch with its key's permuted sub-batch."""
+    from training.methods.ssl import SplitBatchNorm2d
+
+    split = ssl_method("moco_v2", default_config, batch_size=8, bn_splits=4)
+    for encoder in (split.network, split.key_network):
+        bns = [m for m in encoder.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+        assert bns and all(isinstance(m, SplitBatchNorm2d) and m.splits == 4 for m in bns)
+    whole = ssl_method("moco_v2", default_config, batch_size=8, shuffle_bn=False)
+    assert not any(isinstance(m, SplitBatchNorm2d) for m in whole.modules())
+    assert split.args["probe_batch_size"] == 128   # the authors' README (main_lincls --batch-size 128)
+
+
+def test_a_patch_tiling_map_is_the_patch_negative_and_is_cut_from_the_augmented_image(default_config):
+    """`patch_tilings` draws exactly what `patch_negatives` draws; `patch_view` flips, recolours and
+    blurs the stored image and then tiles it, so no blur runs across a seam (the authors cut their
+    patches from the augmented query)."""
+    from training.negatives import patch_negatives, patch_tilings
+    from training.ssl_augment import ViewParams, gaussian_blur, unit
+
+    images = torch.randint(0, 256, (3, 32, 32, 3), dtype=torch.uint8)
+    tiling = patch_tilings(3, 32, torch.Generator().manual_seed(5))
+    tiled = images.flatten(1, 2)[torch.arange(3)[:, None], tiling.flatten(1)].view(3, 32, 32, 3)
+    assert torch.equal(tiled, patch_negatives(images, torch.Generator().manual_seed(5)))
+    method = ssl_method("moco_v2", default_config, batch_size=8)
+    flip = torch.tensor([-1.0, 1.0, -1.0])
+    theta = torch.zeros(3, 2, 3)
+    theta[:, 0, 0], theta[:, 1, 1] = flip, 1.0
+    view = ViewParams(theta, torch.tensor([[1.0, 1.0, 1.0, 0.0]]).repeat(3, 1), torch.zeros(3, dtype=torch.bool),
+                      torch.tensor([1.5, 0.0, 0.8]))
+    x = unit(images)
+    x = gaussian_blur(torch.where((flip < 0).view(3, 1, 1, 1), x.flip(3), x), view.sigma)   # the view, whole image
+    by_hand = x.flatten(2)[torch.arange(3)[:, None, None], torch.arange(3)[None, :, None], tiling.flatten(1)[:, None]]
+    assert torch.allclose(method.views.patch_view(images, view, tiling), method.views.normalize(by_hand.view(3, 3, 32, 32)),
+                          atol=1e-5)
+
+
 def test_shuffled_bn_needs_a_batch_size_that_its_splits_divide(default_config):
     with pytest.raises(ValueError, match="batch_size 6 is not a multiple"):
         ssl_method("moco_v2", default_config, batch_size=6, bn_splits=4)

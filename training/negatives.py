@@ -10,7 +10,10 @@ unless d divides S. Our rule: lay a non-overlapping grid of d x d cells at a ran
 inside the image, draw cells without replacement in random order, and once every cell is used
 start another random pass over the same cells (so no two distinct patches ever overlap, and a
 cell repeats only after all cells were used). The tiling is cropped at its top-left corner.
-The authors' code instead takes overlapping patches from the augmented, normalised query view.
+The authors' code instead takes overlapping patches from the augmented, normalised query view:
+theirs come from the query's crop (scale 0.2-1), so at one d they hold less of the image than
+ours (about 1.4x less per side on average); ours get the query view's flip and colours
+(`AugPlus.patch_view`) but not its crop.
 """
 
 from __future__ import annotations
@@ -55,8 +58,17 @@ def patch_negative(image: torch.Tensor, d: int, generator: torch.Generator) -> t
 
 def patch_negatives(images: torch.Tensor, generator: torch.Generator,
                     d_range: tuple[int, int] | None = None) -> torch.Tensor:
-    """Patch negatives of a batch of uint8 images (B, S, S, 3), each with its own d ~ U(d_range)
-    (default: the paper's range scaled to S); same shape and dtype out."""
+    """Patch negatives of a batch of images (B, S, S, C) of any dtype, each with its own
+    d ~ U(d_range) (default: the paper's range scaled to S); same shape and dtype out."""
     lo, hi = d_range or patch_size_range(images.shape[1])
     sizes = torch.randint(lo, hi + 1, (len(images),), generator=generator).tolist()
     return torch.stack([patch_negative(img, d, generator)[0] for img, d in zip(images, sizes)])
+
+
+def patch_tilings(b: int, size: int, generator: torch.Generator,
+                  d_range: tuple[int, int] | None = None) -> torch.Tensor:
+    """(B, S, S): for each of b images of side S, the source pixel (y S + x) of every pixel of its
+    patch negative, drawn as `patch_negatives` draws it (the same random numbers): the tiling as
+    a gather map, so one draw can be applied to several views of an image."""
+    pixels = torch.arange(size * size).view(1, size, size, 1).expand(b, size, size, 1)
+    return patch_negatives(pixels, generator, d_range)[..., 0]

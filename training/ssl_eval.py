@@ -2,8 +2,10 @@
 of each val image's embedding (one aug-plus view) to that of its positive (a second view), a
 standard negative (a view of another val image), its patch negative and its IN-9-Texture image,
 in the contrastive space the loss compares (MoCo: the head's output; BYOL: the prediction).
-The negatives are seen as in training (`SelfSupervised.negative_view`): in the colours of the
-anchor view (its sampled jitter, grey-scale and blur; the texture image its whole view)."""
+The non-semantic negatives are made as in training (`SelfSupervised.nonsemantic`: in the anchor
+view's colours); the standard negative of an image is a view of another image of the split drawn
+at random (the split is stored by class, so a neighbour would share the class). The paper's
+Fig. 2 measures on the training images; this runs on the evaluation split."""
 
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ import torch.nn.functional as F
 from pipeline.seeding import name_seed
 
 from .data import ZarrBatches
-from .negatives import patch_negatives
 
 PAIRS = ("positive", "standard_negative", "patch_negative", "texture_negative")
 
@@ -35,13 +36,13 @@ def similarity_rows(method, stores: dict[str, Path], split: str, batch_size: int
         images = batch["images"].to(device)                                   # (B, H, W, 3) uint8
         view = method.views.sample(len(images), images.shape[1], g)
         anchor = method.embed(method.views.apply(images, view))
+        other = (batch["index"] + torch.randint(1, batches.n, (len(images),), generator=g)) % batches.n
         others = {"positive": method.embed(method.views(images, g)),
-                  # the next image of the batch: another image, as a queue entry would be
-                  "standard_negative": method.embed(method.views(torch.roll(images, 1, 0), g)),
-                  "patch_negative": method.embed(method.negative_view("patch", patch_negatives(images, g), view))}
+                  "standard_negative": method.embed(method.views(batches.rows(other.numpy())["images"].to(device), g)),
+                  "patch_negative": method.embed(method.nonsemantic("patch", images, [view], g))}
         if "textures" in batch:
             textures = batch["textures"].to(device)
-            others["texture_negative"] = method.embed(method.negative_view("texture", textures, view))
+            others["texture_negative"] = method.embed(method.nonsemantic("texture", textures, [view], g))
         for pair, z in others.items():
             sums[pair] += float(F.cosine_similarity(anchor, z, dim=1).sum())
         n += len(images)

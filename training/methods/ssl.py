@@ -11,23 +11,26 @@ row-aligned. Each negative is seen in the colours of the view it is contrasted w
 "the expected color distribution of our patch-based negatives is identical to that of the query
 images"; the authors tile the augmented query, and augment the texture image with the query's
 random state): the patch tiling of the stored image gets that view's sampled colour jitter,
-grey-scale and blur (`AugPlus.photometric`; its geometry stays the tiling's), the texture image
-that view's whole augmentation, crop and flip included. Negatives go through the key (target)
+grey-scale and blur and its flip before the tiling (`AugPlus.patch_view`: not its crop), the
+texture image that view's whole augmentation, crop and flip included. Negatives go through the key (target)
 encoder, get no gradient and are never enqueued.
 
 MoCo's shuffled batch norm (He et al. 2020, Sec. 3.3; `shuffle_bn`, on by default): the key
 encoder's BN statistics must not come from the same batch as the query's, or the model finds
-its positive key by them. On one device, as the authors' one-GPU CIFAR-10 demo does, the key
-batch is permuted, the key encoder's BN computes its statistics per sub-batch
-(`SplitBatchNorm2d`, `bn_splits` of them) and the keys are unpermuted; the non-semantic
-negatives go through the same way, with their own permutation (as in the authors' builder).
-The query encoder keeps plain BN over the whole batch (the demo splits it too): MoCo shuffles
-only the keys, and at our batch size (64) 8 splits would leave the trained encoder 8 images per
-BN batch. Where `torch.distributed` runs several processes, the key batch is shuffled across
-them as MoCo's builder does (`shuffled_across_processes`), each process's BN its own sub-batch.
+its positive key by them. On one device, as the authors' one-GPU CIFAR-10 demo does, both
+encoders compute BN statistics per sub-batch (`SplitBatchNorm2d`, `bn_splits` of them: the
+per-GPU BN of MoCo's 8 GPUs, which normalises each GPU's queries over its own share too), and
+the key batch is permuted before the key encoder and unpermuted after, so a query's sub-batch
+and its key's share about 1/bn_splits of their images; the non-semantic negatives go through
+the key encoder the same way, with their own permutation (as in the authors' builder). At the
+demo's batch of 64, 8 splits leave 8 images per BN batch (MoCo: 32). Where `torch.distributed`
+runs several processes, the key batch is shuffled across them as MoCo's builder does
+(`shuffled_across_processes`), each process's BN its own sub-batch; the rest of multi-process
+training (gathering every process's keys into the queue, averaging gradients) is not built:
+the trainer runs one process.
 
-After pre-training, `finish` fits the linear probe (the paper's protocol: SGD lr 10,
-momentum 0.9, 60 epochs, lr x 0.1 at epochs 30, 40, 50) on the frozen backbone's features of
+After pre-training, `finish` fits the linear probe (the authors' protocol: SGD lr 10, batch 128,
+momentum 0.9, 60 epochs, lr x 0.1 at epochs 30, 40, 50, the last epoch's head) on the frozen backbone's features of
 every training image; the features are computed once, without augmentation (the paper's probe
 augments each epoch; on cached features 60 epochs take seconds). The probe is
 `network.head`, so every evaluation of the workbench scores the model as it scores any other.
@@ -47,7 +50,7 @@ import torch.nn.functional as F
 from pipeline.seeding import name_seed
 
 from ..losses import byol_loss, moco_nce
-from ..negatives import patch_negatives
+from ..negatives import patch_tilings
 from ..ssl_augment import AugPlus, ViewParams
 from .base import Method
 
@@ -148,21 +151,25 @@ class SelfSupervised(Method):
         self.views = AugPlus(norm["mean"], norm["std"])
         self.register_buffer("steps_done", torch.zeros((), dtype=torch.long))
 
-    def negative_view(self, kind: str, negatives: torch.Tensor, view: ViewParams) -> torch.Tensor:
-        """Normalised negatives (B, 3, H, W) from uint8 `negatives` (B, H, W, 3) in the colours of the
-        query view `view` (Sec. 3.3): a patch tiling ("patch") gets its jitter, grey-scale and blur,
-        an IN-9-Texture image ("texture") the whole view, as the authors' loader gives it."""
-        return self.views.photometric(negatives, view) if kind == "patch" else self.views.apply(negatives, view)
+    def nonsemantic(self, kind: str, images: torch.Tensor, views: list[ViewParams],
+                    generator: torch.Generator) -> torch.Tensor:
+        """Normalised non-semantic negatives (len(views) B, 3, H, W) of uint8 `images` (B, H, W, 3),
+        once per query view in `views`, in that view's colours (Sec. 3.3): "patch": the view's flip,
+        jitter, grey-scale and blur on the stored image, then one patch tiling drawn from
+        `generator` and shared by the views; "texture": `images` are the IN-9-Texture copies and
+        get the whole view, as the authors' loader gives them."""
+        if kind == "texture":
+            return torch.cat([self.views.apply(images, view) for view in views])
+        tiling = patch_tilings(len(images), images.shape[1], generator)          # (B, H, W)
+        return torch.cat([self.views.patch_view(images, view, tiling) for view in views])
 
     def negative_inputs(self, batch: dict[str, torch.Tensor], *views: ViewParams) -> torch.Tensor | None:
-        """The non-semantic negative of each image of the batch once per query view in `views`
-        (B, 3, H, W each), concatenated in that order (len(views) B, 3, H, W); or None. The patch
-        tiling is drawn once (from self.generator) and shared by the views."""
+        """The method's non-semantic negative of each image of the batch once per query view in
+        `views` (`nonsemantic`, from self.generator), or None without one."""
         kind = self.args["negative"]
         if kind == "none":
             return None
-        images = batch["textures"] if kind == "texture" else patch_negatives(batch["images"], self.generator)
-        return torch.cat([self.negative_view(kind, images, view) for view in views])
+        return self.nonsemantic(kind, batch["textures" if kind == "texture" else "images"], list(views), self.generator)
 
     @staticmethod
     @torch.no_grad()
@@ -228,15 +235,16 @@ class MoCoV2(SelfSupervised):
         d = self.network.feature_dim
         self.projector = mlp(d, d, self.args["proj_dim"], batch_norm=False)
         splits = self.key_bn_splits(train_cfg["batch_size"])
-        key_network = split_batch_norm(self.network, splits) if splits > 1 else self.network
-        self.key_network, self.key_projector = self.frozen_copy(key_network), self.frozen_copy(self.projector)
+        if splits > 1:  # both encoders, as the authors' one-GPU demo (and MoCo's per-GPU BN, queries included)
+            self.network = split_batch_norm(self.network, splits)
+        self.key_network, self.key_projector = self.frozen_copy(self.network), self.frozen_copy(self.projector)
         queue = F.normalize(torch.randn(self.args["queue_size"], self.args["proj_dim"]), dim=1)
         self.register_buffer("queue", queue)                 # (K, dim): MoCo starts from random keys
         self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
         self.optimizer = self.make_optimizer([*self.backbone_parameters(), *self.projector.parameters()])
 
     def key_bn_splits(self, batch_size: int) -> int:
-        """Sub-batches of the key encoder's BN: `bn_splits` with shuffled BN on one process, else 1.
+        """Sub-batches of the encoders' BN: `bn_splits` with shuffled BN on one process, else 1.
         A batch size that is not a multiple of bn_splits is an error (no silent fallback)."""
         if not self.args["shuffle_bn"] or world_size() > 1:
             return 1

@@ -225,28 +225,32 @@ def _table3(doc: Document, config: dict[str, Any], name: str, grid: dict[str, An
 def _training_health(doc: Document, config: dict[str, Any], name: str, grid: dict[str, Any], rows: list[dict[str, Any]],
                      keys: list[str], variants: list[str]) -> None:
     """Per row and ratio: the share of bias-conflicting partners x^BN over the guided epochs, L_guide.sim in
-    the first and the last guided epoch, and the training accuracy of the last epoch (mean over seeds):
-    what tells a reading of Eq. 9 that diverges from one that does not."""
+    the first and the last guided epoch, the mean IE weight and the training accuracy of the last epoch
+    (mean over seeds): what tells a reading of Eq. 9 that diverges, or that cancels its own guidance
+    (IE -> 1), from one that does neither."""
     per: dict[tuple[str, str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         exp = config["experiments"].get(r.get("experiment", ""), {})
         if r.get("kind") == "train" and exp.get("grid") == name and exp.get("grid_method") in keys and \
-                r["metric"] in ("partner_conflicting_fraction", "loss_guide_sim", "train_acc"):
+                r["metric"] in ("partner_conflicting_fraction", "loss_guide_sim", "ie_mean", "train_acc"):
             per[(exp["grid_method"], exp["train_variant"], r["metric"])][r["epoch"]].append(r["value"])
 
     def show(key: str, variant: str) -> list[str]:
-        bc, sim, acc = (per.get((key, variant, m), {}) for m in ("partner_conflicting_fraction", "loss_guide_sim",
-                                                                 "train_acc"))
+        bc, sim, ie, acc = (per.get((key, variant, m), {}) for m in ("partner_conflicting_fraction", "loss_guide_sim",
+                                                                     "ie_mean", "train_acc"))
         share = f"{100 * np.mean([v for vals in bc.values() for v in vals]):.0f}" if bc else "–"
         drift = f"{np.mean(sim[min(sim)]):.3g} → {np.mean(sim[max(sim)]):.3g}" if sim else "–"
-        return [share, drift, f"{100 * np.mean(acc[max(acc)]):.1f}" if acc else "–"]
+        return [share, drift, f"{np.mean(ie[max(ie)]):.4f}" if ie else "–",
+                f"{100 * np.mean(acc[max(acc)]):.1f}" if acc else "–"]
 
     if not per:
         return
     doc.para("How each row trained (mean over seeds): the share of bias-conflicting samples among the partners x^BN "
              "(from the true bias labels, never used in training), L_guide.sim in the first and the last guided epoch, "
-             "and the training accuracy of the last epoch (%).")
-    doc.table(["Row", *[f"{_percent(v):g} %: {c}" for v in variants for c in ("x^BN BC (%)", "L_guide.sim", "train acc")]],
+             "the mean IE weight and the training accuracy of the last epoch (%; the training set is mostly "
+             "bias-aligned, so a model that leaves the bias behind fits less of it).")
+    doc.table(["Row", *[f"{_percent(v):g} %: {c}" for v in variants
+                        for c in ("x^BN BC (%)", "L_guide.sim", "IE (end)", "train acc")]],
               [[grid["methods"][key]["label"], *[c for v in variants for c in show(key, v)]] for key in keys])
 
 

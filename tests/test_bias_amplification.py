@@ -199,6 +199,9 @@ def test_table3_switches_pick_the_terms_of_eq13(default_config, tiny_stores, swi
                 + out["loss_bn"] * args["bn_loss"])
     assert out["loss"] == pytest.approx(expected, rel=1e-5)
     assert out["partner_fraction"] > 0 and out["loss_bn"] > 0
+    weight = 1.0 if switches.get("score_weight") is False else 0.5       # s(x^BN) logged beside the bare distance
+    assert out["partner_weight"] == pytest.approx(weight)
+    assert out["loss_guide_sim"] == pytest.approx(weight * out["guide_distance"] * out["partner_fraction"], rel=1e-4)
     # s(x^BN) = 0.5 on every row: with score_weight off the weight is 1, doubling L_BN
     with_weight = _guided_losses(default_config, tiny_stores, **{**switches, "score_weight": True})
     if switches.get("score_weight") is False:

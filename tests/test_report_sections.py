@@ -308,8 +308,8 @@ def test_park_table3_shows_each_rows_switches_beside_the_papers_row(default_conf
         if exp.get("grid") == "park_ablation" and exp["method"] == "intrinsic_feature_enhancement":
             rows += [{"kind": "train", "experiment": name, "seed": 0, "epoch": epoch, "metric": metric, "value": value}
                      for epoch, sim in ((3, 0.2), (14, 0.05)) for metric, value in
-                     (("loss_guide_sim", sim), ("train_acc", 0.9), ("partner_conflicting_fraction", 0.75),
-                      ("ie_mean", 1.02))]
+                     (("guide_distance", sim), ("train_acc", 0.9), ("partner_conflicting_fraction", 0.75),
+                      ("ie_mean", 1.02), ("partner_weight", 10 * sim))]
     doc = Document("t")
     amplification_sections(doc, config, rows, paper, tmp_path)
     md = doc.markdown()
@@ -326,7 +326,8 @@ def test_park_table3_shows_each_rows_switches_beside_the_papers_row(default_conf
     assert "| LfF+BE | 47.0 ± 1.0 |" in md and "it learns the classes beyond their bias" in md
     assert "without L_guide vs the full method: 1 %: lower: -9.0 points" in md
     assert "Ours, Eq. 9 through both sides vs the full method" in md
-    assert "| Ours (Park et al.) | 75 | 0.2 → 0.05 | 1.0200 | 90.0 | 75 | 0.2 → 0.05 | 1.0200 | 90.0 |" in md  # training
+    assert ("| Ours (Park et al.) | 75 | 2.00 → 0.50 | 0.2 → 0.05 | 1.0200 | 90.0 | 75 | 2.00 → 0.50 | 0.2 → 0.05 | "
+            "1.0200 | 90.0 |") in md  # how each row trained
 
 
 def _shape_bias_rows(values_and_counts):

@@ -264,7 +264,8 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         cam = class_activation_map(z_ie, weight, y)
         ie = torch.where(has[:, None, None], ie_weight(z_ie, zbf, cam, cam_bn, self.args["tau"]), torch.ones_like(cam))
         gap_g = (zf * ie[:, None]).mean((2, 3))                                                  # GAP(g(z)), Eq. 7
-        loss_sim = (s_bn * guide_similarity(zf, ie, self.args["guide_sim"])).mean()                # Eq. 9
+        distance = guide_similarity(zf, ie, self.args["guide_sim"])                                 # (B,) Eq. 9's L1
+        loss_sim = (s_bn * distance).mean()                                                        # Eq. 9
         loss_cls = (has * w * F.cross_entropy(head(gap_g), y, reduction="none")).mean()             # Eq. 10
         loss_bn = (s_bn * F.cross_entropy(logits_bn, y, reduction="none")).mean()                  # Eq. 12
         total_steps = max(self.cfg["epochs"] * self.steps_per_epoch - self.args["t2"], 1)
@@ -275,10 +276,12 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         if self.args["bn_loss"]:
             loss = loss + loss_bn
         partner_bc = self.flags.conflicting[partner][has]  # true bias labels: logged only
+        partnered = {"partner_conflicting_fraction": partner_bc.float().mean().item(),
+                     "guide_distance": distance[has].mean().item(),   # Eq. 9's distance without s(x^BN)
+                     "partner_weight": s_bn[has].mean().item()} if has.any() else {}
         return loss, {"loss_guide_sim": loss_sim.item(), "loss_guide_cls": loss_cls.item(), "loss_bn": loss_bn.item(),
                       "ie_mean": ie.mean().item(), "partner_fraction": has.float().mean().item(),
-                      "lambda_main": lambda_main,
-                      **({"partner_conflicting_fraction": partner_bc.float().mean().item()} if has.any() else {})}
+                      "lambda_main": lambda_main, **partnered}
 
     def _partners(self, y: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B,) x^BN's row for each sample, of its class and never the sample itself, drawn uniformly

@@ -37,6 +37,10 @@ SWITCH_VALUES = {True: "✓", False: "✗", "D": "D", "D_cand": "D^BN_cand", "D_
                  "target_raw": "target, raw", "through_both": "through both"}
 
 
+#: the training statistics of `_training_health`, in its columns' order
+HEALTH = ("partner_conflicting_fraction", "partner_weight", "guide_distance", "ie_mean", "train_acc")
+
+
 #: what each family's val split (model selection) holds, for the table's caption
 VAL_SPLITS = {"colored_mnist": "colours independent of the digit, as the group-DRO Waterbirds recipe balances its val split",
               "waterbirds": "half of each class on each place type (the group-DRO recipe)",
@@ -224,33 +228,35 @@ def _table3(doc: Document, config: dict[str, Any], name: str, grid: dict[str, An
 
 def _training_health(doc: Document, config: dict[str, Any], name: str, grid: dict[str, Any], rows: list[dict[str, Any]],
                      keys: list[str], variants: list[str]) -> None:
-    """Per row and ratio: the share of bias-conflicting partners x^BN over the guided epochs, L_guide.sim in
-    the first and the last guided epoch, the mean IE weight and the training accuracy of the last epoch
-    (mean over seeds): what tells a reading of Eq. 9 that diverges, or that cancels its own guidance
-    (IE -> 1), from one that does neither."""
+    """Per row and ratio: the share of bias-conflicting partners x^BN over the guided epochs, their mean
+    weight s(x^BN) and Eq. 9's distance (without that weight) in the first and the last guided epoch,
+    the mean IE weight and the training accuracy of the last epoch (mean over seeds): what tells a
+    reading of Eq. 9 that diverges, or that cancels its own guidance (IE -> 1), from one that does
+    neither."""
     per: dict[tuple[str, str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         exp = config["experiments"].get(r.get("experiment", ""), {})
         if r.get("kind") == "train" and exp.get("grid") == name and exp.get("grid_method") in keys and \
-                r["metric"] in ("partner_conflicting_fraction", "loss_guide_sim", "ie_mean", "train_acc"):
+                r["metric"] in HEALTH:
             per[(exp["grid_method"], exp["train_variant"], r["metric"])][r["epoch"]].append(r["value"])
 
     def show(key: str, variant: str) -> list[str]:
-        bc, sim, ie, acc = (per.get((key, variant, m), {}) for m in ("partner_conflicting_fraction", "loss_guide_sim",
-                                                                     "ie_mean", "train_acc"))
+        bc, weight, sim, ie, acc = (per.get((key, variant, m), {}) for m in HEALTH)
         share = f"{100 * np.mean([v for vals in bc.values() for v in vals]):.0f}" if bc else "–"
-        drift = f"{np.mean(sim[min(sim)]):.3g} → {np.mean(sim[max(sim)]):.3g}" if sim else "–"
-        return [share, drift, f"{np.mean(ie[max(ie)]):.4f}" if ie else "–",
+        first_last = lambda by_epoch, fmt: (f"{np.mean(by_epoch[min(by_epoch)]):{fmt}} → "  # noqa: E731
+                                            f"{np.mean(by_epoch[max(by_epoch)]):{fmt}}" if by_epoch else "–")
+        return [share, first_last(weight, ".2f"), first_last(sim, ".3g"), f"{np.mean(ie[max(ie)]):.4f}" if ie else "–",
                 f"{100 * np.mean(acc[max(acc)]):.1f}" if acc else "–"]
 
     if not per:
         return
     doc.para("How each row trained (mean over seeds): the share of bias-conflicting samples among the partners x^BN "
-             "(from the true bias labels, never used in training), L_guide.sim in the first and the last guided epoch, "
-             "the mean IE weight and the training accuracy of the last epoch (%; the training set is mostly "
+             "(from the true bias labels, never used in training); their weight s(x^BN) (1 without the weight) and Eq. 9's "
+             "L1 distance (without that weight; bounded by 2 for the shares reading) in the first and the last guided "
+             "epoch; the mean IE weight and the training accuracy (%) of the last epoch (the training set is mostly "
              "bias-aligned, so a model that leaves the bias behind fits less of it).")
     doc.table(["Row", *[f"{_percent(v):g} %: {c}" for v in variants
-                        for c in ("x^BN BC (%)", "L_guide.sim", "IE (end)", "train acc")]],
+                        for c in ("x^BN BC (%)", "s(x^BN)", "Eq. 9 distance", "IE (end)", "train acc")]],
               [[grid["methods"][key]["label"], *[c for v in variants for c in show(key, v)]] for key in keys])
 
 

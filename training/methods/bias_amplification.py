@@ -16,6 +16,7 @@ into the paper's Table 2 and Fig. 2.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,7 +26,7 @@ from pipeline.seeding import name_seed
 
 from ..bias_amplification import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
                                   draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
-from ..data import ZarrBatches
+from ..evaluation import accuracy, predict_store
 from ..models import build_network
 from .base import Method
 
@@ -129,7 +130,6 @@ class LfFBiasEnsemble(LfF):
         earliest wins, before any sample reaches p_y > 0.99: set committee_valid_every =
         committee_steps there (the demo does, and says why)."""
         n, k_members, every = batches.n, self.args["committee_size"], self.args["committee_valid_every"]
-        valid = ZarrBatches(batches.store, "val", 256, shuffle=False, fields=("images", "labels"))
         correct_prob = torch.zeros(k_members, n, device=device)
         wrong = torch.zeros(k_members, n, dtype=torch.bool, device=device)
         best_steps, best_accs = [], []
@@ -148,7 +148,7 @@ class LfFBiasEnsemble(LfF):
                     self.step(opt, loss)
                     steps += 1
                     if steps % every == 0 or steps == self.args["committee_steps"]:
-                        acc = self._accuracy(member, valid, device)
+                        acc = self._accuracy(member, batches.store, device)
                         if acc > best_acc:
                             best_acc, best_step, best_state = acc, steps, copy.deepcopy(member.state_dict())
                         member.train()
@@ -170,16 +170,12 @@ class LfFBiasEnsemble(LfF):
                                      "committee_best_step_min": float(min(best_steps)),
                                      "committee_valid_accuracy_mean": sum(best_accs) / k_members}
 
-    @torch.no_grad()
-    def _accuracy(self, model: torch.nn.Module, batches: ZarrBatches, device: torch.device) -> float:
-        """Accuracy (%) of `model` in eval mode on every row of `batches`, un-augmented."""
+    def _accuracy(self, model: torch.nn.Module, store: Path, device: torch.device) -> float:
+        """Accuracy (%) of `model` in eval mode on the val split of `store`, un-augmented (as the
+        trainer's model-selection points are scored)."""
         model.eval()
-        correct = 0
-        for batch in batches.in_order():
-            with self.autocast():
-                logits = model(self.augmenter.normalize(batch["images"].to(device)))
-            correct += int((logits.argmax(1) == batch["labels"].to(device)).sum())
-        return 100.0 * correct / max(batches.n, 1)
+        with torch.no_grad(), self.autocast():
+            return accuracy(predict_store(lambda x: model(x).argmax(1), store, "val", 256, self.augmenter, device))
 
     def biased_loss(self, logits_b: torch.Tensor, y: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """BE: CE on the batch's members of D^A; a batch without any gives no biased-model loss

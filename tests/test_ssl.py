@@ -202,8 +202,8 @@ def test_the_negatives_channel_means_follow_the_query_views_jitter(name, args, t
 
 def test_shuffled_bn_keys_are_a_per_sub_batch_normalisation_of_the_permuted_batch(default_config):
     """He et al. Sec. 3.3 as the one-GPU demo emulates it: the keys equal the key encoder run on a
-    permuted batch whose BN statistics are those of each sub-batch (rows j, j+s, ... of the
-    permutation), then unpermuted; they differ from the keys of BN over the whole batch."""
+    permuted batch whose BN statistics are those of each sub-batch (blocks of consecutive rows of
+    the permutation), then unpermuted; they differ from the keys of BN over the whole batch."""
     method = ssl_method("moco_v2", default_config, batch_size=8, training={"small_cnn_channels": [4]},
                         bn_splits=4)
     method.train()
@@ -220,13 +220,13 @@ def test_shuffled_bn_keys_are_a_per_sub_batch_normalisation_of_the_permuted_batc
     perm = torch.randperm(8, generator=torch.Generator().manual_seed(7))
     h = conv(x[perm])                                                    # (8, 4, 6, 6)
     normed = torch.empty_like(h)
-    for j in range(4):                                                   # sub-batch j: rows j, j + 4
-        rows = h[j::4]
+    for j in range(4):                                                   # sub-batch j: rows 2 j, 2 j + 1
+        rows = h[2 * j:2 * j + 2]
         mean, var = rows.mean((0, 2, 3), keepdim=True), rows.var((0, 2, 3), unbiased=False, keepdim=True)
-        normed[j::4] = (rows - mean) / torch.sqrt(var + bn.eps) * bn.weight.view(1, 4, 1, 1) + bn.bias.view(1, 4, 1, 1)
+        normed[2 * j:2 * j + 2] = (rows - mean) / torch.sqrt(var + bn.eps) * bn.weight.view(1, 4, 1, 1) + bn.bias.view(1, 4, 1, 1)
     by_hand = method.key_projector(torch.relu(normed).mean((2, 3)))[torch.argsort(perm)]
     assert torch.allclose(keys, by_hand, atol=1e-5)
-    sub_var = torch.stack([h[j::4].var((0, 2, 3)) for j in range(4)]).mean(0)   # running stats: the mean update
+    sub_var = torch.stack([h[2 * j:2 * j + 2].var((0, 2, 3)) for j in range(4)]).mean(0)  # running: the mean update
     assert torch.allclose(bn.running_mean, 0.9 * running[0] + 0.1 * h.mean((0, 2, 3)), atol=1e-6)
     assert torch.allclose(bn.running_var, 0.9 * running[1] + 0.1 * sub_var, atol=1e-6)
     whole = ssl_method("moco_v2", default_config, batch_size=8, training={"small_cnn_channels": [4]},
@@ -240,9 +240,9 @@ def test_shuffled_bn_keys_are_a_per_sub_batch_normalisation_of_the_permuted_batc
 
 
 def test_both_encoders_split_their_batch_norm_as_the_one_gpu_demo(default_config):
-    """The query encoder's BN is per sub-batch too (the demo's ModelBase; MoCo's per-GPU BN): query
-    rows j, j+s, ... are normalised together, so the query of image i shares about 1/s of its BN
-    batch with its key's permuted sub-batch."""
+    """The query encoder's BN is per sub-batch too (the demo's ModelBase; MoCo's per-GPU BN): a block
+    of query rows is normalised together, so the query of image i shares about 1/s of its BN batch
+    with its key's sub-batch of the permuted batch."""
     from training.methods.ssl import SplitBatchNorm2d
 
     split = ssl_method("moco_v2", default_config, batch_size=8, bn_splits=4)

@@ -55,9 +55,10 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
         return
     doc.heading("Non-semantic negatives – Ge et al. (NeurIPS 2021), Table 1")
     doc.para("Self-supervised pre-training on the training images, then a linear probe on the frozen backbone "
-             "(SGD lr 10, 60 epochs, ×0.1 at 30/40/50, on features computed once without augmentation); the probe's "
-             "accuracy on each test set. Patch negatives are made anew each step from the stored image; texture "
-             "negatives are the images' IN-9-Texture copies. The OOD sets here are IN-9-C (each val image under one "
+             "(SGD lr 10, batch 128, 60 epochs, ×0.1 at 30/40/50, on features computed once without augmentation); the "
+             "probe's accuracy on each test set. Patch negatives are made anew each step from the stored image, texture "
+             "negatives are the images' IN-9-Texture copies, both in the colours of the query view (Sec. 3.3); MoCo-v2 "
+             "uses shuffled batch norm (split BN over a permuted key batch on one device). The OOD sets here are IN-9-C (each val image under one "
              "of the 19 ImageNet-C corruptions × 5 severities, balanced per class: the column estimates ImageNet-C's "
              "mean accuracy), Stylized IN-9, the sketch stand-in and the Background Challenge's Mixed-Rand; the "
              "paper's ImageNet-S and -R are not available offline.")

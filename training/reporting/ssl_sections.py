@@ -58,10 +58,10 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
              "(SGD lr 10, batch 128, 60 epochs, ×0.1 at 30/40/50, on features computed once without augmentation); the "
              "probe's accuracy on each test set. Patch negatives are made anew each step from the stored image, texture "
              "negatives are the images' IN-9-Texture copies, both in the colours of the query view (Sec. 3.3); MoCo-v2 "
-             "uses shuffled batch norm (split BN over a permuted key batch on one device). The OOD sets here are IN-9-C (each val image under one "
-             "of the 19 ImageNet-C corruptions × 5 severities, balanced per class: the column estimates ImageNet-C's "
-             "mean accuracy), Stylized IN-9, the sketch stand-in and the Background Challenge's Mixed-Rand; the "
-             "paper's ImageNet-S and -R are not available offline.")
+             "uses shuffled batch norm (split BN over a permuted key batch on one device). The OOD sets here are "
+             "IN-9-C (each val image under one of the 19 ImageNet-C corruptions × 5 severities, balanced per class: "
+             "the column estimates ImageNet-C's mean accuracy), Stylized IN-9, the sketch stand-in and the "
+             "Background Challenge's Mixed-Rand; the paper's ImageNet-S and -R are not available offline.")
     # value_cell: a shape bias from too few decisions shows as such, not as a number
     body = [[display(r), *[value_cell(table.get(r["label"], {}), c) for c in COLUMNS]] for r in runs]
     supervised = "Base (IN9)"

@@ -1,5 +1,7 @@
 """Foreground segmentation: GrabCut from bounding boxes (the Background Challenge's method)
-or U2-Net through rembg, with explicit handling of empty and full masks.
+or U2-Net through rembg, with explicit handling of empty and full masks; or `none`, for datasets
+whose variants need no foreground (ImageNet-100: original, stylized, texture, corrupted), where
+the mask is the box itself.
 
 Images without a bounding box use the *fallback box*: a centred rectangle covering
 `fallback_box_fraction` of each side (ImageNet objects are mostly centred). Every mask
@@ -111,8 +113,18 @@ class U2NetSegmenter:
         return _checked(mask, boxes_mask(boxes, height, width).astype(bool))
 
 
+def box_only(image: np.ndarray, boxes: list[Box]) -> Segmentation:
+    """No segmentation: the mask is the union of the boxes (the XML boxes, else the centred
+    fallback box; `fallback_box_fraction: 1` makes it the whole image). The variants built from
+    such a dataset must not depend on a foreground (workbench.config rejects them)."""
+    height, width = image.shape[:2]
+    return Segmentation(boxes_mask(boxes, height, width), "box")
+
+
 def make_segmenter(cfg: dict[str, Any]):
     """A callable (image, boxes, seed) -> Segmentation for the configured method."""
+    if cfg["method"] == "none":
+        return lambda image, boxes, seed: box_only(image, boxes)
     if cfg["method"] == "grabcut":
         iterations = int(cfg["iterations"])
         return lambda image, boxes, seed: grabcut(image, boxes, iterations, seed)

@@ -9,6 +9,10 @@ images behind the shape bias pair the shape of class A with a texture of class B
   (`pipeline.sources.synthetic`): "the texture of class k" of the embedded data. Seeded by name.
 - `folder`: `root/<class name>/*` for every class of the dataset (e.g. texture crops of that
   class's objects); every file must decode.
+- `flat`: `root/*`, class-free style images (Geirhos et al.'s Stylized-ImageNet uses paintings,
+  which show no class), for datasets with too many classes for per-class textures (ImageNet-100).
+  Their class is `NO_CLASS` (-1): the stylized store's bias labels are -1, so its val split is no
+  cue-conflict set and the shape bias is not measured on it.
 
 Each image is stylized with a style of a class drawn uniformly, then a style of that class drawn
 uniformly, both seeded by the image's id. The class is drawn from all classes on the train split:
@@ -33,6 +37,10 @@ from .seeding import name_rng
 from .sources.synthetic import BACKGROUNDS, render_background
 
 
+#: the class of a `flat` style image: none
+NO_CLASS = -1
+
+
 @dataclass(frozen=True)
 class StyleSet:
     images: list[np.ndarray]  # (size, size, 3) uint8 each
@@ -49,8 +57,12 @@ def load_styles(cfg: dict[str, Any], classes: list[str], seed: int) -> StyleSet:
     if cfg["kind"] == "embedded":
         return _embedded(classes, int(cfg["per_class"]), size, seed)
     if not cfg.get("root"):
-        raise PipelineError("stylize.styles.kind is folder but stylize.styles.root is not set; point it at a folder "
-                            f"with one subfolder of texture images per class ({', '.join(classes)})")
+        what = ("a folder of style images (paintings)" if cfg["kind"] == "flat" else
+                f"a folder with one subfolder of texture images per class ({', '.join(classes)})")
+        raise PipelineError(f"stylized.styles.kind is {cfg['kind']} but stylized.styles.root is not set; point it at "
+                            f"{what}")
+    if cfg["kind"] == "flat":
+        return _flat(Path(cfg["root"]).expanduser(), size)
     return _folder(Path(cfg["root"]).expanduser(), classes, size)
 
 
@@ -62,7 +74,8 @@ CUE_CONFLICT_SPLITS = frozenset({"val"})
 def choose_style(styles: StyleSet, label: int, item_id: str, seed: int, other_class_only: bool) -> int:
     """Index of the style for an image of class `label`: a class drawn uniformly (from the classes
     other than `label` when `other_class_only`, else from all), then one of its styles uniformly,
-    both seeded by `item_id` alone, so the choice is the same on any number of workers."""
+    both seeded by `item_id` alone, so the choice is the same on any number of workers. `flat`
+    styles all have `NO_CLASS`, never a label: every image draws from all of them."""
     classes = sorted(set(styles.classes.tolist()))
     if other_class_only:
         classes = [c for c in classes if c != label]
@@ -76,7 +89,7 @@ def choose_style(styles: StyleSet, label: int, item_id: str, seed: int, other_cl
 def _embedded(classes: list[str], per_class: int, size: int, seed: int) -> StyleSet:
     if len(classes) > len(BACKGROUNDS):
         raise PipelineError(f"embedded styles exist for {len(BACKGROUNDS)} classes, the dataset has {len(classes)}; "
-                            "set stylize.styles.kind: folder and stylize.styles.root")
+                            "set stylized.styles.kind: folder (or flat) and stylized.styles.root")
     images, ids, labels = [], [], []
     for k in range(len(classes)):
         for i in range(per_class):
@@ -108,6 +121,20 @@ def _folder(root: Path, classes: list[str], size: int) -> StyleSet:
             ids.append(f"{cls}/{path.name}")
             labels.append(k)
     return StyleSet(images, ids, np.array(labels, np.int64))
+
+
+def _flat(root: Path, size: int) -> StyleSet:
+    """Every image file of `root` (sorted by name), without a class."""
+    files = sorted(p for p in root.iterdir() if is_image_name(p)) if root.is_dir() else []
+    if not files:
+        raise PipelineError(f"no style images in {root}; put style images (e.g. paintings) directly in that folder")
+    images = []
+    for path in files:
+        try:
+            images.append(_square(load_rgb(path, 1), size))
+        except SkipItem as exc:
+            raise PipelineError(f"style image {path}: {exc.reason}") from exc
+    return StyleSet(images, [path.name for path in files], np.full(len(files), NO_CLASS, np.int64))
 
 
 def _square(image: np.ndarray, size: int) -> np.ndarray:

@@ -17,6 +17,12 @@ VARIANTS = ("original", "only_fg", "no_fg", "only_bg_b", "only_bg_t", "mixed_sam
 MIXED = ("mixed_same", "mixed_rand", "mixed_next")
 #: Variants whose picture contains this sample's foreground at its mask: they store `masks`.
 WITH_FOREGROUND = ("original", "only_fg", "no_fg", "mixed_same", "mixed_rand", "mixed_next")
+#: Variants whose picture is made from the foreground mask (with the `bg_conflict_<p>` ones): a
+#: dataset built with `segmentation.method: none` (mask = box) cannot build them.
+NEEDS_FOREGROUND = ("only_fg", "no_fg", "mixed_same", "mixed_rand", "mixed_next", "sketch")
+#: Test sets read from the user's folders as released, val split only (`external` of an in9
+#: dataset): ImageNet-Sketch (Wang et al. 2019) and ImageNet-R (Hendrycks et al. 2021).
+EXTERNAL = ("imagenet_sketch", "imagenet_r")
 
 
 def only_fg(image: np.ndarray, fg: np.ndarray) -> np.ndarray:

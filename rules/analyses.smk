@@ -1,5 +1,6 @@
 # The CLAD paper's analyses of the trained models (Tables 3 and 6, Fig. 6), one job each over
-# every Background-Challenge run, and ReBias's texture-cluster accuracy (Table 2):
+# every Background-Challenge run scored on `evaluation.dataset` (MAIN_EXPERIMENTS, rules/evaluate.smk),
+# and ReBias's texture-cluster accuracy (Table 2):
 # `snakemake --cores 2 results/analysis/consistency.jsonl` builds one alone.
 
 ANALYSIS_STORES = {v: variant_store(config["evaluation"]["dataset"], v) for v in ("original", "mixed_rand")}
@@ -16,7 +17,7 @@ rule analysis:
     MIXED_RAND) and Table 6 (fivecrop: corner-crop accuracy drop) over every run."""
     input:
         config=lambda wc: analysis_config_file(wc.analysis),
-        models=run_files("model.pt", EXPERIMENTS),
+        models=run_files("model.pt", MAIN_EXPERIMENTS),
         stores=list(ANALYSIS_STORES.values()),
     output:
         rows=f"{R}/analysis/{{analysis}}.jsonl",
@@ -27,7 +28,7 @@ rule analysis:
         py=PY,
     threads: THREADS
     resources:
-        **res.rule_resources(config, True, lambda wc: res.evaluation(config, 2, len(run_files("model.pt", EXPERIMENTS)))),
+        **res.rule_resources(config, True, lambda wc: res.evaluation(config, 2, len(run_files("model.pt", MAIN_EXPERIMENTS)))),
     conda:
         "../envs/workbench.yaml"
     log:

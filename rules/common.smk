@@ -121,7 +121,7 @@ def derived_inputs(wildcards):
     if wildcards.derived != "stylized":
         return []
     paths = [section[k] for k in ("vgg", "decoder") if section.get(k)]
-    if section["styles"]["kind"] == "folder" and section["styles"].get("root"):
+    if section["styles"]["kind"] in ("folder", "flat") and section["styles"].get("root"):
         paths.append(section["styles"]["root"])
     return [os.path.expanduser(p) for p in paths]
 

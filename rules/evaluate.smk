@@ -1,7 +1,18 @@
-# Accuracy of every trained model (and of Base (IN) if configured) on every val variant.
+# Accuracy of every trained model (and of Base (IN) if configured) on every val variant: of
+# `evaluation.dataset`, or of the experiment's own `eval_dataset` (ImageNet-100 runs, 100-way heads).
 
-EVAL_STORES = eval_stores(config["evaluation"]["dataset"])
+EVAL_DATASET = config["evaluation"]["dataset"]
+EVAL_STORES = eval_stores(EVAL_DATASET)
 EVAL_STORE_ARGS = store_args(EVAL_STORES)
+
+
+def experiment_eval_dataset(experiment):
+    """The dataset whose variants `experiment` is scored on (grid runs: scored in their own job)."""
+    return config["experiments"][experiment].get("eval_dataset") or EVAL_DATASET
+
+
+# the runs of the main evaluation dataset: the analyses, the official test images and the main tables
+MAIN_EXPERIMENTS = [e for e in EXPERIMENTS if experiment_eval_dataset(e) == EVAL_DATASET]
 
 
 rule evaluate_imagenet_model:
@@ -28,30 +39,46 @@ rule evaluate_imagenet_model:
 
 OFFICIAL = config["evaluation"].get("official_dataset")
 OFFICIAL_STORES = eval_stores(OFFICIAL) if OFFICIAL else {}
-# Every run scored on the variants regenerated here (`evaluate`: eval.jsonl) and, when
-# `evaluation.official_dataset` is set, on the official test images read as released
-# (`evaluate_official`: eval_official.jsonl); the same job with another config slice and stores.
-EVALUATIONS = [("evaluate", "", evaluation_config(config), EVAL_STORES)]
-if OFFICIAL:
-    EVALUATIONS.append(("evaluate_official", "_official", official_evaluation_config(config), OFFICIAL_STORES))
 
-for _name, _suffix, _eval_cfg, _stores in EVALUATIONS:
+
+def run_evaluation(experiment):
+    """(config slice, stores) of the `evaluate` job of `experiment`'s runs: `evaluation.dataset`'s
+    stores, or its `eval_dataset`'s (the slice then names that dataset: the rows are tagged with it)."""
+    dataset = experiment_eval_dataset(experiment)
+    return {**evaluation_config(config), "dataset": dataset}, eval_stores(dataset)
+
+
+# Every run scored on the variants regenerated here (`evaluate`: eval.jsonl) and, when
+# `evaluation.official_dataset` is set, the runs of the main evaluation dataset on the official
+# test images read as released (`evaluate_official`: eval_official.jsonl); the same job with
+# another config slice and stores.
+EVALUATIONS = [("evaluate", "", run_evaluation, EXPERIMENTS)]
+if OFFICIAL:
+    EVALUATIONS.append(("evaluate_official", "_official",
+                        lambda experiment: (official_evaluation_config(config), OFFICIAL_STORES), MAIN_EXPERIMENTS))
+
+for _name, _suffix, _evaluation, _experiments in EVALUATIONS:
+    for _experiment in _experiments:  # each job's config exists before the DAG is built (common.smk: write_job_configs)
+        slice_file(R, "evaluate", _evaluation(_experiment)[0])
 
     rule:
         name:
             _name
         input:
-            config=slice_file(R, "evaluate", _eval_cfg),
+            config=lambda wc, f=_evaluation: slice_file(R, "evaluate", f(wc.experiment)[0]),
             model=rules.train.output.model,
-            stores=list(_stores.values()),
+            stores=lambda wc, f=_evaluation: list(f(wc.experiment)[1].values()),
         output:
             f"{R}/runs/{{experiment}}/seed{{seed}}/eval{_suffix}.jsonl",
+        wildcard_constraints:
+            experiment=one_of(_experiments),
         params:
-            stores=store_args(_stores),
+            stores=lambda wc, f=_evaluation: store_args(f(wc.experiment)[1]),
             py=PY,
         threads: THREADS
         resources:
-            **res.rule_resources(config, True, lambda wc, n=len(_stores): res.evaluation(config, n)),
+            **res.rule_resources(config, True,
+                                 lambda wc, f=_evaluation: res.evaluation(config, len(f(wc.experiment)[1]))),
         conda:
             "../envs/workbench.yaml"
         log:

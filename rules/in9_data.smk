@@ -1,6 +1,7 @@
 # ImageNet-9 Background Challenge data, for every dataset of the in9 family (`in9`; `in9_u2net`
-# when Table 5's U2-Net run is configured): source -> listing -> one segmentation job per shard
-# of `block_images` images -> gathered intermediate store -> one store per variant.
+# when Table 5's U2-Net run is configured; `imagenet100`): source -> listing -> one segmentation job
+# per shard of `block_images` images -> gathered intermediate store -> one store per variant; and the
+# `external` test sets (ImageNet-Sketch, ImageNet-R) read from the user's folders.
 IN9_DATASETS = one_of(datasets_of("in9"))
 # the variants composed from the segmented store's arrays, the background-biased ones included
 ARRAY_VARIANTS = list(variants.VARIANTS) + [
@@ -124,3 +125,33 @@ rule in9_variant:
     shell:
         "{params.py} -m pipeline variant --family in9 --config {input.config} --workers {threads} "
         "--variant {wildcards.variant} --out {output.store} --inputs {input.store} {input.manifest} > {log} 2>&1"
+
+
+def external_folder(wildcards):
+    return os.path.expanduser(config["datasets"][wildcards.dataset]["external"][wildcards.variant])
+
+
+rule in9_external:
+    """ImageNet-Sketch or ImageNet-R (`external`), read as released: the images of the dataset's
+    classes (by wnid) resized to its image size, val split only; other classes counted."""
+    input:
+        config=lambda wc: dataset_config_file(wc.dataset),
+        folder=external_folder,
+    wildcard_constraints:
+        dataset=IN9_DATASETS,
+        variant=one_of(variants.EXTERNAL),
+    output:
+        store=directory(f"{R}/datasets/{{dataset}}/{{variant}}.zarr"),
+        manifest=f"{R}/datasets/{{dataset}}/{{variant}}.manifest.json",
+    params:
+        fingerprint=lambda wc: folder_fingerprint([external_folder(wc)]),
+        py=PY,
+    resources:
+        **res.rule_resources(config, False, lambda wc: res.generation(config, wc.dataset)),
+    conda:
+        "../envs/workbench.yaml"
+    log:
+        f"{R}/logs/{{dataset}}_variant_{{variant}}.log",
+    shell:
+        "{params.py} -m pipeline variant --family in9 --config {input.config} --variant {wildcards.variant} "
+        "--out {output.store} --inputs {input.folder} > {log} 2>&1"

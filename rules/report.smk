@@ -4,10 +4,11 @@ EVAL_FILES = run_files("eval.jsonl")
 if config["evaluation"].get("imagenet_model"):
     EVAL_FILES.append(f"{R}/runs/base_in/eval.jsonl")
 if OFFICIAL:
-    EVAL_FILES += run_files("eval_official.jsonl", EXPERIMENTS)
+    EVAL_FILES += run_files("eval_official.jsonl", MAIN_EXPERIMENTS)
 TRAIN_FILES = run_files("train_metrics.jsonl")
 REPORT_FILES = [f"{R}/report/report.md", f"{R}/report/report.html", f"{R}/report/metrics.csv"]
-EVAL_DATASET = config["evaluation"]["dataset"]
+# the manifests of the other datasets runs are scored on (ImageNet-100's, `eval_dataset`)
+OTHER_EVAL_DATASETS = sorted({experiment_eval_dataset(e) for e in EXPERIMENTS} - {EVAL_DATASET})
 
 
 rule report:
@@ -16,7 +17,8 @@ rule report:
         metrics=EVAL_FILES + TRAIN_FILES + ANALYSIS_FILES,
         saliency=rules.analysis_saliency.output.arrays,
         quality=f"{R}/intermediate/{EVAL_DATASET}/segmentation_quality.jsonl",
-        manifests=[f"{R}/datasets/{EVAL_DATASET}/{v}.manifest.json" for v in dataset_variants(config, EVAL_DATASET)],
+        manifests=[f"{R}/datasets/{d}/{v}.manifest.json" for d in [EVAL_DATASET, *OTHER_EVAL_DATASETS]
+                   for v in dataset_variants(config, d)],
         stores=list(EVAL_STORES.values()),
     output:
         REPORT_FILES,

@@ -14,8 +14,12 @@ from .conftest import ROOT
 
 def test_shipped_configs_are_valid(default_config):
     validate_config(default_config)
-    for name in ("imagenet9.yaml", "photos-dev.yaml", "biased_mnist_paper.yaml", "park_real_data.yaml", "park_ablation.yaml"):
+    for name in ("imagenet9.yaml", "photos-dev.yaml", "biased_mnist_paper.yaml", "park_real_data.yaml", "park_ablation.yaml",
+                 "imagenet100_ssl.yaml"):
         validate_config(deep_merge(default_config, yaml.safe_load((ROOT / "config" / name).read_text())))
+    # ImageNet-100's config also goes beside the IN-9 one on one command line
+    both = deep_merge(default_config, yaml.safe_load((ROOT / "config" / "imagenet9.yaml").read_text()))
+    validate_config(deep_merge(both, yaml.safe_load((ROOT / "config" / "imagenet100_ssl.yaml").read_text())))
 
 
 @pytest.mark.parametrize("path, value, key", [

@@ -10,8 +10,11 @@ import jsonschema
 import yaml
 
 from pipeline.datasets import get_family
+from pipeline.variants import BG_CONFLICT, EXTERNAL, NEEDS_FOREGROUND
 from training.methods import REGISTRY
 from training.methods import spec as method_spec
+
+from .smoke import apply_smoke
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
 #: label of the ImageNet-model row (evaluation.imagenet_model), reserved
@@ -33,9 +36,11 @@ def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> 
 
 
 def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The validated config with Table 5's U2-Net runs, sweep values and grid cells expanded
-    into experiments of their own; raises `ConfigError` naming every bad key."""
+    """The validated config with smoke mode's counts applied (`workbench/smoke.py`), and Table 5's
+    U2-Net runs, sweep values and grid cells expanded into experiments of their own; raises
+    `ConfigError` naming every bad key."""
     validate_config(config)
+    config = validate_config(apply_smoke(config))
     out = expand_grids(expand_sweeps(expand_segmentation_comparison(config)))
     problems: list[str] = []
     _check_labels(out, problems)  # expansion adds labels ("CLAD lambda=0.25", "CLAD (U2-Net)")
@@ -176,13 +181,52 @@ def _check_cross_references(config: dict[str, Any]) -> None:
                 if config["datasets"][official][key] != config["datasets"][ev][key]:
                     problems.append(f"datasets.{official}.{key}: must equal datasets.{ev}.{key} (the models' "
                                     f"{'classes' if key == 'classes' else 'input size'})")
+    in9 = [d for d in config["datasets"] if dataset_family(config, d) == "in9"]
+    for name in in9:  # without segmentation the mask is the box: nothing can be cut out along a foreground
+        ds = config["datasets"][name]
+        if ds["segmentation"]["method"] == "none" and (cut := [v for v in dataset_variants(config, name)
+                                                           if v in NEEDS_FOREGROUND or v.startswith(BG_CONFLICT)]):
+            problems.append(f"datasets.{name}.variants: {cut} are made from the foreground mask, which "
+                            "`segmentation.method: none` does not compute; remove them or segment (grabcut, u2net)")
+    for name, exp in config["experiments"].items():
+        if exp["dataset"] not in in9:
+            continue
+        target = exp.get("eval_dataset") or ev
+        if target not in in9:
+            if exp.get("eval_dataset"):
+                problems.append(f"experiments.{name}.eval_dataset: {target!r} is not an in9 dataset of `datasets`")
+        elif config["datasets"][target]["classes"] != config["datasets"][exp["dataset"]]["classes"]:
+            problems.append(f"experiments.{name}: trained on {exp['dataset']!r} "
+                            f"({len(config['datasets'][exp['dataset']]['classes'])} classes) but scored on {target!r} "
+                            f"({len(config['datasets'][target]['classes'])} classes); set "
+                            f"experiments.{name}.eval_dataset to a dataset with the same classes (e.g. its own)")
+        if exp["train_variant"] in EXTERNAL:
+            problems.append(f"experiments.{name}.train_variant: {exp['train_variant']!r} is a test set read as "
+                            "released (val split only); train on a variant the workflow builds")
+        stylized = config["datasets"][exp["dataset"]].get("stylized") or {}
+        if (exp["method"] in REGISTRY and "stylized" in method_spec(exp["method"]).aligned_variants.values()
+                and stylized.get("styles", {}).get("kind") == "flat"):
+            problems.append(f"experiments.{name}: method {exp['method']!r} pairs images by their style's class, and "
+                            f"the flat styles of datasets.{exp['dataset']}.stylized have none; use styles of kind "
+                            "folder")
+    for analysis in ("saliency", "texture"):
+        for name in config["analyses"][analysis]["experiments"]:
+            if (config["experiments"].get(name) or {}).get("eval_dataset") not in (None, ev):
+                problems.append(f"analyses.{analysis}.experiments: {name!r} is scored on another dataset than "
+                                f"evaluation.dataset ({ev!r}); the analyses read only that one's stores")
     _check_labels(config, problems)
     _raise_problems(problems)
 
 
+#: a grid trains its own architecture on its own dataset: it never inherits the top-level
+#: `training.pretrained` (an ImageNet ResNet-50 in config/imagenet9.yaml) unless it names weights itself
+GRID_WEIGHTS = {"pretrained": None, "pretrained_sha256": None}
+
+
 def expand_grids(config: dict[str, Any]) -> dict[str, Any]:
     """The config with one experiment per grid method and train variant, named
-    `<grid>_<method key>_<variant>`; each records `grid`, `grid_method` and `train_variant`."""
+    `<grid>_<method key>_<variant>`; each records `grid`, `grid_method` and `train_variant`.
+    Grid runs start from random weights unless the grid or the method gives `pretrained`."""
     out = copy.deepcopy(config)
     for name, grid in config.get("grids", {}).items():
         for key, spec in grid["methods"].items():
@@ -190,7 +234,7 @@ def expand_grids(config: dict[str, Any]) -> dict[str, Any]:
                 out["experiments"][grid_experiment(name, key, variant)] = {
                     "method": spec["method"], "dataset": grid["dataset"], "train_variant": variant,
                     "label": spec["label"], "method_args": copy.deepcopy(spec.get("method_args", {})),
-                    "training": deep_merge(grid.get("training", {}), spec.get("training", {})),
+                    "training": deep_merge(GRID_WEIGHTS, deep_merge(grid.get("training", {}), spec.get("training", {}))),
                     "seeds": grid_method_seeds(config, name, key), "grid": name, "grid_method": key}
     return out
 

@@ -99,7 +99,7 @@ def dataset_section(config: dict[str, Any], dataset: str, variants: list[str]) -
     if dataset_family(config, dataset) != "in9":
         return section
     return {k: v for k, v in section.items()
-            if k not in ("variants", "bg_conflict_percents") and (k not in DERIVED_SECTIONS or k in variants)}
+            if k not in ("variants", "bg_conflict_percents", "external") and (k not in DERIVED_SECTIONS or k in variants)}
 
 
 def dataset_job_config(config: dict[str, Any], dataset: str, variant: str | None = None) -> dict[str, Any]:
@@ -122,7 +122,8 @@ def report_config(config: dict[str, Any]) -> dict[str, Any]:
     return {"seeds": config["seeds"], "report": config["report"], "evaluation": config["evaluation"],
             "analyses": config["analyses"], "datasets": config["datasets"],
             "training": {k: config["training"][k] for k in ("arch", "epochs")}, "experiments": experiments,
-            "grids": grids, "sweeps": config.get("sweeps", {}), "sweep_points": config.get("sweep_points", {})}
+            "grids": grids, "sweeps": config.get("sweeps", {}), "sweep_points": config.get("sweep_points", {}),
+            **({"smoke": True} if config.get("smoke") else {})}  # absent when false: real reports keep their hash
 
 
 def slice_file(results: str, kind: str, cfg: dict[str, Any], keep_order: bool = False) -> str:

@@ -48,33 +48,51 @@ class BgChallengeFamily(DatasetFamily):
             raise PipelineError(f"{folder} does not exist; `root` must hold the released <variant>/val/<NN_class>/ "
                                 "folders of the Background Challenge (bg_challenge/)")
         classes, size = list(ds_cfg["classes"]), int(ds_cfg["image_size"])
-        entries = [(label, path) for label, cls in enumerate(classes) if (folder / cls).is_dir()
+        entries = [(label, path, f"val/{cls}/{path.stem}") for label, cls in enumerate(classes)
+                   if (folder / cls).is_dir()
                    for path in sorted((folder / cls).iterdir()) if not path.name.startswith(".")]
-        images, labels, ids, skipped = [], [], [], []
-        for label, path in entries:
-            item_id = f"val/{classes[label]}/{path.stem}"
-            try:
-                if (problem := entry_problem(path)) is not None:
-                    raise SkipItem(problem)
-                image = load_rgb(path, 1)
-            except SkipItem as exc:
-                skipped.append({"id": item_id, "path": str(path), "reason": exc.reason})
-                continue
-            images.append(image if image.shape[:2] == (size, size) else resize_square(image, size))
-            labels.append(label)
-            ids.append(item_id)
-        n = len(images)
-        with atomic_path(out) as tmp:
-            group = zarr.open_group(tmp, mode="w")
-            group.attrs.update({"classes": classes, "bias_classes": classes, "variant": variant, "family": self.name,
-                                "image_size": size, "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
-                                                                   "code_version": code_version()}})
-            val = group.create_group("val")
-            create_array(val, "images", (n, size, size, 3), np.uint8, int(ds_cfg["chunk_images"]))[:] = (
-                np.stack(images) if n else np.zeros((0, size, size, 3), np.uint8))
-            create_array(val, "labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = np.array(labels, np.int64)
-            create_array(val, "bias_labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = np.array(
-                [bias_label(variant, y, len(classes)) for y in labels], np.int64)
-            create_array(val, "ids", (n,), str, max(n, 1), max(n, 1))[:] = np.array(ids, dtype=str)
+        images, labels, ids, skipped = read_val_images(entries, size, 1)
+        attrs = {"classes": classes, "bias_classes": classes, "variant": variant, "family": self.name,
+                 "image_size": size, "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
+                                                    "code_version": code_version()}}
+        write_val_store(out, images, labels, [bias_label(variant, y, len(classes)) for y in labels], ids, attrs,
+                        int(ds_cfg["chunk_images"]))
         write_json(out.parent / f"{variant}.manifest.json",
-                   {"val": {"inputs": len(entries), "outputs": n, "skipped": skipped}})
+                   {"val": {"inputs": len(entries), "outputs": len(images), "skipped": skipped}})
+
+
+def read_val_images(entries: list[tuple[int, Path, str]], size: int, min_side: int
+                    ) -> tuple[list[np.ndarray], list[int], list[str], list[dict[str, Any]]]:
+    """Decode every (label, path, item id) entry of a released test set, resized to size x size
+    when it is not already (area filter when shrinking); unreadable entries become skipped items
+    {id, path, reason}. Returns (images, labels, ids, skipped)."""
+    images, labels, ids, skipped = [], [], [], []
+    for label, path, item_id in entries:
+        try:
+            if (problem := entry_problem(path)) is not None:
+                raise SkipItem(problem)
+            image = load_rgb(path, min_side)
+        except SkipItem as exc:
+            skipped.append({"id": item_id, "path": str(path), "reason": exc.reason})
+            continue
+        images.append(image if image.shape[:2] == (size, size) else resize_square(image, size))
+        labels.append(label)
+        ids.append(item_id)
+    return images, labels, ids, skipped
+
+
+def write_val_store(out: Path, images: list[np.ndarray], labels: list[int], bias_labels: list[int], ids: list[str],
+                    attrs: dict[str, Any], chunk_images: int, codec: str = "lz4") -> None:
+    """A store with one `val` split (images, labels, bias_labels, ids) and the group `attrs`,
+    written atomically: the layout every evaluation reads."""
+    n = len(images)
+    size = int(attrs["image_size"])
+    with atomic_path(out) as tmp:
+        group = zarr.open_group(tmp, mode="w")
+        group.attrs.update(attrs)
+        val = group.create_group("val")
+        create_array(val, "images", (n, size, size, 3), np.uint8, chunk_images, codec=codec)[:] = (
+            np.stack(images) if n else np.zeros((0, size, size, 3), np.uint8))
+        create_array(val, "labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = np.array(labels, np.int64)
+        create_array(val, "bias_labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = np.array(bias_labels, np.int64)
+        create_array(val, "ids", (n,), str, max(n, 1), max(n, 1))[:] = np.array(ids, dtype=str)

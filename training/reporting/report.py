@@ -61,14 +61,26 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
             r["label"] = labels.get(r["experiment"], r["experiment"])
     official = config["evaluation"].get("official_dataset")
     is_official = lambda r: official is not None and r.get("dataset") == official  # noqa: E731
-    rows = [r for r in all_rows if not config["experiments"].get(r.get("experiment", ""), {}).get("grid")
-            and not is_official(r)]
+    is_grid = lambda r: config["experiments"].get(r.get("experiment", ""), {}).get("grid")  # noqa: E731
+    # runs scored on a dataset of their own (`eval_dataset`, ImageNet-100) fill their own Table 1 only
+    elsewhere: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in all_rows:
+        if (r.get("kind") == "eval" and not is_grid(r)
+                and r.get("dataset") not in (None, config["evaluation"]["dataset"], official)):
+            elsewhere[r["dataset"]].append(r)
+    scored_elsewhere = frozenset(r["experiment"] for d_rows in elsewhere.values() for r in d_rows)
+    rows = [r for r in all_rows if not is_grid(r) and not is_official(r)
+            and not (r.get("kind") == "eval" and r.get("experiment") in scored_elsewhere)]
     table = accuracy_table(rows, labels)
     # sweep runs appear in their own figures only
     swept = {config["experiments"][e]["label"] for e in sweep_only_experiments(config)}
     main = {label: cols for label, cols in table.items() if label not in swept}
     paper = yaml.safe_load(resources.files("training.reporting").joinpath("paper_numbers.yaml").read_text())
     doc = Document("Debiasing workbench report")
+    if config.get("smoke"):
+        doc.para("**Smoke run** (`smoke: true`, workbench/smoke.py): every configured run at its real shapes with "
+                 "counts shrunk to a few images, one seed and one short epoch. It shows that the workflow runs; "
+                 "its numbers are not results.")
     ds = config["datasets"][config["evaluation"]["dataset"]]
     n_seeds = len(config["seeds"])
     doc.para(f"Data source: `{ds['source']['kind']}`, {ds['image_size']}×{ds['image_size']} px, "
@@ -93,12 +105,15 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
                   if label in main}
     with_bias = {label: {**cols, **shape_bias.get(label, {})} for label, cols in main.items()}
     texture_sections.texture_sections(doc, config, with_bias, paper, stores, out_dir)
-    ssl_sections.ssl_sections(doc, config, with_bias, rows, paper, out_dir)
+    ssl_sections.ssl_sections(doc, config, with_bias, rows, paper, out_dir, scored_elsewhere=scored_elsewhere)
+    other_tables = {dataset: accuracy_table(d_rows, labels) for dataset, d_rows in sorted(elsewhere.items())}
+    for dataset, d_table in other_tables.items():
+        ssl_sections.dataset_sections(doc, config, dataset, d_table, elsewhere[dataset], paper, out_dir)
     rebias_sections.rebias_sections(doc, config, all_rows, paper, out_dir)
     amplification_sections.amplification_sections(doc, config, all_rows, paper, out_dir)
     _variant_grid(doc, stores, config["report"]["grid_images"], out_dir / "variant_grid.png")
     _segmentation(doc, quality_file, out_dir / "segmentation_quality.png")
-    _manifests(doc, manifest_files)
+    _manifests(doc, manifest_files, set(config["datasets"]) - {config["evaluation"]["dataset"]})
     _training(doc, rows)
 
     with atomic_path(out_dir / "metrics.csv") as tmp:
@@ -108,7 +123,8 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
             sources = [("eval", table), ("shape_bias", {label: {"shape_bias": cols["shape_bias"]}
                                                         for label, cols in shape_bias.items() if cols["shape_bias"]}),
                        *((a, metric_table(rows, "analysis", a))
-                                         for a in ("consistency", "fivecrop", "saliency", "texture"))]
+                                         for a in ("consistency", "fivecrop", "saliency", "texture")),
+                       *((f"eval:{dataset}", d_table) for dataset, d_table in other_tables.items())]
             for name in config.get("grids", {}):
                 grid_table: dict[str, dict[str, list[float]]] = defaultdict(dict)
                 for (variant, key, test_set), values in rebias_sections.grid_accuracies(all_rows, name).items():
@@ -254,11 +270,13 @@ def _counts(records: list[dict[str, Any]], key: str) -> dict[str, int]:
     return out
 
 
-def _manifests(doc: Document, manifest_files: list[Path]) -> None:
+def _manifests(doc: Document, manifest_files: list[Path], other_datasets: set[str]) -> None:
     doc.heading("Datasets: images in = images out + skipped")
     rows, skipped = [], {}
     for path in manifest_files:
         variant = Path(path).name.removesuffix(".manifest.json")
+        if Path(path).parent.name in other_datasets:  # another dataset's store (ImageNet-100's): named with it
+            variant = f"{Path(path).parent.name}/{variant}"
         manifest = json.loads(Path(path).read_text())
         for split, m in sorted(manifest.items()):
             rows.append([variant, split, str(m["inputs"]), str(m["outputs"]), str(len(m["skipped"]))])

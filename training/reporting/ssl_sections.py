@@ -1,7 +1,9 @@
 """Report sections of the non-semantic negatives (Ge et al., NeurIPS 2021): Table 1 in the paper's
 layout (our linear-probe accuracies on the IN-9 test sets, the paper's ImageNet-100 numbers
 quoted beneath), the capability line on plain MoCo-v2, a verdict computed from the numbers, the
-similarity of the anchors to their positive and negatives (Figs. 2-3) and the alpha curve (Fig. 6)."""
+similarity of the anchors to their positive and negatives (Figs. 2-3) and the alpha curve (Fig. 6).
+Runs scored on another dataset (`eval_dataset`: ImageNet-100, the paper's own) get Table 1 of
+their own with the paper's rows beside ours, column for column (`dataset_sections`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+
+from pipeline.datasets import get_family
 
 from ..methods import spec
 from .document import Document
@@ -23,6 +27,11 @@ HEADER = ["Original ↑", "IN-9-C ↑", "Stylized IN-9 ↑", "IN-9-Texture", "Sk
 OOD = ("corrupted", "stylized", "sketch", "mixed_rand")
 PAIRS = {"positive": "positive", "standard_negative": "standard negative", "patch_negative": "patch negative",
          "texture_negative": "texture negative"}
+#: Table 1 on a dataset of the paper's own kind (ImageNet-100): our variant, its header, and the
+#: paper's column it sits under (paper_numbers.yaml `ge_table1`; None: a column of ours alone)
+PAPER_COLUMNS = [("original", "ImageNet-100 val ↑", "ImageNet"), ("corrupted", "-C ↑", "ImageNet-C"),
+                 ("imagenet_sketch", "ImageNet-S ↑", "ImageNet-S"), ("stylized", "Stylized ↑", "Stylized-ImageNet"),
+                 ("imagenet_r", "ImageNet-R ↑", "ImageNet-R"), ("texture", "-Texture", None)]
 
 
 def ssl_runs(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -49,8 +58,11 @@ def similarity_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[flo
 
 
 def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[str, list[float]]],
-                 rows: list[dict[str, Any]], paper: dict[str, Any], out_dir: Path, chance: float = 100 / 9) -> None:
-    runs = ssl_runs(config)
+                 rows: list[dict[str, Any]], paper: dict[str, Any], out_dir: Path, chance: float = 100 / 9,
+                 scored_elsewhere: frozenset[str] = frozenset()) -> None:
+    """The section of the runs scored on the evaluation dataset (IN-9): every self-supervised
+    experiment but those in `scored_elsewhere` (their `eval_dataset` is another one)."""
+    runs = [r for r in ssl_runs(config) if r["experiment"] not in scored_elsewhere]
     if not runs:
         return
     doc.heading("Non-semantic negatives – Ge et al. (NeurIPS 2021), Table 1")
@@ -80,9 +92,52 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
     _alpha_curve(doc, runs, table, out_dir / "ssl_alpha_curve.png")
 
 
-def _severity_table(doc: Document, named: list[tuple[str, str]], rows: list[dict[str, Any]]) -> None:
-    """IN-9-C accuracy per severity (mean over seeds) of each (experiment, label) in `named`, as
-    ImageNet-C's accuracy-vs-severity curves."""
+def dataset_sections(doc: Document, config: dict[str, Any], dataset: str, table: dict[str, dict[str, list[float]]],
+                     rows: list[dict[str, Any]], paper: dict[str, Any], out_dir: Path) -> None:
+    """Ge et al. Table 1 for the runs scored on `dataset` (their `eval_dataset`, e.g. ImageNet-100):
+    `table` and `rows` hold only that dataset's numbers. Our rows and the paper's share the columns
+    the dataset builds (`PAPER_COLUMNS`); then the severity table, the capability line and verdict,
+    and the similarities. The shape bias and Fig. 6 need styles with a class (`styles.kind: flat`
+    has none)."""
+    scored = {r["experiment"] for r in rows if r.get("kind") == "eval"}
+    runs = [r for r in ssl_runs(config) if r["experiment"] in scored]
+    if not runs:
+        return
+    ds_cfg = config["datasets"][dataset]
+    built = get_family(ds_cfg.get("family", "in9")).variants(ds_cfg)
+    name = "ImageNet-100" if len(ds_cfg["classes"]) == 100 else f"`{dataset}`"
+    columns = [(v, h if not h.startswith("-") else f"{name}{h}", c) for v, h, c in PAPER_COLUMNS if v in built]
+    doc.heading(f"Non-semantic negatives – Ge et al. (NeurIPS 2021), Table 1 on {name} (dataset `{dataset}`)")
+    doc.para(f"The self-supervised runs whose `eval_dataset` is `{dataset}` ({len(ds_cfg['classes'])} classes, "
+             f"{ds_cfg['image_size']} px, source `{ds_cfg['source']['kind']}`): pre-training on its training split, "
+             f"then the linear probe on the frozen backbone; top-1 accuracy (%) of its {len(ds_cfg['classes'])}-way "
+             "argmax on each test set. -C: each val image under one ImageNet-C (corruption, severity) pair, the pairs "
+             "balanced per class (the paper's ImageNet-C column is the mean over the 5 severities of all images). "
+             "Stylized: the val images AdaIN-stylized with the configured style images. ImageNet-S / -R: the images "
+             "of this dataset's classes in your ImageNet-Sketch / ImageNet-R folders, scored over all "
+             f"{len(ds_cfg['classes'])} classes (ImageNet-R holds only some of them; its manifest counts the rest). "
+             "Columns this dataset does not build are left out; rows marked (paper) are the paper's Table 1.")
+    body = [["Ours (this run)", display(r), *[value_cell(table.get(r["label"], {}), v) for v, _, _ in columns]]
+            for r in runs]
+    cols = paper["ge_table1"]["columns"]
+    for prow in paper["ge_table1"]["rows"]:
+        std = prow.get("std")
+        body.append(["(paper)", prow["model"],
+                     *[("–" if c is None else f"{prow['values'][cols.index(c)]:.2f}"
+                        + (f" ± {std[cols.index(c)]:.2f}" if std and c else "")) for _, _, c in columns]])
+    doc.table(["Type", "Model (ResNet-50, linear probe)", *[h for _, h, _ in columns]], body)
+    _severity_table(doc, [(r["experiment"], display(r)) for r in runs], rows, f"{name}-C")
+    _verdict(doc, runs, table, 100 / len(ds_cfg["classes"]), [v for v, _, c in columns[1:] if c])
+    _similarity(doc, runs, similarity_table(rows), paper["ge_similarity"], out_dir / f"ssl_similarity_{dataset}.png",
+                f" on {name}", f"{name}-Texture")
+    doc.para(f"No shape bias or Fig. 6 (shape bias against α) on {name}: its Stylized set is made with class-free "
+             "style images, so no stylized image is a cue conflict between two classes.")
+
+
+def _severity_table(doc: Document, named: list[tuple[str, str]], rows: list[dict[str, Any]],
+                    name: str = "IN-9-C") -> None:
+    """`name` (IN-9-C) accuracy per severity (mean over seeds) of each (experiment, label) in
+    `named`, as ImageNet-C's accuracy-vs-severity curves."""
     found: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r.get("kind") == "eval" and r["metric"] == "severity_accuracy":
@@ -91,11 +146,11 @@ def _severity_table(doc: Document, named: list[tuple[str, str]], rows: list[dict
         return
     severities = sorted({s for per in found.values() for s in per})
     body = [[label, *[mean_std(found[exp].get(s, [])) for s in severities]] for exp, label in named if exp in found]
-    doc.table(["IN-9-C accuracy (%) by severity", *[str(s) for s in severities]], body)
+    doc.table([f"{name} accuracy (%) by severity", *[str(s) for s in severities]], body)
 
 
 def _verdict(doc: Document, runs: list[dict[str, Any]], table: dict[str, dict[str, list[float]]],
-             chance: float) -> None:
+             chance: float, ood: tuple[str, ...] | list[str] = OOD) -> None:
     plain = next((r for r in runs if r["method"] == "moco_v2" and r["negative"] == "none"), None)
     if plain is None:
         doc.para("Capability check: no plain MoCo-v2 run in this configuration, so whether the probe learns the "
@@ -117,7 +172,7 @@ def _verdict(doc: Document, runs: list[dict[str, Any]], table: dict[str, dict[st
         if ref is None:
             continue
         ours, theirs = table.get(r["label"], {}), table.get(ref["label"], {})
-        parts = [f"{c} {compare(ours.get(c, []), theirs.get(c, []))}" for c in ("original", *OOD)]
+        parts = [f"{c} {compare(ours.get(c, []), theirs.get(c, []))}" for c in ("original", *ood)]
         lines.append(f"{display(r)} vs {ref['label']}: " + "; ".join(parts) + ".")
     seeds = min((len(table.get(r["label"], {}).get("original", [])) for r in runs), default=0)
     caveat = (" One seed per run: the differences have no seed spread, so read them as a pilot, not a verdict."
@@ -133,7 +188,7 @@ def display(run: dict[str, Any]) -> str:
 
 
 def _similarity(doc: Document, runs: list[dict[str, Any]], sims: dict[str, dict[str, list[float]]],
-                paper: dict[str, dict[int, float]], path: Path) -> None:
+                paper: dict[str, dict[int, float]], path: Path, where: str = "", texture: str = "IN-9-Texture") -> None:
     present = [r for r in runs if r["experiment"] in sims]
     if not present:
         return
@@ -149,10 +204,10 @@ def _similarity(doc: Document, runs: list[dict[str, Any]], sims: dict[str, dict[
     ax.legend(fontsize=6, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
-    doc.heading("Similarity of the anchors to their positive and negatives (Figs. 2–3)")
+    doc.heading(f"Similarity of the anchors to their positive and negatives (Figs. 2–3){where}")
     doc.image(path.name, "Mean cosine similarity, on the val images, between an aug-plus view's embedding and that "
                          "of another view (positive), a view of another image (standard negative), its patch negative "
-                         "and its IN-9-Texture image.")
+                         f"and its {texture} image.")
     doc.table(["Model", *[PAIRS[p] for p in pairs]],
               [[display(r),
                 *[mean_std(sims[r["experiment"]].get(p, []), 3) for p in pairs]] for r in present])

@@ -67,6 +67,29 @@ def run_files(name, experiments=None):
     return [f"{R}/runs/{e}/seed{s}/{name}" for e, s in RUNS if experiments is None or e in experiments]
 
 
+EVAL_DATASET = config["evaluation"]["dataset"]
+
+
+def experiment_eval_dataset(experiment):
+    """The dataset whose variants `experiment` is scored on (grid runs: scored in their own job)."""
+    return config["experiments"][experiment].get("eval_dataset") or EVAL_DATASET
+
+
+# the runs of the main evaluation dataset: the analyses, the official test images and the main tables
+MAIN_EXPERIMENTS = [e for e in EXPERIMENTS if experiment_eval_dataset(e) == EVAL_DATASET]
+
+def run_evaluation(experiment):
+    """(config slice, stores) of the `evaluate` job of `experiment`'s runs: `evaluation.dataset`'s
+    stores, or its `eval_dataset`'s (the slice then names that dataset: the rows are tagged with it)."""
+    dataset = experiment_eval_dataset(experiment)
+    return {**evaluation_config(config), "dataset": dataset}, eval_stores(dataset)
+
+
+def external_folder(wildcards):
+    """The user's folder of an `external` test set (ImageNet-Sketch, ImageNet-R) of a dataset."""
+    return os.path.expanduser(config["datasets"][wildcards.dataset]["external"][wildcards.variant])
+
+
 def eval_stores(dataset):
     """{variant: store path} for every variant of `dataset`."""
     return {v: variant_store(dataset, v) for v in dataset_variants(config, dataset)}

@@ -1,18 +1,8 @@
 # Accuracy of every trained model (and of Base (IN) if configured) on every val variant: of
 # `evaluation.dataset`, or of the experiment's own `eval_dataset` (ImageNet-100 runs, 100-way heads).
 
-EVAL_DATASET = config["evaluation"]["dataset"]
 EVAL_STORES = eval_stores(EVAL_DATASET)
 EVAL_STORE_ARGS = store_args(EVAL_STORES)
-
-
-def experiment_eval_dataset(experiment):
-    """The dataset whose variants `experiment` is scored on (grid runs: scored in their own job)."""
-    return config["experiments"][experiment].get("eval_dataset") or EVAL_DATASET
-
-
-# the runs of the main evaluation dataset: the analyses, the official test images and the main tables
-MAIN_EXPERIMENTS = [e for e in EXPERIMENTS if experiment_eval_dataset(e) == EVAL_DATASET]
 
 
 rule evaluate_imagenet_model:
@@ -39,13 +29,6 @@ rule evaluate_imagenet_model:
 
 OFFICIAL = config["evaluation"].get("official_dataset")
 OFFICIAL_STORES = eval_stores(OFFICIAL) if OFFICIAL else {}
-
-
-def run_evaluation(experiment):
-    """(config slice, stores) of the `evaluate` job of `experiment`'s runs: `evaluation.dataset`'s
-    stores, or its `eval_dataset`'s (the slice then names that dataset: the rows are tagged with it)."""
-    dataset = experiment_eval_dataset(experiment)
-    return {**evaluation_config(config), "dataset": dataset}, eval_stores(dataset)
 
 
 # Every run scored on the variants regenerated here (`evaluate`: eval.jsonl) and, when

@@ -24,11 +24,13 @@ for _grid_name, _grid in config.get("grids", {}).items():
                 tests=lambda wc, g=_grid_name: store_args({k: v for k, v in grid_stores(g, wc.variant).items()
                                                            if k != "train"}),
                 runs_dir=lambda wc, output: str(Path(output[0]).parents[2]),
-                py=PY,
-            threads: THREADS
+                py=lambda wc, g=_grid_name: res.launcher(PY, res.gpus(grid_job(g, wc.variant, wc.seed)["runs"]),
+                                                         THREADS),
+            threads: lambda wc, g=_grid_name: THREADS * res.gpus(grid_job(g, wc.variant, wc.seed)["runs"])
             resources:
                 **res.rule_resources(config, True,
-                                     lambda wc, g=_grid_name: res.training(grid_job(g, wc.variant, wc.seed)["runs"])),
+                                     lambda wc, g=_grid_name: res.training(grid_job(g, wc.variant, wc.seed)["runs"]),
+                                     lambda wc, g=_grid_name: res.gpus(grid_job(g, wc.variant, wc.seed)["runs"])),
             conda:
                 "../envs/workbench.yaml"
             log:

@@ -127,10 +127,6 @@ rule in9_variant:
         "--variant {wildcards.variant} --out {output.store} --inputs {input.store} {input.manifest} > {log} 2>&1"
 
 
-def external_folder(wildcards):
-    return os.path.expanduser(config["datasets"][wildcards.dataset]["external"][wildcards.variant])
-
-
 rule in9_external:
     """ImageNet-Sketch or ImageNet-R (`external`), read as released: the images of the dataset's
     classes (by wnid) resized to its image size, val split only; other classes counted."""

@@ -155,37 +155,6 @@ def make_release(root: Path, percents: list[float], n_labels: int, aligned: int 
     return str(root)
 
 
-def write_paper_paths(root: Path, photos: Path | None) -> Path:
-    """Every stand-in the paper configs (config/imagenet9.yaml, biased_mnist_paper.yaml,
-    park_real_data.yaml) point at, built under `root`, and `root/paths.yaml` filling their FILL ME
-    keys with smoke mode on."""
-    import yaml
-
-    from pipeline.adain import packaged_weights
-
-    in9, boxes = make_in9_folder(root / "bg_challenge", photos, {"train": 3, "val": 2})
-    weights = root / "models" / "resnet50-random.pth"
-    sha = make_resnet50_weights(weights)
-    mnist = make_mnist_idx(root / "mnist", 20, 10)
-    paths = {
-        "smoke": True,
-        "datasets": {
-            "in9": {"source": {"in9_folder": {"root": str(in9), "annotations": str(boxes)}},
-                    "stylized": {"styles": {"root": str(make_style_folder(root / "in9_textures"))}}},
-            "biased_mnist": {"source": mnist},
-            "colored_mnist": {"source": dict(mnist)},
-            "waterbirds": make_cub_places(root / "waterbirds"),
-            "bffhq": {"root": make_release(root / "bffhq", [0.5, 1, 2, 5], 2)},
-            "bar": {"root": make_release(root / "bar", [1, 5], 6)},
-        },
-        "training": {"pretrained": str(weights), "pretrained_sha256": sha},
-        "analyses": {"texture": {"vgg": str(packaged_weights("vgg_normalised.pth"))}},
-    }
-    out = root / "paths.yaml"
-    out.write_text(yaml.safe_dump(paths, sort_keys=False))
-    return out
-
-
 def make_imagenet_tree(root: Path, photos: Path | None, classes_with_images: int = 4,
                        per_class: dict[str, int] | None = None) -> Path:
     """An ImageNet-100 stand-in under `root`, returned: `train/<wnid>/<wnid>_<k>.JPEG` and
@@ -234,3 +203,39 @@ def make_imagenet_tree(root: Path, photos: Path | None, classes_with_images: int
     for j in range(3):
         cv2.imwrite(str(root / "paintings" / f"painting_{j}.jpg"), _picture(rng, (90, 120)))
     return root
+
+
+def write_paper_paths(root: Path, photos: Path | None) -> Path:
+    """Every stand-in the paper configs (config/imagenet9.yaml, biased_mnist_paper.yaml,
+    park_real_data.yaml, imagenet100_ssl.yaml) point at, built under `root`, and `root/paths.yaml` filling their FILL ME
+    keys with smoke mode on."""
+    import yaml
+
+    from pipeline.adain import packaged_weights
+
+    in9, boxes = make_in9_folder(root / "bg_challenge", photos, {"train": 3, "val": 2})
+    weights = root / "models" / "resnet50-random.pth"
+    sha = make_resnet50_weights(weights)
+    mnist = make_mnist_idx(root / "mnist", 20, 10)
+    imagenet = make_imagenet_tree(root / "imagenet", photos)
+    paths = {
+        "smoke": True,
+        "datasets": {
+            "in9": {"source": {"in9_folder": {"root": str(in9), "annotations": str(boxes)}},
+                    "stylized": {"styles": {"root": str(make_style_folder(root / "in9_textures"))}}},
+            "biased_mnist": {"source": mnist},
+            "colored_mnist": {"source": dict(mnist)},
+            "waterbirds": make_cub_places(root / "waterbirds"),
+            "bffhq": {"root": make_release(root / "bffhq", [0.5, 1, 2, 5], 2)},
+            "bar": {"root": make_release(root / "bar", [1, 5], 6)},
+            "imagenet100": {"source": {"imagenet_subset": {"root": str(imagenet)}},
+                            "external": {"imagenet_sketch": str(imagenet / "sketch"),
+                                         "imagenet_r": str(imagenet / "imagenet-r")},
+                            "stylized": {"styles": {"root": str(imagenet / "paintings")}}},
+        },
+        "training": {"pretrained": str(weights), "pretrained_sha256": sha},
+        "analyses": {"texture": {"vgg": str(packaged_weights("vgg_normalised.pth"))}},
+    }
+    out = root / "paths.yaml"
+    out.write_text(yaml.safe_dump(paths, sort_keys=False))
+    return out

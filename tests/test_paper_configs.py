@@ -13,7 +13,7 @@ from .standins import write_paper_paths
 from .test_workflow import planned, snakemake
 
 PAPER_CONFIGS = ["config/imagenet9.yaml", "config/biased_mnist_paper.yaml", "config/park_real_data.yaml",
-                 "config/park_ablation.yaml"]
+                 "config/park_ablation.yaml", "config/imagenet100_ssl.yaml"]
 PHOTOS = SHARED / "data" / "in9-photos-dev"  # real photos when present; drawn stand-ins otherwise
 
 

@@ -25,18 +25,22 @@ from .test_workflow import snakemake
 #: a run long enough (several epochs of a few seconds) to be cancelled after its first checkpoint
 PROBE = {"method": "erm", "dataset": "in9", "train_variant": "original", "label": "SLURM probe",
          "training": {"arch": "resnet50", "batch_size": 2, "epochs": 4}}
+#: a run on two GPUs (`training.gpus`): one job with both of the node's GPUs, two processes
+DDP_PROBE = {"method": "erm", "dataset": "in9", "train_variant": "original", "label": "SLURM DDP probe",
+             "training": {"gpus": 2, "sync_bn": True}}
 SHARDS = 6  # 9 classes x 5 images of the tiny config, block_images = 8
 
 
 def slice_config(path: Path) -> tuple[list[str], list[str]]:
     """(config files, targets) of the slice: two IN-9 variants through per-shard segmentation and
-    two training runs (GPU jobs)."""
+    three training runs (GPU jobs), one of them on two GPUs."""
     results = path / "results"
     extra = path / "slice.yaml"
     path.mkdir(parents=True)
-    extra.write_text(json.dumps({"results": str(results), "experiments": {"slurm_probe": PROBE}}))
+    extra.write_text(json.dumps({"results": str(results),
+                                 "experiments": {"slurm_probe": PROBE, "ddp_probe": DDP_PROBE}}))
     targets = [f"{results}/datasets/in9/mixed_rand.zarr", f"{results}/runs/base_in9/seed0/model.pt",
-               f"{results}/runs/slurm_probe/seed0/model.pt"]
+               f"{results}/runs/slurm_probe/seed0/model.pt", f"{results}/runs/ddp_probe/seed0/model.pt"]
     return ["tests/data/tiny.yaml", str(extra)], targets
 
 
@@ -103,7 +107,7 @@ def test_tiny_slice_through_slurm_matches_a_local_run(cluster, tmp_path):
     # the cancelled run was retried, resumed from its checkpoint, and ends with the uninterrupted weights
     train_log = (results / "logs" / "train_slurm_probe_seed0.log").read_text()
     assert re.search(r"resumed from .*checkpoint\.pt at epoch [1-4]", train_log), train_log
-    for run in ("slurm_probe", "base_in9"):
+    for run in ("slurm_probe", "base_in9", "ddp_probe"):
         mine = torch.load(results / "runs" / run / "seed0" / "model.pt", weights_only=False)["state_dict"]
         local = torch.load(tmp_path / "local/results/runs" / run / "seed0" / "model.pt", weights_only=False)["state_dict"]
         assert mine.keys() == local.keys() and all(torch.equal(mine[k], local[k]) for k in mine), run
@@ -112,9 +116,13 @@ def test_tiny_slice_through_slurm_matches_a_local_run(cluster, tmp_path):
     by_rule: dict[str, list[dict[str, str]]] = {}
     for job in jobs:
         by_rule.setdefault(re.match(r"rule_(\w+?)(?:_wildcards_|$)", job["Comment"])[1], []).append(job)
-    # GPU jobs (both runs, and the probe's retry) on the GPU partition with a GPU each; no others there
+    # GPU jobs (the runs, and the probe's retry) on the GPU partition with their GPUs; no others there
     train = by_rule["train"]
-    assert len(train) == 3 and cancelled in {j["JobId"] for j in train}
+    assert len(train) == 4 and cancelled in {j["JobId"] for j in train}
+    # the two-GPU run: one job asking for both GPUs of one node (torchrun starts its two processes there)
+    ddp = [j for j in train if "ddp_probe" in j["Comment"]]
+    assert len(ddp) == 1 and ddp[0]["NumNodes"] == "1", ddp
+    assert re.search(r"gpu[:=]2\b", ddp[0].get("TresPerJob", "") + ddp[0].get("TresPerNode", "")), ddp
     for rule, rule_jobs in by_rule.items():
         for job in rule_jobs:
             gpu = "gpu" in job.get("TresPerJob", "") + job.get("TresPerNode", "")
@@ -122,3 +130,16 @@ def test_tiny_slice_through_slurm_matches_a_local_run(cluster, tmp_path):
             assert int(job["NumCPUs"]) <= local_slurm.node_size()[0], (rule, job["NumCPUs"])
     # per-shard segmentation really spread over separate submissions
     assert len(by_rule["in9_segment_shard"]) == SHARDS
+
+
+def test_slurm_dry_run_gives_a_two_gpu_run_two_gpus_on_one_node(tmp_path):
+    """`training.gpus: 2` in the SLURM profile's dry run: gpu=2 and nodes=1 for that run's job,
+    gpu=1 for a one-device run (no cluster needed)."""
+    configs, targets = slice_config(tmp_path / "dry")
+    out = snakemake("-n", "--executor", "slurm", "--workflow-profile", "profiles/slurm", *targets[1:],
+                    "--configfile", *configs)
+    blocks = dict(re.findall(r"^rule train:\n(?:    .*\n)*?    wildcards: experiment=(\w+).*\n(?:    .*\n)*?"
+                             r"    resources: (.*)$", out, re.M))
+    assert set(blocks) == {"base_in9", "slurm_probe", "ddp_probe"}, out[-3000:]
+    assert re.search(r"\bgpu=2\b", blocks["ddp_probe"]) and "nodes=1" in blocks["ddp_probe"], blocks
+    assert re.search(r"\bgpu=1\b", blocks["base_in9"]), blocks

@@ -32,11 +32,11 @@ def test_smoke_shrinks_counts_only_and_keeps_every_shape(default_config):
         same = lambda args: {k: v for k, v in args.items() if k not in METHOD_COUNTS}  # noqa: E731
         assert same(a["method_args"]) == same(b["method_args"]), exp  # queue sizes, losses, alphas kept
     ours = run_config(smoke, "park_bffhq_ours_conflict_1", 0)
-    assert ours["method_args"]["committee_steps"] == 2 and ours["method_args"]["t2"] == 1
+    assert ours["method_args"]["committee_steps"] == 2 and ours["method_args"]["t2"] == 0
     assert ours["training"]["arch"] == "resnet18" and ours["training"]["stem"] == "imagenet"
     assert ours["dataset_config"]["image_size"] == 224
     assert [e for e in smoke["experiments"] if e.startswith("park_bffhq_ours")] == ["park_bffhq_ours_conflict_1"]
-    assert smoke["datasets"]["in9"]["source"]["max_per_class"] == {"train": 2, "val": 1}
+    assert smoke["datasets"]["in9"]["source"]["max_per_class"] == {"train": 2, "val": 2}
     assert run_config(real, "clad", 0) != run_config(smoke, "clad", 0)  # never the real run's identity
 
 

@@ -10,11 +10,15 @@ so a resumed run sees the same batches as an uninterrupted one. `aligned` adds t
 other variant stores of the same dataset under new field names (and their bias labels as
 `<name>_bias_labels`), row for row (their `ids` are checked to match): CLAD reads each anchor's
 ONLY_BG_T background this way, in the same contiguous reads as the anchors themselves, and
-S-CLAD its stylized copy and the style's class.
+S-CLAD its stylized copy and the style's class. With `shard=(rank, world)` (several training
+processes) every process draws the same global order and `epoch` yields its own contiguous share
+of each global batch (`share`); each process still caches, or in streaming mode reads, whole
+windows of the split (reading only its own rows would scatter the reads).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import queue
 import threading
@@ -34,7 +38,8 @@ class ZarrBatches:
                  name: str = "", drop_last: bool = False, read_chunks: int = 8, window_reads: int = 2,
                  in_memory_max_gb: float = 4.0,
                  prefetch: int = 2, fields: tuple[str, ...] = ("images", "labels", "bias_labels"),
-                 pin_memory: bool = False, aligned: dict[str, Path | str] | None = None):
+                 pin_memory: bool = False, aligned: dict[str, Path | str] | None = None,
+                 max_batches: int | None = None, shard: tuple[int, int] | None = None):
         group = zarr.open_group(str(store), mode="r")
         if split not in group:
             raise FileNotFoundError(f"{store} has no split {split!r}; rebuild it with the workflow")
@@ -46,7 +51,8 @@ class ZarrBatches:
         self.n = self.group["labels"].shape[0]
         self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
         self.seed, self.name, self.window_reads, self.prefetch = seed, name, window_reads, prefetch
-        self.pin_memory = pin_memory
+        self.pin_memory, self.max_batches = pin_memory, max_batches
+        self.shard = shard  # (rank, world): `epoch` yields this process's share of each global batch
         images = self.group["images"]
         # One read = `read_chunks` consecutive chunks (shards for sharded arrays) in one call:
         # zarr reads long contiguous runs fastest.
@@ -61,11 +67,15 @@ class ZarrBatches:
             self._cache = {**self._small, **{f: self.arrays[f][:] for f in self._large}}
 
     def __len__(self) -> int:
-        return self.n // self.batch_size if self.drop_last else math.ceil(self.n / self.batch_size)
+        """Batches per epoch (at most `max_batches`)."""
+        full = self.n // self.batch_size if self.drop_last else math.ceil(self.n / self.batch_size)
+        return full if self.max_batches is None else min(full, self.max_batches)
 
     def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
-        """Batches of epoch `epoch`: uint8 `images` (B, H, W, 3), int64 labels, row `index`."""
-        yield from in_background(self._batches(epoch, self.shuffle, self.drop_last), self.prefetch)
+        """Batches of epoch `epoch`: uint8 `images` (B, H, W, 3), int64 labels, row `index`; the
+        first `max_batches` of them if set (cut in the producer, so its thread ends)."""
+        batches = itertools.islice(self._batches(epoch, self.shuffle, self.drop_last, self.shard), self.max_batches)
+        yield from in_background(batches, self.prefetch)
 
     def in_order(self) -> Iterator[dict[str, torch.Tensor]]:
         """Every row once, in row order (the last batch may be short): for scoring the training set."""
@@ -84,13 +94,16 @@ class ZarrBatches:
         """A 1-D field (labels, bias labels) of every row, in row order."""
         return self._small[field]
 
-    def _batches(self, epoch: int, shuffle: bool, drop_last: bool) -> Iterator[dict[str, torch.Tensor]]:
+    def _batches(self, epoch: int, shuffle: bool, drop_last: bool,
+                 shard: tuple[int, int] | None = None) -> Iterator[dict[str, torch.Tensor]]:
+        """The batches of `epoch` (the global ones, or with `shard` this process's share of each)."""
         rng = np.random.default_rng(name_seed("loader", self.name, self.seed, epoch))
         stop = self.n // self.batch_size * self.batch_size if drop_last else self.n
         if self._cache is not None:
             order = rng.permutation(self.n) if shuffle else np.arange(self.n)
             for start in range(0, stop, self.batch_size):
-                yield self._gather(self._cache, order[start:start + self.batch_size])
+                rows = order[start:start + self.batch_size]
+                yield self._gather(self._cache, rows[share(len(rows), shard)])
             return
         carry: list[dict[str, torch.Tensor]] = []  # rows left over from the previous window
         # the next window is read while batches are gathered from this one
@@ -102,15 +115,16 @@ class ZarrBatches:
                 start = min(need, len(order))
                 if sum(len(c["index"]) for c in carry) < self.batch_size:
                     continue
-                yield {k: torch.cat([c[k] for c in carry]) for k in carry[0]}
+                yield _joined(carry, shard)
                 carry = []
             full = start + (len(order) - start) // self.batch_size * self.batch_size
             for begin in range(start, full, self.batch_size):
-                yield self._gather(window, order[begin:begin + self.batch_size])
+                rows = order[begin:begin + self.batch_size]
+                yield self._gather(window, rows[share(len(rows), shard)])
             if full < len(order):
                 carry = [self._gather(window, order[full:])]
         if carry and not drop_last:
-            yield {k: torch.cat([c[k] for c in carry]) for k in carry[0]}
+            yield _joined(carry, shard)
 
     def _windows(self, rng: np.random.Generator, shuffle: bool) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
         """(window data, order): `window_reads` read units in random order, read into one
@@ -141,6 +155,24 @@ class ZarrBatches:
         if self.pin_memory:
             out = {k: v.pin_memory() for k, v in out.items()}
         return out
+
+
+def share(n: int, shard: tuple[int, int] | None) -> slice:
+    """The contiguous block of a global batch of n rows that process `rank` of `world` (`shard`)
+    trains on (`np.array_split`'s blocks); every row without a shard. Every process draws the
+    same global order, so the blocks in rank order are the one-process batch."""
+    if shard is None:
+        return slice(0, n)
+    rank, world = shard
+    q, r = divmod(n, world)
+    start = rank * q + min(rank, r)
+    return slice(start, start + q + (rank < r))
+
+
+def _joined(parts: list[dict[str, torch.Tensor]], shard: tuple[int, int] | None) -> dict[str, torch.Tensor]:
+    """One batch from the pieces of a batch that straddles two read windows (this process's share)."""
+    rows = share(sum(len(p["index"]) for p in parts), shard)
+    return {k: torch.cat([p[k] for p in parts])[rows] for k in parts[0]}
 
 
 def _aligned(store: Path | str, split: str, ids: np.ndarray) -> tuple[zarr.Array, zarr.Array]:

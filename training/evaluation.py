@@ -36,11 +36,14 @@ def predict_store(predict: Callable[[torch.Tensor], torch.Tensor], store: Path, 
         out["pred"].append(predict(augmenter.normalize(batch["images"].to(device))).cpu().numpy())
         for field in ("labels", "bias_labels"):
             out[field].append(batch[field].numpy())
-    return {k: np.concatenate(v) for k, v in out.items() if v}
+    # an empty split (a smoke run's one image per class can leave Mixed-Same without a partner) scores NaN
+    return {k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in out.items()}
 
 
 def accuracy(result: dict[str, np.ndarray]) -> float:
-    """Accuracy (%) of a `predict_store` result."""
+    """Accuracy (%) of a `predict_store` result; NaN without images."""
+    if result["labels"].size == 0:
+        return float("nan")
     return float(100.0 * (result["pred"] == result["labels"]).mean())
 
 

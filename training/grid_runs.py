@@ -16,6 +16,7 @@ from typing import Any
 
 from pipeline.store import atomic_path
 
+from . import distributed
 from .evaluation import evaluate_run
 from .trainer import Monitor, train
 
@@ -41,8 +42,10 @@ def train_grid_runs(job_cfg: dict[str, Any], train_store: Path, test_stores: dic
         run_dir = runs_dir / run_cfg["experiment"] / f"seed{run_cfg['seed']}"
         monitor = run_monitor(run_cfg, test_stores)
         model = train(run_cfg, train_store, run_dir, monitor=monitor)
-        rows = evaluate_run(model, job_cfg["evaluation"], test_stores)
-        with atomic_path(run_dir / "eval.jsonl") as tmp:
-            tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        if distributed.is_main():  # under torchrun every rank has the model; one writes its scores
+            rows = evaluate_run(model, job_cfg["evaluation"], test_stores)
+            with atomic_path(run_dir / "eval.jsonl") as tmp:
+                tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        distributed.barrier()
         run_dirs.append(run_dir)
     return run_dirs

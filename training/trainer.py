@@ -24,6 +24,7 @@ from tqdm import tqdm
 from pipeline.seeding import name_seed
 from pipeline.store import atomic_path, config_hash, write_json
 
+from . import distributed
 from .build import build_method, pick_device
 from .data import ZarrBatches
 from .evaluation import accuracy, group_metrics, predict_store
@@ -85,10 +86,24 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     `stop_after_epochs` ends the process early (as a kill would) - used by the resume test.
     The run's config is written to `run_dir/config.json`; a checkpoint made with another
     config is not resumed from.
+
+    With `training.gpus` N > 1 the run is N processes (`python -m torch.distributed.run`, see
+    `training.distributed`): each trains on its share of every global batch with the gradients
+    averaged, draws its augmentations from its own seed, and only rank 0 writes files.
     """
-    write_json(run_dir / "config.json", run_cfg)
-    device = pick_device()
+    distributed.init_from_env()
+    world, rank, main = distributed.world(), distributed.rank(), distributed.is_main()
     cfg, experiment, seed = run_cfg["training"], run_cfg["experiment"], run_cfg["seed"]
+    if cfg.get("gpus", 1) != world:
+        raise ValueError(f"{experiment} seed {seed} asks for training.gpus = {cfg.get('gpus', 1)} but runs in {world} "
+                         f"process(es): start it with `python -m torch.distributed.run --standalone --nproc_per_node "
+                         f"{cfg.get('gpus', 1)} -m training train ...` (the workflow's train rule does)")
+    if cfg["batch_size"] % world:
+        raise ValueError(f"{experiment}: training.batch_size {cfg['batch_size']} (the global batch) does not split "
+                         f"into training.gpus = {world} equal shares; make it a multiple of gpus")
+    if main:
+        write_json(run_dir / "config.json", run_cfg)
+    device = pick_device()
     loader_cfg = cfg.get("loader", {})
     method_cls = get_method(run_cfg["method"])
     aligned_stores = aligned_stores or {}
@@ -101,8 +116,10 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                           in_memory_max_gb=loader_cfg.get("in_memory_max_gb", 4.0),
                           prefetch=loader_cfg.get("prefetch_batches", 2),
                           fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
-                          pin_memory=device.type == "cuda", aligned=aligned_stores)
+                          pin_memory=device.type == "cuda", aligned=aligned_stores,
+                          max_batches=cfg.get("steps_per_epoch"), shard=(rank, world) if world > 1 else None)
     method = build_method(run_cfg, len(batches.classes), device)
+    distributed.broadcast_state_(method)
     method.steps_per_epoch = len(batches)
     prepared = method.setup(batches)
     schedulers = make_schedulers(method, cfg, cfg["epochs"])
@@ -116,43 +133,49 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
         if stop_after_epochs is not None and epoch >= stop_after_epochs:
             return run_dir / "model.pt"
         method.train()
-        method.generator.manual_seed(name_seed("augment", experiment, seed, epoch))
+        # each process its own augmentations; one process keeps the seed it always had
+        method.generator.manual_seed(name_seed("augment", experiment, seed, epoch, *([rank] if world > 1 else [])))
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
         interval: dict[str, list[float]] = {}  # statistics since the last curve point
         steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
         for batch in tqdm(batches.epoch(epoch), total=len(batches), desc=f"{experiment} s{seed} e{epoch}",
-                          leave=False, mininterval=5, disable=None):
+                          leave=False, mininterval=5, disable=None if main else True):
             stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
+            distributed.broadcast_batch_norm_(method)  # rank 0's running statistics, as DDP's buffers
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + value
                 counts[key] = counts.get(key, 0) + 1
                 interval.setdefault(key, []).append(value)
             steps += 1
-            if monitor and (epoch * len(batches) + steps) % monitor.every_steps == 0:
+            if monitor and main and (epoch * len(batches) + steps) % monitor.every_steps == 0:
                 t_mon = time.perf_counter()
                 history += monitor.rows(method, interval, {**tags, "epoch": epoch, "step": epoch * len(batches) + steps})
                 interval, monitor_seconds = {}, monitor_seconds + time.perf_counter() - t_mon
         for sched in schedulers:
             sched.step()
         elapsed = time.perf_counter() - t0 - monitor_seconds
-        row_stats = {**{k: v / counts[k] for k, v in sums.items()}, "epoch_seconds": elapsed,
+        row_stats = {**distributed.mean_over_processes(sums, counts), "epoch_seconds": elapsed,
                      "images_per_second": steps * cfg["batch_size"] / max(elapsed, 1e-9),
                      "lr": method.optimizers()[0].param_groups[0]["lr"]}
         if any(not math.isfinite(v) for v in row_stats.values()):
             raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} at epoch {epoch}")
         history += [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
-        print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items()),
-              flush=True)
-        _save_checkpoint(ckpt_path, method, schedulers, epoch + 1, history, run_hash)
+        if main:
+            print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items()),
+                  flush=True)
+            _save_checkpoint(ckpt_path, method, schedulers, epoch + 1, history, run_hash)
+        distributed.barrier()  # no process runs ahead of the last checkpoint
     if final := method.finish(batches):
         history += [{"kind": "train", **tags, "epoch": cfg["epochs"], "metric": k, "value": v} for k, v in final.items()]
-    with atomic_path(metrics_path) as tmp:
-        tmp.write_text("".join(json.dumps(row) + "\n" for row in history))
     model_path = run_dir / "model.pt"
-    with atomic_path(model_path) as tmp:
-        torch.save({"state_dict": method.state_dict(), "run_config": run_cfg, "config_hash": run_hash,
-                    "classes": batches.classes}, tmp)
+    if main:
+        with atomic_path(metrics_path) as tmp:
+            tmp.write_text("".join(json.dumps(row) + "\n" for row in history))
+        with atomic_path(model_path) as tmp:
+            torch.save({"state_dict": method.state_dict(), "run_config": run_cfg, "config_hash": run_hash,
+                        "classes": batches.classes}, tmp)
+    distributed.barrier()  # the others return once model.pt exists
     return model_path
 
 
@@ -171,13 +194,15 @@ def _resume(ckpt_path: Path, method: Method, schedulers, run_hash: str) -> tuple
         return 0, []
     state = torch.load(ckpt_path, map_location=next(method.parameters()).device, weights_only=False)
     if state.get("config_hash") != run_hash:
-        print(f"{ckpt_path} was made with config {state.get('config_hash')}, this run's config is {run_hash} "
-              f"(see {ckpt_path.parent / 'config.json'}): starting over from epoch 0", flush=True)
+        if distributed.is_main():
+            print(f"{ckpt_path} was made with config {state.get('config_hash')}, this run's config is {run_hash} "
+                  f"(see {ckpt_path.parent / 'config.json'}): starting over from epoch 0", flush=True)
         return 0, []
     method.load_state_dict(state["method"])
     for opt, opt_state in zip(method.optimizers(), state["optimizers"]):
         opt.load_state_dict(opt_state)
     for sched, sched_state in zip(schedulers, state["schedulers"]):
         sched.load_state_dict(sched_state)
-    print(f"resumed from {ckpt_path} at epoch {state['next_epoch']}", flush=True)
+    if distributed.is_main():
+        print(f"resumed from {ckpt_path} at epoch {state['next_epoch']}", flush=True)
     return state["next_epoch"], state["history"]

@@ -6,7 +6,8 @@
 Debian's `slurm-wlm` (22.05) and `munge` are installed by package name when missing (root and
 apt needed). The node is this machine (all its CPUs, 90 % of its memory) in two partitions,
 `cpu` (default) and `gpu`; it declares two GPUs backed by plain files, so GPU requests are
-scheduled even where there is no GPU (the jobs then train on the CPU). Both daemons listen on
+scheduled even where there is no GPU (the jobs then train on the CPU; a `training.gpus: 2` run's
+job takes both, and its two processes train with gloo). Both daemons listen on
 127.0.0.1 only; there is no accounting database, so Snakemake must query job states with
 `squeue` (`profiles/slurm-local`). The config is linked from /etc/slurm/slurm.conf (the job
 steps do not pass SLURM_CONF on), so no other SLURM may be configured here. `stop` cancels the remaining jobs and ends exactly the

@@ -18,11 +18,15 @@ ARCH_COST = {"resnet18": 1.0, "resnet34": 2.0, "resnet50": 2.5, "bagnet18": 1.5,
 METHOD_COST = {"clad": 2.0, "clad_plus": 2.0, "clad_trivial": 2.0, "clad_plus_trivial": 2.0, "rebias": 2.0,
                "rubi": 1.5, "learned_mixin_h": 1.5, "hex": 1.2, "moco_v2": 3.0, "moco_v2_texture": 3.5, "byol": 3.0,
                "lff": 2.0, "lff_be": 2.5, "intrinsic_feature_enhancement": 3.5}
+#: share of a linear speed-up that N GPUs of one node give a training run (the gradient
+#: all-reduce is not overlapped with the backward pass, and the loader and the per-sample
+#: state are not sharded; deliberately low, as the estimates are generous)
+MULTI_GPU_EFFICIENCY = 0.8
 #: CPU seconds to decode, resize and GrabCut one image at 224 px with 10 iterations (x3 headroom)
 SEGMENT_SECONDS_224 = 0.6
 #: training images of the sources whose size the config does not give (the Background
-#: Challenge's IN-9 train split; ImageNet's 370 IN-9 classes)
-FOLDER_TRAIN_IMAGES = {"in9_folder": 45_405, "imagenet": 481_000}
+#: Challenge's IN-9 train split; ImageNet's 370 IN-9 classes; ImageNet-100's train split)
+FOLDER_TRAIN_IMAGES = {"in9_folder": 45_405, "imagenet": 481_000, "imagenet_subset": 126_689}
 
 
 def partition(config: dict[str, Any], gpu: bool) -> str:
@@ -33,18 +37,43 @@ def partition(config: dict[str, Any], gpu: bool) -> str:
 Estimate = Callable[[Any], tuple[float, float]]  # wildcards -> (runtime in minutes, memory in MB)
 
 
-def rule_resources(config: dict[str, Any], gpu: bool, estimate: Estimate) -> dict[str, Any]:
+def rule_resources(config: dict[str, Any], gpu: bool, estimate: Estimate,
+                   gpus: Callable[[Any], int] | None = None) -> dict[str, Any]:
     """`resources:` of a rule (`resources: **rule_resources(...)`): its partition, `gpu=1` if it
     needs one, and each job's memory and runtime from `estimate`, the runtime doubling with
-    each retry."""
+    each retry. Training rules give `gpus` (wildcards -> the run's `training.gpus`): the job
+    then asks for that many GPUs on one node (`python -m torch.distributed.run` starts one
+    process per GPU there)."""
     out: dict[str, Any] = {
         "slurm_partition": partition(config, gpu),
         "mem_mb": lambda wildcards: int(estimate(wildcards)[1]),
         "runtime": lambda wildcards, attempt: max(5, round(estimate(wildcards)[0])) * attempt,
     }
     if gpu:
-        out["gpu"] = 1
+        out["gpu"] = gpus if gpus is not None else 1
+        if gpus is not None:
+            out["nodes"] = 1
     return out
+
+
+def gpus(runs: list[dict[str, Any]]) -> int:
+    """The `training.gpus` of a training job's runs (run configs), which one launcher starts."""
+    asked = {run["training"].get("gpus", 1) for run in runs}
+    if len(asked) > 1:
+        grid = runs[0].get("grid", "<grid>")
+        raise ValueError(f"runs {[run['experiment'] for run in runs]} train in one job but ask for different "
+                         f"training.gpus {sorted(asked)}: set gpus once for the grid (grids.{grid}.training)")
+    return asked.pop()
+
+
+def launcher(python: str, gpus: int, threads: int) -> str:
+    """The command that starts a training job's Python `python`: itself for one device; for
+    `gpus` N > 1, torch's launcher as a module of the same interpreter (`torchrun`) with N
+    processes on this node, each with `threads` CPU threads (its OMP_NUM_THREADS overrides the
+    job's, which counts the threads of all N)."""
+    if gpus == 1:
+        return python
+    return f"OMP_NUM_THREADS={threads} {python} -m torch.distributed.run --standalone --nproc_per_node {gpus}"
 
 
 def dataset_images(ds_cfg: dict[str, Any], split: str = "train") -> int:
@@ -72,15 +101,18 @@ def image_mb(ds_cfg: dict[str, Any], images: int) -> float:
 
 
 def training(runs: list[dict[str, Any]]) -> tuple[float, float]:
-    """A job training `runs` (run configs) one after the other on one GPU."""
+    """A job training `runs` (run configs) one after the other, each on its `training.gpus`
+    GPUs: N of them take 1 / (N x `MULTI_GPU_EFFICIENCY`) of the one-GPU compute time, and N
+    processes N times the memory (each caches the training split)."""
     minutes, mem = 0.0, 0.0
     for run in runs:
         ds, cfg = run["dataset_config"], run["training"]
-        images = dataset_images(ds)
+        images, gpus = dataset_images(ds), cfg.get("gpus", 1)
         per_image = SECONDS_PER_IMAGE_224 * (image_side(ds) / 224) ** 2 * ARCH_COST.get(cfg["arch"], 2.5)
-        minutes += 10 + cfg["epochs"] * images * per_image * METHOD_COST.get(run["method"], 1.0) / 60
+        compute = cfg["epochs"] * images * per_image * METHOD_COST.get(run["method"], 1.0) / 60
+        minutes += 10 + (compute / (gpus * MULTI_GPU_EFFICIENCY) if gpus > 1 else compute)
         in_memory = min(image_mb(ds, images), cfg.get("loader", {}).get("in_memory_max_gb", 4.0) * 1024)
-        mem = max(mem, 4000 + in_memory * (1 + len(run["aligned_variants"])))
+        mem = max(mem, gpus * (4000 + in_memory * (1 + len(run["aligned_variants"]))))
     return minutes, mem
 
 

@@ -2,11 +2,11 @@
 
 A smoke run takes the same code path as the real one: the architecture, image size, method,
 losses, queue sizes, pretrained file, normalisation and augmentation stay as configured. Only
-counts shrink: one seed, one epoch of at most `STEPS_PER_EPOCH` batches of at most `BATCH`
-images, a few images per class from folder sources, short committees / pre-training phases /
-probes, one value per sweep besides the base, grids on their figure variant only. Its results go
-to `<results>-smoke`, so a smoke run never overwrites (or resumes) a real run, and the report says
-on its first line that its numbers are not results.
+counts shrink: one seed; one epoch of at most `STEPS_PER_EPOCH` batch of at most `BATCH` images;
+one thread per job; a few images per class from folder sources; short committees, pre-training
+phases and probes; one sweep value besides the base; grids on their figure variant only. Its
+results go to `<results>-smoke`, so a smoke run never overwrites (or resumes) a real run, and the
+report says on its first line that its numbers are not results.
 """
 
 from __future__ import annotations
@@ -19,17 +19,19 @@ from training.methods import spec as method_spec
 #: the smallest batch every method accepts (MoCo's 8 shuffled-BN splits must divide it; the
 #: unbiased HSIC estimator needs 4)
 BATCH = 8
-STEPS_PER_EPOCH = 2
-#: images per class and split read from a folder source (IN-9 folder, ImageNet, ImageNet-100)
-FOLDER_IMAGES_PER_CLASS = {"train": 2, "val": 1}
+STEPS_PER_EPOCH = 1
+#: images per class and split read from a folder source (IN-9 folder, ImageNet, ImageNet-100); 2 val
+#: images per class, so that Mixed-Same / Mixed-Rand find a background in every class
+FOLDER_IMAGES_PER_CLASS = {"train": 2, "val": 2}
 #: synthetic IN-9: the schema's minimum per class
 SYNTHETIC_PER_CLASS = 2
 #: method arguments that count steps or epochs -> their smoke value (a function of the configured one)
 METHOD_COUNTS = {
-    "committee_steps": lambda v: 2,            # BiasEnsemble: each member trains 2 steps
+    "committee_size": lambda v: min(v, 2),      # BiasEnsemble: 2 members (a majority of 2 is both)
+    "committee_steps": lambda v: 2,            # each trains 2 steps
     "committee_valid_every": lambda v: min(v, 2),
     "t1": lambda v: 0,                          # Park et al.: both phases start inside the smoke run
-    "t2": lambda v: 1,
+    "t2": lambda v: 0,
     "g_pretrain_epochs": lambda v: min(v, 0.5),  # ReBias' LearnedMixin: G alone, then F and G
     "probe_epochs": lambda v: 1,
     "probe_milestones": lambda v: [],
@@ -81,6 +83,8 @@ def _first_seed(section: dict[str, Any]) -> None:
 
 
 def _shrink_training(training: dict[str, Any]) -> None:
+    if "threads" in training:  # two one-thread jobs at a time: a smoke job is mostly start-up, not compute
+        training["threads"] = 1
     if "epochs" in training:
         training["epochs"] = 1
     if "batch_size" in training:

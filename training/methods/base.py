@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from ..data import Augmenter
+from ..distributed import all_reduce_mean_
 from ..models import build_network
 from .spec import module_specs
 
@@ -75,10 +76,15 @@ class Method(nn.Module):
         return [self.optimizer]
 
     @staticmethod
-    def step(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
-        """One gradient step of `optimizer` on `loss`."""
+    def step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, across_processes: bool = True) -> None:
+        """One gradient step of `optimizer` on `loss`. Under several processes (`training.gpus`)
+        the gradients are first averaged across them (DistributedDataParallel's all-reduce), so
+        the step is the one-device step on the global batch; `across_processes=False` for a
+        loss every process computes on the same rows (the self-supervised linear probe)."""
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if across_processes:
+            all_reduce_mean_(p for group in optimizer.param_groups for p in group["params"])
         optimizer.step()
 
     def autocast(self):

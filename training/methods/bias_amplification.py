@@ -26,6 +26,7 @@ from pipeline.seeding import name_seed
 
 from ..bias_amplification import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
                                   draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
+from ..distributed import all_reduce_mean_, broadcast_batch_norm_, gather_rows, own_rows, rank
 from ..evaluation import accuracy, predict_store
 from ..models import build_network
 from .base import Method
@@ -65,9 +66,11 @@ class LfF(Method):
 
     def reweight(self, logits_b: torch.Tensor, logits_d: torch.Tensor, y: torch.Tensor,
                  index: torch.Tensor) -> torch.Tensor:
-        """(B,) W(x) of LfF Eq. 3 after this step's EMA update of both models' CE losses."""
-        self.ema_b.update(index, F.cross_entropy(logits_b.detach().float(), y, reduction="none"))
-        self.ema_d.update(index, F.cross_entropy(logits_d.detach().float(), y, reduction="none"))
+        """(B,) W(x) of LfF Eq. 3 after this step's EMA update of both models' CE losses (with
+        several processes, of every process's rows: the EMAs stay the same on all of them)."""
+        rows = gather_rows(index)
+        self.ema_b.update(rows, gather_rows(F.cross_entropy(logits_b.detach().float(), y, reduction="none")))
+        self.ema_d.update(rows, gather_rows(F.cross_entropy(logits_d.detach().float(), y, reduction="none")))
         return lff_weight(self.ema_b.normalized(index), self.ema_d.normalized(index))
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
@@ -84,9 +87,11 @@ class LfF(Method):
                 **_group_means("weight", w, conflicting)}
 
     def _step_both(self, loss: torch.Tensor) -> None:
+        """One step of f_b and f_d on their summed loss (gradients averaged across processes, as `Method.step`)."""
         for opt in self.optimizers():
             opt.zero_grad(set_to_none=True)
         loss.backward()
+        all_reduce_mean_(p for opt in self.optimizers() for group in opt.param_groups for p in group["params"])
         for opt in self.optimizers():
             opt.step()
 
@@ -102,8 +107,9 @@ class LfFBiasEnsemble(LfF):
     def setup(self, batches) -> dict[str, float]:
         super().setup(batches)
         device = next(self.parameters()).device
-        # the committee's augmentation: seeded by the run (drawn after its seeded init), not the default stream
-        self.generator.manual_seed(int(torch.randint(2**62, ())))
+        # the committee's augmentation: seeded by the run (drawn after its seeded init), not the default stream;
+        # each process its own (rank 0: the one-process seed)
+        self.generator.manual_seed(int(torch.randint(2**62, ())) + rank())
         correct_prob, wrong, early_stop = self._committee(batches, device)
         conflicting = self.flags.conflicting
         self.flags = RowFlags(conflicting=conflicting, aligned=bias_aligned(correct_prob, self.args["confidence"]),
@@ -146,6 +152,7 @@ class LfFBiasEnsemble(LfF):
                     with self.autocast():
                         loss = gce_loss(member(x).float(), batch["labels"].to(device), self.args["q"]).mean()
                     self.step(opt, loss)
+                    broadcast_batch_norm_(member)  # the same member on every process: its val scores decide
                     steps += 1
                     if steps % every == 0 or steps == self.args["committee_steps"]:
                         acc = self._accuracy(member, batches.store, device)
@@ -225,7 +232,7 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
             z = self.network.feature_map(x)
             logits_d = self.network.head(z.mean((2, 3))).float()
         ce_b = F.cross_entropy(logits_b.detach(), y, reduction="none")
-        self.bn_score.update(index, ce_b, t)
+        self.bn_score.update(gather_rows(index), gather_rows(ce_b), t)  # every process's rows
         w = self.reweight(logits_b, logits_d, y, index)
         loss_b = self.biased_loss(logits_b, y, index)
         loss_main = (w * F.cross_entropy(logits_d, y, reduction="none")).mean()
@@ -282,12 +289,14 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
     def _partners(self, y: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B,) x^BN's row for each sample, of its class and never the sample itself, drawn uniformly
         from D (every training row), D^BN_cand or D^BN_t (Eq. 3) by `partner_source`; (B,) whether
-        one exists."""
+        one exists. With several processes the partners are drawn for the global batch and each
+        process takes its own rows': the draws of one process."""
         source = self.args["partner_source"]
         members = {"D": torch.ones_like(self.flags.candidates), "D_cand": self.flags.candidates,
                    "D_BN": self.bn_score.bias_negative(self.flags.candidates)}[source]
         generator = torch.Generator().manual_seed(name_seed("bn-partner", self.partner_seed, int(self.iteration)))
-        return draw_partners(members, self.ema_d.labels, y, index, generator)
+        partner, has = draw_partners(members, self.ema_d.labels, gather_rows(y), gather_rows(index), generator)
+        return own_rows(partner), own_rows(has)
 
     def finish(self, batches) -> dict[str, float]:
         """The paper's Table 2 at the end of training: BA / BC samples dropped from D^BN_cand by

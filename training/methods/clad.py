@@ -21,6 +21,10 @@ unfilled slots are masked out of the InfoNCE sum (see `info_nce`), so early step
 against fewer negatives instead of against made-up vectors. The "trivial" ablation
 (supplementary Table 4) keeps a single queue of recent positives, random backgrounds shared by
 all anchors; an anchor's own positive is never one of its negatives.
+
+With several processes (`training.gpus`) every process pushes the positives of the whole global
+batch, in rank order, so the dictionaries stay equal; a positive's background comes from the
+process's own share of the batch (still a random other-class training image).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..distributed import gather_rows
 from ..losses import info_nce
 from .base import Method
 
@@ -119,8 +124,10 @@ class CLAD(Method):
         z = z.float()
         z_a, z_p, logits_a, logits_p = z[:b], z[b:], logits[:b], logits[b:]
         keys = bg_labels if self.keyed_negatives else torch.zeros_like(bg_labels)
-        # paper order: the batch's positives enter the dictionary, then negatives are drawn
-        self.dictionary.push(z_p[found], keys[found], rows[found])
+        # paper order: the batch's positives enter the dictionary, then negatives are drawn; with several
+        # processes, every process's positives in rank order (the global batch's), so the dictionaries stay equal
+        every = gather_rows(found)
+        self.dictionary.push(gather_rows(z_p.detach())[every], gather_rows(keys)[every], gather_rows(rows)[every])
         negatives, usable = self.dictionary.negatives(y if self.keyed_negatives else torch.zeros_like(y), rows)
         ce = F.cross_entropy(logits_a, y)
         con = info_nce(z_a[found], z_p[found], negatives[found], self.args["tau"], usable[found]) \

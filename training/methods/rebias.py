@@ -34,7 +34,9 @@ class ReBias(_WithBiasedNetwork):
     """Minimax of Eq. (3), one alternating step per batch (Algorithm 1): first G minimises
     CE(g) - lambda_g * HSIC_1(f, g), then F minimises CE(f) + lambda * HSIC_1(f, g), each with
     the other network's pooled features held fixed. sigma_f / sigma_g: RBF radii (null = median
-    of the pairwise distances, the paper's choice on ImageNet; 1 on Biased MNIST)."""
+    of the pairwise distances, the paper's choice on ImageNet; 1 on Biased MNIST). With several
+processes (`training.gpus`) each process estimates HSIC on its own share of the batch (B / gpus
+rows) and the gradients are averaged: not the one-device estimate on B rows."""
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)

@@ -23,11 +23,13 @@ per-GPU BN of MoCo's 8 GPUs, which normalises each GPU's queries over its own sh
 the key batch is permuted before the key encoder and unpermuted after, so a query's sub-batch
 and its key's share about 1/bn_splits of their images; the non-semantic negatives go through
 the key encoder the same way, with their own permutation (as in the authors' builder). At the
-demo's batch of 64, 8 splits leave 8 images per BN batch (MoCo: 32). Where `torch.distributed`
-runs several processes, the key batch is shuffled across them as MoCo's builder does
-(`shuffled_across_processes`), each process's BN its own sub-batch; the rest of multi-process
-training (gathering every process's keys into the queue, averaging gradients) is not built:
-the trainer runs one process.
+demo's batch of 64, 8 splits leave 8 images per BN batch (MoCo: 32). With several processes
+(`training.gpus`, `training.distributed`) it is MoCo's own multi-GPU code: the key batch is
+shuffled across the processes as its builder's `_batch_shuffle_ddp` does
+(`shuffled_across_processes`), each process's BN normalises its own share (queries: the
+process's own rows; no split), every process enqueues the keys of the whole global batch in
+rank order (`concat_all_gather` in `_dequeue_and_enqueue`), and the gradients are averaged before
+each step (`Method.step`), so the queue and the weights stay the same on every process.
 
 After pre-training, `finish` fits the linear probe (the authors' protocol: SGD lr 10, batch 128,
 momentum 0.9, 60 epochs, lr x 0.1 at epochs 30, 40, 50, the last epoch's head) on the frozen backbone's features of
@@ -49,6 +51,7 @@ import torch.nn.functional as F
 
 from pipeline.seeding import name_seed
 
+from ..distributed import gather_rows, world
 from ..losses import byol_loss, moco_nce
 from ..negatives import patch_tilings
 from ..ssl_augment import AugPlus, ViewParams
@@ -102,30 +105,17 @@ def split_batch_norm(module: nn.Module, splits: int) -> nn.Module:
 
 
 # Several processes: MoCo's own shuffled BN across devices (its builder's _batch_shuffle_ddp and
-# _batch_unshuffle_ddp). The workbench's trainer runs one process; a test runs this on two CPU processes.
-
-def world_size() -> int:
-    """Processes of the initialised `torch.distributed` group (1 without one)."""
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-
-
-@torch.no_grad()
-def gather(x: torch.Tensor) -> torch.Tensor:
-    """Every process's x (B, ...), concatenated in rank order (world B, ...); no gradient."""
-    parts = [torch.empty_like(x) for _ in range(world_size())]
-    dist.all_gather(parts, x.contiguous())
-    return torch.cat(parts)
-
+# _batch_unshuffle_ddp).
 
 @torch.no_grad()
 def shuffled_across_processes(encode, x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     """encode(x) (B, dim) with the global batch shuffled across processes before `encode` (rank 0's
     permutation, broadcast) and unshuffled after: each process's BN sees a random 1/world of it."""
     rank, b = dist.get_rank(), len(x)
-    everything = gather(x)                                                 # (world B, 3, H, W)
+    everything = gather_rows(x)                                            # (world B, 3, H, W)
     perm = torch.randperm(len(everything), generator=g).to(x.device)
     dist.broadcast(perm, src=0)
-    encoded = gather(encode(everything[perm.view(-1, b)[rank]]))          # (world B, dim), permuted order
+    encoded = gather_rows(encode(everything[perm.view(-1, b)[rank]]))     # (world B, dim), permuted order
     return encoded[torch.argsort(perm).view(-1, b)[rank]]                  # (B, dim), this process's rows
 
 
@@ -213,7 +203,7 @@ class SelfSupervised(Method):
             for start in range(0, len(y), bs):
                 rows = order[start:start + bs]
                 loss = F.cross_entropy(head(x[rows]), y[rows])
-                self.step(opt, loss)
+                self.step(opt, loss, across_processes=False)  # every process has every row's features
             sched.step()
         with torch.no_grad():
             logits = head(x)
@@ -230,6 +220,10 @@ class MoCoV2(SelfSupervised):
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
+        if train_cfg.get("sync_bn", False) and self.args["shuffle_bn"]:
+            raise ValueError("training.sync_bn: true contradicts MoCo's shuffled batch norm (its key statistics must "
+                             "come from another set of images than the queries'): set method_args.shuffle_bn: false "
+                             "or training.sync_bn: false for this experiment")
         d = self.network.feature_dim
         self.projector = mlp(d, d, self.args["proj_dim"], batch_norm=False)
         splits = self.key_bn_splits(train_cfg["batch_size"])
@@ -244,7 +238,7 @@ class MoCoV2(SelfSupervised):
     def key_bn_splits(self, batch_size: int) -> int:
         """Sub-batches of the encoders' BN: `bn_splits` with shuffled BN on one process, else 1.
         A batch size that is not a multiple of bn_splits is an error (no silent fallback)."""
-        if not self.args["shuffle_bn"] or world_size() > 1:
+        if not self.args["shuffle_bn"] or world() > 1:
             return 1
         splits = self.args["bn_splits"]
         if batch_size % splits:
@@ -264,7 +258,7 @@ class MoCoV2(SelfSupervised):
         `shuffled_across_processes`. Without `shuffle_bn`, `key(x)`."""
         if not self.args["shuffle_bn"]:
             return self.key(x)
-        if world_size() > 1:
+        if world() > 1:
             return shuffled_across_processes(self.key, x, self.generator)
         perm = torch.randperm(len(x), generator=self.generator).to(x.device)
         shuffled = x[perm].contiguous(memory_format=torch.channels_last)  # indexing drops the layout the encoders want
@@ -294,7 +288,7 @@ class MoCoV2(SelfSupervised):
                 z_ns = self.shuffled_key(ns) if ns is not None else None  # (B, dim), no gradient
         loss = moco_nce(q, k, self.queue, self.args["tau"], z_ns, self.args["alpha"])
         self.step(self.optimizer, loss)
-        self.enqueue(k)  # the keys only: negatives are never enqueued
+        self.enqueue(gather_rows(k))  # every process's keys, in rank order; negatives are never enqueued
         self.steps_done += 1
         stats = {"loss": float(loss.detach())}
         with torch.no_grad():

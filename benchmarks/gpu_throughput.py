@@ -1,0 +1,455 @@
+"""Training throughput of every method through the workbench's own path, beside a plain torchvision loop.
+
+    python -m benchmarks.gpu_throughput [--device auto|cuda|cpu] [--size 224] [--batch B] [--steps 30]
+                                        [--warmup 5] [--methods erm,clad,...,plain] [--workers 8] [--stream]
+                                        [--committee-steps K] [--photos DIR]
+
+Each method runs at its paper's setting, taken from the paper configs themselves
+(`config/imagenet9.yaml`, `config/park_real_data.yaml` merged over `config/config.yaml`, resolved and
+sliced by `workbench.slices.run_config` as the workflow does): ResNet-50 at batch 64 for ERM, CLAD and
+S-CLAD (Wang et al.); ResNet-50 from scratch at batch 128 for MoCo-v2 (k = 16384, with and without
+patch negatives) and BYOL (Ge et al.'s command line); ResNet-18 + BagNet-18 at batch 128 for ReBias
+(Bahng et al.); ResNet-18 at batch 64 for LfF + BiasEnsemble and Park et al. (`park_bffhq`).
+Pretrained weights are left out (the user's file; the step costs the same).
+
+The workbench side is the trainer's path: a zarr store in the workflow's format (the dataset's chunk
+size and image codec, the aligned ONLY_BG_T / Stylized variant stores a method reads row by row),
+`training.data.ZarrBatches` with the run's loader settings, background prefetching and pinned memory
+on CUDA, the method built by `training.build.build_method` (bf16 autocast on CUDA; the augmenter hands
+the networks channels-last batches) and stepped by its own `update` after its `setup` (BiasEnsemble's
+committee, timed apart: `--committee-steps` per member instead of the papers' 1,000, scored once).
+Park et al. runs from its guided phase on (T1 = T2 = 0: from T2 on, 80 % of the paper's iterations,
+every step also draws and forwards the bias-negative partners).
+
+The plain side is what a researcher would write after pytorch/examples' ImageNet script: the same
+images as JPEG files in an ImageFolder tree, `torchvision.datasets.ImageFolder` with RandomResizedCrop,
+horizontal flip, ToTensor and Normalize, a `DataLoader` with worker processes and pinned memory,
+`torchvision.models.<ERM's arch>` at ERM's batch, SGD (our ERM keeps the CLAD paper's Adam, a little
+dearer), `cudnn.benchmark = True` (the trainer leaves it off); "plain" in fp32 (that script),
+"plain_amp" with the usual bf16 autocast (CUDA only by default).
+
+Every row runs in a fresh process (peak memory is its own; one row's cuDNN or allocator state cannot
+help another): images per second over the timed steps, the share of that time spent waiting for the
+next batch, and peak memory (CUDA max_memory_allocated; on CPU the process's peak RSS, which includes
+the loader's in-memory copy of the benchmark store, not the DataLoader workers). A step is timed up to
+a device synchronisation. Goals (issue 24): our ERM >= 1.3x the faster plain loop's images/s; no
+method waits for data more than 5 % of its step time; each method's cost relative to ERM (ERM's
+images/s / the method's), CLAD <= 2.1x. On CPU the defaults shrink to 64 px, batch 8, 2 steps: a
+check that every path runs, not GPU figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import io
+import multiprocessing
+import os
+import resource
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import cv2
+import numpy as np
+import torch
+import yaml
+import zarr
+from PIL import Image
+
+from pipeline.imageio import load_rgb
+from pipeline.seeding import name_rng, name_seed
+from pipeline.sources.synthetic import render_sample
+from pipeline.store import create_array
+from workbench.config import deep_merge, resolve_config
+from workbench.slices import run_config
+
+from .loader import ROOT
+
+NUM_CLASSES = 9  # IN-9's; the heads' size does not change a step's cost
+PHOTOS = ROOT.parent / "shared" / "data" / "in9-photos-dev"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One method at its paper's setting: an experiment of a paper config, with the overrides that
+    config does not carry itself."""
+
+    config: str
+    experiment: str
+    training: dict[str, Any] = field(default_factory=dict)
+    method_args: dict[str, Any] = field(default_factory=dict)
+
+
+#: Ge et al.'s MoCo-v2 command line (authors' README): --batch-size 128 --moco-k 16384; IN-9's
+#: experiments keep batch 64 and k = 704 for the dataset's size
+SSL_PAPER = {"batch_size": 128}
+CASES: dict[str, Case] = {
+    "erm": Case("imagenet9.yaml", "base_in9"),
+    "clad": Case("imagenet9.yaml", "clad"),
+    "s_clad": Case("imagenet9.yaml", "s_clad"),
+    "moco_v2": Case("imagenet9.yaml", "moco", SSL_PAPER, {"queue_size": 16384}),
+    "moco_v2_patch": Case("imagenet9.yaml", "moco_patch2", SSL_PAPER, {"queue_size": 16384}),
+    "byol": Case("imagenet9.yaml", "byol", SSL_PAPER),
+    "rebias": Case("imagenet9.yaml", "r18_rebias"),
+    "lff_be": Case("park_real_data.yaml", "park_bffhq_lff_be_conflict_1"),
+    "park": Case("park_real_data.yaml", "park_bffhq_ours_conflict_1", method_args={"t1": 0, "t2": 0}),
+}
+#: the plain torchvision loop: name -> bf16 autocast
+PLAIN = {"plain": False, "plain_amp": True}
+#: variant stores a method may read row-aligned with the training images
+ALIGNED_VARIANTS = ("only_bg_t", "stylized")
+#: goals of issue 24
+ERM_OVER_PLAIN, MAX_WAIT, CLAD_OVER_ERM = 1.3, 0.05, 2.1
+
+
+def paper_run_configs(names: list[str], batch: int | None, committee_steps: int) -> dict[str, dict[str, Any]]:
+    """{method: its run's resolved config} for the workbench rows of `names`; `batch` replaces every
+    batch size; BiasEnsemble's committee trains `committee_steps` steps per member (the papers':
+    1,000), scored once at the end."""
+    out, resolved = {}, {}
+    for name in names:
+        case = CASES[name]
+        if case.config not in resolved:
+            merged = deep_merge(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
+                                yaml.safe_load((ROOT / "config" / case.config).read_text()))
+            resolved[case.config] = resolve_config(merged)
+        cfg = run_config(resolved[case.config], case.experiment, 0)
+        training = {**case.training, "pretrained": None, "pretrained_sha256": None}
+        if batch is not None:
+            training["batch_size"] = batch
+        cfg["training"] = deep_merge(cfg["training"], training)
+        args = dict(case.method_args)
+        if "committee_steps" in cfg["method_args"]:
+            args.update(committee_steps=committee_steps, committee_valid_every=committee_steps)
+        cfg["method_args"] = {**cfg["method_args"], **args}
+        out[name] = cfg
+    return out
+
+
+def image_pool(n: int, size: int, photos: Path = PHOTOS) -> tuple[np.ndarray, str]:
+    """Up to `n` distinct (size, size, 3) uint8 images: the development photographs of `photos`
+    resized (what JPEG decoding meets in practice), else the synthetic IN-9-like renders."""
+    paths = sorted(photos.rglob("*.JPEG"))[:n] if photos.is_dir() else []
+    if paths:
+        return (np.stack([cv2.resize(load_rgb(p, 1), (size, size), interpolation=cv2.INTER_AREA) for p in paths]),
+                f"{len(paths)} real photos of {photos}")
+    rng = name_rng("gpu_throughput", "images")
+    return np.stack([render_sample(i % NUM_CLASSES, size, 0.9, rng)[0] for i in range(n)]), f"{n} synthetic renders"
+
+
+def write_stores(root: Path, images: np.ndarray, n_train: int, n_val: int, chunk: int, codec: str) -> dict[str, Path]:
+    """Variant stores in the workflow's format (`pipeline/variant_stage.py`): ORIGINAL with
+    foreground masks, and ONLY_BG_T and Stylized with the same ids row for row; images cycle
+    through `images`, labels are random, 5 % of the bias labels conflict."""
+    rng = name_rng("gpu_throughput", "stores")
+    size = images.shape[1]
+    stores = {}
+    for k, variant in enumerate(("original", *ALIGNED_VARIANTS)):
+        group = zarr.open_group(str(root / f"{variant}.zarr"), mode="w")
+        group.attrs.update({"classes": [f"{c:02d}" for c in range(NUM_CLASSES)],
+                            "bias_classes": [f"{c:02d}" for c in range(NUM_CLASSES)],
+                            "variant": variant, "family": "in9", "image_size": size})
+        for split, n in (("train", n_train), ("val", n_val)):
+            split_rng = name_rng("gpu_throughput", split)
+            labels = split_rng.integers(0, NUM_CLASSES, n)
+            conflicting = split_rng.random(n) < 0.05
+            bias = np.where(conflicting, (labels + 1) % NUM_CLASSES, labels)
+            if variant == "stylized":  # the style's class: any class
+                bias = split_rng.integers(0, NUM_CLASSES, n)
+            sub = group.create_group(split)
+            array = create_array(sub, "images", (n, size, size, 3), np.uint8, chunk, codec=codec)
+            for start in range(0, n, chunk):
+                array[start:start + chunk] = images[(np.arange(start, min(n, start + chunk)) + k) % len(images)]
+            if variant == "original":
+                masks = create_array(sub, "masks", (n, size, size), np.uint8, chunk)
+                corners = rng.integers(0, size // 2, (n, 2))
+                for start in range(0, n, chunk):
+                    block = np.zeros((min(n, start + chunk) - start, size, size), np.uint8)
+                    for i, (y0, x0) in enumerate(corners[start:start + chunk]):
+                        block[i, y0:y0 + size // 2, x0:x0 + size // 2] = 1
+                    masks[start:start + chunk] = block
+            create_array(sub, "labels", (n,), np.int64, n, n)[:] = labels
+            create_array(sub, "bias_labels", (n,), np.int64, n, n)[:] = bias
+            create_array(sub, "ids", (n,), str, n, n)[:] = np.array([f"{split}_{i:07d}" for i in range(n)])
+        stores[variant] = root / f"{variant}.zarr"
+    return stores
+
+
+def write_image_folder(root: Path, images: np.ndarray, n: int, quality: int = 92) -> Path:
+    """An ImageFolder tree root/<class>/<i>.JPEG of `n` (>= 9) files cycling through `images`."""
+    encoded = []
+    for image in images:
+        buf = io.BytesIO()
+        Image.fromarray(image).save(buf, format="JPEG", quality=quality)
+        encoded.append(buf.getvalue())
+    labels = name_rng("gpu_throughput", "jpeg").permutation(np.arange(n) % NUM_CLASSES)  # every class has files
+    for c in range(NUM_CLASSES):
+        (root / f"{c:02d}").mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (root / f"{labels[i]:02d}" / f"{i:07d}.JPEG").write_bytes(encoded[i % len(encoded)])
+    return root
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_steps(batches: Iterable, step: Callable[[Any], Any], warmup: int, steps: int,
+                device: torch.device) -> tuple[list[float], list[float]]:
+    """(seconds waiting for each batch, seconds of each step up to a device synchronisation) of
+    the `steps` steps after `warmup` untimed ones."""
+    iterator = iter(batches)
+    waits, computes = [], []
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        batch = next(iterator)
+        t1 = time.perf_counter()
+        step(batch)
+        _sync(device)
+        if i >= warmup:
+            waits.append(t1 - t0)
+            computes.append(time.perf_counter() - t1)
+    return waits, computes
+
+
+def _peak_memory_mib(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _result(batch: int, waits: list[float], computes: list[float], device: torch.device, **extra) -> dict[str, Any]:
+    total = sum(waits) + sum(computes)
+    return {"batch": batch, "images_per_s": batch * len(computes) / total, "wait_share": sum(waits) / total,
+            "step_ms": 1000 * statistics.median(w + c for w, c in zip(waits, computes)),
+            "peak_mib": _peak_memory_mib(device), **extra}
+
+
+def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_name: str, warmup: int, steps: int,
+                      stream: bool) -> dict[str, Any]:
+    """One method through the trainer's path, in this process: `training.trainer.train`'s
+    ZarrBatches arguments, `build_method`, `setup`, the epoch's augmentation seed and `update` on
+    the batch moved with non_blocking copies, as that loop does."""
+    from training.build import build_method
+    from training.data import ZarrBatches
+    from training.methods import get_method
+
+    device = torch.device(device_name)
+    cfg, experiment, seed = run_cfg["training"], run_cfg["experiment"], run_cfg["seed"]
+    loader_cfg = cfg.get("loader", {})
+    method_cls = get_method(run_cfg["method"])
+    # as train(): the same ZarrBatches arguments
+    batches = ZarrBatches(stores["original"], "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
+                          drop_last=True, read_chunks=loader_cfg.get("read_chunks", 8),
+                          window_reads=loader_cfg.get("window_reads", 2),
+                          in_memory_max_gb=0.0 if stream else loader_cfg.get("in_memory_max_gb", 4.0),
+                          prefetch=loader_cfg.get("prefetch_batches", 2),
+                          fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
+                          pin_memory=device.type == "cuda",
+                          aligned={f: stores[v] for f, v in method_cls.aligned_variants.items()})
+    method = build_method(run_cfg, len(batches.classes), device)
+    method.steps_per_epoch = len(batches)
+    t0 = time.perf_counter()
+    method.setup(batches)
+    _sync(device)
+    setup_s = time.perf_counter() - t0
+    method.train()
+    method.generator.manual_seed(name_seed("augment", experiment, seed, 0))
+    waits, computes = timed_steps(batches.epoch(0),
+                                  lambda b: method.update({k: v.to(device, non_blocking=True) for k, v in b.items()}),
+                                  warmup, steps, device)
+    # whether the split was read into memory (it fit in_memory_max_gb) or streamed: ZarrBatches' cache
+    return _result(cfg["batch_size"], waits, computes, device, setup_s=setup_s,
+                   loader="in memory" if batches._cache is not None else "streaming")
+
+
+def measure_plain(folder: Path, arch: str, batch: int, device_name: str, warmup: int, steps: int, workers: int,
+                  amp: bool, normalize: dict[str, list[float]]) -> dict[str, Any]:
+    """The plain torchvision loop (pytorch/examples' ImageNet script; `amp`: bf16 autocast), in
+    this process."""
+    import torchvision
+    from torchvision import transforms
+
+    device = torch.device(device_name)
+    torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = True
+    size = Image.open(next(folder.rglob("*.JPEG"))).size[0]
+    data = torchvision.datasets.ImageFolder(str(folder), transforms.Compose([
+        transforms.RandomResizedCrop(size), transforms.RandomHorizontalFlip(), transforms.ToTensor(),
+        transforms.Normalize(normalize["mean"], normalize["std"])]))
+    loader = torch.utils.data.DataLoader(data, batch_size=batch, shuffle=True, num_workers=workers,
+                                         pin_memory=device.type == "cuda", drop_last=True)
+    model = getattr(torchvision.models, arch)(num_classes=NUM_CLASSES).to(device)
+    criterion = torch.nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    model.train()
+
+    def step(pair):
+        images, target = pair[0].to(device, non_blocking=True), pair[1].to(device, non_blocking=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            loss = criterion(model(images), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    waits, computes = timed_steps(loader, step, warmup, steps, device)
+    return _result(batch, waits, computes, device, loader=f"DataLoader, {workers} workers")
+
+
+def in_fresh_process(fn: Callable, *args) -> dict[str, Any]:
+    """fn(*args) in a new process (spawned: no CUDA state is inherited; DataLoader workers may fork)."""
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
+
+
+def _arch(run_cfg: dict[str, Any]) -> str:
+    arch = run_cfg["training"]["arch"]
+    biased = run_cfg["method_args"].get("biased_arch")
+    return f"{arch} + {biased}" if biased else arch
+
+
+def goal_lines(results: dict[str, dict[str, Any]]) -> list[str]:
+    """The issue's goals as ratios, each with its verdict."""
+    lines = []
+    plain = {n: r for n, r in results.items() if n in PLAIN}
+    if "erm" in results and plain:
+        best = max(plain, key=lambda n: plain[n]["images_per_s"])
+        ratio = results["erm"]["images_per_s"] / plain[best]["images_per_s"]
+        others = ", ".join(f"{results['erm']['images_per_s'] / r['images_per_s']:.2f}x {n}"
+                           for n, r in plain.items() if n != best)
+        lines.append(f"our ERM / plain loop images/s: {ratio:.2f}x against {best} (the faster plain row"
+                     f"{'; ' + others if others else ''}); goal >= {ERM_OVER_PLAIN}x: "
+                     f"{'met' if ratio >= ERM_OVER_PLAIN else 'NOT met'}")
+    else:
+        lines.append("our ERM / plain loop images/s: n/a (needs erm and plain in --methods)")
+    ours = {n: r for n, r in results.items() if n not in PLAIN}
+    if ours:
+        worst = max(ours, key=lambda n: ours[n]["wait_share"])
+        over = [n for n, r in ours.items() if r["wait_share"] > MAX_WAIT]
+        lines.append(f"data wait share: max {100 * ours[worst]['wait_share']:.1f} % ({worst}); goal <= "
+                     f"{100 * MAX_WAIT:.0f} % for every method: "
+                     + ("met" if not over else f"NOT met ({', '.join(over)})"))
+    if "erm" in results:
+        costs = {n: results["erm"]["images_per_s"] / r["images_per_s"] for n, r in ours.items() if n != "erm"}
+        lines.append("cost relative to ERM (ERM's images/s / the method's): "
+                     + (", ".join(f"{n} {c:.2f}x" for n, c in costs.items()) or "no other method"))
+        if "clad" in costs:
+            lines.append(f"CLAD / ERM: {costs['clad']:.2f}x; goal <= {CLAD_OVER_ERM}x: "
+                         f"{'met' if costs['clad'] <= CLAD_OVER_ERM else 'NOT met'}")
+    return lines
+
+
+def table(results: dict[str, dict[str, Any]], archs: dict[str, str]) -> list[str]:
+    erm = results.get("erm", {}).get("images_per_s")
+    head = (f"{'method':<15} {'network':<20} {'batch':>5} {'images/s':>9} {'step ms':>8} {'data wait':>9} "
+            f"{'peak MiB':>9} {'cost vs ERM':>11}  loader")
+    rows = [head, "-" * len(head)]
+    for name, r in results.items():
+        cost = f"{erm / r['images_per_s']:.2f}x" if erm else "n/a"
+        rows.append(f"{name:<15} {archs[name]:<20} {r['batch']:>5} {r['images_per_s']:>9.1f} {r['step_ms']:>8.0f} "
+                    f"{100 * r['wait_share']:>8.1f}% {r['peak_mib']:>9.0f} {cost:>11}  {r['loader']}")
+    return rows
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="auto", help="auto (cuda if available), cuda or cpu")
+    ap.add_argument("--size", type=int, help="image side (default: 224 on CUDA, 64 on CPU)")
+    ap.add_argument("--batch", type=int, help="one batch size for every row (default: the papers' on CUDA, 8 on CPU)")
+    ap.add_argument("--steps", type=int, help="timed steps per row (default: 30 on CUDA, 2 on CPU)")
+    ap.add_argument("--warmup", type=int, help="untimed steps first (default: 5 on CUDA, 1 on CPU)")
+    ap.add_argument("--methods", help=f"comma-separated, from {', '.join([*CASES, *PLAIN])} "
+                                      "(default: all; plain_amp on CUDA only)")
+    ap.add_argument("--workers", type=int, help="the plain loop's DataLoader workers (default: min(8, cores) on "
+                                                "CUDA, min(2, cores) on CPU)")
+    ap.add_argument("--committee-steps", type=int, help="BiasEnsemble committee steps per member (default: --steps)")
+    ap.add_argument("--photos", type=Path, default=PHOTOS,
+                    help="JPEG photographs for the images (default: the development photos; synthetic renders "
+                         "when absent)")
+    ap.add_argument("--stream", action="store_true",
+                    help="the zarr loader streams shard by shard (in_memory_max_gb = 0), as runs whose data exceed "
+                         "training.loader.in_memory_max_gb do (IN-9 CLAD at 224 px: 16 GB)")
+    args = ap.parse_args(argv)
+    args.device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto"
+                               else args.device)
+    gpu = args.device.type == "cuda"  # CPU: small scale unless told otherwise
+    args.size = args.size or (224 if gpu else 64)
+    args.batch = args.batch or (None if gpu else 8)
+    args.steps = args.steps or (30 if gpu else 2)
+    args.warmup = args.warmup if args.warmup is not None else (5 if gpu else 1)
+    args.workers = args.workers if args.workers is not None else min(8 if gpu else 2, os.cpu_count() or 1)
+    args.methods = args.methods.split(",") if args.methods else [*CASES, "plain", *(["plain_amp"] if gpu else [])]
+    if unknown := [n for n in args.methods if n not in CASES and n not in PLAIN]:
+        raise SystemExit(f"--methods: unknown {unknown}; choose from {', '.join([*CASES, *PLAIN])}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _arguments(argv)
+    device, names, gpu = args.device, args.methods, args.device.type == "cuda"
+    run_cfgs = paper_run_configs([n for n in names if n in CASES], args.batch, args.committee_steps or args.steps)
+    erm_cfg = run_cfgs.get("erm") or paper_run_configs(["erm"], args.batch, 1)["erm"]
+    batches = {n: c["training"]["batch_size"] for n, c in run_cfgs.items()} | {n: erm_cfg["training"]["batch_size"]
+                                                                              for n in names if n in PLAIN}
+    archs = {n: _arch(c) for n, c in run_cfgs.items()} | {n: erm_cfg["training"]["arch"] for n in names if n in PLAIN}
+    dataset = erm_cfg["dataset_config"]  # IN-9 at the papers' scale: its chunk size and image codec
+
+    t_start = time.perf_counter()
+    results: dict[str, dict[str, Any]] = {}
+    failures: dict[str, str] = {}
+    tmp = Path(tempfile.mkdtemp(prefix="gpu_throughput_"))
+    try:
+        n_train = (args.warmup + args.steps + 1) * max(batches.values())  # every row's steps within one epoch
+        pool, source = image_pool(min(256, n_train), args.size, args.photos)
+        stores = write_stores(tmp / "stores", pool, n_train, max(batches.values()), int(dataset["chunk_images"]),
+                              dataset["image_codec"])
+        folder = write_image_folder(tmp / "jpeg", pool, n_train) if set(names) & set(PLAIN) else None
+        print(f"device: {torch.cuda.get_device_name(device) if gpu else 'CPU'}, torch {torch.__version__}, "
+              f"{torch.get_num_threads()} CPU threads; {args.size} px; {args.warmup} warm-up + {args.steps} timed "
+              "steps per row")
+        if not gpu:
+            print(f"CPU small-scale run (size {args.size} px, batch {args.batch or 'the papers'}, timed steps "
+                  f"{args.steps}): a check that every path runs, NOT GPU figures")
+        print(f"images: {source}, cycled; {n_train} training rows per store, the zarr image codec "
+              f"{dataset['image_codec']!r}, JPEG quality 92; plain loader: {args.workers} workers", flush=True)
+        for name in names:
+            try:
+                if name in PLAIN:
+                    results[name] = in_fresh_process(measure_plain, folder, erm_cfg["training"]["arch"], batches[name],
+                                                     str(device), args.warmup, args.steps, args.workers, PLAIN[name],
+                                                     erm_cfg["training"]["normalize"])
+                else:
+                    results[name] = in_fresh_process(measure_workbench, run_cfgs[name], stores, str(device),
+                                                     args.warmup, args.steps, args.stream)
+                print(f"  measured {name}: {results[name]['images_per_s']:.1f} images/s", flush=True)
+            except Exception as exc:  # one row's failure (out of memory) must not lose the others' figures
+                failures[name] = f"{type(exc).__name__}: {exc}"
+                print(f"  {name} FAILED: {failures[name]}", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print("\n".join(table(results, archs)))
+    for name, r in results.items():
+        method_args = run_cfgs.get(name, {}).get("method_args", {})
+        if "committee_size" in method_args:
+            member_steps = method_args["committee_size"] * method_args["committee_steps"]
+            print(f"{name} setup (BiasEnsemble committee: {member_steps} member steps, then scoring every training "
+                  f"row): {r['setup_s']:.1f} s, ~{1000 * r['setup_s'] / member_steps:.0f} ms per member step")
+    rss = "peak RSS of the training process (with the loader's in-memory store copy; DataLoader workers not counted)"
+    print(f"peak memory: {'CUDA max_memory_allocated' if gpu else rss}")
+    print("goals (issue 24):")
+    print("\n".join(f"  {line}" for line in goal_lines(results)))
+    print(f"total time: {time.perf_counter() - t_start:.0f} s")
+    if failures:
+        raise SystemExit(f"failed rows: {', '.join(failures)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""Several processes, one per device (`training.gpus`, started by `python -m torch.distributed.run`),
+with the semantics of PyTorch's DistributedDataParallel: every process holds the same weights,
+reads its own contiguous share of each global batch, and the gradients are averaged across
+processes before every optimiser step, so the global batch and the learning rate are those of one
+device. Per-sample state (loss EMAs, queues) is updated with the rows of every process
+(`gather_rows`), so it stays the same on every process.
+
+Without a process group (one process, the default) every helper here is a no-op and nothing
+changes: `world()` is 1, `gather_rows` returns its input, `all_reduce_mean_` does nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from typing import Iterable
+
+import torch
+import torch.distributed as dist
+import torch.distributed.nn.functional as dist_nn
+import torch.nn as nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+
+def init_from_env() -> None:
+    """Join the process group that `torch.distributed.run` describes in the environment
+    (WORLD_SIZE > 1): NCCL with one GPU per process (cuda:LOCAL_RANK) where CUDA is available,
+    else gloo on the CPU. Without WORLD_SIZE, or where a group already exists (a test's), nothing."""
+    if dist.is_initialized() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
+    else:
+        dist.init_process_group("gloo")
+    atexit.register(dist.destroy_process_group)
+
+
+def world() -> int:
+    """Processes of the initialised process group (1 without one)."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def rank() -> int:
+    """This process's rank (0 without a process group)."""
+    return dist.get_rank() if world() > 1 else 0
+
+
+def is_main() -> bool:
+    """True on the process that writes the run's files (rank 0)."""
+    return rank() == 0
+
+
+def barrier() -> None:
+    """Wait for every process (nothing with one)."""
+    if world() > 1:
+        dist.barrier()
+
+
+@torch.no_grad()
+def gather_rows(x: torch.Tensor) -> torch.Tensor:
+    """Every process's x (B, ...) concatenated in rank order (world B, ...), without gradient; x
+    itself with one process. Each process holds a contiguous share of the global batch
+    (`ZarrBatches(shard=...)`), so the result is the global batch in the one-process order."""
+    if world() == 1:
+        return x
+    boolean = x.dtype == torch.bool
+    x = x.to(torch.uint8) if boolean else x          # gloo gathers no booleans
+    parts = [torch.empty_like(x) for _ in range(world())]
+    dist.all_gather(parts, x.contiguous())
+    out = torch.cat(parts)
+    return out.bool() if boolean else out
+
+
+def own_rows(x: torch.Tensor) -> torch.Tensor:
+    """This process's share of a global-batch tensor x (world B, ...) (the inverse of `gather_rows`)."""
+    return x.chunk(world())[rank()] if world() > 1 else x
+
+
+@torch.no_grad()
+def all_reduce_mean_(params: Iterable[nn.Parameter]) -> None:
+    """Replace each parameter's gradient by its mean over the processes (DistributedDataParallel's
+    all-reduce, in one flat bucket per dtype). A parameter without a gradient on some process
+    counts as zero there; one without a gradient on every process keeps none (Adam skips it, as it
+    would on one device)."""
+    if world() == 1:
+        return
+    params = [p for p in params if p.requires_grad]
+    by_dtype: dict[torch.dtype, list[nn.Parameter]] = {}
+    for p in params:
+        by_dtype.setdefault(p.dtype, []).append(p)
+    for group in by_dtype.values():
+        has = torch.tensor([p.grad is not None for p in group], dtype=group[0].dtype, device=group[0].device)
+        flat = torch.cat([*(p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype,
+                                                                                   device=p.device)
+                            for p in group), has])
+        dist.all_reduce(flat)                       # one call: the gradients and who had one
+        used = flat[-len(group):] > 0
+        offset = 0
+        for p, any_grad in zip(group, used.tolist()):
+            if any_grad:
+                mean = flat[offset:offset + p.numel()].view_as(p).div_(world())
+                if p.grad is None:
+                    p.grad = mean.clone(memory_format=torch.preserve_format)
+                else:
+                    p.grad.copy_(mean)
+            offset += p.numel()
+
+
+@torch.no_grad()
+def broadcast_state_(module: nn.Module) -> None:
+    """Copy rank 0's parameters and buffers to every process (weights start name-seeded and
+    equal anyway; this makes it a guarantee)."""
+    if world() == 1:
+        return
+    for tensor in [*module.parameters(), *module.buffers()]:
+        dist.broadcast(tensor.data, src=0)
+
+
+@torch.no_grad()
+def broadcast_batch_norm_(module: nn.Module) -> None:
+    """Copy rank 0's batch-norm running statistics to every process, after each step: what
+    DistributedDataParallel's `broadcast_buffers` does before each forward. Without it each
+    process's running statistics would follow its own share of the batches, and every use of
+    them on a process (eval-mode scoring, ReBias's fixed G) would differ between processes."""
+    if world() == 1:
+        return
+    stats = [t for m in module.modules() if isinstance(m, _BatchNorm) and m.track_running_stats
+             for t in (m.running_mean, m.running_var)]
+    if not stats:
+        return
+    flat = torch.cat([t.reshape(-1) for t in stats])
+    dist.broadcast(flat, src=0)
+    offset = 0
+    for t in stats:
+        t.copy_(flat[offset:offset + t.numel()].view_as(t))
+        offset += t.numel()
+
+
+class GlobalBatchNorm(_BatchNorm):
+    """Batch norm with the statistics of the global batch (every process's rows), for the devices
+    torch's `nn.SyncBatchNorm` refuses (CPU tensors over gloo). The per-channel sum and count, then
+    the sum of squared deviations, are summed across processes with the differentiable
+    `torch.distributed.nn` all-reduce, so the gradient is that of one batch norm over the global
+    batch (Ioffe & Szegedy 2015, Alg. 1); the running variance is the unbiased one, as in
+    `nn.BatchNorm2d`. In eval mode, or in one process, it is a plain batch norm. Parameters and
+    buffers are those of the batch norm it replaces, so state dicts load either way."""
+
+    def _check_input_dim(self, x: torch.Tensor) -> None:
+        if x.dim() < 2:
+            raise ValueError(f"GlobalBatchNorm expects (N, C, ...) input, got {x.dim()}-D")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or world() == 1:
+            return super().forward(x)
+        self._check_input_dim(x)
+        dims, shape = [0, *range(2, x.dim())], (1, x.shape[1]) + (1,) * (x.dim() - 2)
+        xf = x.float()
+        count = torch.tensor([x.numel() // x.shape[1]], dtype=xf.dtype, device=x.device)
+        totals = dist_nn.all_reduce(torch.cat([xf.sum(dims), count]))            # (C + 1,)
+        n = totals[-1]
+        mean = totals[:-1] / n
+        centred = xf - mean.view(shape)
+        var = dist_nn.all_reduce(centred.square().sum(dims)) / n                 # biased, as BN normalises
+        y = centred * torch.rsqrt(var + self.eps).view(shape)
+        if self.affine:
+            y = y * self.weight.view(shape) + self.bias.view(shape)
+        if self.track_running_stats:
+            with torch.no_grad():
+                self.num_batches_tracked.add_(1)
+                factor = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+                self.running_mean.mul_(1 - factor).add_(mean.detach(), alpha=factor)
+                self.running_var.mul_(1 - factor).add_(var.detach() * n / (n - 1).clamp_min(1), alpha=factor)
+        return y.to(x.dtype)
+
+
+def _global_batch_norm(module: nn.Module) -> nn.Module:
+    """`module` with every batch norm replaced by a `GlobalBatchNorm` that shares its parameters
+    and buffers (the optimiser keeps its references), as `nn.SyncBatchNorm.convert_sync_batchnorm`."""
+    out = module
+    if isinstance(module, _BatchNorm) and not isinstance(module, GlobalBatchNorm):
+        out = GlobalBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
+                              module.track_running_stats)
+        if module.affine:
+            out.weight, out.bias = module.weight, module.bias
+        if module.track_running_stats:
+            out.running_mean, out.running_var = module.running_mean, module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+        out.train(module.training)
+    for name, child in module.named_children():
+        out.add_module(name, _global_batch_norm(child))
+    return out
+
+
+def synchronise_batch_norm(module: nn.Module, on: torch.device) -> nn.Module:
+    """`module` with batch norm over the global batch (`training.sync_bn`): `nn.SyncBatchNorm`
+    on CUDA, `GlobalBatchNorm` elsewhere. Parameters and buffers are shared with the originals."""
+    if on.type == "cuda":
+        return nn.SyncBatchNorm.convert_sync_batchnorm(module)
+    return _global_batch_norm(module)
+
+
+def mean_over_processes(sums: dict[str, float], counts: dict[str, int]) -> dict[str, float]:
+    """{statistic: mean over every logged value of every process} from each process's sums and
+    counts (processes may log different statistics: some are logged only when a batch has rows of
+    a group)."""
+    gathered: list = [None] * world()
+    if world() > 1:
+        dist.all_gather_object(gathered, (sums, counts))
+    else:
+        gathered = [(sums, counts)]
+    total: dict[str, float] = {}
+    n: dict[str, int] = {}
+    for part_sums, part_counts in gathered:
+        for key, value in part_sums.items():
+            total[key] = total.get(key, 0.0) + value
+            n[key] = n.get(key, 0) + part_counts[key]
+    return {k: total[k] / n[k] for k in total}

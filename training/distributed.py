@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import os
+from datetime import timedelta
 from typing import Iterable
 
 import torch
@@ -20,6 +21,12 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
 import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
+
+
+#: how long a rank waits in a collective: the others wait at a barrier while rank 0 alone scores a
+#: run on its test sets (a grid job) or the learning-curve stores, which takes longer than the
+#: default 10 minutes on ImageNet-size stores
+TIMEOUT = timedelta(hours=3)
 
 
 def init_from_env() -> None:
@@ -30,9 +37,9 @@ def init_from_env() -> None:
         return
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
+        dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()), timeout=TIMEOUT)
     else:
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", timeout=TIMEOUT)
     atexit.register(dist.destroy_process_group)
 
 
@@ -108,6 +115,12 @@ def all_reduce_mean_(params: Iterable[nn.Parameter]) -> None:
 
 
 @torch.no_grad()
+def broadcast_tensor_(x: torch.Tensor) -> None:
+    """Rank 0's `x` on every process (nothing with one)."""
+    if world() > 1:
+        dist.broadcast(x.view(torch.uint8) if x.dtype == torch.bool else x, src=0)  # gloo has no bool
+
+
 def broadcast_state_(module: nn.Module) -> None:
     """Copy rank 0's parameters and buffers to every process (weights start name-seeded and
     equal anyway; this makes it a guarantee)."""

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,10 +29,13 @@ IN9_SUBCLASS_COUNTS = (116, 52, 42, 36, 35, 27, 26, 20, 16)
 
 
 def predict_store(predict: Callable[[torch.Tensor], torch.Tensor], store: Path, split: str, batch_size: int,
-                  augmenter: Augmenter, device: torch.device) -> dict[str, np.ndarray]:
-    """{"pred", "labels", "bias_labels"} for every image of `store`/`split`, in store order."""
+                  augmenter: Augmenter, device: torch.device, limit: int | None = None) -> dict[str, np.ndarray]:
+    """{"pred", "labels", "bias_labels"} for every image of `store`/`split` (the first `limit`, if
+    given: smoke mode's `evaluation.max_images`), in store order."""
+    if limit is not None:
+        batch_size = min(batch_size, limit)
     batches = ZarrBatches(store, split, batch_size, shuffle=False, fields=("images", "labels", "bias_labels"),
-                          prefetch=2)
+                          prefetch=2, max_batches=None if limit is None else math.ceil(limit / batch_size))
     out: dict[str, list[np.ndarray]] = {"pred": [], "labels": [], "bias_labels": []}
     for batch in batches.epoch(0):
         out["pred"].append(predict(augmenter.normalize(batch["images"].to(device))).cpu().numpy())
@@ -62,8 +67,8 @@ def severity_rows(result: dict[str, np.ndarray], store: Path, split: str, tags: 
     balanced within each severity), as ImageNet-C's accuracy-vs-severity curves."""
     import zarr
 
-    severity = zarr.open_group(store, mode="r")[split]["severity"][:]
     correct = result["pred"] == result["labels"]
+    severity = zarr.open_group(store, mode="r")[split]["severity"][:len(correct)]  # the rows scored
     return [{**tags, "metric": "severity_accuracy", "severity": int(s), "value": float(100.0 * correct[severity == s].mean()),
              "n": int((severity == s).sum())} for s in np.unique(severity)]
 
@@ -95,14 +100,14 @@ def cell_accuracy_rows(result: dict[str, np.ndarray], tags: dict[str, Any]) -> l
 
 def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[str, Path], split: str,
                   batch_size: int, augmenter: Augmenter, device: torch.device, tags: dict[str, Any],
-                  cells: bool = False) -> list[dict]:
+                  cells: bool = False, limit: int | None = None) -> list[dict]:
     """One tidy row per variant: accuracy (%) and the number of images (and with `cells`, the
     accuracy of every bias x class cell and the `group_metrics`; on cue-conflict variants, the shape bias; on corrupted
     ones, the accuracy per severity); plus the BG-GAP row, acc(MIXED_SAME) - acc(MIXED_RAND),
     when both variants are evaluated."""
     rows, acc = [], {}
     for variant, store in stores.items():
-        result = predict_store(predict, store, split, batch_size, augmenter, device)
+        result = predict_store(predict, store, split, batch_size, augmenter, device, limit)
         acc[variant] = accuracy(result)
         row_tags = {"kind": "eval", **tags, "variant": variant, "split": split}
         rows.append({**row_tags, "metric": "accuracy", "value": acc[variant], "n": int(result["labels"].size)})
@@ -148,7 +153,7 @@ def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, P
     grid_run = "grid" in run_cfg
     tags = {**run_tags(run_cfg), "dataset": run_cfg["dataset"] if grid_run else eval_cfg["dataset"]}
     rows = accuracy_rows(lambda x: method.predict(x).argmax(1), stores, eval_cfg["split"], eval_cfg["batch_size"],
-                         method.augmenter, device, tags, cells=grid_run)
+                         method.augmenter, device, tags, cells=grid_run, limit=eval_cfg.get("max_images"))
     if hasattr(method, "embed") and "original" in stores:  # self-supervised runs: Ge et al. Figs. 2-3
         from .ssl_eval import similarity_rows
 
@@ -193,4 +198,5 @@ def evaluate_imagenet_model(ev: dict[str, Any], stores: dict[str, Path]) -> list
         return in1k_to_in9(net(x), table)
 
     with torch.no_grad():
-        return accuracy_rows(predict, stores, ev["split"], ev["batch_size"], augmenter, device, tags)
+        return accuracy_rows(predict, stores, ev["split"], ev["batch_size"], augmenter, device, tags,
+                             limit=ev.get("max_images"))

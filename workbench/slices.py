@@ -67,7 +67,8 @@ def grid_job_config(config: dict[str, Any], grid: str, experiments: list[str], v
 
 def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
     ev = config["evaluation"]
-    return {"dataset": ev["dataset"], "split": ev["split"], "batch_size": ev["batch_size"]}
+    limit = {"max_images": ev["max_images"]} if ev.get("max_images") else {}  # absent: real runs keep their hash
+    return {"dataset": ev["dataset"], "split": ev["split"], "batch_size": ev["batch_size"], **limit}
 
 
 def official_evaluation_config(config: dict[str, Any]) -> dict[str, Any]:

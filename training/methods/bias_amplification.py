@@ -26,7 +26,8 @@ from pipeline.seeding import name_seed
 
 from ..bias_amplification import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
                                   draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
-from ..distributed import all_reduce_mean_, broadcast_batch_norm_, gather_rows, own_rows, rank
+from ..distributed import (all_reduce_mean_, broadcast_batch_norm_, broadcast_state_, broadcast_tensor_, gather_rows,
+                           own_rows, rank)
 from ..evaluation import accuracy, predict_store
 from ..models import build_network
 from .base import Method
@@ -141,6 +142,7 @@ class LfFBiasEnsemble(LfF):
         best_steps, best_accs = [], []
         for k in range(k_members):
             member = build_network(self.cfg["arch"], self.num_classes, self.cfg).to(device)
+            broadcast_state_(member)  # the same member on every process, not only the same RNG state
             opt = self.make_optimizer(member.parameters())
             best_acc, best_state, best_step = -1.0, None, 0
             member.train()
@@ -173,6 +175,9 @@ class LfFBiasEnsemble(LfF):
                         logits = member(self.augmenter.normalize(batch["images"].to(device))).float()
                     correct_prob[k, index] = F.softmax(logits, 1).gather(1, y[:, None]).squeeze(1)
                     wrong[k, index] = logits.argmax(1) != y
+        # rank 0's scores decide D^A everywhere: a one-ulp kernel difference must not split the ranks
+        broadcast_tensor_(correct_prob)
+        broadcast_tensor_(wrong)
         return correct_prob, wrong, {"committee_best_step_mean": sum(best_steps) / k_members,
                                      "committee_best_step_min": float(min(best_steps)),
                                      "committee_valid_accuracy_mean": sum(best_accs) / k_members}

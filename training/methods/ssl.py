@@ -220,7 +220,7 @@ class MoCoV2(SelfSupervised):
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
-        if train_cfg.get("sync_bn", False) and self.args["shuffle_bn"]:
+        if train_cfg.get("sync_bn", False) and train_cfg.get("gpus", 1) > 1 and self.args["shuffle_bn"]:
             raise ValueError("training.sync_bn: true contradicts MoCo's shuffled batch norm (its key statistics must "
                              "come from another set of images than the queries'): set method_args.shuffle_bn: false "
                              "or training.sync_bn: false for this experiment")

@@ -78,3 +78,24 @@ def debug_batch(method, stores: dict[str, Path], batch_size: int = 6) -> dict:
     loader = ZarrBatches(stores["original"], "train", batch_size, shuffle=True,
                          fields=("images", "labels", "bias_labels", *method.extra_fields), aligned=aligned)
     return next(iter(loader.epoch(0)))
+
+
+#: every paper config, given together on one command line as a user would
+PAPER_CONFIGS = ["config/imagenet9.yaml", "config/biased_mnist_paper.yaml", "config/park_real_data.yaml",
+                 "config/park_ablation.yaml", "config/imagenet100_ssl.yaml"]
+
+
+@pytest.fixture(scope="session")
+def paper_smoke(tmp_path_factory) -> tuple[Path, list[str]]:
+    """Every paper config run end to end in smoke mode on the stand-ins of `tests/standins.py`
+    (the development photos as the IN-9 folder when ../shared is present, drawn pictures
+    otherwise): (the smoke results folder, the snakemake arguments that made it)."""
+    from .standins import write_paper_paths
+    from .test_workflow import snakemake
+
+    root = tmp_path_factory.mktemp("paper")
+    photos = SHARED / "data" / "in9-photos-dev"
+    paths = write_paper_paths(root, photos if photos.exists() else None)
+    args = ["--configfile", *PAPER_CONFIGS, str(paths), "--config", f"results={root / 'results'}"]
+    snakemake("all", "--cores", "2", *args, timeout=1800)
+    return root / "results-smoke", args

@@ -105,6 +105,14 @@ def make_mnist_idx(root: Path, train_per_class: int, test_per_class: int) -> dic
     return out
 
 
+
+def make_places(places: Path, rng: np.random.Generator) -> None:
+    """Places365's four Waterbirds background categories, three noise images each."""
+    for category in ("b/bamboo_forest", "f/forest/broadleaf", "o/ocean", "l/lake/natural"):
+        (places / category).mkdir(parents=True)
+        for k in range(3):
+            cv2.imwrite(str(places / category / f"{k}.jpg"), rng.integers(0, 255, (50, 60, 3), dtype=np.uint8))
+
 def make_cub_places(root: Path, birds_per_species: int = 10) -> dict[str, str]:
     """CUB-200-2011 (images/, images.txt, train_test_split.txt; two water- and two landbird
     species), its segmentations and Places' four background folders; the Waterbirds keys."""
@@ -125,10 +133,7 @@ def make_cub_places(root: Path, birds_per_species: int = 10) -> dict[str, str]:
             split.append(f"{len(split) + 1} {int(k < birds_per_species * 7 // 10)}")
     (cub / "images.txt").write_text("\n".join(lines) + "\n")
     (cub / "train_test_split.txt").write_text("\n".join(split) + "\n")
-    for category in ("b/bamboo_forest", "f/forest/broadleaf", "o/ocean", "l/lake/natural"):
-        (places / category).mkdir(parents=True)
-        for k in range(3):
-            cv2.imwrite(str(places / category / f"{k}.jpg"), rng.integers(0, 255, (50, 60, 3), dtype=np.uint8))
+    make_places(places, rng)
     return {"cub_root": str(cub), "segmentations": str(seg), "places_root": str(places)}
 
 
@@ -205,6 +210,25 @@ def make_imagenet_tree(root: Path, photos: Path | None, classes_with_images: int
     return root
 
 
+def make_official_folder(root: Path, size: int = 40) -> None:
+    """The released Background Challenge test folder (`<variant>/val/<NN_class>/*`): two variants, two
+    classes, three images each (one a broken link in mixed_next)."""
+    rng = np.random.default_rng(0)
+    for variant in ("original", "mixed_next"):
+        for cls in IN9_CLASSES[:2]:
+            d = root / variant / "val" / cls
+            d.mkdir(parents=True)
+            for i in range(3):
+                cv2.imwrite(str(d / f"n0000_{i}.JPEG"), rng.integers(0, 256, (size, size, 3), dtype=np.uint8))
+    (root / "mixed_next" / "val" / IN9_CLASSES[1] / "n0000_2.JPEG").unlink()
+    (root / "mixed_next" / "val" / IN9_CLASSES[1] / "n0000_2.JPEG").symlink_to(root / "gone.JPEG")
+
+
+def official_cfg(root: Path, size: int = 32) -> dict:
+    return {"family": "bg_challenge", "root": str(root), "classes": IN9_CLASSES, "image_size": size, "chunk_images": 4,
+            "variants": ["original", "mixed_next"]}
+
+
 def write_paper_paths(root: Path, photos: Path | None) -> Path:
     """Every stand-in the paper configs (config/imagenet9.yaml, biased_mnist_paper.yaml,
     park_real_data.yaml, imagenet100_ssl.yaml) point at, built under `root`, and `root/paths.yaml` filling their FILL ME
@@ -218,6 +242,7 @@ def write_paper_paths(root: Path, photos: Path | None) -> Path:
     sha = make_resnet50_weights(weights)
     mnist = make_mnist_idx(root / "mnist", 20, 10)
     imagenet = make_imagenet_tree(root / "imagenet", photos)
+    make_official_folder(root / "bg_challenge_release")
     paths = {
         "smoke": True,
         "datasets": {
@@ -228,12 +253,14 @@ def write_paper_paths(root: Path, photos: Path | None) -> Path:
             "waterbirds": make_cub_places(root / "waterbirds"),
             "bffhq": {"root": make_release(root / "bffhq", [0.5, 1, 2, 5], 2)},
             "bar": {"root": make_release(root / "bar", [1, 5], 6)},
+            "official": official_cfg(root / "bg_challenge_release", size=224),
             "imagenet100": {"source": {"imagenet_subset": {"root": str(imagenet)}},
                             "external": {"imagenet_sketch": str(imagenet / "sketch"),
                                          "imagenet_r": str(imagenet / "imagenet-r")},
                             "stylized": {"styles": {"root": str(imagenet / "paintings")}}},
         },
         "training": {"pretrained": str(weights), "pretrained_sha256": sha},
+        "evaluation": {"official_dataset": "official"},
         "analyses": {"texture": {"vgg": str(packaged_weights("vgg_normalised.pth"))}},
     }
     out = root / "paths.yaml"

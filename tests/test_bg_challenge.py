@@ -5,33 +5,14 @@ import copy
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import zarr
-from PIL import Image
 
 from pipeline.datasets import get_family
 from workbench.config import ConfigError, resolve_config
 
 from .conftest import CLASSES
-
-
-def make_official_folder(root: Path, size: int = 40) -> None:
-    """Two variants, two classes, three images each (one a broken link in mixed_next)."""
-    rng = np.random.default_rng(0)
-    for variant in ("original", "mixed_next"):
-        for cls in CLASSES[:2]:
-            d = root / variant / "val" / cls
-            d.mkdir(parents=True)
-            for i in range(3):
-                Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8)).save(d / f"n0000_{i}.JPEG")
-    (root / "mixed_next" / "val" / CLASSES[1] / "n0000_2.JPEG").unlink()
-    (root / "mixed_next" / "val" / CLASSES[1] / "n0000_2.JPEG").symlink_to(root / "gone.JPEG")
-
-
-def official_cfg(root: Path, size: int = 32) -> dict:
-    return {"family": "bg_challenge", "root": str(root), "classes": CLASSES, "image_size": size, "chunk_images": 4,
-            "variants": ["original", "mixed_next"]}
+from .standins import make_official_folder, official_cfg
 
 
 def test_released_images_become_a_store_with_their_background_labels(tmp_path):

@@ -15,6 +15,8 @@ from pipeline.datasets import get_family
 from pipeline.errors import PipelineError
 from pipeline.waterbirds import is_waterbird
 
+from .standins import make_places
+
 SPECIES = ["045.Northern_Fulmar", "059.California_Gull", "118.House_Sparrow", "160.Black_throated_Blue_Warbler"]
 
 
@@ -37,10 +39,7 @@ def _fake_folders(root: Path) -> dict:
             split.append(f"{idx} {int(k < 7)}")
     (cub / "images.txt").write_text("\n".join(lines) + "\n")
     (cub / "train_test_split.txt").write_text("\n".join(split) + "\n")
-    for category in ("b/bamboo_forest", "f/forest/broadleaf", "o/ocean", "l/lake/natural"):
-        (places / category).mkdir(parents=True)
-        for k in range(3):
-            cv2.imwrite(str(places / category / f"{k}.jpg"), rng.integers(0, 255, (50, 60, 3), dtype=np.uint8))
+    make_places(places, rng)
     return {"family": "waterbirds", "cub_root": str(cub), "segmentations": str(seg), "places_root": str(places),
             "conflict_percents": [50], "val_fraction": 0.2, "image_size": 32, "chunk_images": 16}
 

@@ -1,5 +1,5 @@
-"""The Snakefile end to end on a tiny config, what a config edit reruns, one-target
-regeneration, and the dry-run graphs of the default, real-data and SLURM configurations."""
+"""What a config edit reruns and one-target regeneration (on the paper configs' smoke run,
+`conftest.paper_smoke`), and the dry-run graphs of the default, real-data and SLURM configurations."""
 
 import json
 import re
@@ -10,8 +10,7 @@ import sys
 import pytest
 import torch
 
-from .conftest import ROOT, SHARED
-from .test_bg_challenge import make_official_folder, official_cfg
+from .conftest import ROOT
 from .test_generation import store_digest
 
 
@@ -36,110 +35,52 @@ def job_blocks(output: str) -> list[tuple[str, str]]:
     return re.findall(r"^(?:rule|checkpoint|localrule) (\w+):\n(?:    .*\n)*?    resources: (.*)$", output, re.M)
 
 
-VGG = SHARED / "models" / "vgg_normalised.pth"
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """The tiny workflow; with the shared VGG weights also ReBias Table 2's texture analysis."""
-    results = tmp_path_factory.mktemp("wf") / "results"
-    make_official_folder(results.parent / "bg_challenge")  # the released test images, scored as they are
-    official = results.parent / "official.yaml"
-    official.write_text(json.dumps({"datasets": {"official": official_cfg(results.parent / "bg_challenge")},
-                                    "evaluation": {"official_dataset": "official"}}))
-    configs = ["tests/data/tiny.yaml", str(official)]
-    if VGG.exists():
-        extra = results.parent / "texture.yaml"
-        extra.write_text(f"analyses: {{texture: {{vgg: {str(VGG)!r}}}}}\n")
-        configs.append(str(extra))
-    snakemake("all", "--cores", "2", "--configfile", *configs, "--config", f"results={results}")
-    TINY_CONFIGS[:] = configs
-    return results
-
-
-TINY_CONFIGS: list[str] = []  # the config files the tiny run was made with
-
-
-def test_tiny_workflow_produces_the_report(tiny_run):
-    report = (tiny_run / "report" / "report.md").read_text()
-    assert "Table 2" in report and "Base (IN9)" in report and "Base (MR)" in report and "(paper)" in report
-    for section in ("| CLAD+ |", "| CLAD (Trivial) |", "Table 3", "Table 4", "Table 5", "Table 6", "Fig. 6", "Fig. 7",
-                    "Fig. 8", "BG-GAP of Base (IN9)", "Capability check: Base (MR) reaches",
-                    "masks under 10 % of their box", "Background Challenge, official test images"):
-        assert section in report, section
-    for section in ("Table 1 – rebias_mnist", "| ρ = 0.997 (paper) |", "Does ReBias beat Vanilla on unbiased accuracy",
-                    "Capability check: Vanilla reaches",
-                    "Fig. 3 – rebias_mnist", "Fig. 4 – rebias_mnist"):
-        assert section in report, section
-    for name in ("report.html", "metrics.csv", "fig5_mixed_same_vs_rand.png", "variant_grid.png",
-                 "segmentation_quality.png", "fig6_saliency.png", "fig7_lambda.png", "fig8_queue_size.png",
-                 "fig3_rebias_mnist_cells.png", "fig4_rebias_mnist_curves.png"):
-        assert (tiny_run / "report" / name).stat().st_size > 0
-    assert (tiny_run / "runs" / "base_mr" / "seed0" / "eval.jsonl").exists()
-    official = report[report.index("official test images"):]
-    assert next(line for line in official.splitlines() if line.startswith("| Base (MR) |"))
-    assert (tiny_run / "runs" / "clad_lambda_0p5" / "seed0" / "model.pt").exists()
-    assert not (tiny_run / "runs" / "clad_queue_size_32").exists()  # the base run is reused
-    # every method of the grid, on every train variant, in one job per (variant, seed)
-    for method in ("vanilla", "biased", "hex", "learned_mixin", "rubi", "rebias"):
-        for variant in ("rho_0.99", "rho_0.997"):
-            assert (tiny_run / "runs" / f"rebias_mnist_{method}_{variant}" / "seed0" / "eval.jsonl").exists()
-
-
-def test_tiny_workflow_rebias_table2_on_images(tiny_run):
-    report = (tiny_run / "report" / "report.md").read_text()
-    table = report[report.index("Table 2 (ReBias)"):]
-    rebias_row = next(line for line in table.splitlines() if line.startswith("| ReBias |"))
-    biased, unbiased = rebias_row.split("|")[2:4]
-    assert float(biased) >= 0
-    if not VGG.exists():
-        pytest.skip(f"{VGG} is absent: the texture-cluster column needs the shared VGG weights")
-    assert 0 <= float(unbiased) <= 100
-    assert (tiny_run / "analysis" / "texture.jsonl").stat().st_size > 0
-
-
-def test_a_report_key_reruns_only_the_report(tiny_run, tmp_path):
-    base = ["-n", "all", "--cores", "2", "--configfile", *TINY_CONFIGS]
-    assert planned(snakemake(*base, "--config", f"results={tiny_run}")) == {}
+def test_a_report_key_reruns_only_the_report(paper_smoke, tmp_path):
+    results, args = paper_smoke
+    assert planned(snakemake("-n", "all", "--cores", "2", *args)) == {}
     edit = tmp_path / "report.yaml"
     edit.write_text("report: {grid_images: 3}\n")
-    assert planned(snakemake(*base, str(edit), "--config", f"results={tiny_run}")) == {"report": 1, "all": 1}
+    configs, rest = args[:args.index("--config")], args[args.index("--config"):]
+    assert planned(snakemake("-n", "all", "--cores", "2", *configs, str(edit), *rest)) == {"report": 1, "all": 1}
 
 
-def test_a_stylization_edit_remakes_only_the_stylized_store_and_the_runs_reading_it(tiny_run, tmp_path):
-    """alpha of Stylized IN-9: its shards and gather rerun, the runs trained on it or reading it
-    (Base (SIN9), S-CLAD, S-CLAD+) retrain, every model is rescored (the test set changed); the
-    segmentation, the other variants and the other runs are untouched."""
-    args = ["all", "--cores", "2", "--configfile", *TINY_CONFIGS]
-    assert planned(snakemake("-n", *args, "--config", f"results={tiny_run}")) == {}  # runs before any real edit
+def test_a_stylization_edit_remakes_only_the_stylized_store_and_the_runs_reading_it(paper_smoke, tmp_path):
+    """alpha of Stylized IN-9: its shard and gather rerun, the runs trained on it or reading it
+    (Base (SIN9), S-CLAD, S-CLAD+) retrain, every IN-9 model is rescored (the test set changed);
+    the segmentation, the other variants, ImageNet-100 and the other runs are untouched."""
+    results, args = paper_smoke
     edit = tmp_path / "stylized.yaml"
     edit.write_text("datasets: {in9: {stylized: {alpha: 0.5}}}\n")
-    jobs = planned(snakemake("-n", *args, str(edit), "--config", f"results={tiny_run}"))
-    assert jobs["in9_stylized_shard"] == 6 and jobs["in9_derived"] == 1 and jobs["train"] == 3
-    assert not {"in9_segment_shard", "in9_segment", "in9_variant", "in9_texture_shard"} & set(jobs)
+    configs, rest = args[:args.index("--config")], args[args.index("--config"):]
+    jobs = planned(snakemake("-n", "all", "--cores", "2", *configs, str(edit), *rest))
+    assert jobs["in9_stylized_shard"] == 1 and jobs["in9_derived"] == 1 and jobs["train"] == 3
+    assert not {"in9_segment_shard", "in9_segment", "in9_variant", "in9_texture_shard", "in9_external"} & set(jobs)
 
 
-def test_one_experiments_optimiser_reruns_exactly_its_runs_and_their_readers(tiny_run, tmp_path):
+def test_one_experiments_optimiser_reruns_exactly_its_runs_and_their_readers(paper_smoke, tmp_path):
+    results, args = paper_smoke
     edit = tmp_path / "optimiser.yaml"
     edit.write_text("experiments: {base_in9: {method: erm, dataset: in9, train_variant: original, label: Base (IN9),"
                     " training: {optimizer: {name: sgd, lr: 0.5}}}}\n")
-    args = ["all", "--cores", "2", "--configfile", *TINY_CONFIGS, str(edit), "--config", f"results={tiny_run}"]
+    configs, rest = args[:args.index("--config")], args[args.index("--config"):]
+    args = ["all", "--cores", "2", *configs, str(edit), *rest]
     assert planned(snakemake("-n", *args)) == {"train": 1, "evaluate": 1, "evaluate_official": 1, "analysis": 2,
                                                "analysis_saliency": 1, "report": 1, "all": 1}
-    model = tiny_run / "runs" / "base_in9" / "seed0" / "model.pt"
-    before = torch.load(model)
+    model = results / "runs" / "base_in9" / "seed0" / "model.pt"
+    before = torch.load(model, weights_only=False)
     snakemake(*args)
-    after = torch.load(model)
+    after = torch.load(model, weights_only=False)
     assert {k: after["run_config"]["training"]["optimizer"][k] for k in ("name", "lr")} == {"name": "sgd", "lr": 0.5}
     assert not torch.equal(before["state_dict"]["network.head.weight"], after["state_dict"]["network.head.weight"])
     assert planned(snakemake("-n", *args)) == {}
 
 
-def test_one_variant_regenerates_byte_identical(tiny_run):
-    store = tiny_run / "datasets" / "in9" / "mixed_rand.zarr"
+def test_one_variant_regenerates_byte_identical(paper_smoke):
+    results, args = paper_smoke
+    store = results / "datasets" / "in9" / "mixed_rand.zarr"
     before = store_digest(store)
     shutil.rmtree(store)
-    snakemake(str(store), "--cores", "1", "--configfile", "tests/data/tiny.yaml", "--config", f"results={tiny_run}")
+    snakemake(str(store), "--cores", "1", *args)
     assert store_digest(store) == before
 
 

@@ -10,6 +10,8 @@ Each `*_rows` function returns tidy rows (kind "analysis") for the report.
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -67,8 +69,12 @@ def foreground_share(saliency: np.ndarray, masks: np.ndarray) -> np.ndarray:
     return inside / np.maximum(mass, 1e-12)
 
 
-def _batches(store: Path, split: str, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-    return ZarrBatches(store, split, batch_size, shuffle=False, fields=("images", "labels")).epoch(0)
+def _batches(store: Path, split: str, batch_size: int, limit: int | None) -> Iterator[dict[str, torch.Tensor]]:
+    """The images of `store`/`split` in order (the first `limit`: smoke mode's `evaluation.max_images`)."""
+    if limit is not None:
+        batch_size = min(batch_size, limit)
+    return ZarrBatches(store, split, batch_size, shuffle=False, fields=("images", "labels"),
+                       max_batches=None if limit is None else math.ceil(limit / batch_size)).epoch(0)
 
 
 def _check_same_images(a: Path, b: Path, split: str) -> None:
@@ -87,12 +93,14 @@ def consistency_rows(model_paths: list[Path], config: dict[str, Any], stores: di
     """Table 3 for every model: mean feature similarity and decision consistency between the
     ORIGINAL and MIXED_RAND versions of each validation image."""
     split, bs, device = config["evaluation"]["split"], config["evaluation"]["batch_size"], pick_device()
+    limit = config["evaluation"].get("max_images")
     _check_same_images(stores["original"], stores["mixed_rand"], split)
     rows = []
     for path in model_paths:
         method, state = load_trained(path, device)
         sims, preds_a, preds_b = [], [], []
-        for ba, bb in zip(_batches(stores["original"], split, bs), _batches(stores["mixed_rand"], split, bs)):
+        pairs = zip(_batches(stores["original"], split, bs, limit), _batches(stores["mixed_rand"], split, bs, limit))
+        for ba, bb in pairs:
             xa, xb = (method.augmenter.normalize(b["images"].to(device)) for b in (ba, bb))
             sims.append(feature_similarity(method.features(xa).cpu().numpy(), method.features(xb).cpu().numpy()))
             preds_a.append(method.predict(xa).argmax(1).cpu().numpy())
@@ -109,6 +117,7 @@ def fivecrop_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[
     """Table 6 for every model: accuracy (%) on whole ORIGINAL images, on each corner crop, and
     the drop = whole - mean over the four corners."""
     split, bs, device = config["evaluation"]["split"], config["evaluation"]["batch_size"], pick_device()
+    limit = config["evaluation"].get("max_images")
     fraction = config["fivecrop_fraction"]
     names = ["top_left", "top_right", "bottom_left", "bottom_right"]
     rows = []
@@ -116,7 +125,7 @@ def fivecrop_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[
         method, state = load_trained(path, device)
         correct = {k: 0 for k in ["whole", *names]}
         n = 0
-        for batch in _batches(stores["original"], split, bs):
+        for batch in _batches(stores["original"], split, bs, limit):
             x, y = method.augmenter.normalize(batch["images"].to(device)), batch["labels"].to(device)
             correct["whole"] += int((method.predict(x).argmax(1) == y).sum())
             for name, crop in zip(names, corner_crops(x, fraction)):

@@ -80,7 +80,8 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     if config.get("smoke"):
         doc.para("**Smoke run** (`smoke: true`, workbench/smoke.py): every configured run at its real shapes with "
                  "counts shrunk to a few images, one seed and one short epoch. It shows that the workflow runs; "
-                 "its numbers are not results.")
+                 "its numbers are not results, and the capability checks and verdicts below, computed as in a "
+                 "real run, rest on a handful of images each: read none of them.")
     ds = config["datasets"][config["evaluation"]["dataset"]]
     n_seeds = len(config["seeds"])
     doc.para(f"Data source: `{ds['source']['kind']}`, {ds['image_size']}×{ds['image_size']} px, "

@@ -157,7 +157,8 @@ def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, P
     if hasattr(method, "embed") and "original" in stores:  # self-supervised runs: Ge et al. Figs. 2-3
         from .ssl_eval import similarity_rows
 
-        rows += similarity_rows(method, stores, eval_cfg["split"], eval_cfg["batch_size"], device, tags)
+        rows += similarity_rows(method, stores, eval_cfg["split"], eval_cfg["batch_size"], device, tags,
+                                eval_cfg.get("max_images"))
     return rows
 
 

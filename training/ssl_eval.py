@@ -9,6 +9,8 @@ Fig. 2 measures on the training images; this runs on the evaluation split."""
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +26,15 @@ PAIRS = ("positive", "standard_negative", "patch_negative", "texture_negative")
 
 @torch.no_grad()
 def similarity_rows(method, stores: dict[str, Path], split: str, batch_size: int, device: torch.device,
-                    tags: dict[str, Any]) -> list[dict]:
+                    tags: dict[str, Any], limit: int | None = None) -> list[dict]:
     """One row per pair kind: metric "similarity", variant = the pair, value = mean cosine similarity
-    over the `split` images of stores["original"] (the texture pair only when stores has "texture")."""
+    over the `split` images of stores["original"] (the first `limit`, if given: smoke mode's
+    `evaluation.max_images`; the texture pair only when stores has "texture")."""
     aligned = {"textures": stores["texture"]} if "texture" in stores else {}
-    batches = ZarrBatches(stores["original"], split, batch_size, shuffle=False, fields=("images",), aligned=aligned)
+    if limit is not None:
+        batch_size = min(batch_size, limit)
+    batches = ZarrBatches(stores["original"], split, batch_size, shuffle=False, fields=("images",), aligned=aligned,
+                          max_batches=None if limit is None else math.ceil(limit / batch_size))
     g = torch.Generator().manual_seed(name_seed("similarity", tags["experiment"], tags["seed"]))
     sums = {pair: 0.0 for pair in PAIRS}
     n = 0

@@ -17,15 +17,15 @@ from typing import Any
 
 from training.methods import spec as method_spec
 
-#: the smallest batch every method accepts (MoCo's 8 shuffled-BN splits must divide it; the
-#: unbiased HSIC estimator needs 4)
-BATCH = 8
+#: the smallest batch every method accepts: the unbiased HSIC estimator needs 4 rows (MoCo's
+#: shuffled-BN splits go down to 2 to divide it)
+BATCH = 4
 STEPS_PER_EPOCH = 1
 #: images per class and split read from a folder source (IN-9 folder, ImageNet, ImageNet-100); 2 val
 #: images per class, so that Mixed-Same / Mixed-Rand find a background in every class
 FOLDER_IMAGES_PER_CLASS = {"train": 2, "val": 2}
 #: images scored per test store (a 224-px ResNet-50 scores about 7 images/s on one core)
-EVAL_IMAGES = 4
+EVAL_IMAGES = 2
 #: synthetic IN-9: the schema's minimum per class
 SYNTHETIC_PER_CLASS = 2
 #: method arguments that count steps or epochs -> their smoke value (a function of the configured one)
@@ -36,6 +36,7 @@ METHOD_COUNTS = {
     "t1": lambda v: 0,                          # Park et al.: both phases start inside the smoke run
     "t2": lambda v: 0,
     "g_pretrain_epochs": lambda v: min(v, 0.5),  # ReBias' LearnedMixin: G alone, then F and G
+    "bn_splits": lambda v: 2,                   # MoCo's shuffled BN: 2 sub-batches of 2 (BATCH = 4)
     "probe_epochs": lambda v: 1,
     "probe_milestones": lambda v: [],
 }
@@ -72,7 +73,7 @@ def apply_smoke(config: dict[str, Any]) -> dict[str, Any]:
     for dataset in out["datasets"].values():
         _shrink_dataset(dataset)
     saliency = out["analyses"]["saliency"]
-    saliency.update(images=min(saliency["images"], 9), samples=min(saliency["samples"], 2),
+    saliency.update(images=min(saliency["images"], 4), samples=min(saliency["samples"], 2),
                     figure_images=min(saliency["figure_images"], 2))
     texture = out["analyses"]["texture"]
     texture.update(seeds=texture["seeds"][:1], min_population=0)

@@ -78,6 +78,7 @@ def experiment_eval_dataset(experiment):
 # the runs of the main evaluation dataset: the analyses, the official test images and the main tables
 MAIN_EXPERIMENTS = [e for e in EXPERIMENTS if experiment_eval_dataset(e) == EVAL_DATASET]
 
+
 def run_evaluation(experiment):
     """(config slice, stores) of the `evaluate` job of `experiment`'s runs: `evaluation.dataset`'s
     stores, or its `eval_dataset`'s (the slice then names that dataset: the rows are tagged with it)."""
@@ -180,6 +181,11 @@ def grid_stores(grid_name, variant):
     tests = test_sets(config, grid["dataset"], variant)
     return {"train": variant_store(grid["dataset"], variant),
             **{name: variant_store(grid["dataset"], v) for name, v in tests.items()}}
+
+
+def train_runs(wildcards):
+    """The run config of a `train` job (one run), as `res.training` / `res.gpus` take them."""
+    return [run_config(config, wildcards.experiment, int(wildcards.seed))]
 
 
 def grid_job(grid_name, variant, seed):

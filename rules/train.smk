@@ -12,11 +12,10 @@ rule train:
         run_dir=lambda wc: f"{R}/runs/{wc.experiment}/seed{wc.seed}",
         aligned=aligned_args,
         # `training.gpus` N > 1: torchrun with N processes of THREADS threads each (res.launcher)
-        py=lambda wc: res.launcher(PY, res.gpus([run_config(config, wc.experiment, int(wc.seed))]), THREADS),
-    threads: lambda wc: THREADS * res.gpus([run_config(config, wc.experiment, int(wc.seed))])
+        py=lambda wc: res.launcher(PY, res.gpus(train_runs(wc)), THREADS),
+    threads: lambda wc: THREADS * res.gpus(train_runs(wc))
     resources:
-        **res.rule_resources(config, True, lambda wc: res.training([run_config(config, wc.experiment, int(wc.seed))]),
-                             lambda wc: res.gpus([run_config(config, wc.experiment, int(wc.seed))])),
+        **res.rule_resources(config, True, lambda wc: res.training(train_runs(wc)), lambda wc: res.gpus(train_runs(wc))),
     conda:
         "../envs/workbench.yaml"
     log:

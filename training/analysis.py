@@ -10,8 +10,6 @@ Each `*_rows` function returns tidy rows (kind "analysis") for the report.
 
 from __future__ import annotations
 
-import math
-
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,7 +21,7 @@ import zarr
 from pipeline.seeding import name_seed
 
 from .build import pick_device
-from .data import ZarrBatches
+from .data import ZarrBatches, first_rows
 from .evaluation import load_trained, run_tags
 from .methods.base import Method
 
@@ -71,10 +69,8 @@ def foreground_share(saliency: np.ndarray, masks: np.ndarray) -> np.ndarray:
 
 def _batches(store: Path, split: str, batch_size: int, limit: int | None) -> Iterator[dict[str, torch.Tensor]]:
     """The images of `store`/`split` in order (the first `limit`: smoke mode's `evaluation.max_images`)."""
-    if limit is not None:
-        batch_size = min(batch_size, limit)
-    return ZarrBatches(store, split, batch_size, shuffle=False, fields=("images", "labels"),
-                       max_batches=None if limit is None else math.ceil(limit / batch_size)).epoch(0)
+    batches = ZarrBatches(store, split, shuffle=False, fields=("images", "labels"), **first_rows(batch_size, limit))
+    return batches.epoch(0)
 
 
 def _check_same_images(a: Path, b: Path, split: str) -> None:

@@ -157,6 +157,15 @@ class ZarrBatches:
         return out
 
 
+def first_rows(batch_size: int, limit: int | None) -> dict[str, int | None]:
+    """`ZarrBatches` arguments that read the first `limit` rows in order (whole batches, so exactly
+    `limit` when it is at most `batch_size`; every row with None): smoke mode's `evaluation.max_images`."""
+    if limit is None:
+        return {"batch_size": batch_size, "max_batches": None}
+    batch_size = min(batch_size, limit)
+    return {"batch_size": batch_size, "max_batches": math.ceil(limit / batch_size)}
+
+
 def share(n: int, shard: tuple[int, int] | None) -> slice:
     """The contiguous block of a global batch of n rows that process `rank` of `world` (`shard`)
     trains on (`np.array_split`'s blocks); every row without a shard. Every process draws the

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import math
-
 from pathlib import Path
 from typing import Any, Callable
 
@@ -14,7 +12,7 @@ import torch
 from pipeline.sources.imagenet import load_in1k_to_in9
 
 from .build import build_method, pick_device
-from .data import Augmenter, ZarrBatches
+from .data import Augmenter, ZarrBatches, first_rows
 from .methods.base import Method
 
 #: variants whose val images are cue-conflict images (shape of the label's class, texture of the
@@ -32,10 +30,8 @@ def predict_store(predict: Callable[[torch.Tensor], torch.Tensor], store: Path, 
                   augmenter: Augmenter, device: torch.device, limit: int | None = None) -> dict[str, np.ndarray]:
     """{"pred", "labels", "bias_labels"} for every image of `store`/`split` (the first `limit`, if
     given: smoke mode's `evaluation.max_images`), in store order."""
-    if limit is not None:
-        batch_size = min(batch_size, limit)
-    batches = ZarrBatches(store, split, batch_size, shuffle=False, fields=("images", "labels", "bias_labels"),
-                          prefetch=2, max_batches=None if limit is None else math.ceil(limit / batch_size))
+    batches = ZarrBatches(store, split, shuffle=False, fields=("images", "labels", "bias_labels"), prefetch=2,
+                          **first_rows(batch_size, limit))
     out: dict[str, list[np.ndarray]] = {"pred": [], "labels": [], "bias_labels": []}
     for batch in batches.epoch(0):
         out["pred"].append(predict(augmenter.normalize(batch["images"].to(device))).cpu().numpy())

@@ -9,8 +9,6 @@ Fig. 2 measures on the training images; this runs on the evaluation split."""
 
 from __future__ import annotations
 
-import math
-
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ import torch.nn.functional as F
 
 from pipeline.seeding import name_seed
 
-from .data import ZarrBatches
+from .data import ZarrBatches, first_rows
 
 PAIRS = ("positive", "standard_negative", "patch_negative", "texture_negative")
 
@@ -31,10 +29,8 @@ def similarity_rows(method, stores: dict[str, Path], split: str, batch_size: int
     over the `split` images of stores["original"] (the first `limit`, if given: smoke mode's
     `evaluation.max_images`; the texture pair only when stores has "texture")."""
     aligned = {"textures": stores["texture"]} if "texture" in stores else {}
-    if limit is not None:
-        batch_size = min(batch_size, limit)
-    batches = ZarrBatches(stores["original"], split, batch_size, shuffle=False, fields=("images",), aligned=aligned,
-                          max_batches=None if limit is None else math.ceil(limit / batch_size))
+    batches = ZarrBatches(stores["original"], split, shuffle=False, fields=("images",), aligned=aligned,
+                          **first_rows(batch_size, limit))
     g = torch.Generator().manual_seed(name_seed("similarity", tags["experiment"], tags["seed"]))
     sums = {pair: 0.0 for pair in PAIRS}
     n = 0

@@ -61,8 +61,8 @@ import yaml
 import zarr
 from PIL import Image
 
+from core.seeding import name_rng, name_seed
 from pipeline.imageio import load_rgb
-from pipeline.seeding import name_rng, name_seed
 from pipeline.sources.synthetic import render_sample
 from pipeline.store import create_array
 from workbench.config import deep_merge, resolve_config

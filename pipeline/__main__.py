@@ -12,8 +12,9 @@ import json
 import sys
 from pathlib import Path
 
+from core.errors import PipelineError
+
 from .datasets import get_family
-from .errors import PipelineError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from .errors import PipelineError
-from .store import file_digest
+from core.errors import PipelineError
+from core.provenance import file_digest
 
 VGG_MD5 = "bb6e9a222ef3630ff734596f29ad8d20"
 DECODER_MD5 = "39ba6997862b132303bb278f78664077"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .errors import SkipItem
+from core.errors import SkipItem
 
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1 in pixels, x1/y1 exclusive
 

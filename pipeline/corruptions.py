@@ -20,8 +20,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from .errors import PipelineError, SkipItem
-from .seeding import name_seed
+from core.errors import PipelineError, SkipItem
+from core.seeding import name_seed
 
 #: the corruptions whose functions take their own seed rather than numpy's global one
 OWN_SEED = ("impulse_noise", "glass_blur")

@@ -27,11 +27,14 @@ import cv2
 import numpy as np
 import zarr
 
+from core.atomic import atomic_path, write_json
+from core.errors import SkipItem
+from core.provenance import code_version, config_hash
+from core.seeding import name_rng, name_seed
+
 from .corruptions import assign_pairs, check_work_size, corrupt_image, corruption_names
-from .errors import SkipItem
 from .parallel import run_blocks, worker_setup
-from .seeding import name_rng, name_seed
-from .store import atomic_path, code_version, config_hash, create_array, write_json
+from .store import create_array
 
 DERIVED = ("stylized", "texture", "corrupted")
 #: per-image arrays a kind stores beside images, labels, bias labels and ids

@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from .errors import SkipItem
+from core.errors import SkipItem
 
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 

@@ -22,15 +22,18 @@ import numpy as np
 import zarr
 from PIL import Image
 
+from core.atomic import atomic_path, write_json
+from core.errors import SkipItem
+from core.provenance import code_version, config_hash
+from core.seeding import name_seed
+
 from . import variants
 from .annotations import read_voc_boxes
-from .errors import SkipItem
 from .imageio import load_rgb, resize_square
 from .parallel import run_blocks, worker_setup
-from .seeding import name_seed
 from .segmentation import boxes_mask, fallback_box, make_segmenter
 from .sources import SourceItem
-from .store import atomic_path, code_version, config_hash, create_array, write_json
+from .store import create_array
 
 IMAGE_ARRAYS = ("images", "bg_t", "masks", "box_masks")
 

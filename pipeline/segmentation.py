@@ -18,9 +18,10 @@ from typing import Any
 import cv2
 import numpy as np
 
+from core.errors import PipelineError
+from core.provenance import file_digest
+
 from .annotations import Box
-from .errors import PipelineError
-from .store import file_digest
 
 U2NETP_MD5 = "8e83ca70e441ab06c318d82300c84806"
 

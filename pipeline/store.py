@@ -1,59 +1,16 @@
-"""Zarr v3 stores and JSON files written atomically: a killed run leaves only `*.tmp-*`.
-
-A store is built under `<name>.tmp-<pid>` and renamed into place once complete, so an
-existing `<variant>.zarr` is always a finished one.
+"""Zarr v3 arrays as the stores use them. A store is built under `<name>.tmp-<pid>` and renamed
+into place once complete (`core.atomic`), so an existing `<variant>.zarr` is always a finished one.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import shutil
-import subprocess
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
 
-import pipeline
-
 FAST_CODEC = BloscCodec(cname="lz4", clevel=5, shuffle="noshuffle")
-
-
-@contextmanager
-def atomic_path(final: Path) -> Iterator[Path]:
-    """Yield a temporary sibling path; move it onto `final` only if the block succeeds."""
-    final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
-    _remove(tmp)
-    try:
-        yield tmp
-    except BaseException:
-        _remove(tmp)
-        raise
-    _remove(final)
-    os.rename(tmp, final)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    with atomic_path(Path(path)) as tmp:
-        tmp.write_text(text)
-
-
-def write_json(path: Path, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
 
 
 def create_array(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: Any, chunk_rows: int,
@@ -79,29 +36,3 @@ def create_array(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: An
 def rows_per_block(chunk_rows: int, block_images: int) -> int:
     """Rows of one parallel block: a whole number of chunks, so blocks never share a chunk."""
     return max(chunk_rows, block_images // chunk_rows * chunk_rows)
-
-
-def code_version() -> str:
-    """Package version plus the git commit of the checkout (with +dirty if modified)."""
-    root = Path(pipeline.__file__).resolve().parents[1]
-    try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                                text=True, check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-        return f"{pipeline.__version__}+{commit}{'.dirty' if dirty else ''}"
-    except (OSError, subprocess.SubprocessError):
-        return pipeline.__version__
-
-
-def file_digest(path: Path, algorithm: str) -> str:
-    """Hex digest of a file (md5/sha256), read in 1 MiB blocks."""
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def config_hash(cfg: Any) -> str:
-    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]

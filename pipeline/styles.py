@@ -31,9 +31,10 @@ from typing import Any
 import cv2
 import numpy as np
 
-from .errors import PipelineError, SkipItem
+from core.errors import PipelineError, SkipItem
+from core.seeding import name_rng
+
 from .imageio import is_image_name, load_rgb
-from .seeding import name_rng
 from .sources.synthetic import BACKGROUNDS, render_background
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from .errors import PipelineError
+from core.errors import PipelineError
 
 
 @dataclass(frozen=True)

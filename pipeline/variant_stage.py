@@ -19,11 +19,14 @@ from typing import Any
 import numpy as np
 import zarr
 
+from core.atomic import atomic_path, write_json
+from core.errors import SkipItem
+from core.provenance import code_version, config_hash
+from core.seeding import name_rng
+
 from . import variants
-from .errors import SkipItem
 from .parallel import run_blocks, worker_setup
-from .seeding import name_rng
-from .store import atomic_path, code_version, config_hash, create_array, rows_per_block, write_json
+from .store import create_array, rows_per_block
 
 
 def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg: dict[str, Any], seed: int,

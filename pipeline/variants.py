@@ -10,7 +10,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from .errors import SkipItem
+from core.errors import SkipItem
 
 VARIANTS = ("original", "only_fg", "no_fg", "only_bg_b", "only_bg_t", "mixed_same", "mixed_rand", "mixed_next",
             "sketch")
@@ -98,7 +98,7 @@ def background_classes(labels: np.ndarray, ids: np.ndarray, n_classes: int, rati
     variants: per class y, round(ratio * n_y) images (chosen by a hash of their ids) take the
     other classes in turn from a seeded order (counts over them differ by at most one), the
     others class y. The split's bias-conflicting share is then exact per class."""
-    from .seeding import name_rng, name_seed
+    from core.seeding import name_rng, name_seed
 
     out = labels.astype(np.int64).copy()
     for y in np.unique(labels):

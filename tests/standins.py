@@ -86,7 +86,7 @@ def write_idx(path: Path, array: np.ndarray, gz: bool = True) -> None:
 
 def make_mnist_idx(root: Path, train_per_class: int, test_per_class: int) -> dict[str, str]:
     """MNIST's four idx.gz files with scikit-learn's digits scaled to 28 px; the source keys."""
-    from pipeline.biased_mnist import sklearn_digits_28
+    from pipeline.mnist import sklearn_digits_28
 
     images, labels = sklearn_digits_28()
     picks = {"train": [], "test": []}

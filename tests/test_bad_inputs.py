@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from core.errors import PipelineError, SkipItem
 from pipeline.annotations import read_voc_boxes, write_voc_xml
 from pipeline.datasets import get_family
-from pipeline.errors import PipelineError, SkipItem
 from pipeline.imageio import load_rgb
 from pipeline.sources import list_source_items
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from training.bias_amplification import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
+from training.methods.amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
                                          draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
 
 

@@ -7,8 +7,8 @@ import struct
 import numpy as np
 import pytest
 
-from pipeline.biased_mnist import COLOURS, assign_colours, colourise, read_idx, sklearn_digits_28
-from pipeline.errors import PipelineError
+from core.errors import PipelineError
+from pipeline.mnist import COLOURS, assign_colours, colourise, read_idx, sklearn_digits_28
 
 
 @pytest.mark.parametrize("rho", [0.99, 0.995, 0.997, 0.999, 0.1])
@@ -86,7 +86,7 @@ def test_family_builds_stores_in_the_workbench_format(tmp_path):
 
 
 def test_jittered_copies_are_new_seeded_digits():
-    from pipeline.biased_mnist import jittered_copies
+    from pipeline.mnist import jittered_copies
 
     rng = np.random.default_rng(0)
     digits = np.zeros((5, 28, 28), np.uint8)

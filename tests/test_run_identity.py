@@ -68,14 +68,24 @@ def test_every_method_declares_its_arguments_beside_its_class():
             assert declared.get("description"), f"{name}.{arg} has no description"
 
 
-def test_config_layer_imports_no_torch_and_no_cycles():
-    code = ("import sys, workbench.config, workbench.slices, workbench.resources, pipeline.datasets; "
+#: which project packages each layer may import: each only those below it
+LAYERS = {"core": set(), "pipeline": {"core"}, "training": {"core", "pipeline"},
+          "workbench": {"core", "pipeline", "training"}}
+
+
+def test_each_layer_imports_only_the_layers_below_it_and_the_config_layer_no_torch():
+    """A helper added to `pipeline/` and imported by `core/`, or a `training` module importing
+    the workflow layer, would fail here (an import cycle in waiting)."""
+    code = ("import sys, core.atomic, core.provenance, core.seeding, core.errors; "
+            "assert not {'torch', 'zarr', 'pipeline', 'training'} & set(sys.modules), 'core imports too much'; "
+            "import workbench.config, workbench.slices, workbench.resources, pipeline.datasets; "
             "assert 'torch' not in sys.modules, 'torch imported'; "
             "import training.evaluation, training.trainer")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
-    for module in ("pipeline", "training"):  # lower layers never import the workflow layer
-        for path in (ROOT / module).rglob("*.py"):
-            assert not re.search(r"^\s*(from|import) workbench", path.read_text(), re.M), path
+    for layer, allowed in LAYERS.items():
+        for path in (ROOT / layer).rglob("*.py"):
+            imported = set(re.findall(r"^\s*(?:from|import) (\w+)", path.read_text(), re.M)) & set(LAYERS)
+            assert imported <= allowed | {layer}, f"{path} imports {sorted(imported - allowed - {layer})}"
     assert "pipeline.config" not in (ROOT / "Snakefile").read_text()
 
 

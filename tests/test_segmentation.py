@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pipeline.errors import PipelineError
+from core.errors import PipelineError
 from pipeline.segmentation import U2NetSegmenter, boxes_mask, fallback_box, grabcut
 from pipeline.sources.synthetic import render_sample
 

@@ -259,7 +259,7 @@ def test_a_patch_tiling_map_is_the_patch_negative_and_is_cut_from_the_augmented_
     blurs the stored image and then tiles it, so no blur runs across a seam (the authors cut their
     patches from the augmented query)."""
     from training.negatives import patch_negatives, patch_tilings
-    from training.ssl_augment import ViewParams, gaussian_blur, unit
+    from training.methods.ssl_augment import ViewParams, gaussian_blur, unit
 
     images = torch.randint(0, 256, (3, 32, 32, 3), dtype=torch.uint8)
     tiling = patch_tilings(3, 32, torch.Generator().manual_seed(5))

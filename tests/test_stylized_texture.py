@@ -15,11 +15,11 @@ import torch
 import zarr
 from PIL import Image
 
+from core.errors import PipelineError
 from pipeline import adain
 from pipeline.datasets import get_family
 from pipeline import derived_stage
 from pipeline.derived_stage import example_patches, patch_sides, work_side
-from pipeline.errors import PipelineError
 from pipeline.styles import CUE_CONFLICT_SPLITS, StyleSet, choose_style, load_styles
 from pipeline.texture_synthesis import TextureJob, Tool, make_tool, synthesize
 

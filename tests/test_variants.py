@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import zarr
 
+from core.atomic import write_json
+from core.errors import SkipItem
 from pipeline import variants
-from pipeline.errors import SkipItem
 from pipeline.variant_stage import run_variant_stage
-from pipeline.store import write_json
 
 
 def _image(h=6, w=6, offset=0):

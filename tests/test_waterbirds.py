@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import zarr
 
+from core.errors import PipelineError
 from pipeline.datasets import get_family
-from pipeline.errors import PipelineError
-from pipeline.waterbirds import is_waterbird
+from pipeline.bird_composites import is_waterbird
 
 from .standins import make_places
 

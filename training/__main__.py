@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.store import atomic_path
+from core.atomic import atomic_path
 
 from .models import WeightsError
 

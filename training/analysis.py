@@ -18,7 +18,7 @@ import torch
 import torchvision.transforms.v2.functional as TF
 import zarr
 
-from pipeline.seeding import name_seed
+from core.seeding import name_seed
 
 from .build import pick_device
 from .data import ZarrBatches, first_rows

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from pipeline.seeding import name_seed
+from core.seeding import name_seed
 
 from . import distributed
 from .methods import get_method

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 import zarr
 
-from pipeline.seeding import name_seed
+from core.seeding import name_seed
 
 
 class ZarrBatches:

@@ -151,7 +151,7 @@ def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, P
     rows = accuracy_rows(lambda x: method.predict(x).argmax(1), stores, eval_cfg["split"], eval_cfg["batch_size"],
                          method.augmenter, device, tags, cells=grid_run, limit=eval_cfg.get("max_images"))
     if hasattr(method, "embed") and "original" in stores:  # self-supervised runs: Ge et al. Figs. 2-3
-        from .ssl_eval import similarity_rows
+        from .methods.ssl_eval import similarity_rows
 
         rows += similarity_rows(method, stores, eval_cfg["split"], eval_cfg["batch_size"], device, tags,
                                 eval_cfg.get("max_images"))

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.store import atomic_path
+from core.atomic import atomic_path
 
 from . import distributed
 from .evaluation import evaluate_run

@@ -8,9 +8,9 @@ import torch
 import torch.nn as nn
 import torchvision
 
-from pipeline.store import file_digest
+from core.provenance import file_digest
 
-from .rebias_nets import BagNet18, SimpleConvNet
+from .methods.rebias_nets import BagNet18, SimpleConvNet
 
 
 class WeightsError(RuntimeError):

@@ -28,9 +28,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from core.errors import PipelineError
+from core.provenance import file_digest
 from pipeline.adain import VGG_MD5, vgg_encoder
-from pipeline.errors import PipelineError
-from pipeline.store import file_digest
 
 from .build import pick_device
 from .data import ZarrBatches

@@ -21,8 +21,9 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from pipeline.seeding import name_seed
-from pipeline.store import atomic_path, config_hash, write_json
+from core.atomic import atomic_path, write_json
+from core.provenance import config_hash
+from core.seeding import name_seed
 
 from . import distributed
 from .build import build_method, pick_device

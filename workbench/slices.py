@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.store import write_text_atomic
+from core.atomic import write_text_atomic
 from training.methods import spec
 
 from .config import dataset_family, deep_merge, test_sets

@@ -16,10 +16,13 @@ from typing import Any
 import numpy as np
 import zarr
 
-from ..errors import PipelineError, SkipItem
+from core.atomic import atomic_path, write_json
+from core.errors import PipelineError, SkipItem
+from core.provenance import code_version, config_hash
+
 from ..imageio import load_rgb, resize_square
 from ..sources.listing import entry_problem
-from ..store import atomic_path, code_version, config_hash, create_array, write_json
+from ..store import create_array
 from .base import DatasetFamily
 
 OWN_BACKGROUND = ("original", "no_fg", "only_bg_b", "only_bg_t", "mixed_same")

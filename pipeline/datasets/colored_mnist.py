@@ -1,4 +1,4 @@
-"""Colored MNIST (LfF protocol, `pipeline.colored_mnist`) as variant stores in the workbench's format.
+"""Colored MNIST (LfF protocol, `pipeline.stroke_colours`) as variant stores in the workbench's format.
 
 Variants: `conflict_<p>` for each entry p (%) of `conflict_percents`: a train split where p % of
 each class wears another class's colour, and a val split of held-out training digits whose
@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..colored_mnist import colour_strokes, conflicting_colours, independent_colours
-from ..seeding import name_rng
+from core.seeding import name_rng
+
+from ..stroke_colours import colour_strokes, conflicting_colours, independent_colours
 from .biased_mnist import load_digits
 from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store

@@ -10,13 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from core.atomic import atomic_path, write_json
+from core.provenance import code_version, config_hash
+
 from ..derived_stage import DERIVED, derived_gather, derived_shard, run_derived_stage
 from ..segment_stage import gather_shards, run_segment_stage, segment_shard, shard_items
 from ..sources import list_source_items
 from ..sources.imagenet_subset import list_wnid_folder
 from ..sources.listing import read_listing, write_listing
 from ..sources.synthetic import make_synthetic_in9
-from ..store import atomic_path, code_version, config_hash, write_json
 from ..variant_stage import run_variant_stage
 from ..variants import BG_CONFLICT, EXTERNAL, bg_conflict_variants
 from .base import DatasetFamily

@@ -9,7 +9,10 @@ from typing import Any
 import numpy as np
 import zarr
 
-from ..store import atomic_path, code_version, config_hash, create_array, write_json
+from core.atomic import atomic_path, write_json
+from core.provenance import code_version, config_hash
+
+from ..store import create_array
 
 DIGITS = [str(d) for d in range(10)]
 COLOUR_NAMES = ["red", "green", "blue", "yellow", "magenta", "cyan", "orange", "pink", "purple", "grey"]

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PipelineError, SkipItem
+from core.errors import PipelineError, SkipItem
+
 from ..imageio import is_image_name, load_rgb, resize_square
 from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store

@@ -1,4 +1,4 @@
-"""Waterbirds from CUB-200-2011 and Places365 folders (`pipeline.waterbirds`), at Park et al.'s four
+"""Waterbirds from CUB-200-2011 and Places365 folders (`pipeline.bird_composites`), at Park et al.'s four
 bias-conflicting ratios.
 
 Variants: `conflict_<p>` for each p (%) of `conflict_percents`: the train split with p % of each
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..waterbirds import list_birds, make_split, split_birds
+from ..bird_composites import list_birds, make_split, split_birds
 from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store
 

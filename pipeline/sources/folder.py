@@ -16,8 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import PipelineError
-from ..seeding import name_seed
+from core.errors import PipelineError
+from core.seeding import name_seed
+
 from .item import SourceItem
 from .listing import entry_problem
 

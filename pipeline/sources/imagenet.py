@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import PipelineError
+from core.errors import PipelineError
+
 from .item import SourceItem
 from .listing import entry_problem
 

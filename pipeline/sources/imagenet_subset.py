@@ -25,7 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import PipelineError
+from core.errors import PipelineError
+
 from .item import SourceItem
 from .listing import entry_problem
 

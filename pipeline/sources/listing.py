@@ -9,7 +9,8 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from ..store import write_text_atomic
+from core.atomic import write_text_atomic
+
 from .item import SourceItem
 
 PATH_FIELDS = ("path", "annotation", "true_mask")

@@ -23,8 +23,9 @@ import cv2
 import numpy as np
 from PIL import Image
 
+from core.seeding import name_rng
+
 from ..annotations import write_voc_xml
-from ..seeding import name_rng
 
 SHAPES = ("disk", "square", "triangle", "star", "cross", "ring", "crescent", "ell", "tee")
 BACKGROUNDS = ("hstripes", "vstripes", "diagonal", "checker", "dots", "grid", "rings", "blobs", "speckle")

@@ -22,9 +22,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pipeline.seeding import name_seed
+from core.seeding import name_seed
 
-from ..bias_amplification import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
+from .amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
                                   draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
 from ..distributed import (all_reduce_mean_, broadcast_batch_norm_, broadcast_state_, broadcast_tensor_, gather_rows,
                            own_rows, rank)

@@ -49,12 +49,12 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from pipeline.seeding import name_seed
+from core.seeding import name_seed
 
 from ..distributed import gather_rows, world
 from ..losses import byol_loss, moco_nce
 from ..negatives import patch_tilings
-from ..ssl_augment import AugPlus, ViewParams
+from .ssl_augment import AugPlus, ViewParams
 from .base import Method
 
 

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from pipeline.store import atomic_path  # noqa: E402
+from core.atomic import atomic_path  # noqa: E402
 
 
 #: a reference model "learns the task" when its accuracy is this many points above chance

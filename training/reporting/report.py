@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 import zarr  # noqa: E402
 
-from pipeline.store import atomic_path  # noqa: E402
+from core.atomic import atomic_path  # noqa: E402
 
 from . import amplification_sections, clad_sections, rebias_sections, ssl_sections, texture_sections  # noqa: E402
 from .document import Document  # noqa: E402

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .biased_mnist import COLOURS
-from .seeding import name_rng
+from core.seeding import name_rng
+
+from .mnist import COLOURS
 
 #: the ten mean colours in [0, 1]: Biased MNIST's palette (colour k is the bias of digit k)
 MEAN_COLOURS = COLOURS.astype(np.float64) / 255.0

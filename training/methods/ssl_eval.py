@@ -15,9 +15,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pipeline.seeding import name_seed
+from core.seeding import name_seed
 
-from .data import ZarrBatches, first_rows
+from ..data import ZarrBatches, first_rows
 
 PAIRS = ("positive", "standard_negative", "patch_negative", "texture_negative")
 

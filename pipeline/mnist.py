@@ -19,8 +19,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .errors import PipelineError
-from .seeding import name_rng
+from core.errors import PipelineError
+from core.seeding import name_rng
 
 #: the ten background colours of ReBias's Biased MNIST, colour k is the bias of digit k
 COLOURS = np.array([(255, 0, 0), (0, 255, 0), (0, 0, 255), (225, 225, 0), (225, 0, 225), (0, 255, 255),

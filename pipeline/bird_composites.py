@@ -23,9 +23,10 @@ from typing import Any
 import cv2
 import numpy as np
 
-from .errors import PipelineError, SkipItem
+from core.errors import PipelineError, SkipItem
+from core.seeding import name_rng, name_seed
+
 from .imageio import is_image_name, load_rgb, resize_square
-from .seeding import name_rng, name_seed
 
 #: CUB species (folder names like 045.Northern_Fulmar) whose words name a waterbird family
 WATER_FAMILIES = ("Albatross", "Auklet", "Cormorant", "Frigatebird", "Fulmar", "Gull", "Jaeger", "Kittiwake",

@@ -23,7 +23,7 @@ try:
     resolved = resolve_config(config)
 except ConfigError as error:
     sys.exit(str(error))
-config.update(resolved)  # sweeps, grids and Table 5's U2-Net runs become experiments of their own
+config.update(resolved)  # sweeps, grids and Table 5's U2-Net runs become runs of their own
 
 
 include: "rules/common.smk"
@@ -31,8 +31,7 @@ include: "rules/in9_data.smk"
 include: "rules/in9_derived.smk"
 include: "rules/labelled_data.smk"
 include: "rules/bg_challenge_data.smk"
-include: "rules/train.smk"
-include: "rules/grids.smk"
+include: "rules/runs.smk"
 include: "rules/evaluate.smk"
 include: "rules/analyses.smk"
 include: "rules/report.smk"

@@ -12,17 +12,14 @@ from pipeline.segment_stage import shard_count
 from pipeline.sources.listing import folder_fingerprint
 from training.methods import spec
 from workbench import resources as res
-from workbench.config import (dataset_family, dataset_variants, grid_experiment, grid_experiments,
-                              grid_seed_groups, runs, test_sets)
-from workbench.slices import (analysis_config, dataset_job_config, evaluation_config, grid_job_config,
-                              imagenet_evaluation_config, official_evaluation_config, report_config, run_config,
+from workbench.config import dataset_family, dataset_variants, packs, runs, scoring
+from workbench.slices import (analysis_config, dataset_job_config, imagenet_evaluation_config,
+                              official_evaluation_config, pack_job_config, report_config, run_config, scoring_config,
                               slice_file)
 
 R = config["results"]
-# Background-Challenge experiments (trained by rules/train.smk, one job per run); grid
-# experiments (rules/grids.smk) train in one job per (variant, seed).
-EXPERIMENTS = [e for e, exp in config["experiments"].items() if "grid" not in exp]
-RUNS = runs(config)  # every (experiment, seed), grids included
+RUNS = runs(config)  # every (experiment, seed): what every declaration (experiments, sweeps, grids) expands to
+PACKS = packs(config)  # the runs trained in one process (rules/runs.smk): PACKS[0] holds those trained alone
 THREADS = config["training"].get("threads", 2)
 # The interpreter that runs Snakemake, or the job's own environment's under --use-conda; the
 # checkout is importable either way (conda environments do not install the project).
@@ -70,20 +67,16 @@ def run_files(name, experiments=None):
 EVAL_DATASET = config["evaluation"]["dataset"]
 
 
-def experiment_eval_dataset(experiment):
-    """The dataset whose variants `experiment` is scored on (grid runs: scored in their own job)."""
-    return config["experiments"][experiment].get("eval_dataset") or EVAL_DATASET
+def test_stores(experiment):
+    """{test set: store} a run of `experiment` is scored on (its dataset family's declaration)."""
+    dataset, sets, _groups = scoring(config, experiment)
+    return {name: variant_store(dataset, variant) for name, variant in sets.items()}
 
 
-# the runs of the main evaluation dataset: the analyses, the official test images and the main tables
-MAIN_EXPERIMENTS = [e for e in EXPERIMENTS if experiment_eval_dataset(e) == EVAL_DATASET]
-
-
-def run_evaluation(experiment):
-    """(config slice, stores) of the `evaluate` job of `experiment`'s runs: `evaluation.dataset`'s
-    stores, or its `eval_dataset`'s (the slice then names that dataset: the rows are tagged with it)."""
-    dataset = experiment_eval_dataset(experiment)
-    return {**evaluation_config(config), "dataset": dataset}, eval_stores(dataset)
+# the Background Challenge runs: scored on every variant of the main evaluation dataset; the analyses,
+# the official test images and the main tables read them
+MAIN_EXPERIMENTS = [e for e in config["experiments"]
+                    if scoring(config, e)[:2] == (EVAL_DATASET, {v: v for v in dataset_variants(config, EVAL_DATASET)})]
 
 
 def external_folder(wildcards):
@@ -155,54 +148,59 @@ def derived_config_file(wildcards):
     return slice_file(R, "datasets", dataset_job_config(config, wildcards.dataset, wildcards.derived))
 
 
-def train_inputs(wildcards):
-    """The run's config, its training store, the stores of the variants the method reads
-    alongside it, and its pretrained weights if it starts from some (a missing file then stops
-    the DAG build, naming the path)."""
-    run = run_config(config, wildcards.experiment, int(wildcards.seed))
-    pretrained = run["training"].get("pretrained")
-    return {"config": slice_file(R, "runs", run), "store": variant_store(run["dataset"], run["train_variant"]),
-            **{field: variant_store(run["dataset"], variant) for field, variant in run["aligned_variants"].items()},
-            **({"pretrained": os.path.expanduser(pretrained)} if pretrained else {})}
+def pack_runs(pack, wildcards):
+    """The run configs of one training job of `pack` (wildcards: the experiment or the variant, and the seed)."""
+    return [run_config(config, e, int(wildcards.seed)) for e in pack.experiments(dict(wildcards))]
 
 
-def aligned_args(wildcards, input):
-    exp = config["experiments"][wildcards.experiment]
-    return " ".join(f"{field}={input[field]}" for field in spec(exp["method"]).aligned_variants)
+def train_inputs(pack, wildcards):
+    """A training job's config, the runs' training store, the stores of the variants their methods
+    read alongside it, their test stores where a run scores them during training (curves, model
+    selection), and their pretrained weights (a missing file stops the DAG build, naming it)."""
+    runs_ = pack_runs(pack, wildcards)
+    first = runs_[0]  # a pack's runs share their dataset and train variant
+    aligned = {field: variant for run in runs_ for field, variant in run["aligned_variants"].items()}
+    monitored = any("curves" in run or "model_selection" in run for run in runs_)
+    weights = [os.path.expanduser(run["training"]["pretrained"]) for run in runs_ if run["training"].get("pretrained")]
+    return {"config": slice_file(R, "train", pack_job_config(config, [r["experiment"] for r in runs_], first["seed"])),
+            "store": variant_store(first["dataset"], first["train_variant"]),
+            **{field: variant_store(first["dataset"], variant) for field, variant in aligned.items()},
+            **({f"test_{name}": path for name, path in test_stores(first["experiment"]).items()} if monitored else {}),
+            **({"pretrained": sorted(set(weights))} if weights else {})}
+
+
+def named_inputs_args(input, prefix=""):
+    """NAME=PATH pairs of the named inputs `<prefix>NAME` (the aligned fields: those that are not
+    config, store, pretrained or test stores, when `prefix` is empty)."""
+    if prefix:
+        return " ".join(f"{k[len(prefix):]}={v}" for k, v in input.items() if k.startswith(prefix))
+    return " ".join(f"{k}={v}" for k, v in input.items()
+                    if k not in ("config", "store", "pretrained") and not k.startswith("test_"))
 
 
 def analysis_config_file(analysis):
     return slice_file(R, "analyses", {"analysis": analysis, **analysis_config(config, analysis)})
 
 
-def grid_stores(grid_name, variant):
-    """{"train": store, <test set>: store, ...} of one grid job."""
-    grid = config["grids"][grid_name]
-    tests = test_sets(config, grid["dataset"], variant)
-    return {"train": variant_store(grid["dataset"], variant),
-            **{name: variant_store(grid["dataset"], v) for name, v in tests.items()}}
-
-
-def train_runs(wildcards):
-    """The run config of a `train` job (one run), as `res.training` / `res.gpus` take them."""
-    return [run_config(config, wildcards.experiment, int(wildcards.seed))]
-
-
-def grid_job(grid_name, variant, seed):
-    return grid_job_config(config, grid_name, grid_experiments(config, grid_name, variant, int(seed)), variant,
-                           int(seed))
-
-
-def grid_config_file(grid_name, variant, seed):
-    return slice_file(R, "grids", grid_job(grid_name, variant, seed))
-
-
 wildcard_constraints:
     dataset=one_of(config["datasets"]),
     variant=one_of(sorted({v for d in config["datasets"] for v in dataset_variants(config, d)})),
-    experiment=one_of(EXPERIMENTS),
+    experiment=one_of(list(config["experiments"])),
     seed=r"\d+",
     shard=r"\d+",
+
+
+class Wildcards(dict):
+    """A dict read as Snakemake's wildcards object (attribute access)."""
+
+    __getattr__ = dict.__getitem__
+
+
+def pack_jobs(pack):
+    """The wildcards of every job of `pack` that the config asks for."""
+    if "experiment" in pack.constraints:
+        return [Wildcards(experiment=e, seed=str(s)) for e, s in RUNS if e in pack.constraints["experiment"]]
+    return [Wildcards(variant=v, seed=s) for v in pack.constraints["variant"] for s in pack.constraints["seed"]]
 
 
 def write_job_configs():
@@ -214,16 +212,12 @@ def write_job_configs():
         for variant in dataset_variants(config, dataset):
             if variant in config["datasets"][dataset]:  # a derived variant: its section is its jobs' slice
                 slice_file(R, "datasets", dataset_job_config(config, dataset, variant))
-    for experiment, seed in RUNS:
-        if experiment in EXPERIMENTS:
-            slice_file(R, "runs", run_config(config, experiment, seed))
+    for pack in PACKS:
+        for wildcards in pack_jobs(pack):
+            train_inputs(pack, wildcards)
+            slice_file(R, "evaluate", scoring_config(config, pack.experiments(wildcards)[0]))
     for analysis in ("consistency", "fivecrop"):
         analysis_config_file(analysis)
-    for grid_name, grid in config.get("grids", {}).items():
-        for variant in grid["train_variants"]:
-            members = grid_experiments(config, grid_name, variant)
-            for seed in sorted({s for e, s in RUNS if e in members}):
-                grid_config_file(grid_name, variant, seed)
 
 
 write_job_configs()

@@ -1,5 +1,5 @@
-# Accuracy of every trained model (and of Base (IN) if configured) on every val variant: of
-# `evaluation.dataset`, or of the experiment's own `eval_dataset` (ImageNet-100 runs, 100-way heads).
+# Scorings beside each run's own (rules/runs.smk): Base (IN), a 1000-class ImageNet model, on every
+# val variant of `evaluation.dataset`, and the Background Challenge runs on the official test images.
 
 EVAL_STORES = eval_stores(EVAL_DATASET)
 EVAL_STORE_ARGS = store_args(EVAL_STORES)
@@ -31,41 +31,29 @@ OFFICIAL = config["evaluation"].get("official_dataset")
 OFFICIAL_STORES = eval_stores(OFFICIAL) if OFFICIAL else {}
 
 
-# Every run scored on the variants regenerated here (`evaluate`: eval.jsonl) and, when
-# `evaluation.official_dataset` is set, the runs of the main evaluation dataset on the official
-# test images read as released (`evaluate_official`: eval_official.jsonl); the same job with
-# another config slice and stores.
-EVALUATIONS = [("evaluate", "", run_evaluation, EXPERIMENTS)]
+# With `evaluation.official_dataset` set, the Background Challenge runs are also scored on the official
+# test images read as released (eval_official.jsonl).
 if OFFICIAL:
-    EVALUATIONS.append(("evaluate_official", "_official",
-                        lambda experiment: (official_evaluation_config(config), OFFICIAL_STORES), MAIN_EXPERIMENTS))
 
-for _name, _suffix, _evaluation, _experiments in EVALUATIONS:
-    for _experiment in _experiments:  # each job's config exists before the DAG is built (common.smk: write_job_configs)
-        slice_file(R, "evaluate", _evaluation(_experiment)[0])
-
-    rule:
-        name:
-            _name
+    rule evaluate_official:
         input:
-            config=lambda wc, f=_evaluation: slice_file(R, "evaluate", f(wc.experiment)[0]),
-            model=rules.train.output.model,
-            stores=lambda wc, f=_evaluation: list(f(wc.experiment)[1].values()),
+            config=slice_file(R, "evaluate", official_evaluation_config(config)),
+            model=f"{R}/runs/{{experiment}}/seed{{seed}}/model.pt",
+            stores=list(OFFICIAL_STORES.values()),
         output:
-            f"{R}/runs/{{experiment}}/seed{{seed}}/eval{_suffix}.jsonl",
+            f"{R}/runs/{{experiment}}/seed{{seed}}/eval_official.jsonl",
         wildcard_constraints:
-            experiment=one_of(_experiments),
+            experiment=one_of(MAIN_EXPERIMENTS),
         params:
-            stores=lambda wc, f=_evaluation: store_args(f(wc.experiment)[1]),
+            stores=store_args(OFFICIAL_STORES),
             py=PY,
         threads: THREADS
         resources:
-            **res.rule_resources(config, True,
-                                 lambda wc, f=_evaluation: res.evaluation(config, len(f(wc.experiment)[1]))),
+            **res.rule_resources(config, True, lambda wc: res.evaluation(config, len(OFFICIAL_STORES))),
         conda:
             "../envs/workbench.yaml"
         log:
-            f"{R}/logs/{_name}_{{experiment}}_seed{{seed}}.log",
+            f"{R}/logs/evaluate_official_{{experiment}}_seed{{seed}}.log",
         shell:
             "OMP_NUM_THREADS={threads} {params.py} -m training evaluate --config {input.config} "
-            "--model {input.model} --stores {params.stores} --out {output} > {log} 2>&1"
+            "--models {input.model} --stores {params.stores} --out {output} > {log} 2>&1"

@@ -7,8 +7,8 @@ if OFFICIAL:
     EVAL_FILES += run_files("eval_official.jsonl", MAIN_EXPERIMENTS)
 TRAIN_FILES = run_files("train_metrics.jsonl")
 REPORT_FILES = [f"{R}/report/report.md", f"{R}/report/report.html", f"{R}/report/metrics.csv"]
-# the manifests of the other datasets runs are scored on (ImageNet-100's, `eval_dataset`)
-OTHER_EVAL_DATASETS = sorted({experiment_eval_dataset(e) for e in EXPERIMENTS} - {EVAL_DATASET})
+# the manifests of the other datasets runs are scored on (ImageNet-100, the grids' datasets)
+OTHER_EVAL_DATASETS = sorted({scoring(config, e)[0] for e in config["experiments"]} - {EVAL_DATASET})
 
 
 rule report:
@@ -33,6 +33,6 @@ rule report:
     log:
         f"{R}/logs/report.log",
     shell:
-        "{params.py} -m training report --config {input.config} --metrics {input.metrics} "
+        "{params.py} -m report --config {input.config} --metrics {input.metrics} "
         "--segmentation-quality {input.quality} --manifests {input.manifests} --stores {params.stores} "
         "--saliency-arrays {input.saliency} --out-dir {params.out_dir} > {log} 2>&1"

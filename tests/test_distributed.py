@@ -173,17 +173,17 @@ def test_methods_keep_the_same_state_on_every_process(two_processes):
 
 def test_torchrun_on_the_cpu_writes_one_model(tmp_path, tiny_stores, default_config):
     run = _run(default_config, "base_in9", batch_size=6, epochs=1, gpus=WORLD, sync_bn=True)
-    config = tmp_path / "run.json"
-    config.write_text(json.dumps(run))
+    config = tmp_path / "job.json"
+    config.write_text(json.dumps({"runs": [run]}))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(WORLD),
            "-m", "training", "train", "--config", str(config), "--train-store", str(tiny_stores["original"]),
-           "--run-dir", str(tmp_path / "run")]
+           "--runs-dir", str(tmp_path / "runs")]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
-        "checkpoint.pt", "config.json", "model.pt", "train_metrics.jsonl"]
-    assert [p.relative_to(tmp_path) for p in tmp_path.rglob("model.pt")] == [Path("run/model.pt")]
+    run_dir = tmp_path / "runs" / run["experiment"] / f"seed{run['seed']}"
+    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoint.pt", "config.json", "model.pt", "train_metrics.jsonl"]
+    assert [p.relative_to(tmp_path) for p in tmp_path.rglob("model.pt")] == [run_dir.relative_to(tmp_path) / "model.pt"]
     assert proc.stdout.count("base_in9 seed 0 epoch 0:") == 1  # one process logs
 
 

@@ -171,9 +171,9 @@ def test_the_checks_name_what_imagenet100_cannot_do():
 def test_the_report_writes_table_1_for_imagenet100_beside_the_papers_rows(tmp_path):
     from importlib import resources
 
-    from training.reporting.document import Document
-    from training.reporting.report import accuracy_table
-    from training.reporting.ssl_sections import dataset_sections
+    from report.document import Document
+    from report.context import accuracy_table
+    from report.sections.ssl import dataset_sections
 
     cfg = _full_config("imagenet100_ssl.yaml")
     cfg["datasets"]["imagenet100"]["external"]["imagenet_sketch"] = "/data/sketch"
@@ -182,7 +182,7 @@ def test_the_report_writes_table_1_for_imagenet100_beside_the_papers_rows(tmp_pa
             for e, value in (("in100_moco", 70.0), ("in100_moco_patch2", 72.0)) for s in (0, 1, 2)
             for v in ("original", "corrupted", "stylized", "texture", "imagenet_sketch")]
     labels = {name: exp["label"] for name, exp in cfg["experiments"].items()}
-    paper = yaml.safe_load(resources.files("training.reporting").joinpath("paper_numbers.yaml").read_text())
+    paper = yaml.safe_load(resources.files("report").joinpath("paper_numbers.yaml").read_text())
     doc = Document("t")
     dataset_sections(doc, cfg, "imagenet100", accuracy_table(rows, labels), rows, paper, tmp_path)
     md = doc.markdown()

@@ -1,8 +1,8 @@
 """The CLAD and ReBias report sections on hand-made rows: numbers, verdicts and 'not run' notes."""
 
-from training.reporting.clad_sections import bg_gap_verdict, table3, table5, table6
-from training.reporting.document import Document
-from training.reporting.rebias_sections import table1, table2, verdict
+from report.sections.clad import bg_gap_verdict, table3, table5, table6
+from report.document import Document
+from report.sections.rebias import table1, table2, verdict
 
 
 def _gap_table(base, clad):
@@ -151,7 +151,7 @@ def test_rebias_table2_names_the_texture_network(default_config):
 def test_segmentation_summary_counts_xiao_et_al_grabcut_failures(tmp_path):
     import json
 
-    from training.reporting.report import _segmentation
+    from report.sections.datasets import segmentation as _segmentation
 
     base = {"area_fraction": 0.2, "box_source": "xml", "bg_t_status": "ok"}
     records = [{**base, "mask_status": "ok", "mask_box_fraction": 0.5},
@@ -202,11 +202,11 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
     import yaml
     from importlib import resources
 
-    from training.reporting.ssl_sections import ssl_runs, ssl_sections
+    from report.sections.ssl import ssl_runs, ssl_sections
 
     config = _ssl_config()
     assert [r["experiment"] for r in ssl_runs(config)] == ["moco", "moco_patch2", "moco_patch3", "byol"]
-    paper = yaml.safe_load(resources.files("training.reporting").joinpath("paper_numbers.yaml").read_text())
+    paper = yaml.safe_load(resources.files("report").joinpath("paper_numbers.yaml").read_text())
     cols = lambda acc: {"original": [acc, acc + 2], "stylized": [20.0, 21.0], "mixed_rand": [40.0, 41.0],
                         "sketch": [30.0, 30.5], "shape_bias": [30.0, 32.0]}
     table = {"MoCo-v2": cols(60.0), "+ Patch": cols(70.0), "+ Patch α3": cols(50.0), "BYOL": cols(55.0),
@@ -230,7 +230,7 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
 
 
 def test_the_reports_config_slice_places_the_demos_ssl_runs_in_table_1_order(default_config):
-    from training.reporting.ssl_sections import ssl_runs
+    from report.sections.ssl import ssl_runs
     from workbench.config import resolve_config
     from workbench.slices import report_config
 
@@ -268,10 +268,10 @@ def _park_rows(config, unbiased, grid="park_cmnist"):
 def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config, tmp_path):
     import yaml
 
-    from training.reporting.amplification_sections import _percent, amplification_sections, selected_and_oracle
+    from report.sections.amplification import _percent, amplification_sections, selected_and_oracle
 
     config = _park(default_config)
-    paper = yaml.safe_load(open("training/reporting/paper_numbers.yaml"))
+    paper = yaml.safe_load(open("report/paper_numbers.yaml"))
     score = {"vanilla": 40.0, "rebias": 41.0, "lff": 50.0, "lff_be": 55.0, "ours": 60.0}
     rows = _park_rows(config, lambda key, p, seed: score[key] + p + seed)
     cells = selected_and_oracle(rows, config, "park_cmnist", "accuracy")
@@ -296,11 +296,11 @@ def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config
 def test_park_table3_shows_each_rows_switches_beside_the_papers_row(default_config, tmp_path):
     import yaml
 
-    from training.reporting.amplification_sections import amplification_sections
+    from report.sections.amplification import amplification_sections
     from workbench.config import deep_merge
 
     config = _park(deep_merge(default_config, yaml.safe_load(open("config/park_ablation.yaml"))))
-    paper = yaml.safe_load(open("training/reporting/paper_numbers.yaml"))
+    paper = yaml.safe_load(open("report/paper_numbers.yaml"))
     score = {"vanilla": 40.0, "lff_be": 50.0, "from_d": 52.0, "from_cand": 53.0, "no_weight": 54.0, "no_guide": 51.0,
              "no_bn": 50.5, "full": 60.0, "through_both": 55.0, "target_raw": 45.0}
     rows = _park_rows(config, lambda key, p, seed: score[key] + p + seed, grid="park_ablation")
@@ -340,9 +340,9 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
     import yaml
     from importlib import resources
 
-    from training.reporting.helpers import MIN_IMAGES, counted_values, value_cell
-    from training.reporting.ssl_sections import ssl_sections
-    from training.reporting.texture_sections import shape_bias_table, texture_sections
+    from report.helpers import MIN_IMAGES, counted_values, value_cell
+    from report.sections.ssl import ssl_sections
+    from report.sections.texture import shape_bias_table, texture_sections
 
     assert MIN_IMAGES == 30
     labels = {"base_in9": "Base (IN9)", "base_sin9": "Base (SIN9)", "s_clad": "S-CLAD", "s_clad_plus": "S-CLAD+"}
@@ -355,7 +355,7 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
     assert counted_values(rows, "shape_bias", labels)["Base (IN9)"]["shape_bias"] == [20.0, 22.0]
     accuracy = {"original": [90.0, 91.0], "stylized": [60.0, 62.0]}
     table = {label: {**accuracy, **cols} for label, cols in shape_bias.items()}
-    paper = yaml.safe_load(resources.files("training.reporting").joinpath("paper_numbers.yaml").read_text())
+    paper = yaml.safe_load(resources.files("report").joinpath("paper_numbers.yaml").read_text())
     doc = Document("t")
     texture_sections(doc, default_config, table, paper, {}, tmp_path)
     md = doc.markdown()

@@ -1,11 +1,10 @@
-"""Command line the workflow's training, evaluation and report rules call.
+"""Command line the workflow's training, evaluation and analysis rules call (the report has its own:
+`python -m report`).
 
-  python -m training train --config RUN.json --train-store P --run-dir D [--aligned-stores F=P ...]
-  python -m training train-grid --config JOB.json --train-store P --stores NAME=P ... --runs-dir D
-  python -m training evaluate --config EVAL.json --model M --stores V=P ... --out F
+  python -m training train --config JOB.json --train-store P --runs-dir D [--aligned-stores F=P ...] [--test-stores T=P ...]
+  python -m training evaluate --config EVAL.json --models M ... --stores T=P ... --out F ...
   python -m training evaluate-imagenet --config EVAL.json --stores V=P ... --out F
   python -m training analyse --config A.json --analysis consistency|fivecrop|saliency|texture --models M ... --stores V=P ... --out F [--arrays F.npz]
-  python -m training report --config REPORT.json --metrics F ... --out-dir D ...
 
 `--config` is the job's config slice (`workbench.slices`), a JSON file the workflow writes.
 """
@@ -54,59 +53,45 @@ def _analyse(args: argparse.Namespace, config: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    tr = sub.add_parser("train")
+    tr = sub.add_parser("train", help="the runs of one job (a pack), one after the other")
     tr.add_argument("--train-store", type=Path, required=True)
-    tr.add_argument("--run-dir", type=Path, required=True)
+    tr.add_argument("--runs-dir", type=Path, required=True, help="each run writes <runs-dir>/<experiment>/seed<seed>/")
     tr.add_argument("--aligned-stores", nargs="*", default=[], help="FIELD=STORE pairs (e.g. CLAD's backgrounds)")
-    tg = sub.add_parser("train-grid", help="every method of a grid on one train variant and seed")
-    tg.add_argument("--train-store", type=Path, required=True)
-    tg.add_argument("--stores", nargs="+", required=True, help="TEST_SET=STORE pairs")
-    tg.add_argument("--runs-dir", type=Path, required=True)
-    ev = sub.add_parser("evaluate")
-    ev.add_argument("--model", type=Path, required=True)
+    tr.add_argument("--test-stores", nargs="*", default=[], help="TEST_SET=STORE pairs the runs' monitors score")
+    ev = sub.add_parser("evaluate", help="score trained runs on their test sets")
+    ev.add_argument("--models", type=Path, nargs="+", required=True)
+    ev.add_argument("--out", type=Path, nargs="+", required=True, help="one eval.jsonl per model, in order")
+    ev.add_argument("--stores", nargs="+", required=True, help="TEST_SET=STORE pairs")
     evi = sub.add_parser("evaluate-imagenet")
     an = sub.add_parser("analyse")
     an.add_argument("--analysis", choices=["consistency", "fivecrop", "saliency", "texture"], required=True)
     an.add_argument("--models", type=Path, nargs="+", required=True)
     an.add_argument("--arrays", type=Path, help="saliency: .npz of the maps for the figure")
-    for p in (ev, evi, an):
+    for p in (evi, an):
         p.add_argument("--stores", nargs="+", required=True, help="VARIANT=STORE pairs")
         p.add_argument("--out", type=Path, required=True)
-    rep = sub.add_parser("report")
-    rep.add_argument("--metrics", type=Path, nargs="+", required=True)
-    rep.add_argument("--segmentation-quality", type=Path, required=True)
-    rep.add_argument("--manifests", type=Path, nargs="+", required=True)
-    rep.add_argument("--stores", nargs="+", required=True)
-    rep.add_argument("--saliency-arrays", type=Path, help="the saliency analysis' .npz (Fig. 6)")
-    rep.add_argument("--out-dir", type=Path, required=True)
-    for p in (tr, tg, ev, evi, an, rep):
+    for p in (tr, ev, evi, an):
         p.add_argument("--config", type=Path, required=True, help="the job's config slice (JSON)")
     args = parser.parse_args(argv)
     config = json.loads(args.config.read_text())
     try:
         if args.cmd == "train":
-            from .trainer import train
+            from .runs import train_runs
 
-            train(config, args.train_store, args.run_dir, _stores(args.aligned_stores))
-        elif args.cmd == "train-grid":
-            from .grid_runs import train_grid_runs
-
-            train_grid_runs(config, args.train_store, _stores(args.stores), args.runs_dir)
+            train_runs(config, args.train_store, _stores(args.aligned_stores), _stores(args.test_stores), args.runs_dir)
         elif args.cmd == "evaluate":
             from .evaluation import evaluate_run
 
-            _write_rows(args.out, evaluate_run(args.model, config, _stores(args.stores)))
+            if len(args.models) != len(args.out):
+                parser.error(f"--models gives {len(args.models)} models, --out {len(args.out)} files")
+            for model, out in zip(args.models, args.out):
+                _write_rows(out, evaluate_run(model, config, _stores(args.stores)))
         elif args.cmd == "evaluate-imagenet":
             from .evaluation import evaluate_imagenet_model
 
             _write_rows(args.out, evaluate_imagenet_model(config, _stores(args.stores)))
-        elif args.cmd == "analyse":
-            _analyse(args, config)
         else:
-            from .reporting.report import build_report
-
-            build_report(config, args.metrics, args.segmentation_quality, args.manifests, _stores(args.stores),
-                         args.out_dir, args.saliency_arrays)
+            _analyse(args, config)
     except WeightsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

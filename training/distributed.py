@@ -24,8 +24,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 
 #: how long a rank waits in a collective: the others wait at a barrier while rank 0 alone scores a
-#: run on its test sets (a grid job) or the learning-curve stores, which takes longer than the
-#: default 10 minutes on ImageNet-size stores
+#: run's monitor stores (learning curves, model selection), which takes longer than the default
+#: 10 minutes on ImageNet-size stores
 TIMEOUT = timedelta(hours=3)
 
 

@@ -131,25 +131,22 @@ def load_trained(model_path: Path, device: torch.device) -> tuple[Method, dict[s
 
 
 def run_tags(run_cfg: dict[str, Any]) -> dict[str, Any]:
-    """The columns that identify a run's rows: experiment, method, seed (and, for grid runs, the
-    grid, its method key and the train variant). Labels are the report's business."""
-    tags = {"experiment": run_cfg["experiment"], "method": run_cfg["method"], "seed": run_cfg["seed"]}
-    if "grid" in run_cfg:
-        tags.update(grid=run_cfg["grid"], grid_method=run_cfg["grid_method"], train_variant=run_cfg["train_variant"])
-    return tags
+    """The columns that identify a run's rows: experiment, method, seed, and the tags its
+    declaration gives (a grid's: grid, method key, train variant). Labels are the report's business."""
+    return {"experiment": run_cfg["experiment"], "method": run_cfg["method"], "seed": run_cfg["seed"],
+            **run_cfg.get("tags", {})}
 
 
 def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
-    """Accuracy of a trained run on `stores` (`eval_cfg`: split and batch size). Background-
-    Challenge runs are tagged with the evaluation dataset; grid runs with their own dataset,
-    and also get per-cell accuracies."""
+    """Accuracy of a trained run on its test sets `stores` (`eval_cfg`, `workbench.slices.scoring_config`:
+    split, batch size, the dataset the rows are tagged with, and whether its family asks for the
+    group metrics: per-cell, bias-conflicting, mean-class and worst-group accuracy)."""
     device = pick_device()
     method, state = load_trained(model_path, device)
-    run_cfg = state["run_config"]
-    grid_run = "grid" in run_cfg
-    tags = {**run_tags(run_cfg), "dataset": run_cfg["dataset"] if grid_run else eval_cfg["dataset"]}
+    tags = {**run_tags(state["run_config"]), "dataset": eval_cfg["dataset"]}
     rows = accuracy_rows(lambda x: method.predict(x).argmax(1), stores, eval_cfg["split"], eval_cfg["batch_size"],
-                         method.augmenter, device, tags, cells=grid_run, limit=eval_cfg.get("max_images"))
+                         method.augmenter, device, tags, cells=eval_cfg.get("group_metrics", False),
+                         limit=eval_cfg.get("max_images"))
     if hasattr(method, "embed") and "original" in stores:  # self-supervised runs: Ge et al. Figs. 2-3
         from .methods.ssl_eval import similarity_rows
 

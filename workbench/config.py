@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def dataset_variants(config: dict[str, Any], dataset: str) -> list[str]:
 
 
 def test_sets(config: dict[str, Any], dataset: str, train_variant: str) -> dict[str, str]:
-    """{test set name: variant} a grid run trained on `train_variant` is evaluated on."""
+    """{test set name: variant} a run trained on `train_variant` is scored on (its family's declaration)."""
     return get_family(dataset_family(config, dataset)).test_sets(config["datasets"][dataset], train_variant)
 
 
@@ -225,17 +226,27 @@ GRID_WEIGHTS = {"pretrained": None, "pretrained_sha256": None}
 
 def expand_grids(config: dict[str, Any]) -> dict[str, Any]:
     """The config with one experiment per grid method and train variant, named
-    `<grid>_<method key>_<variant>`; each records `grid`, `grid_method` and `train_variant`.
-    Grid runs start from random weights unless the grid or the method gives `pretrained`."""
+    `<grid>_<method key>_<variant>`: a grid is only a way to declare many runs. Each is scored on
+    its own dataset (`eval_dataset`), carries the row tags the report's grid tables group by
+    (`tags`: grid, method key, train variant) and the grid's monitors (`curves` on the figure
+    variant, `model_selection`). Grid runs start from random weights unless the grid or the
+    method gives `pretrained`."""
     out = copy.deepcopy(config)
     for name, grid in config.get("grids", {}).items():
         for key, spec in grid["methods"].items():
             for variant in grid["train_variants"]:
-                out["experiments"][grid_experiment(name, key, variant)] = {
-                    "method": spec["method"], "dataset": grid["dataset"], "train_variant": variant,
-                    "label": spec["label"], "method_args": copy.deepcopy(spec.get("method_args", {})),
-                    "training": deep_merge(GRID_WEIGHTS, deep_merge(grid.get("training", {}), spec.get("training", {}))),
-                    "seeds": grid_method_seeds(config, name, key), "grid": name, "grid_method": key}
+                exp = {"method": spec["method"], "dataset": grid["dataset"], "train_variant": variant,
+                       "eval_dataset": grid["dataset"], "label": spec["label"],
+                       "method_args": copy.deepcopy(spec.get("method_args", {})),
+                       "training": deep_merge(GRID_WEIGHTS, deep_merge(grid.get("training", {}), spec.get("training", {}))),
+                       "seeds": grid_method_seeds(config, name, key), "grid": name, "grid_method": key,
+                       "tags": {"grid": name, "grid_method": key, "train_variant": variant}}
+                curves = grid.get("curves")
+                if curves and variant == grid["figure_variant"] and key in curves["methods"]:
+                    exp["curves"] = {"test_set": curves["test_set"], "every_steps": curves["every_steps"]}
+                if selection := grid.get("model_selection"):
+                    exp["model_selection"] = {"every_steps": selection["every_steps"]}
+                out["experiments"][grid_experiment(name, key, variant)] = exp
     return out
 
 
@@ -249,21 +260,56 @@ def grid_method_seeds(config: dict[str, Any], grid: str, key: str) -> list[int]:
     return list(spec.get("seeds") or grid_cfg.get("seeds") or config["seeds"])
 
 
-def grid_experiments(config: dict[str, Any], grid: str, variant: str, seed: int | None = None) -> list[str]:
-    """The experiments of `grid` trained on `variant` (one per method, in the grid's order); with
-    `seed`, those of the methods that run with that seed."""
-    return [grid_experiment(grid, key, variant) for key in config["grids"][grid]["methods"]
-            if seed is None or seed in grid_method_seeds(config, grid, key)]
+@dataclass(frozen=True)
+class Pack:
+    """Runs trained (and then scored) in one process: a scheduling choice, not a kind of run.
+
+    `members`: the experiment names of one job as patterns of the wildcards in `constraints`
+    ({wildcard: allowed values}); `name`: the suffix of the pack's `train` / `evaluate` rules.
+    The first pack holds every run trained alone: one job per (experiment, seed)."""
+
+    name: str
+    members: tuple[str, ...]
+    constraints: dict[str, list[str]]
+
+    def experiments(self, wildcards: dict[str, str]) -> list[str]:
+        return [m.format(**wildcards) for m in self.members]
 
 
-def grid_seed_groups(config: dict[str, Any], grid: str) -> list[tuple[list[int], list[str]]]:
-    """(seeds, method keys) groups of a grid: seeds whose jobs train the same methods share one
-    group (one rule each), in the order of their smallest seed."""
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for seed in sorted({s for key in config["grids"][grid]["methods"] for s in grid_method_seeds(config, grid, key)}):
-        keys = tuple(k for k in config["grids"][grid]["methods"] if seed in grid_method_seeds(config, grid, k))
-        groups.setdefault(keys, []).append(seed)
-    return [(seeds, list(keys)) for keys, seeds in groups.items()]
+def packs(config: dict[str, Any]) -> list[Pack]:
+    """Every run of an expanded config in exactly one pack. A grid's runs of one train variant and
+    seed share a process, `pack` methods at a time (default: all of them): their networks are
+    small, and a process start (~7 s of interpreter and torch) would cost as much as a run on a
+    CPU. Seeds whose jobs train the same methods share one pack (methods with their own `seeds`
+    split a grid's seeds into groups). Every other run is a pack of one."""
+    packed = {grid_experiment(g, k, v) for g, grid in config.get("grids", {}).items() for k in grid["methods"]
+              for v in grid["train_variants"]}
+    alone = [e for e in config["experiments"] if e not in packed]
+    out = [Pack("", ("{experiment}",), {"experiment": alone})]
+    for name, grid in config.get("grids", {}).items():
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for seed in sorted({s for key in grid["methods"] for s in grid_method_seeds(config, name, key)}):
+            keys = tuple(k for k in grid["methods"] if seed in grid_method_seeds(config, name, k))
+            groups.setdefault(keys, []).append(seed)
+        size = grid.get("pack") or len(grid["methods"])
+        chunks = [(seeds, keys[i:i + size]) for keys, seeds in groups.items() for i in range(0, len(keys), size)]
+        for part, (seeds, keys) in enumerate(chunks, start=1):
+            out.append(Pack(f"_{name}" + (f"_{part}" if part > 1 else ""),
+                            tuple(grid_experiment(name, k, "{variant}") for k in keys),
+                            {"variant": list(grid["train_variants"]), "seed": [str(s) for s in seeds]}))
+    return out
+
+
+def scoring(config: dict[str, Any], experiment: str) -> tuple[str, dict[str, str], bool]:
+    """(dataset, {test set name: variant}, group metrics?) a run of `experiment` is scored on: the
+    test sets its dataset family declares for its train variant, on its `eval_dataset` (default:
+    `evaluation.dataset`); with group metrics (per-cell, bias-conflicting and worst-group
+    accuracy) where the family declares them."""
+    exp = config["experiments"][experiment]
+    dataset = exp.get("eval_dataset") or config["evaluation"]["dataset"]
+    family = get_family(dataset_family(config, dataset))
+    ds = config["datasets"][dataset]
+    return dataset, family.test_sets(ds, exp["train_variant"]), family.group_metrics(ds, exp["train_variant"])
 
 
 def expand_sweeps(config: dict[str, Any]) -> dict[str, Any]:

@@ -60,9 +60,8 @@ def gpus(runs: list[dict[str, Any]]) -> int:
     """The `training.gpus` of a training job's runs (run configs), which one launcher starts."""
     asked = {run["training"].get("gpus", 1) for run in runs}
     if len(asked) > 1:
-        grid = runs[0].get("grid", "<grid>")
-        raise ValueError(f"runs {[run['experiment'] for run in runs]} train in one job but ask for different "
-                         f"training.gpus {sorted(asked)}: set gpus once for the grid (grids.{grid}.training)")
+        raise ValueError(f"runs {[run['experiment'] for run in runs]} train in one job (a pack) but ask for different "
+                         f"training.gpus {sorted(asked)}: set gpus once for all of them (for a grid: grids.<name>.training)")
     return asked.pop()
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from core.atomic import write_text_atomic
 from training.methods import spec
 
-from .config import dataset_family, deep_merge, test_sets
+from .config import dataset_family, deep_merge, scoring
 
 #: in9 dataset sections read only by the jobs of the variant of the same name
 DERIVED_SECTIONS = ("stylized", "texture", "corrupted")
@@ -32,7 +32,9 @@ REPORT_EXPERIMENT_KEYS = ("label", "method", "method_args", "dataset", "train_va
 
 def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, Any]:
     """A training run's identity: its merged training config, its method and resolved
-    `method_args`, its dataset and train variant, and its seed (not its label)."""
+    `method_args`, its dataset and train variant, its seed (not its label), and what its
+    declaration adds: row `tags` and the monitors `curves` / `model_selection` (scored during
+    training at the evaluation batch size)."""
     exp = config["experiments"][experiment]
     training = deep_merge(config["training"], exp.get("training", {}))
     for key in SPEED_ONLY_TRAINING_KEYS:
@@ -43,26 +45,24 @@ def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, 
            "dataset": exp["dataset"],
            "dataset_config": dataset_section(config, exp["dataset"], [exp["train_variant"], *declared.aligned_variants.values()]),
            "train_variant": exp["train_variant"], "aligned_variants": declared.aligned_variants}
-    if "grid" in exp:
-        out.update(grid=exp["grid"], grid_method=exp["grid_method"])
-        grid = config["grids"][exp["grid"]]
-        curves = grid.get("curves")
-        if curves and exp["train_variant"] == grid["figure_variant"] and exp["grid_method"] in curves["methods"]:
-            out["curves"] = {"test_set": curves["test_set"], "every_steps": curves["every_steps"],
-                             "batch_size": config["evaluation"]["batch_size"]}
-        if selection := grid.get("model_selection"):
-            out["model_selection"] = {"every_steps": selection["every_steps"],
-                                      "batch_size": config["evaluation"]["batch_size"]}
+    if "tags" in exp:  # absent (a run declared on its own): its hash stays what it was before tags existed
+        out["tags"] = dict(exp["tags"])
+    for monitor in ("curves", "model_selection"):
+        if monitor in exp:
+            out[monitor] = {**exp[monitor], "batch_size": config["evaluation"]["batch_size"]}
     return out
 
 
-def grid_job_config(config: dict[str, Any], grid: str, experiments: list[str], variant: str,
-                    seed: int) -> dict[str, Any]:
-    """One grid job: the runs of every method of `grid` on `variant` with `seed`, and how they
-    are evaluated."""
-    dataset = config["grids"][grid]["dataset"]
-    return {"grid": grid, "runs": [run_config(config, e, seed) for e in experiments],
-            "test_sets": test_sets(config, dataset, variant), "evaluation": evaluation_config(config)}
+def pack_job_config(config: dict[str, Any], experiments: list[str], seed: int) -> dict[str, Any]:
+    """One training job: the runs of `experiments` with `seed`, trained one after the other."""
+    return {"runs": [run_config(config, e, seed) for e in experiments]}
+
+
+def scoring_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:
+    """How `experiment`'s runs are scored (`workbench.config.scoring`): the evaluation settings, the
+    dataset its rows are tagged with, and whether it gets the group metrics."""
+    dataset, _sets, groups = scoring(config, experiment)
+    return {**evaluation_config(config), "dataset": dataset, **({"group_metrics": True} if groups else {})}
 
 
 def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:

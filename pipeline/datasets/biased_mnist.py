@@ -52,6 +52,7 @@ def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray
 
 class BiasedMnistFamily(DatasetFamily):
     name = "biased_mnist"
+    headline = ("biased", "unbiased")  # ReBias's Table 1 columns
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         return [variant_name(r) for r in ds_cfg["rhos"]] + ["unbiased"]
@@ -60,6 +61,9 @@ class BiasedMnistFamily(DatasetFamily):
         """ReBias's two test sets of a model trained on `train_variant`: "biased" (the val split
         of the same rho) and "unbiased" (colours independent of the digits)."""
         return {"biased": train_variant, "unbiased": "unbiased"}
+
+    def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:
+        return True  # ReBias Fig. 3: accuracy per (colour, digit) cell
 
     def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
                  workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:

@@ -36,6 +36,7 @@ def split_train_val(images: np.ndarray, labels: np.ndarray, val_fraction: float,
 
 class ColoredMnistFamily(ConflictRatioFamily):
     name = "colored_mnist"
+    val_split = "colours independent of the digit, as the group-DRO Waterbirds recipe balances its val split"
 
     def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         digits = load_digits(ds_cfg, seed)

@@ -17,12 +17,17 @@ def variant_name(percent: float) -> str:
 class ConflictRatioFamily(DatasetFamily):
     """Subclasses build one variant in `build`: `percent` is the variant's p, None for `unbiased`."""
 
+    headline = ("unbiased",)
+
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         return [variant_name(p) for p in ds_cfg["conflict_percents"]] + ["unbiased"]
 
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
         """"valid": the val split of the training variant; "unbiased": the test set."""
         return {"valid": train_variant, "unbiased": "unbiased"}
+
+    def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:
+        return True
 
     def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
                  workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:

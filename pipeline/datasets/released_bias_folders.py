@@ -75,6 +75,7 @@ def read_folder(folders: list[Path], size: int) -> tuple[dict[str, np.ndarray], 
 
 class ReleasedBiasFoldersFamily(ConflictRatioFamily):
     name = "released_bias_folders"
+    val_split = "the release's valid/ folder as it is"
 
     def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         root, size = Path(ds_cfg["root"]).expanduser(), int(ds_cfg["image_size"])

@@ -23,6 +23,7 @@ class WaterbirdsFamily(ConflictRatioFamily):
     """Its val split is balanced (half of each label on each place type), as in the recipe."""
 
     name = "waterbirds"
+    val_split = "half of each class on each place type (the group-DRO recipe)"
 
     def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         splits = split_birds(list_birds(Path(ds_cfg["cub_root"]).expanduser()), float(ds_cfg["val_fraction"]), seed)

@@ -209,7 +209,7 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
     (no gradient through IE in any loss): the gradient reaches z through L_guide.sim (towards g(z))
     and L_guide.cls (through z ⊙ IE). "through_both" lets the gradient flow through both sides of
     Eq. 9 and through IE's Grad-CAM and common-feature score (the reading before the switch
-    existed). Which one is the default, and why, config/park_ablation.yaml measured (README).
+    existed). Which one is the default, and why, config/park_ablation.yaml measured (docs/measurements.md).
     A sample without a partner (no row of its class in the partner set other than itself) gets
     IE = 1 and none of L_guide and L_BN: with IE = 1, L_guide.cls would add its main loss a second
     time (just after T2, where λ_main is near 0, such a sample has almost no loss at all).

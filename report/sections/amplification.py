@@ -16,9 +16,12 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..methods import spec as method_spec
-from .document import Document
-from .helpers import capability_line, compare, mean_std, save_figure
+from pipeline.datasets import get_family
+from training.methods import spec as method_spec
+
+from .. import model_selection
+from ..document import Document
+from ..helpers import capability_line, compare, mean_std, save_figure
 
 #: the test set the tables score and the one model selection looks at (the colored_mnist family's)
 TEST, VALID = "unbiased", "valid"
@@ -41,13 +44,6 @@ SWITCH_VALUES = {True: "✓", False: "✗", "D": "D", "D_cand": "D^BN_cand", "D_
 HEALTH = ("partner_conflicting_fraction", "partner_weight", "guide_distance", "ie_mean", "train_acc")
 
 
-#: what each family's val split (model selection) holds, for the table's caption
-VAL_SPLITS = {"colored_mnist": "colours independent of the digit, as the group-DRO Waterbirds recipe balances its val split",
-              "waterbirds": "half of each class on each place type (the group-DRO recipe)",
-              "in9": "backgrounds as biased as the train split",
-              "released_bias_folders": "the release's valid/ folder as it is"}
-
-
 def _percent(variant: str) -> float:
     """p of `conflict_<p>` (Colored MNIST, Waterbirds, BFFHQ, BAR) and of `bg_conflict_<p>` (IN-9)."""
     return float(variant.rsplit("_", 1)[1])
@@ -56,29 +52,14 @@ def _percent(variant: str) -> float:
 def selected_and_oracle(rows: list[dict[str, Any]], config: dict[str, Any], grid: str,
                         metric: str) -> dict[tuple[str, str], dict[str, list[float]]]:
     """{(train variant, method key): {"selected": [...], "oracle": [...]}} per seed: the test
-    `metric` at the scoring point with the best `valid` accuracy (the earliest such point), and
-    the best test `metric` over all points. The points are the model-selection curve rows plus
-    the final evaluation."""
-    points: dict[tuple[str, int], dict[float, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
-    for r in rows:
-        exp = config["experiments"].get(r.get("experiment", ""), {})
-        if exp.get("grid") != grid:
-            continue
-        if r.get("kind") == "curve":
-            points[(r["experiment"], r["seed"])][float(r["step"])][r["metric"]] = r["value"]
-        elif r.get("kind") == "eval" and r.get("variant") in (TEST, VALID):
-            points[(r["experiment"], r["seed"])][float("inf")][f"{r['variant']}_{r['metric']}"] = r["value"]
+    `metric` under `model_selection`'s rules "validation" and "oracle" (the scoring points are
+    the model-selection curve rows plus the final evaluation)."""
+    runs = {e for e, exp in config["experiments"].items() if exp.get("grid") == grid}
     out: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: {"selected": [], "oracle": []})
-    for (experiment, _seed), by_step in sorted(points.items()):
-        usable = [(step, p) for step, p in sorted(by_step.items()) if f"{TEST}_{metric}" in p and f"{VALID}_accuracy" in p]
-        if not usable:
-            continue
-        exp = config["experiments"][experiment]
-        best_valid = max(p[f"{VALID}_accuracy"] for _, p in usable)
-        chosen = next(p for _, p in usable if p[f"{VALID}_accuracy"] == best_valid)
-        cell = out[(exp["train_variant"], exp["grid_method"])]
-        cell["selected"].append(chosen[f"{TEST}_{metric}"])
-        cell["oracle"].append(max(p[f"{TEST}_{metric}"] for _, p in usable))
+    for kind, rule in (("selected", "validation"), ("oracle", "oracle")):
+        for experiment, values in model_selection.selected(rows, runs, TEST, metric, rule, VALID).items():
+            exp = config["experiments"][experiment]
+            out[(exp["train_variant"], exp["grid_method"])][kind] = values
     return out
 
 
@@ -95,7 +76,7 @@ def amplification_sections(doc: Document, config: dict[str, Any], rows: list[dic
         chance = 100.0 / _num_classes(config, grid["dataset"])
         doc.heading(f"Park et al. (CVPR 2024), Table 1 – {name}: {metric.replace('_', ' ')} (%) on the {TEST} test set "
                     f"of {grid['dataset']}")
-        val_split = VAL_SPLITS.get(config["datasets"][grid["dataset"]].get("family", "in9"), "as the dataset builds it")
+        val_split = get_family(config["datasets"][grid["dataset"]].get("family", "in9")).val_split
         doc.para(f"Mean ± sample std over {_seeds_per_row(config, name)}, by the share of bias-conflicting training samples. "
                  f"Validation-selected: the test value at the scoring point (every "
                  f"{grid.get('model_selection', {}).get('every_steps', '–')} steps, and the end) with the best "

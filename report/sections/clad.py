@@ -1,4 +1,5 @@
-"""Report sections of the CLAD paper's analyses: the BG-GAP verdict, Tables 3-6, Figs. 6-8.
+"""Report sections of the CLAD paper: Table 2 (ours beside the paper's) and the same columns on the
+official test images, every variant, Fig. 5, the BG-GAP verdict, Tables 3-6, Figs. 6-8.
 
 Every section prints our numbers (mean ± sample std over seeds) beside the paper's where the
 paper gives them, and says so when a section has no runs in this configuration.
@@ -12,11 +13,11 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .document import Document
-from .helpers import capability_line, compare, mean_std, metric_table, model_order, save_figure, sweep_only_experiments
+from ..document import Document
+from ..helpers import (capability_line, compare, headline, mean_std, metric_table, model_order, save_figure,
+                       sweep_only_experiments)
 
-TABLE2_COLUMNS = ["original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap"]
-TABLE2_HEADER = ["Original ↑", "Only-FG ↑", "Mixed-Rand ↑", "Mixed-Same ↑", "Only-BG-T ↓", "BG-Gap ↓"]
+TABLE2_COLUMNS, TABLE2_HEADER = headline("in9")
 CLAD_METHODS = ("clad", "clad_plus")
 #: what the paper's Figs. 7 and 8 show, in words (they give no numbers)
 PAPER_SHAPES = {"lambda": "paper: ORIGINAL flat and MIXED-RAND rising up to λ = 1, both falling for λ > 1",
@@ -24,6 +25,71 @@ PAPER_SHAPES = {"lambda": "paper: ORIGINAL flat and MIXED-RAND rising up to λ =
                               "N = 32 the best trade-off"}
 #: compare()'s judgement of CLAD's BG-GAP minus Base (IN9)'s, in words (a lower gap is better)
 GAP_VERDICTS = {"lower": "reduces", "higher": "does not reduce", "not clearly different": "does not clearly change"}
+
+
+def table2(doc: Document, table, paper: dict[str, Any]) -> None:
+    doc.heading("Table 2 – Background Challenge accuracy (%)")
+    rows = [["Ours (this run)", *row] for row in model_rows(table, TABLE2_COLUMNS)]
+    for prow in paper["rows"]:
+        rows.append([f"{prow['type']} (paper)", prow["model"],
+                     *["–" if v is None else f"{v:.1f}" for v in prow["values"]]])
+    doc.table(["Type", "Model", *TABLE2_HEADER], rows)
+    gaps = {label: np.mean(table[label]["bg_gap"]) for label in table if table[label].get("bg_gap")}
+    if "Base (IN9)" in gaps and "Base (MR)" in gaps:
+        doc.para(f"BG-GAP of Base (IN9) here: {gaps['Base (IN9)']:.1f} points; of Base (MR): {gaps['Base (MR)']:.1f} "
+                 "points. A positive gap means the model gains accuracy from a background of the right class; a "
+                 "negative one that it does better on random backgrounds (Base (MR) is trained on MIXED_RAND-style "
+                 "composites, so MIXED_RAND is its own training distribution).")
+
+
+def model_rows(table, columns: list[str]) -> list[list[str]]:
+    """One row per model (in report order): its label and mean ± std of each column."""
+    return [[label, *[mean_std(table[label].get(c, [])) for c in columns]] for label in model_order(table)]
+
+
+def official(doc: Document, official: str | None, table) -> None:
+    """Table 2's columns on the official Background Challenge test images, read as released."""
+    doc.heading("Background Challenge, official test images (%)")
+    if official is None:
+        doc.para("Not scored: point a `bg_challenge` dataset at the released `bg_challenge/` folder and set "
+                 "`evaluation.official_dataset` to it to score every model on the authors' test images as well as on "
+                 "the variants regenerated here.")
+        return
+    doc.para(f"The same models on dataset `{official}`: the released test images read as they are (resized to the "
+             "models' input size), without our segmentation or compositing.")
+    doc.table(["Model", *TABLE2_HEADER], model_rows(table, TABLE2_COLUMNS))
+
+
+def all_variants(doc: Document, table, variants: list[str]) -> None:
+    doc.heading("Accuracy on every variant (%)")
+    doc.table(["Model", *variants], model_rows(table, variants))
+
+
+def figure5(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    col = paper["columns"]
+    for prow in paper["rows"]:
+        same, rand = prow["values"][col.index("mixed_same")], prow["values"][col.index("mixed_rand")]
+        if same is not None and rand is not None:
+            ax.scatter(same, rand, marker="x", color="grey")
+            if prow["type"] != "Others":  # naming every prior method makes the cluster unreadable
+                ax.annotate(prow["model"], (same, rand), fontsize=6, color="grey")
+    for label in model_order(table):
+        same, rand = table[label].get("mixed_same"), table[label].get("mixed_rand")
+        if same and rand:
+            ax.errorbar(np.mean(same), np.mean(rand), xerr=np.std(same), yerr=np.std(rand), fmt="o", capsize=3,
+                        label=f"{label} (ours)")
+    lo = min([*ax.get_xlim(), *ax.get_ylim()])
+    ax.plot([lo, 100], [lo, 100], "--", color="black", linewidth=0.8, label="identity (no background bias)")
+    ax.set_xlabel("MIXED-SAME accuracy (%)")
+    ax.set_ylabel("MIXED-RAND accuracy (%)")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("Fig. 5: MIXED-SAME vs MIXED-RAND (grey x: paper)")
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    doc.heading("Fig. 5 – MIXED-SAME vs MIXED-RAND")
+    doc.image(path.name, "Models nearer the identity line have less background bias; grey crosses are the paper's "
+                         "models (real IN-9), dots ours (mean ± std over seeds).")
 
 
 def bg_gap_verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: float = 100 / 9) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .document import Document
-from .helpers import capability_line, compare, mean_std, save_figure
+from ..document import Document
+from ..helpers import capability_line, compare, mean_std, save_figure
 
 TEST_SETS = ("biased", "unbiased")
 CHANCE = 10.0  # ten digits, colours independent of them in the unbiased test set

@@ -14,6 +14,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from core.atomic import atomic_path  # noqa: E402
+from pipeline.datasets import get_family  # noqa: E402
+
+
+#: table column titles of the test sets and metrics (the arrow: which way is better)
+COLUMN_TITLES = {"original": "Original ↑", "only_fg": "Only-FG ↑", "mixed_rand": "Mixed-Rand ↑",
+                 "mixed_same": "Mixed-Same ↑", "only_bg_t": "Only-BG-T ↓", "bg_gap": "BG-Gap ↓",
+                 "biased": "Biased ↑", "unbiased": "Unbiased ↑"}
+
+
+def headline(family: str) -> tuple[list[str], list[str]]:
+    """(columns, titles) of the results table of a dataset family: the test sets and metrics the
+    family declares (`DatasetFamily.headline`)."""
+    columns = list(get_family(family).headline)
+    return columns, [COLUMN_TITLES.get(c, c) for c in columns]
 
 
 #: a reference model "learns the task" when its accuracy is this many points above chance

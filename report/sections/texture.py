@@ -18,9 +18,8 @@ import zarr
 
 from pipeline.derived_stage import work_side
 
-from .clad_sections import TABLE2_COLUMNS, TABLE2_HEADER
-from .document import Document
-from .helpers import (MIN_IMAGES, capability_line, compare, counted_values, mean_std, model_order, save_figure,
+from ..document import Document
+from ..helpers import (headline, MIN_IMAGES, capability_line, compare, counted_values, mean_std, model_order, save_figure,
                       too_few_column, value_cell)
 
 TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]
@@ -28,6 +27,8 @@ TEXTURE_HEADER = ["Original ↑", "Stylized IN-9 ↑", "IN-9-Sketch (stand-in) �
 TEXTURE_VARIANTS = ("stylized", "texture", "sketch")
 
 
+#: the Background Challenge columns beside the texture ones (Table 9)
+BG_COLUMNS, BG_HEADER = headline("in9")
 SHAPE_BIAS_TOO_FEW = too_few_column("shape_bias")
 
 
@@ -140,9 +141,9 @@ def _texture_table(doc: Document, title: str, table: dict[str, dict[str, list[fl
 def _table9(doc: Document, table: dict[str, dict[str, list[float]]], paper: dict[str, Any]) -> None:
     doc.heading("Table 9 – S-CLAD / S-CLAD+ on the Background Challenge (%)")
     present = [m for m in ("Base (IN9)", "S-CLAD", "S-CLAD+") if m in table]
-    rows = [["Ours", m, *[mean_std(table[m].get(c, [])) for c in TABLE2_COLUMNS]] for m in present]
+    rows = [["Ours", m, *[mean_std(table[m].get(c, [])) for c in BG_COLUMNS]] for m in present]
     rows += [["Paper", r["model"], *[f"{v:.1f}" for v in r["values"]]] for r in paper["rows"]]
-    doc.table(["", "Model", *TABLE2_HEADER], rows)
+    doc.table(["", "Model", *BG_HEADER], rows)
 
 
 def _shape_bias_figure(doc: Document, table: dict[str, dict[str, list[float]]], geirhos: dict[str, float],

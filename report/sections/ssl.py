@@ -16,9 +16,10 @@ import numpy as np
 
 from pipeline.datasets import get_family
 
-from ..methods import spec
-from .document import Document
-from .helpers import capability_line, compare, mean_std, save_figure, value_cell
+from training.methods import spec
+
+from ..document import Document
+from ..helpers import capability_line, compare, mean_std, save_figure, value_cell
 
 SSL_METHODS = ("moco_v2", "moco_v2_texture", "byol")
 COLUMNS = ["original", "corrupted", "stylized", "texture", "sketch", "mixed_rand", "bg_gap", "shape_bias"]

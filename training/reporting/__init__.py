@@ -1,1 +1,0 @@
-"""Aggregation of the runs' tidy metrics into the report's tables and figures."""

@@ -70,7 +70,7 @@ def test_every_method_declares_its_arguments_beside_its_class():
 
 #: which project packages each layer may import: each only those below it
 LAYERS = {"core": set(), "pipeline": {"core"}, "training": {"core", "pipeline"},
-          "workbench": {"core", "pipeline", "training"}}
+          "report": {"core", "pipeline", "training"}, "workbench": {"core", "pipeline", "training"}}
 
 
 def test_each_layer_imports_only_the_layers_below_it_and_the_config_layer_no_torch():
@@ -78,8 +78,8 @@ def test_each_layer_imports_only_the_layers_below_it_and_the_config_layer_no_tor
     the workflow layer, would fail here (an import cycle in waiting)."""
     code = ("import sys, core.atomic, core.provenance, core.seeding, core.errors; "
             "assert not {'torch', 'zarr', 'pipeline', 'training'} & set(sys.modules), 'core imports too much'; "
-            "import workbench.config, workbench.slices, workbench.resources, pipeline.datasets; "
-            "assert 'torch' not in sys.modules, 'torch imported'; "
+            "import workbench.config, workbench.slices, workbench.resources, pipeline.datasets, report.build; "
+            "assert 'torch' not in sys.modules, 'torch imported by the config layer or the report'; "
             "import training.evaluation, training.trainer")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
     for layer, allowed in LAYERS.items():
@@ -89,8 +89,8 @@ def test_each_layer_imports_only_the_layers_below_it_and_the_config_layer_no_tor
     assert "pipeline.config" not in (ROOT / "Snakefile").read_text()
 
 
-def test_every_schema_key_has_a_description_and_a_default_and_the_readme_reference_is_current():
-    from workbench.reference import README, reference_markdown, schema_keys, updated_readme
+def test_every_schema_key_has_a_description_and_a_default_and_the_configuration_reference_is_current():
+    from workbench.reference import REFERENCE_PAGE, reference_markdown, schema_keys, updated_page
 
     schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
     keys = list(schema_keys(schema))
@@ -99,8 +99,8 @@ def test_every_schema_key_has_a_description_and_a_default_and_the_readme_referen
         assert sub.get("description"), f"{key} has no description"
         if not re.fullmatch(r"datasets\.<\w+ dataset>", key):  # the dataset families' headings have none
             assert "default" in sub, f"{key} has no default"
-    text = README.read_text()
-    assert updated_readme(text, reference_markdown()) == text, "run: python -m workbench.reference"
+    text = REFERENCE_PAGE.read_text()
+    assert updated_page(text, reference_markdown()) == text, "docs/configuration.md: run python -m workbench.reference"
 
 
 def test_schema_defaults_are_the_embedded_config(default_config):

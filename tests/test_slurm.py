@@ -86,7 +86,7 @@ def test_tiny_slice_through_slurm_matches_a_local_run(cluster, tmp_path):
     configs, targets = slice_config(tmp_path / "slurm")
     results = tmp_path / "slurm" / "results"
     log = tmp_path / "slurm.log"
-    # the README's SLURM command with the local cluster's overlay; no --config (it would replace
+    # docs/cluster.md's SLURM command with the local cluster's overlay; no --config (it would replace
     # the overlay's `config:` entry)
     cmd = [sys.executable, "-m", "snakemake", *targets, "--executor", "slurm", "--workflow-profile",
            "profiles/slurm", "--profile", "profiles/slurm-local", "--configfile", *configs]

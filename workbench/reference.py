@@ -1,7 +1,7 @@
-"""The README's configuration reference, generated from `config/schema.yaml`.
+"""The configuration reference (docs/configuration.md), generated from `config/schema.yaml`.
 
-    python -m workbench.reference           # rewrite the reference section of README.md
-    python -m workbench.reference --check   # exit 1 if README.md is out of date (the tests do this)
+    python -m workbench.reference           # rewrite the reference section of docs/configuration.md
+    python -m workbench.reference --check   # exit 1 if docs/configuration.md is out of date (the tests do this)
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import yaml
 
 from .config import SCHEMA_PATH
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+#: the page holding the generated reference between the START and END markers
+REFERENCE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 #: where the shared definitions are used, shown under these keys
 DEF_PLACES = {"in9_dataset": "datasets.<in9 dataset>", "biased_mnist_dataset": "datasets.<biased_mnist dataset>",
@@ -95,25 +96,26 @@ def reference_markdown(schema_path: Path = SCHEMA_PATH) -> str:
     return "\n".join(rows) + "\n"
 
 
-def updated_readme(readme: str, reference: str) -> str:
-    head, rest = readme.split(START, 1)
+def updated_page(page: str, reference: str) -> str:
+    """`page` with the text between its START and END markers replaced by `reference`."""
+    head, rest = page.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{reference}{END}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workbench.reference")
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/configuration.md is out of date")
     args = parser.parse_args(argv)
-    text = README.read_text()
-    new = updated_readme(text, reference_markdown())
+    text = REFERENCE_PAGE.read_text()
+    new = updated_page(text, reference_markdown())
     if args.check:
         if new != text:
-            print("README.md's configuration reference is out of date: run python -m workbench.reference",
+            print("docs/configuration.md's configuration reference is out of date: run python -m workbench.reference",
                   file=sys.stderr)
             return 1
         return 0
-    README.write_text(new)
+    REFERENCE_PAGE.write_text(new)
     return 0
 
 

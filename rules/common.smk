@@ -10,7 +10,7 @@ from pathlib import Path
 from pipeline import variants
 from pipeline.segment_stage import shard_count
 from pipeline.sources.listing import folder_fingerprint
-from training.methods import spec
+from pipeline.datasets import get_family
 from workbench import resources as res
 from workbench.config import dataset_family, dataset_variants, packs, runs, scoring
 from workbench.slices import (analysis_config, dataset_job_config, imagenet_evaluation_config,
@@ -34,25 +34,6 @@ def datasets_of(family):
 def dataset_config_file(dataset):
     """The job config of every generation step of `dataset` (its section and the seed)."""
     return slice_file(R, "datasets", dataset_job_config(config, dataset))
-
-
-def idx_files(dataset):
-    """The MNIST idx files an MNIST-family dataset reads (a missing one stops the DAG build, named)."""
-    source = config["datasets"][dataset]["source"]
-    if source["kind"] != "idx":
-        return []
-    return [os.path.expanduser(source[key]) for key in ("train_images", "train_labels", "test_images", "test_labels")]
-
-
-def labelled_inputs(wildcards):
-    """The files and folders a dataset reads (a missing one stops the DAG build, named): MNIST idx
-    files, or the CUB, segmentation and Places folders of Waterbirds."""
-    ds = config["datasets"][wildcards.dataset]
-    if ds.get("family") == "waterbirds":
-        return [os.path.expanduser(ds[key]) for key in ("cub_root", "segmentations", "places_root")]
-    if ds.get("family") == "released_bias_folders":
-        return [os.path.expanduser(ds["root"])]
-    return idx_files(wildcards.dataset)
 
 
 def variant_store(dataset, variant):

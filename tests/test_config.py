@@ -7,9 +7,12 @@ import sys
 import pytest
 import yaml
 
-from workbench.config import ConfigError, deep_merge, validate_config
+from workbench.config import ConfigError, deep_merge, resolve_config, validate_config
 
-from .conftest import ROOT
+from .conftest import PAPER_CONFIGS, ROOT
+
+#: every config file shipped in config/ (the schema aside)
+SHIPPED_CONFIGS = sorted(p.name for p in (ROOT / "config").glob("*.yaml") if p.name != "schema.yaml")
 
 
 def test_shipped_configs_are_valid(default_config):
@@ -20,6 +23,38 @@ def test_shipped_configs_are_valid(default_config):
     # ImageNet-100's config also goes beside the IN-9 one on one command line
     both = deep_merge(default_config, yaml.safe_load((ROOT / "config" / "imagenet9.yaml").read_text()))
     validate_config(deep_merge(both, yaml.safe_load((ROOT / "config" / "imagenet100_ssl.yaml").read_text())))
+
+
+@pytest.mark.parametrize("name", SHIPPED_CONFIGS)
+def test_every_shipped_config_resolves_as_the_snakefile_resolves_it(default_config, name):
+    """Each config/*.yaml over config/config.yaml (as `snakemake --configfile config/<name>` merges
+    it), through the Snakefile's own `resolve_config` (schema, cross references, smoke counts, sweep,
+    grid and U2-Net expansion, labels after expansion). Catches a bad or misspelt key, or a value the
+    schema rejects, in any shipped config (config/park_real_data.yaml included), and a merge that
+    silently drops the file's datasets, experiments or grids."""
+    own = yaml.safe_load((ROOT / "config" / name).read_text()) or {}
+    resolved = resolve_config(deep_merge(default_config, own))
+    for section in ("datasets", "experiments", "grids"):
+        assert set(own.get(section) or {}) <= set(resolved[section]), section
+    for experiment, spec in (own.get("experiments") or {}).items():
+        if spec.get("method"):
+            assert resolved["experiments"][experiment]["method"] == spec["method"], experiment
+    for grid in own.get("grids") or {}:  # every grid cell became an experiment of its own
+        assert any(spec.get("grid") == grid for spec in resolved["experiments"].values()), grid
+
+
+def test_the_paper_configs_resolve_together_in_smoke_mode(default_config):
+    """The paper configs on one command line (as `conftest.paper_smoke` gives them) with
+    `smoke: true`: they resolve without clashing labels or keys."""
+    config = default_config
+    for path in PAPER_CONFIGS:
+        config = deep_merge(config, yaml.safe_load((ROOT / path).read_text()))
+    resolved = resolve_config(deep_merge(config, {"smoke": True}))
+    assert resolved["smoke"] is True
+    labels = [spec["label"] for spec in resolved["experiments"].values() if "grid" not in spec]  # grid runs share theirs
+    assert len(labels) == len(set(labels))
+    for path in PAPER_CONFIGS:  # nothing of any file is lost in the merge
+        assert set(yaml.safe_load((ROOT / path).read_text()).get("experiments") or {}) <= set(resolved["experiments"])
 
 
 @pytest.mark.parametrize("path, value, key", [
@@ -117,18 +152,27 @@ def test_grid_and_rebias_errors_name_their_key(default_config, edit, message):
         validate_config(cfg)
 
 
-def test_a_grid_methods_own_seeds_split_its_jobs(default_config):
+def test_a_grid_methods_own_seeds_split_its_packs(default_config):
     """park_cmnist: the main rows take the grid's three seeds, ReBias and LfF only seed 0; the
-    seed-0 job trains all five methods, the seed-1 and seed-2 jobs the three main rows."""
-    from workbench.config import expand_grids, grid_experiments, grid_seed_groups
+    seed-0 job trains all five methods, the seed-1 and seed-2 jobs the three main rows. The runs
+    declared on their own are packs of one; `pack` splits a grid's jobs further."""
+    from workbench.config import expand_grids, packs, runs
 
-    config = validate_config(copy.deepcopy(default_config))
-    assert grid_seed_groups(config, "park_cmnist") == [([0], ["vanilla", "rebias", "lff", "lff_be", "ours"]),
-                                                       ([1, 2], ["vanilla", "lff_be", "ours"])]
-    assert grid_experiments(config, "park_cmnist", "conflict_5", 2) == [
+    config = expand_grids(validate_config(copy.deepcopy(default_config)))
+    by_name = {p.name: p for p in packs(config)}
+    park, park_2 = by_name["_park_cmnist"], by_name["_park_cmnist_2"]
+    assert park.constraints["seed"] == ["0"] and park_2.constraints["seed"] == ["1", "2"]
+    assert park_2.experiments({"variant": "conflict_5"}) == [
         "park_cmnist_vanilla_conflict_5", "park_cmnist_lff_be_conflict_5", "park_cmnist_ours_conflict_5"]
-    experiments = expand_grids(config)["experiments"]
-    assert experiments["park_cmnist_rebias_conflict_5"]["seeds"] == [0]
-    assert experiments["park_cmnist_ours_conflict_5"]["seeds"] == [0, 1, 2]
-    assert grid_seed_groups(config, "rebias_mnist") == [(config["grids"]["rebias_mnist"].get("seeds") or config["seeds"],
-                                                         list(config["grids"]["rebias_mnist"]["methods"]))]
+    assert len(park.members) == 5
+    alone = by_name[""].constraints["experiment"]
+    assert "base_in9" in alone and not any(e.startswith("park_cmnist_") for e in alone)
+    assert config["experiments"]["park_cmnist_rebias_conflict_5"]["seeds"] == [0]
+    assert config["experiments"]["park_cmnist_ours_conflict_5"]["seeds"] == [0, 1, 2]
+    packed = [(e, int(s)) for p in packs(config)[1:] for m in p.members for v in p.constraints["variant"]
+              for s in p.constraints["seed"] for e in [m.format(variant=v)]]
+    packed += [(e, s) for e, s in runs(config) if e in alone]
+    assert sorted(packed) == sorted(runs(config))  # each (experiment, seed) in exactly one pack
+    config["grids"]["park_cmnist"]["pack"] = 2
+    sizes = [len(p.members) for p in packs(config) if p.name.startswith("_park_cmnist")]
+    assert sizes == [2, 2, 1, 2, 1]  # seed 0: five methods in packs of two; seeds 1-2: three

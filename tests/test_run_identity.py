@@ -14,6 +14,7 @@ import yaml
 from training.methods import METHODS, REGISTRY, spec
 from training.trainer import train
 from workbench.config import ConfigError, deep_merge, resolve_config
+from workbench.schema import load_schema
 from workbench.slices import report_config, run_config
 
 from .conftest import ROOT
@@ -92,7 +93,7 @@ def test_each_layer_imports_only_the_layers_below_it_and_the_config_layer_no_tor
 def test_every_schema_key_has_a_description_and_a_default_and_the_configuration_reference_is_current():
     from workbench.reference import REFERENCE_PAGE, reference_markdown, schema_keys, updated_page
 
-    schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+    schema = load_schema()
     keys = list(schema_keys(schema))
     assert len(keys) > 120
     for key, sub, _required in keys:
@@ -104,7 +105,7 @@ def test_every_schema_key_has_a_description_and_a_default_and_the_configuration_
 
 
 def test_schema_defaults_are_the_embedded_config(default_config):
-    schema = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+    schema = load_schema()
     for key, value in default_config.items():
         assert schema["properties"][key]["default"] == value, key
     for name, value in default_config["training"].items():

@@ -92,7 +92,7 @@ def test_one_variant_regenerates_byte_identical(paper_smoke):
 def test_dry_run_lists_the_whole_graph(tmp_path):
     jobs = planned(snakemake("-n", "--cores", "32", "--config", f"results={tmp_path}"))
     for rule in ("in9_synthetic_source", "in9_list", "in9_segment_shard", "in9_segment", "in9_variant",
-                 "labelled_variant", "train", "train_grid_rebias_mnist", "evaluate", "analysis",
+                 "dataset_variant", "train", "train_rebias_mnist", "evaluate", "evaluate_rebias_mnist", "analysis",
                  "analysis_saliency", "report", "all"):
         assert rule in jobs, rule
     assert jobs["in9_segment_shard"] == 12  # 9 classes x 650 images in shards of block_images = 512
@@ -107,7 +107,7 @@ def test_slurm_dry_run_puts_every_gpu_job_on_the_gpu_partition(tmp_path):
         gpu = "gpu=1" in res
         assert ("slurm_partition=gpu," in res) == gpu and ("slurm_partition=cpu," in res) != gpu, (rule, res)
         assert re.search(r"runtime=\d+", res) and re.search(r"mem_mb=\d+", res), (rule, res)
-    assert {rule for rule, res in blocks if "gpu=1" in res} >= {"train", "train_grid_rebias_mnist", "evaluate",
+    assert {rule for rule, res in blocks if "gpu=1" in res} >= {"train", "train_rebias_mnist", "evaluate", "evaluate_rebias_mnist",
                                                                "analysis", "analysis_saliency"}
     assert sum(rule == "in9_segment_shard" for rule, _ in blocks) == 12
 

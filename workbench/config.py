@@ -1,23 +1,22 @@
-"""Validation of the workflow config against `config/schema.yaml`, with messages naming the key."""
+"""Validation of the workflow config against its schema (`workbench.schema`: config/schema.yaml and the
+dataset families' sections), with messages naming the key; expansion of the declarations into runs."""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from pipeline.datasets import get_family
 from pipeline.variants import BG_CONFLICT, EXTERNAL, NEEDS_FOREGROUND
 from training.methods import REGISTRY
 from training.methods import spec as method_spec
 
+from .schema import load_schema
 from .smoke import apply_smoke
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
 #: label of the ImageNet-model row (evaluation.imagenet_model), reserved
 BASE_IN_LABEL = "Base (IN)"
 
@@ -26,9 +25,9 @@ class ConfigError(ValueError):
     pass
 
 
-def validate_config(config: dict[str, Any], schema_path: Path = SCHEMA_PATH) -> dict[str, Any]:
+def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     """Raise `ConfigError` listing every invalid key (as a dotted path) with the rule it breaks."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = load_schema()
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     _raise_problems([f"{'.'.join(map(str, e.absolute_path)) or '<top level>'}: {e.message}" for e in errors])
@@ -125,11 +124,6 @@ def _check_cross_references(config: dict[str, Any]) -> None:
         known = exp["dataset"] in config["datasets"]
         if not known:
             problems.append(f"experiments.{name}.dataset: {exp['dataset']!r} is not in `datasets`")
-        elif dataset_family(config, exp["dataset"]) != "in9":
-            known = False
-            problems.append(f"experiments.{name}.dataset: {exp['dataset']!r} is a "
-                            f"{dataset_family(config, exp['dataset'])} dataset; experiments are scored on the "
-                            "Background Challenge, train on it through `grids` instead")
         _check_method(f"experiments.{name}", exp["method"], exp.get("method_args", {}),
                       exp["dataset"] if known else None, exp["train_variant"], config, problems)
     for name, grid in config.get("grids", {}).items():
@@ -303,10 +297,12 @@ def packs(config: dict[str, Any]) -> list[Pack]:
 def scoring(config: dict[str, Any], experiment: str) -> tuple[str, dict[str, str], bool]:
     """(dataset, {test set name: variant}, group metrics?) a run of `experiment` is scored on: the
     test sets its dataset family declares for its train variant, on its `eval_dataset` (default:
-    `evaluation.dataset`); with group metrics (per-cell, bias-conflicting and worst-group
+    `evaluation.dataset` for a run on a dataset of that family, the Background Challenge runs; its own
+    dataset otherwise); with group metrics (per-cell, bias-conflicting and worst-group
     accuracy) where the family declares them."""
-    exp = config["experiments"][experiment]
-    dataset = exp.get("eval_dataset") or config["evaluation"]["dataset"]
+    exp, ev = config["experiments"][experiment], config["evaluation"]["dataset"]
+    dataset = exp.get("eval_dataset") or (ev if dataset_family(config, exp["dataset"]) == dataset_family(config, ev)
+                                          else exp["dataset"])
     family = get_family(dataset_family(config, dataset))
     ds = config["datasets"][dataset]
     return dataset, family.test_sets(ds, exp["train_variant"]), family.group_metrics(ds, exp["train_variant"])

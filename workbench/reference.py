@@ -12,19 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
+from pipeline.datasets import FAMILIES
 
-from .config import SCHEMA_PATH
+from .schema import family_def, load_schema
 
 #: the page holding the generated reference between the START and END markers
 REFERENCE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 #: where the shared definitions are used, shown under these keys
-DEF_PLACES = {"in9_dataset": "datasets.<in9 dataset>", "biased_mnist_dataset": "datasets.<biased_mnist dataset>",
-              "colored_mnist_dataset": "datasets.<colored_mnist dataset>",
-              "waterbirds_dataset": "datasets.<waterbirds dataset>",
-              "released_bias_folders_dataset": "datasets.<released_bias_folders dataset>",
-              "bg_challenge_dataset": "datasets.<bg_challenge dataset>", "training_fields": "training"}
+DEF_PLACES = {**{family_def(name): f"datasets.<{name} dataset>" for name in FAMILIES}, "training_fields": "training"}
 
 
 def schema_keys(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], bool]]:
@@ -87,8 +83,8 @@ def _default(sub: dict[str, Any], required: bool) -> str:
     return f"`{text}`" if len(text) <= 60 else "see config/config.yaml"
 
 
-def reference_markdown(schema_path: Path = SCHEMA_PATH) -> str:
-    schema = yaml.safe_load(Path(schema_path).read_text())
+def reference_markdown() -> str:
+    schema = load_schema()
     rows = ["| Key | Type | Default | Description |", "|---|---|---|---|"]
     for key, sub, required in schema_keys(schema):
         description = str(sub.get("description", "")).replace("|", "\\|").replace("\n", " ")

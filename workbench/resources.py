@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from pipeline.datasets import DEFAULT_FAMILY, get_family
+
 #: GPU seconds per training image at 224 px for ResNet-18 (forward + backward, mixed precision)
 #: times 3 for headroom; other architectures scale by their relative cost
 SECONDS_PER_IMAGE_224 = 0.006
@@ -24,9 +26,6 @@ METHOD_COST = {"clad": 2.0, "clad_plus": 2.0, "clad_trivial": 2.0, "clad_plus_tr
 MULTI_GPU_EFFICIENCY = 0.8
 #: CPU seconds to decode, resize and GrabCut one image at 224 px with 10 iterations (x3 headroom)
 SEGMENT_SECONDS_224 = 0.6
-#: training images of the sources whose size the config does not give (the Background
-#: Challenge's IN-9 train split; ImageNet's 370 IN-9 classes; ImageNet-100's train split)
-FOLDER_TRAIN_IMAGES = {"in9_folder": 45_405, "imagenet": 481_000, "imagenet_subset": 126_689}
 
 
 def partition(config: dict[str, Any], gpu: bool) -> str:
@@ -76,19 +75,8 @@ def launcher(python: str, gpus: int, threads: int) -> str:
 
 
 def dataset_images(ds_cfg: dict[str, Any], split: str = "train") -> int:
-    """Images of a dataset's split, from its config (folder sources: the usual real size)."""
-    if ds_cfg.get("family") in ("biased_mnist", "colored_mnist"):
-        return 60_000 if ds_cfg["source"]["kind"] == "idx" else 5_000 * ds_cfg["source"].get("copies", 1)
-    if ds_cfg.get("family") == "waterbirds":
-        return 4_795 if split == "train" else 5_794  # CUB's train / test images
-    if ds_cfg.get("family") == "released_bias_folders":
-        return 20_000 if split == "train" else 1_000  # BFFHQ's order of magnitude
-    source = ds_cfg["source"]
-    if source["kind"] == "synthetic":
-        syn = source["synthetic"]
-        return len(ds_cfg["classes"]) * syn["train_per_class" if split == "train" else "val_per_class"]
-    images = FOLDER_TRAIN_IMAGES[source["kind"]]
-    return images if split == "train" else images // 10
+    """Images of a dataset's split, from its config (its family's estimate)."""
+    return get_family(ds_cfg.get("family", DEFAULT_FAMILY)).expected_images(ds_cfg, split)
 
 
 def image_side(ds_cfg: dict[str, Any]) -> int:

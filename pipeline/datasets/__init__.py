@@ -1,4 +1,5 @@
-"""Registry of dataset families. A new family is one module here plus one line below."""
+"""Registry of dataset families. A new family is one module here (its class, and its config section
+declared in `<module>.yaml` beside it) plus one line below."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from .colored_mnist import ColoredMnistFamily
 from .in9 import In9Family
 from .released_bias_folders import ReleasedBiasFoldersFamily
 from .waterbirds import WaterbirdsFamily
+
+#: the family of a dataset section without `family`
+DEFAULT_FAMILY = "in9"
 
 FAMILIES: dict[str, type[DatasetFamily]] = {
     "in9": In9Family,

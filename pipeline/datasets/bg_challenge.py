@@ -39,6 +39,12 @@ def bias_label(variant: str, label: int, n_classes: int) -> int:
 class BgChallengeFamily(DatasetFamily):
     name = "bg_challenge"
 
+    def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
+        return [str(Path(ds_cfg["root"]).expanduser() / variant / "val")]
+
+    def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
+        return 0 if split == "train" else 4_050  # the released test set: 450 images per class
+
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         return list(ds_cfg["variants"])
 

@@ -65,6 +65,12 @@ class BiasedMnistFamily(DatasetFamily):
     def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:
         return True  # ReBias Fig. 3: accuracy per (colour, digit) cell
 
+    def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
+        return idx_paths(ds_cfg)
+
+    def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
+        return mnist_images(ds_cfg)
+
     def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
                  workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
         if step != "variant" or variant not in self.variants(ds_cfg):
@@ -83,3 +89,16 @@ class BiasedMnistFamily(DatasetFamily):
                             "ids": np.array([f"{source_split}/{i:05d}" for i in range(len(labels))]),
                             "manifest": {"rho": rho}}
         write_labelled_store(out, self.name, variant, ds_cfg, seed, parts)
+
+
+def idx_paths(ds_cfg: dict[str, Any]) -> list[str]:
+    """The MNIST idx files an MNIST-family dataset reads, if its source is `idx`."""
+    source = ds_cfg["source"]
+    if source["kind"] != "idx":
+        return []
+    return [str(Path(source[key]).expanduser()) for key in ("train_images", "train_labels", "test_images", "test_labels")]
+
+
+def mnist_images(ds_cfg: dict[str, Any]) -> int:
+    """Digits of an MNIST-family dataset: MNIST's 60,000, or the bundled 5,000 times their copies."""
+    return 60_000 if ds_cfg["source"]["kind"] == "idx" else 5_000 * ds_cfg["source"].get("copies", 1)

@@ -19,7 +19,7 @@ import numpy as np
 from core.seeding import name_rng
 
 from ..stroke_colours import colour_strokes, conflicting_colours, independent_colours
-from .biased_mnist import load_digits
+from .biased_mnist import idx_paths, load_digits, mnist_images
 from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store
 
@@ -37,6 +37,12 @@ def split_train_val(images: np.ndarray, labels: np.ndarray, val_fraction: float,
 class ColoredMnistFamily(ConflictRatioFamily):
     name = "colored_mnist"
     val_split = "colours independent of the digit, as the group-DRO Waterbirds recipe balances its val split"
+
+    def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
+        return idx_paths(ds_cfg)
+
+    def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
+        return mnist_images(ds_cfg)
 
     def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         digits = load_digits(ds_cfg, seed)

@@ -30,6 +30,18 @@ class In9Family(DatasetFamily):
     #: the Background Challenge's columns (Xiao et al.; CLAD's Table 2): BG-GAP = Mixed-Same - Mixed-Rand
     headline = ("original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap")
     val_split = "backgrounds as biased as the train split"
+    whole_variants = False  # listing, segmentation shards and gathers: rules/in9_data.smk, in9_derived.smk
+    #: training images of the sources whose size the config does not give (the Background
+    #: Challenge's IN-9 train split; ImageNet's 370 IN-9 classes; ImageNet-100's train split)
+    FOLDER_TRAIN_IMAGES = {"in9_folder": 45_405, "imagenet": 481_000, "imagenet_subset": 126_689}
+
+    def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
+        source = ds_cfg["source"]
+        if source["kind"] == "synthetic":
+            syn = source["synthetic"]
+            return len(ds_cfg["classes"]) * syn["train_per_class" if split == "train" else "val_per_class"]
+        images = self.FOLDER_TRAIN_IMAGES[source["kind"]]
+        return images if split == "train" else images // 10
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         return (list(ds_cfg["variants"]) + bg_conflict_variants(ds_cfg.get("bg_conflict_percents", []))

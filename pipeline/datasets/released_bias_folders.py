@@ -77,6 +77,12 @@ class ReleasedBiasFoldersFamily(ConflictRatioFamily):
     name = "released_bias_folders"
     val_split = "the release's valid/ folder as it is"
 
+    def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
+        return [str(Path(ds_cfg["root"]).expanduser())]
+
+    def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
+        return 20_000 if split == "train" else 1_000  # BFFHQ's order of magnitude
+
     def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         root, size = Path(ds_cfg["root"]).expanduser(), int(ds_cfg["image_size"])
         if percent is None:

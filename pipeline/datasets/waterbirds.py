@@ -25,6 +25,12 @@ class WaterbirdsFamily(ConflictRatioFamily):
     name = "waterbirds"
     val_split = "half of each class on each place type (the group-DRO recipe)"
 
+    def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
+        return [str(Path(ds_cfg[key]).expanduser()) for key in ("cub_root", "segmentations", "places_root")]
+
+    def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
+        return 4_795 if split == "train" else 5_794  # CUB's train / test images
+
     def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         splits = split_birds(list_birds(Path(ds_cfg["cub_root"]).expanduser()), float(ds_cfg["val_fraction"]), seed)
         if percent is None:

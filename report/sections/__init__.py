@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import amplification, clad, datasets, rebias, ssl, texture
+from . import amplification, clad, datasets, rebias, runs, ssl, texture
 
 if TYPE_CHECKING:
     from ..context import ReportContext
@@ -74,6 +74,7 @@ SECTIONS: list[Section] = [
             lambda doc, ctx: ssl.ssl_sections(doc, ctx.config, ctx.with_bias, ctx.rows, ctx.paper, ctx.out_dir,
                                               scored_elsewhere=ctx.scored_elsewhere)),
     Section("other_datasets", ("eval",), _other_datasets),
+    Section("other_runs", ("eval",), runs.other_runs, ("last",)),
     Section("rebias", ("eval", "curve"),
             lambda doc, ctx: rebias.rebias_sections(doc, ctx.config, ctx.all_rows, ctx.paper, ctx.out_dir), ("last",)),
     Section("park", ("eval", "curve", "train"),

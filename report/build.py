@@ -32,12 +32,20 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     for section in SECTIONS:
         before = len(doc.blocks)
         section.render(doc, ctx)
-        if section.selection and len(doc.blocks) > before:  # a section that printed a table says what it selects
-            doc.para(" ".join(model_selection.caption(rule) for rule in section.selection))
+        if section.selection:
+            add_selection_caption(doc, before, section.selection)
     write_metrics_csv(ctx, out_dir / "metrics.csv")
     for name, text in (("report.md", doc.markdown()), ("report.html", doc.html())):
         with atomic_path(out_dir / name) as tmp:
             tmp.write_text(text)
+
+
+def add_selection_caption(doc: Document, start: int, rules: tuple[str, ...]) -> None:
+    """Under the first table written since block `start`, the model-selection rule(s) of the tables
+    (`report.model_selection`); nothing where the section wrote no table."""
+    tables = [i for i in range(start, len(doc.blocks)) if doc.blocks[i][0] == "table"]
+    if tables:
+        doc.blocks.insert(tables[0] + 1, ("p", model_selection.caption(*rules)))
 
 
 def write_metrics_csv(ctx: ReportContext, path: Path) -> None:

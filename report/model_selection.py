@@ -76,6 +76,6 @@ def selected(rows: list[dict[str, Any]], runs: set[str], test_set: str, metric: 
     return dict(out)
 
 
-def caption(rule: str) -> str:
-    """"Model selection: <rule's sentence>." for a table's caption."""
-    return f"Model selection: {DESCRIPTIONS[rule]}."
+def caption(*rules: str) -> str:
+    """"Model selection: <each rule's sentence>." for the caption of the tables showing `rules`."""
+    return f"Model selection: {'; '.join(DESCRIPTIONS[rule] for rule in rules)}."

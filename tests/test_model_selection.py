@@ -53,3 +53,25 @@ def test_an_unknown_rule_or_validation_without_a_validation_set_is_refused():
 def test_every_rule_has_a_caption():
     assert set(ms.DESCRIPTIONS) == set(ms.RULES)
     assert ms.caption("oracle").startswith("Model selection: the best test value")
+    assert ms.caption("validation", "oracle") == (f"Model selection: {ms.DESCRIPTIONS['validation']}; "
+                                                  f"{ms.DESCRIPTIONS['oracle']}.")
+
+
+def test_the_caption_goes_under_a_sections_first_table_and_nowhere_without_one():
+    from report.build import add_selection_caption
+    from report.document import Document
+
+    doc = Document("t")
+    doc.heading("earlier")
+    doc.table(["a"], [["1"]])
+    start = len(doc.blocks)
+    doc.heading("Table")
+    doc.para("intro")
+    doc.table(["a"], [["2"]])
+    doc.table(["a"], [["3"]])
+    add_selection_caption(doc, start, ("last",))
+    assert doc.blocks[start + 3] == ("p", ms.caption("last")) and len(doc.blocks) == start + 5
+    empty = Document("t")
+    empty.para("Not run.")
+    add_selection_caption(empty, 0, ("last",))
+    assert empty.blocks == [("p", "Not run.")]

@@ -67,3 +67,16 @@ def test_the_section_registry_names_each_section_once_and_declares_known_row_kin
     for section in SECTIONS:
         assert set(section.needs) <= kinds, section.name
         assert set(section.selection) <= {"last", "validation", "oracle"}, section.name
+
+
+def test_every_family_declares_its_section_under_its_own_name():
+    """A family whose <module>.yaml is missing, or copied from another family without renaming its
+    `family` constant, would validate configs of the wrong family."""
+    from pipeline.datasets import FAMILIES
+    from workbench.schema import family_def, load_schema
+
+    schema = load_schema()
+    for name, cls in FAMILIES.items():
+        section = schema["$defs"][family_def(name)]
+        assert section["properties"]["family"].get("const", name) == name, name
+        assert section.get("description"), name

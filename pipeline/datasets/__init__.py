@@ -3,28 +3,43 @@ declared in `<module>.yaml` beside it) plus one line below."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
+
 from .base import DatasetFamily
-from .bg_challenge import BgChallengeFamily
-from .biased_mnist import BiasedMnistFamily
-from .colored_mnist import ColoredMnistFamily
-from .in9 import In9Family
-from .released_bias_folders import ReleasedBiasFoldersFamily
-from .waterbirds import WaterbirdsFamily
 
 #: the family of a dataset section without `family`
 DEFAULT_FAMILY = "in9"
 
-FAMILIES: dict[str, type[DatasetFamily]] = {
-    "in9": In9Family,
-    "biased_mnist": BiasedMnistFamily,
-    "bg_challenge": BgChallengeFamily,
-    "colored_mnist": ColoredMnistFamily,
-    "waterbirds": WaterbirdsFamily,
-    "released_bias_folders": ReleasedBiasFoldersFamily,
+#: name -> "module.Class" under pipeline/datasets
+REGISTRY: dict[str, str] = {
+    "in9": "in9.In9Family",
+    "biased_mnist": "biased_mnist.BiasedMnistFamily",
+    "bg_challenge": "bg_challenge.BgChallengeFamily",
+    "colored_mnist": "colored_mnist.ColoredMnistFamily",
+    "waterbirds": "waterbirds.WaterbirdsFamily",
+    "released_bias_folders": "released_bias_folders.ReleasedBiasFoldersFamily",
 }
 
 
+class _Families(Mapping):
+    """name -> family class, imported on first access."""
+
+    def __getitem__(self, name: str) -> type[DatasetFamily]:
+        module, cls = REGISTRY[name].split(".")
+        return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(REGISTRY)
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+
+FAMILIES: Mapping[str, type[DatasetFamily]] = _Families()
+
+
 def get_family(name: str) -> DatasetFamily:
-    if name not in FAMILIES:
-        raise KeyError(f"unknown dataset family {name!r}; known: {sorted(FAMILIES)}")
+    if name not in REGISTRY:
+        raise KeyError(f"unknown dataset family {name!r}; known: {sorted(REGISTRY)}")
     return FAMILIES[name]()

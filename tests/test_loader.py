@@ -40,11 +40,21 @@ def test_each_epoch_is_a_seeded_permutation(store, in_memory_max_gb):
 
 
 def test_streaming_reads_whole_chunks(store):
+    """Catches a streaming loader that yields only short (or empty) batches, which made the chunk
+    check below vacuous, and one that drops or repeats rows: 50 rows in batches of 8 are exactly
+    6 full batches and a last one of 2, every row once; each full batch spans at most 2 chunks."""
     loader = ZarrBatches(store, "train", 8, shuffle=True, seed=0, in_memory_max_gb=0.0, read_chunks=1, window_reads=1, prefetch=0)
-    for batch in loader.epoch(0):
+    assert loader._cache is None  # streaming, not the in-memory path
+    batches = [batch["index"] for batch in loader.epoch(0)]
+    assert [len(b) for b in batches] == [8] * 6 + [2]
+    assert sorted(torch.cat(batches).tolist()) == list(range(50))
+    full = 0
+    for index in batches:
         # with a one-chunk window (8-row chunks) a batch spans at most 2 units
-        if len(batch["index"]) == 8:
-            assert len(set((batch["index"] // 8).tolist())) <= 2
+        if len(index) == 8:
+            assert len(set((index // 8).tolist())) <= 2
+            full += 1
+    assert full == 6
 
 
 def test_drop_last_and_no_shuffle(store):

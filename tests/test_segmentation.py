@@ -57,3 +57,23 @@ def test_u2net_segments_a_photo(monkeypatch):
     image = cv2.resize(load_rgb(photo, 16), (160, 160))
     seg = U2NetSegmenter(str(model))(image, [(16, 16, 144, 144)])
     assert seg.status == "ok" and 0.02 < seg.mask.mean() < 0.9
+    # the ostrich stands in the middle of the photo: an inverted mask would cover the borders
+    assert seg.mask[:16].sum() + seg.mask[-16:].sum() + seg.mask[:, :16].sum() + seg.mask[:, -16:].sum() == 0
+
+
+@pytest.mark.parametrize("label", [0, 8])  # a square and a shape of its own, on their class's background
+def test_u2net_foreground_is_where_the_object_is(label):
+    """Catches an inverted mask (background marked as foreground, e.g. the threshold compared the
+    wrong way) and a mask shifted or resized off the object: on a synthetic image with a known
+    object mask, U2-Net's foreground covers the object and almost nothing else."""
+    from .conftest import needs_shared
+
+    model = needs_shared("models/u2netp.onnx")
+    image, truth, _ = render_sample(label, 160, 1.0, np.random.default_rng(5))
+    truth = truth.astype(bool)
+    assert 0.1 < truth.mean() < 0.3  # an object, not the whole image
+    seg = U2NetSegmenter(str(model))(image, [(16, 16, 144, 144)])
+    mask = seg.mask.astype(bool)
+    assert seg.status == "ok" and seg.mask.dtype == np.uint8 and set(np.unique(seg.mask).tolist()) <= {0, 1}
+    assert mask[truth].mean() > 0.9 and mask[~truth].mean() < 0.05
+    assert np.logical_and(mask, truth).sum() / np.logical_or(mask, truth).sum() > 0.9

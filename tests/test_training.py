@@ -9,7 +9,7 @@ import torch
 
 from training.evaluation import IN9_SUBCLASS_COUNTS, evaluate_run, in1k_to_in9, mapping_tensor
 from training.methods import METHODS
-from training.reporting.report import accuracy_table
+from report.context import accuracy_table
 from training.trainer import train
 from workbench.slices import evaluation_config, imagenet_evaluation_config, run_config
 
@@ -69,10 +69,64 @@ def test_every_method_runs_one_update_that_changes_weights(name, tiny_stores, tr
 
 
 def test_evaluation_rows(tmp_path, tiny_store, train_config):
+    """The accuracy row is recomputed here from the trained model's own predictions on the val
+    images and labels read straight from the store: catches a wrong denominator, labels of other
+    rows (shuffled or misaligned) and images left out or counted twice."""
+    import zarr
+
+    from training.evaluation import load_trained
+
     model = train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "run")
     rows = evaluate_run(model, evaluation_config(train_config), {"original": tiny_store})
     assert len(rows) == 1 and rows[0]["metric"] == "accuracy" and rows[0]["n"] == 18
     assert rows[0]["experiment"] == "base_in9" and "label" not in rows[0] and 0 <= rows[0]["value"] <= 100
+    val = zarr.open_group(str(tiny_store), mode="r")["val"]
+    images, labels = torch.from_numpy(val["images"][:]), torch.from_numpy(val["labels"][:])
+    method, _ = load_trained(model, torch.device("cpu"))
+    with torch.no_grad():
+        pred = method.predict(method.augmenter.normalize(images)).argmax(1)
+    assert rows[0]["value"] == pytest.approx(100.0 * (pred == labels).sum().item() / len(labels), abs=1e-9)
+
+
+def _oracle(store, wrong_rows: set[int]):
+    """A hand-made model of known accuracy: it recognises each val image of `store` by its pixels
+    and answers its true label, except for the rows in `wrong_rows` (the next class)."""
+    import zarr
+
+    val = zarr.open_group(str(store), mode="r")["val"]
+    answer = {image.tobytes(): (int(label) + (row in wrong_rows)) % 9
+              for row, (image, label) in enumerate(zip(val["images"][:], val["labels"][:]))}
+    assert len(answer) == val["labels"].shape[0] == 18  # the images are distinct
+
+    def predict(x: torch.Tensor) -> torch.Tensor:  # x: Augmenter([0] * 3, [1] * 3).normalize(uint8 images)
+        pixels = (x * 255).round().to(torch.uint8).permute(0, 2, 3, 1).contiguous().numpy()
+        return torch.tensor([answer[image.tobytes()] for image in pixels])
+
+    return predict
+
+
+def test_accuracy_rows_of_a_model_of_known_accuracy(tiny_store):
+    """A model right on exactly the val rows 1, 2, 4, 5, 7, ... (12 of the 18) scores 66.67 %; on
+    the first 5 rows (smoke mode's `max_images`, in one batch) 3 of 5: catches a wrong denominator, labels
+    compared in another order than the images, a row skipped or scored twice, and a `limit` that
+    reads other rows than the first ones."""
+    from training.data import Augmenter
+    from training.evaluation import accuracy_rows
+
+    wrong = set(range(0, 18, 3))
+    identity = Augmenter([0.0] * 3, [1.0] * 3)
+    for batch_size in (4, 18):  # a short last batch, and one batch
+        rows = accuracy_rows(_oracle(tiny_store, wrong), {"original": tiny_store}, "val", batch_size, identity,
+                             torch.device("cpu"), {"experiment": "oracle", "seed": 0})
+        assert [(r["metric"], r["variant"], r["n"]) for r in rows] == [("accuracy", "original", 18)]
+        assert rows[0]["value"] == pytest.approx(100.0 * 12 / 18)
+    for batch_size, n, right in ((18, 5, 3), (4, 8, 5)):  # `limit` reads whole batches (data.first_rows)
+        rows = accuracy_rows(_oracle(tiny_store, wrong), {"original": tiny_store}, "val", batch_size, identity,
+                             torch.device("cpu"), {"experiment": "oracle", "seed": 0}, limit=5)
+        assert rows[0]["n"] == n and rows[0]["value"] == pytest.approx(100.0 * right / n)
+    rows = accuracy_rows(_oracle(tiny_store, set()), {"original": tiny_store}, "val", 4, identity,
+                         torch.device("cpu"), {"experiment": "oracle", "seed": 0})
+    assert rows[0]["value"] == 100.0
 
 
 def test_in1k_to_in9_mapping_of_hand_made_logits():

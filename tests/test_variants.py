@@ -45,6 +45,66 @@ def test_only_bg_t_with_box_covering_everything_uses_mean_colour():
     assert np.all(out == np.rint(image.reshape(-1, 3).mean(0)).astype(np.uint8))
 
 
+def _outline(mask: np.ndarray) -> np.ndarray:
+    """Hand-computed outline of a (H, W) 0/1 mask: the pixels whose 3x3 neighbourhood (inside the
+    image) holds both foreground and background, i.e. one pixel either side of the boundary."""
+    h, w = mask.shape
+    out = np.zeros_like(mask, dtype=bool)
+    for y in range(h):
+        for x in range(w):
+            values = set(mask[max(0, y - 1):y + 2, max(0, x - 1):x + 2].ravel().tolist())
+            out[y, x] = values == {0, 1}
+    return out
+
+
+def _assert_is_a_sketch_of(sketches: np.ndarray, masks: np.ndarray) -> None:
+    """Properties every sketch has, whatever the image: grey black-on-white (0 or 255, equal
+    channels), the object's outline black, and everything more than a pixel from the object white."""
+    assert sketches.dtype == np.uint8 and set(np.unique(sketches).tolist()) <= {0, 255}
+    assert (sketches == sketches[..., :1]).all()
+    for sketch, mask in zip(sketches[..., 0], masks):
+        assert (sketch[_outline(mask)] == 0).all()
+        near = _outline(mask) | (mask == 1)
+        assert (sketch[~near] == 255).all()
+
+
+def test_sketch_of_flat_images_is_blank_or_the_outline_whatever_the_colour():
+    """Catches an inverted sketch (white lines on black), a missing mask outline (a dim object
+    has no Canny edge: only the outline draws it), colour leaking into the output, and masks
+    paired with the wrong image of the batch: a flat image gives a blank sketch when its mask
+    is empty or full, else exactly its mask's outline, hand-computed."""
+    square = np.zeros((12, 12), np.uint8)
+    square[3:9, 4:10] = 1
+    disc = (np.hypot(*np.mgrid[-6:6, -6:6] + 0.5) < 4).astype(np.uint8)
+    images = np.stack([np.full((12, 12, 3), c, np.uint8) for c in ((200, 30, 90), (12, 10, 8), (255, 255, 255), (90, 90, 90))])
+    masks = np.stack([square, disc, np.zeros((12, 12), np.uint8), np.ones((12, 12), np.uint8)])
+    out = variants.sketch(images, masks)
+    assert out.shape == images.shape
+    assert np.array_equal(out[0], np.where(_outline(square)[..., None], 0, 255).repeat(3, -1).astype(np.uint8))
+    assert np.array_equal(out[1], np.where(_outline(disc)[..., None], 0, 255).repeat(3, -1).astype(np.uint8))
+    assert (out[2:] == 255).all()  # nothing to draw: no object, or a flat object filling the image
+    _assert_is_a_sketch_of(out, masks)
+
+
+def test_sketch_draws_a_step_edge_inside_the_object_along_the_edge_and_ignores_the_background():
+    """Catches a sketch taken from the whole image instead of the foreground alone (background
+    texture drawn), and inner edges drawn off their place: a vertical step inside a full-image
+    object gives one black pixel per row, on one of the two columns beside the step, and nothing
+    else; the same step in the background of a flat object leaves only the object's outline."""
+    step = np.zeros((1, 12, 12, 3), np.uint8)
+    step[0, :, :6], step[0, :, 6:] = 40, 220
+    inside = variants.sketch(step, np.ones((1, 12, 12), np.uint8))[0, ..., 0]
+    ys, xs = np.nonzero(inside == 0)
+    assert sorted(ys.tolist()) == list(range(12)) and set(xs.tolist()) <= {5, 6}
+    background = np.zeros((1, 12, 12, 3), np.uint8)
+    background[0, :6] = 255  # a horizontal step across the image, away from the object
+    background[0, 7:11, 3:9] = 120  # the object: flat, below the step
+    mask = np.zeros((1, 12, 12), np.uint8)
+    mask[0, 7:11, 3:9] = 1
+    out = variants.sketch(background, mask)[0, ..., 0]
+    assert np.array_equal(out == 0, _outline(mask[0]))
+
+
 def test_composite_is_bg_times_one_minus_m_plus_image_times_m():
     image, bg = _image(), _image(offset=1)
     fg = np.eye(6, dtype=np.uint8)
@@ -116,6 +176,8 @@ def test_variant_stage_writes_exact_pixels(tmp_path, variant):
         expected = {"original": img, "only_fg": img * m, "no_fg": img * (1 - m),
                     "only_bg_b": img * (1 - box[..., None]), "only_bg_t": bg, "sketch": variants.sketch(img, fg)}[variant]
         assert np.array_equal(g["images"][:], expected)
+        if variant == "sketch":  # and independently of variants.sketch: black lines on white, on the object only
+            _assert_is_a_sketch_of(g["images"][:], fg)
         no_background = variant in ("only_fg", "sketch")
         assert list(g["bias_labels"][:]) == ([-1] * len(rows) if no_background else list(arrays["labels"][rows]))
     assert ("masks" in g) == (variant in variants.WITH_FOREGROUND)

@@ -1,11 +1,14 @@
 """What a config edit reruns and one-target regeneration (on the paper configs' smoke run,
 `conftest.paper_smoke`), and the dry-run graphs of the default, real-data and SLURM configurations."""
 
+import csv
 import json
+import math
 import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 
 import pytest
 import torch
@@ -33,6 +36,189 @@ def planned(output: str) -> dict[str, int]:
 def job_blocks(output: str) -> list[tuple[str, str]]:
     """(rule, resources line) of every job a dry run lists."""
     return re.findall(r"^(?:rule|checkpoint|localrule) (\w+):\n(?:    .*\n)*?    resources: (.*)$", output, re.M)
+
+
+class _Tables(HTMLParser):
+    """Every <table> of a report.html: (its h2 heading, the last paragraph before it, its rows of cell texts)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables: list[tuple[str, str, list[list[str]]]] = []
+        self.heading = self.para = ""
+        self._text: str | None = None  # the h2, p or cell being read
+        self._row: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("h2", "p", "td", "th"):
+            self._text = ""
+        elif tag == "table":
+            self.tables.append((self.heading, self.para, []))
+        elif tag == "tr":
+            self._row = []
+            self.tables[-1][2].append(self._row)
+
+    def handle_endtag(self, tag):
+        if tag == "h2":
+            self.heading, self.para = self._text, ""
+        elif tag == "p":
+            self.para = self._text
+        elif tag in ("td", "th"):
+            self._row.append(self._text)
+        if tag in ("h2", "p", "td", "th"):
+            self._text = None
+
+    def handle_data(self, data):
+        if self._text is not None:
+            self._text += data
+
+
+def report_tables(path) -> list[tuple[str, str, list[list[str]]]]:
+    parser = _Tables()
+    parser.feed(path.read_text())
+    return parser.tables
+
+
+def metrics_csv(path) -> dict[tuple[str, str, str], dict]:
+    """{(source, model, metric): row} of a report's metrics.csv, values as floats."""
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    out = {}
+    for r in rows:
+        key = (r["source"], r["model"], r["metric"])
+        assert key not in out, key  # one row per (source, model, metric)
+        out[key] = {"mean": float(r["mean"]), "std": float(r["std"]), "n": int(r["n_seeds"]),
+                    "values": [float(v) for v in r["values"].split()]}
+    return out
+
+
+def assert_cell_shows(cell: str, row: dict | None, where) -> None:
+    """A table cell shows the metrics.csv row it is made from as the report prints it ("12.3" for
+    one seed, "12.3 ± 0.4" for several, "–" for no number), to the rounding of the printed digits."""
+    if row is None:
+        assert cell == "–", where
+        return
+    assert "nan" not in cell.lower() or math.isnan(row["mean"]), (where, cell, row)
+    if math.isnan(row["mean"]):
+        return
+    numbers = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", cell)]
+    expected = [row["mean"]] if row["n"] == 1 else [row["mean"], row["std"]]
+    assert len(numbers) == len(expected) and all(abs(a - b) <= 0.05 + 1e-6 for a, b in zip(numbers, expected)), \
+        (where, cell, row)
+
+
+#: Table 2's columns (CLAD paper) and the metrics they show
+TABLE2_METRICS = {"Original": "original", "Only-FG": "only_fg", "Mixed-Rand": "mixed_rand", "Mixed-Same": "mixed_same",
+                  "Only-BG-T": "only_bg_t", "BG-Gap": "bg_gap"}
+
+
+def test_the_report_shows_every_experiment_with_the_numbers_of_its_metric_rows(paper_smoke):
+    """report.html parsed, metrics.csv read, both held against the config and the runs' own eval
+    rows. Catches a model row left out of a table (every configured experiment must appear: IN-9
+    runs in "Accuracy on every variant" and Table 2 unless they are sweep points, ImageNet-100 runs
+    under their dataset, grid cells in metrics.csv and their grid's tables, every run in the
+    training table); numbers printed under the wrong model, column or test set (cells must show
+    the metrics.csv value they are made from, rounded as printed); NaN or "–" printed where a
+    number exists; metrics.csv aggregating the wrong runs (labels swapped: its values must be the
+    runs' eval.jsonl accuracies, BG-GAP = Mixed-Same - Mixed-Rand) or miscounting (mean, std and
+    n_seeds must follow from its values)."""
+    import yaml
+
+    from workbench.config import deep_merge, resolve_config
+
+    results, args = paper_smoke
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    for path in args[args.index("--configfile") + 1:args.index("--config")]:
+        config = deep_merge(config, yaml.safe_load((ROOT / path).read_text()))  # as Snakemake merges --configfile
+    config = resolve_config(config)
+    experiments = config["experiments"]
+    main_dataset = config["evaluation"]["dataset"]
+    swept = {e for sweep in config.get("sweep_points", {}).values() for _, e in sweep["points"]} - \
+        {sweep["experiment"] for sweep in config.get("sweeps", {}).values()}
+    metrics = metrics_csv(results / "report" / "metrics.csv")
+    tables = report_tables(results / "report" / "report.html")
+    assert tables
+
+    # metrics.csv: each row's mean, std and seed count follow from its values
+    for key, row in metrics.items():
+        assert row["n"] == len(row["values"]) > 0, key
+        finite = [v for v in row["values"] if not math.isnan(v)]
+        if len(finite) == row["n"]:
+            assert abs(row["mean"] - sum(finite) / len(finite)) <= 1e-4 + 1e-9, key
+            if row["n"] == 1:
+                assert row["std"] == 0.0, key
+    # ... and its eval rows are the runs' own accuracies on the evaluation dataset (BG-GAP derived from them)
+    accuracy: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for path in sorted(results.glob("runs/*/seed*/*.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if (r.get("kind") == "eval" and r.get("metric") == "accuracy" and r.get("dataset") == main_dataset
+                    and r.get("experiment") in experiments and "grid" not in experiments[r["experiment"]]):
+                accuracy.setdefault((experiments[r["experiment"]]["label"], r["variant"]), []).append((r["seed"], r["value"]))
+    assert accuracy
+    for (label, variant), seeds in accuracy.items():
+        values = [v for _, v in sorted(seeds)]
+        assert metrics[("eval", label, variant)]["values"] == pytest.approx(values, abs=5e-5), (label, variant)
+    for label in {label for label, _ in accuracy}:
+        if ("eval", label, "mixed_same") in metrics and ("eval", label, "mixed_rand") in metrics:
+            same, rand = metrics[("eval", label, "mixed_same")]["values"], metrics[("eval", label, "mixed_rand")]["values"]
+            assert metrics[("eval", label, "bg_gap")]["values"] == pytest.approx(
+                [a - b for a, b in zip(same, rand)], abs=2e-4), label
+
+    def table(heading_start: str) -> list[list[str]]:
+        found = [rows for heading, _, rows in tables if heading.startswith(heading_start)]
+        assert found, heading_start
+        return found[0]
+
+    # Accuracy on every variant: one row per IN-9 run (sweep points aside), each cell its metrics.csv value
+    every = table("Accuracy on every variant")
+    header, body = every[0], every[1:]
+    shown = [r[0] for r in body]
+    in9_labels = {exp["label"] for e, exp in experiments.items()
+                  if "grid" not in exp and exp["dataset"] == main_dataset and e not in swept}
+    assert len(shown) == len(set(shown)) and set(shown) == in9_labels
+    for r in body:
+        assert len(r) == len(header)
+        for variant, cell in zip(header[1:], r[1:]):
+            assert_cell_shows(cell, metrics.get(("eval", r[0], variant)), (r[0], variant))
+    # Table 2: our rows, the same numbers under the paper's column names
+    table2 = table("Table 2 –")
+    columns = [TABLE2_METRICS[h.split(" ")[0]] for h in table2[0][2:]]
+    ours = [r for r in table2[1:] if "(paper)" not in r[0]]  # the paper's rows are quoted
+    assert {r[1] for r in ours} == in9_labels
+    for r in ours:
+        for metric, cell in zip(columns, r[2:]):
+            assert_cell_shows(cell, metrics.get(("eval", r[1], metric)), ("Table 2", r[1], metric))
+    # runs scored on a dataset of their own (ImageNet-100): in metrics.csv and in a table of the report
+    cells = {c for _, _, rows in tables for r in rows for c in r}
+    for e, exp in experiments.items():
+        if "grid" not in exp and exp["dataset"] != main_dataset:
+            assert any(src == f"eval:{exp['dataset']}" and model == exp["label"] for src, model, _ in metrics), e
+            assert exp["label"] in cells, e
+    # every run (grid cells aside) in the training table, by experiment name
+    assert {r[0] for r in table("Training")[1:]} == {e for e, exp in experiments.items() if "grid" not in exp}
+    # grid cells: every one in metrics.csv; every method label of a grid in its grid's tables
+    for e, exp in experiments.items():
+        if "grid" in exp:
+            assert any(src == f"grid:{exp['grid']}" and model == f"{exp['grid_method']} {exp['train_variant']}"
+                       for src, model, _ in metrics), e
+    for name, grid in config.get("grids", {}).items():
+        grid_cells = {c for heading, _, rows in tables if name in heading for r in rows for c in r}
+        assert {m["label"] for m in grid["methods"].values()} <= grid_cells, name
+    # ReBias Table 1: each of our rho rows shows the grid's biased / unbiased accuracy of each method
+    checked = []
+    for name, grid in config.get("grids", {}).items():
+        keys = {m["label"]: k for k, m in grid["methods"].items()}
+        for heading, para, rows in tables:
+            if heading.startswith(f"Table 1 – {name}:"):
+                metric = {"Biased accuracy": "biased", "Unbiased accuracy": "unbiased"}[para.strip("* ")]
+                checked.append((name, metric))
+                for r in rows[1:]:
+                    if r[0].startswith("ρ = ") and "(paper)" not in r[0]:
+                        variant = f"rho_{r[0].removeprefix('ρ = ')}"
+                        for label, cell in zip(rows[0][1:], r[1:]):
+                            assert_cell_shows(cell, metrics.get((f"grid:{name}", f"{keys[label]} {variant}", metric)),
+                                              (name, label, variant, metric))
+    assert sorted(checked) == [("rebias_mnist", "biased"), ("rebias_mnist", "unbiased")]  # biased_mnist_paper.yaml's grid
 
 
 def test_a_report_key_reruns_only_the_report(paper_smoke, tmp_path):

@@ -24,7 +24,11 @@ def load_in1k_to_in9(mapping_path: Path) -> dict[int, int]:
     except (OSError, json.JSONDecodeError) as exc:
         raise PipelineError(f"cannot read the IN-1k to IN-9 mapping {mapping_path} ({exc}); "
                             "point `mapping` at in_to_in9.json from the Background Challenge release") from exc
-    mapping = {int(k): int(v) for k, v in raw.items()}
+    try:  # a JSON file of the wrong shape (a list, word keys, null labels) is named as well
+        mapping = {int(k): int(v) for k, v in raw.items()}
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise PipelineError(f"{mapping_path} is not a JSON object of IN-1k index -> IN-9 label ({exc}); "
+                            "point `mapping` at in_to_in9.json from the Background Challenge release") from exc
     if sorted(mapping) != list(range(1000)) or not set(mapping.values()) <= set(range(-1, 9)):
         raise PipelineError(f"{mapping_path} must map every IN-1k index 0..999 to an IN-9 label 0..8 or -1")
     return mapping

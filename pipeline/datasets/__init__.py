@@ -3,8 +3,9 @@ declared in `<module>.yaml` beside it) plus one line below."""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+
+from core.registry import LazyRegistry
 
 from .base import DatasetFamily
 
@@ -21,22 +22,7 @@ REGISTRY: dict[str, str] = {
     "released_bias_folders": "released_bias_folders.ReleasedBiasFoldersFamily",
 }
 
-
-class _Families(Mapping):
-    """name -> family class, imported on first access."""
-
-    def __getitem__(self, name: str) -> type[DatasetFamily]:
-        module, cls = REGISTRY[name].split(".")
-        return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(REGISTRY)
-
-    def __len__(self) -> int:
-        return len(REGISTRY)
-
-
-FAMILIES: Mapping[str, type[DatasetFamily]] = _Families()
+FAMILIES: Mapping[str, type[DatasetFamily]] = LazyRegistry(__name__, REGISTRY)
 
 
 def get_family(name: str) -> DatasetFamily:

@@ -7,9 +7,10 @@ names and declarations (`spec()`); `METHODS[name]` imports the class when it is 
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from core.registry import LazyRegistry
 
 from .spec import MethodSpec, class_spec
 
@@ -40,21 +41,7 @@ REGISTRY: dict[str, str] = {
 }
 
 
-class _Methods(Mapping):
-    """name -> method class, imported on first access."""
-
-    def __getitem__(self, name: str) -> type[Method]:
-        module, cls = REGISTRY[name].split(".")
-        return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(REGISTRY)
-
-    def __len__(self) -> int:
-        return len(REGISTRY)
-
-
-METHODS: Mapping[str, type[Method]] = _Methods()
+METHODS: Mapping[str, type[Method]] = LazyRegistry(__name__, REGISTRY)
 
 
 def spec(name: str) -> MethodSpec:

@@ -1,0 +1,26 @@
+"""A registry read without importing what it registers (timm's style): name -> "module.Class" under
+one package, the class imported on first access. The methods' and the dataset families' registries
+are such maps, so the config layer can list and check names without importing torch."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+
+class LazyRegistry(Mapping):
+    """name -> class of `entries` ({name: "module.Class"} relative to `package`)."""
+
+    def __init__(self, package: str, entries: dict[str, str]):
+        self.package, self.entries = package, entries
+
+    def __getitem__(self, name: str) -> Any:
+        module, cls = self.entries[name].split(".")
+        return getattr(importlib.import_module(f"{self.package}.{module}"), cls)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)

@@ -58,15 +58,12 @@ class ReportContext:
     rows: list[dict[str, Any]]
     official_table: Table
     elsewhere: dict[str, list[dict[str, Any]]]
+    scored_elsewhere: frozenset[str]
     table: Table = field(default_factory=dict)
     main: Table = field(default_factory=dict)
     shape_bias: Table = field(default_factory=dict)
     with_bias: Table = field(default_factory=dict)
     other_tables: dict[str, Table] = field(default_factory=dict)
-
-    @property
-    def scored_elsewhere(self) -> frozenset[str]:
-        return frozenset(r["experiment"] for d_rows in self.elsewhere.values() for r in d_rows)
 
     @property
     def dataset(self) -> dict[str, Any]:
@@ -101,7 +98,7 @@ def build_context(config: dict[str, Any], metric_files: list[Path], quality_file
                         manifest_files=manifest_files, saliency_arrays=saliency_arrays, paper=paper_numbers(),
                         labels=labels, all_rows=all_rows, rows=rows,
                         official_table=accuracy_table([r for r in all_rows if is_official(r)], labels),
-                        elsewhere=dict(sorted(elsewhere.items())))
+                        elsewhere=dict(sorted(elsewhere.items())), scored_elsewhere=scored_elsewhere)
     ctx.table = accuracy_table(rows, labels)
     swept = {config["experiments"][e]["label"] for e in sweep_only_experiments(config)}  # in their own figures only
     ctx.main = {label: cols for label, cols in ctx.table.items() if label not in swept}

@@ -56,8 +56,8 @@ def test_stores(experiment):
 
 # the Background Challenge runs: scored on every variant of the main evaluation dataset; the analyses,
 # the official test images and the main tables read them
-MAIN_EXPERIMENTS = [e for e in config["experiments"]
-                    if scoring(config, e)[:2] == (EVAL_DATASET, {v: v for v in dataset_variants(config, EVAL_DATASET)})]
+_CHALLENGE = (EVAL_DATASET, {v: v for v in dataset_variants(config, EVAL_DATASET)})
+MAIN_EXPERIMENTS = [e for e in config["experiments"] if scoring(config, e)[:2] == _CHALLENGE]
 
 
 def external_folder(wildcards):
@@ -131,7 +131,14 @@ def derived_config_file(wildcards):
 
 def pack_runs(pack, wildcards):
     """The run configs of one training job of `pack` (wildcards: the experiment or the variant, and the seed)."""
-    return [run_config(config, e, int(wildcards.seed)) for e in pack.experiments(dict(wildcards))]
+    wildcards = dict(wildcards)
+    return [run_config(config, e, int(wildcards["seed"])) for e in pack.experiments(wildcards)]
+
+
+def pack_scored(pack, wildcards):
+    """The experiment whose scoring a job of `pack` stands for (a pack's runs share dataset and train
+    variant, so their test sets and scoring config)."""
+    return pack.experiments(dict(wildcards))[0]
 
 
 def train_inputs(pack, wildcards):
@@ -171,17 +178,11 @@ wildcard_constraints:
     shard=r"\d+",
 
 
-class Wildcards(dict):
-    """A dict read as Snakemake's wildcards object (attribute access)."""
-
-    __getattr__ = dict.__getitem__
-
-
 def pack_jobs(pack):
     """The wildcards of every job of `pack` that the config asks for."""
     if "experiment" in pack.constraints:
-        return [Wildcards(experiment=e, seed=str(s)) for e, s in RUNS if e in pack.constraints["experiment"]]
-    return [Wildcards(variant=v, seed=s) for v in pack.constraints["variant"] for s in pack.constraints["seed"]]
+        return [{"experiment": e, "seed": str(s)} for e, s in RUNS if e in pack.constraints["experiment"]]
+    return [{"variant": v, "seed": s} for v in pack.constraints["variant"] for s in pack.constraints["seed"]]
 
 
 def write_job_configs():
@@ -196,7 +197,7 @@ def write_job_configs():
     for pack in PACKS:
         for wildcards in pack_jobs(pack):
             train_inputs(pack, wildcards)
-            slice_file(R, "evaluate", scoring_config(config, pack.experiments(wildcards)[0]))
+            slice_file(R, "evaluate", scoring_config(config, pack_scored(pack, wildcards)))
     for analysis in ("consistency", "fivecrop"):
         analysis_config_file(analysis)
 

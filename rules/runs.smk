@@ -40,20 +40,20 @@ for _pack in PACKS:
         name:
             f"evaluate{_pack.name}"
         input:
-            config=lambda wc, p=_pack: slice_file(R, "evaluate", scoring_config(config, p.experiments(dict(wc))[0])),
+            config=lambda wc, p=_pack: slice_file(R, "evaluate", scoring_config(config, pack_scored(p, wc))),
             models=[f"{R}/runs/{m}/seed{{seed}}/model.pt" for m in _runs],
-            stores=lambda wc, p=_pack: list(test_stores(p.experiments(dict(wc))[0]).values()),
+            stores=lambda wc, p=_pack: list(test_stores(pack_scored(p, wc)).values()),
         output:
             [f"{R}/runs/{m}/seed{{seed}}/eval.jsonl" for m in _runs],
         wildcard_constraints:
             **{w: one_of(v) for w, v in _pack.constraints.items()},
         params:
-            stores=lambda wc, p=_pack: store_args(test_stores(p.experiments(dict(wc))[0])),
+            stores=lambda wc, p=_pack: store_args(test_stores(pack_scored(p, wc))),
             py=PY,
         threads: THREADS
         resources:
             **res.rule_resources(config, True, lambda wc, p=_pack: res.evaluation(
-                config, len(test_stores(p.experiments(dict(wc))[0])), len(p.members))),
+                config, len(test_stores(pack_scored(p, wc))), len(p.members), scoring(config, pack_scored(p, wc))[0])),
         conda:
             "../envs/workbench.yaml"
         log:

@@ -52,7 +52,7 @@ def test_the_other_runs_section_shows_a_lone_run_on_its_familys_columns(tmp_path
     config = {"experiments": {"cmnist_erm": {**CMNIST_RUN}}, "datasets": {"colored_mnist": {"family": "colored_mnist"}}}
     ctx = ReportContext(config=config, out_dir=tmp_path, stores={}, quality_file=tmp_path, manifest_files=[],
                         saliency_arrays=None, paper={}, labels=labels, all_rows=[], rows=[], official_table={},
-                        elsewhere={}, other_tables={"colored_mnist": {"ERM on CMNIST 5 %": {"unbiased": [40.0, 44.0],
+                        elsewhere={}, scored_elsewhere=frozenset(), other_tables={"colored_mnist": {"ERM on CMNIST 5 %": {"unbiased": [40.0, 44.0],
                                                                                                "valid": [90.0, 92.0]}}})
     doc = Document("t")
     other_runs(doc, ctx)

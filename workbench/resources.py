@@ -103,9 +103,9 @@ def training(runs: list[dict[str, Any]]) -> tuple[float, float]:
     return minutes, mem
 
 
-def evaluation(config: dict[str, Any], stores: int, models: int = 1) -> tuple[float, float]:
-    """A job scoring `models` on `stores` val sets of the evaluation dataset."""
-    ds = config["datasets"][config["evaluation"]["dataset"]]
+def evaluation(config: dict[str, Any], stores: int, models: int = 1, dataset: str | None = None) -> tuple[float, float]:
+    """A job scoring `models` on `stores` val sets of `dataset` (default: the evaluation dataset)."""
+    ds = config["datasets"][dataset or config["evaluation"]["dataset"]]
     images = dataset_images(ds, "val") * stores * models
     return (10 + images * SECONDS_PER_IMAGE_224 * (image_side(ds) / 224) ** 2 / 60,
             4000 + image_mb(ds, dataset_images(ds, "val")) * 2)

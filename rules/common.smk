@@ -14,7 +14,7 @@ from pipeline.datasets import get_family
 from workbench import resources as res
 from workbench.config import dataset_family, dataset_variants, packs, runs, scoring
 from workbench.slices import (analysis_config, dataset_job_config, imagenet_evaluation_config,
-                              official_evaluation_config, pack_job_config, report_config, run_config, scoring_config,
+                              official_evaluation_config, report_config, run_config, scoring_config,
                               slice_file)
 
 R = config["results"]
@@ -150,7 +150,7 @@ def train_inputs(pack, wildcards):
     aligned = {field: variant for run in runs_ for field, variant in run["aligned_variants"].items()}
     monitored = any("curves" in run or "model_selection" in run for run in runs_)
     weights = [os.path.expanduser(run["training"]["pretrained"]) for run in runs_ if run["training"].get("pretrained")]
-    return {"config": slice_file(R, "train", pack_job_config(config, [r["experiment"] for r in runs_], first["seed"])),
+    return {"config": slice_file(R, "train", {"runs": runs_}),  # the job: its runs, trained one after the other
             "store": variant_store(first["dataset"], first["train_variant"]),
             **{field: variant_store(first["dataset"], variant) for field, variant in aligned.items()},
             **({f"test_{name}": path for name, path in test_stores(first["experiment"]).items()} if monitored else {}),

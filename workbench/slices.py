@@ -53,11 +53,6 @@ def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, 
     return out
 
 
-def pack_job_config(config: dict[str, Any], experiments: list[str], seed: int) -> dict[str, Any]:
-    """One training job: the runs of `experiments` with `seed`, trained one after the other."""
-    return {"runs": [run_config(config, e, seed) for e in experiments]}
-
-
 def scoring_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:
     """How `experiment`'s runs are scored (`workbench.config.scoring`): the evaluation settings, the
     dataset its rows are tagged with, and whether it gets the group metrics."""

@@ -33,6 +33,8 @@ rule analysis:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/analysis_{{analysis}}.log",
+    benchmark:
+        f"{R}/benchmarks/analysis/analysis_{{analysis}}.tsv",
     shell:
         "OMP_NUM_THREADS={threads} {params.py} -m training analyse --analysis {wildcards.analysis} "
         "--config {input.config} --models {input.models} --stores {params.stores} --out {output.rows} "
@@ -58,6 +60,8 @@ rule analysis_saliency:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/analysis_saliency.log",
+    benchmark:
+        f"{R}/benchmarks/analysis_saliency/analysis_saliency.tsv",
     shell:
         "OMP_NUM_THREADS={threads} {params.py} -m training analyse --analysis saliency "
         "--config {input.config} --models {input.models} --stores {params.stores} --out {output.rows} "
@@ -83,6 +87,8 @@ rule analysis_texture:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/analysis_texture.log",
+    benchmark:
+        f"{R}/benchmarks/analysis_texture/analysis_texture.tsv",
     shell:
         "OMP_NUM_THREADS={threads} {params.py} -m training analyse --analysis texture "
         "--config {input.config} --models {input.models} --stores {params.stores} --out {output.rows} "

@@ -22,6 +22,8 @@ rule evaluate_imagenet_model:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/evaluate_base_in.log",
+    benchmark:
+        f"{R}/benchmarks/evaluate_imagenet_model/evaluate_base_in.tsv",
     shell:
         "OMP_NUM_THREADS={threads} {params.py} -m training evaluate-imagenet --config {input.config} "
         "--stores {params.stores} --out {output} > {log} 2>&1"
@@ -54,6 +56,8 @@ if OFFICIAL:
             "../envs/workbench.yaml"
         log:
             f"{R}/logs/evaluate_official_{{experiment}}_seed{{seed}}.log",
+        benchmark:
+            f"{R}/benchmarks/evaluate_official/evaluate_official_{{experiment}}_seed{{seed}}.tsv",
         shell:
             "OMP_NUM_THREADS={threads} {params.py} -m training evaluate --config {input.config} "
             "--models {input.model} --stores {params.stores} --out {output} > {log} 2>&1"

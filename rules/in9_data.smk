@@ -24,6 +24,8 @@ rule in9_synthetic_source:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_synthetic_source.log",
+    benchmark:
+        f"{R}/benchmarks/in9_synthetic_source/{{dataset}}_synthetic_source.tsv",
     shell:
         "{params.py} -m pipeline source --family in9 --config {input.config} --out {output} > {log} 2>&1"
 
@@ -48,6 +50,8 @@ checkpoint in9_list:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_list.log",
+    benchmark:
+        f"{R}/benchmarks/in9_list/{{dataset}}_list.tsv",
     shell:
         "{params.py} -m pipeline list --family in9 --config {input.config} --out {output.listing} "
         "--inputs {params.synthetic} > {log} 2>&1"
@@ -70,6 +74,8 @@ rule in9_segment_shard:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_segment_{{shard}}.log",
+    benchmark:
+        f"{R}/benchmarks/in9_segment_shard/{{dataset}}_segment_{{shard}}.tsv",
     shell:
         "{params.py} -m pipeline segment-shard --family in9 --config {input.config} --shard {wildcards.shard} "
         "--inputs {input.listing} --out {output} > {log} 2>&1"
@@ -95,6 +101,8 @@ rule in9_segment:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_segment.log",
+    benchmark:
+        f"{R}/benchmarks/in9_segment/{{dataset}}_segment.tsv",
     shell:
         "{params.py} -m pipeline segment-gather --family in9 --config {input.config} --out {output.store} "
         "--inputs {input.listing} {input.shards} > {log} 2>&1"
@@ -122,6 +130,8 @@ rule in9_variant:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_variant_{{variant}}.log",
+    benchmark:
+        f"{R}/benchmarks/in9_variant/{{dataset}}_variant_{{variant}}.tsv",
     shell:
         "{params.py} -m pipeline variant --family in9 --config {input.config} --workers {threads} "
         "--variant {wildcards.variant} --out {output.store} --inputs {input.store} {input.manifest} > {log} 2>&1"
@@ -148,6 +158,8 @@ rule in9_external:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_variant_{{variant}}.log",
+    benchmark:
+        f"{R}/benchmarks/in9_external/{{dataset}}_variant_{{variant}}.tsv",
     shell:
         "{params.py} -m pipeline variant --family in9 --config {input.config} --variant {wildcards.variant} "
         "--out {output.store} --inputs {input.folder} > {log} 2>&1"

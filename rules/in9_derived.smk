@@ -27,6 +27,8 @@ for _derived, _gpu in (("stylized", True), ("texture", False), ("corrupted", Fal
             "../envs/workbench.yaml"
         log:
             f"{R}/logs/{{dataset}}_{{derived}}_{{shard}}.log",
+        benchmark:
+            f"{R}/benchmarks/in9_{_derived}_shard/{{dataset}}_{{derived}}_{{shard}}.tsv",
         shell:
             "{params.py} -m pipeline derived-shard --family in9 --config {input.config} --variant {wildcards.derived} "
             "--shard {wildcards.shard} --inputs {input.store} --out {output} > {log} 2>&1"
@@ -53,6 +55,8 @@ rule in9_derived:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_variant_{{derived}}.log",
+    benchmark:
+        f"{R}/benchmarks/in9_derived/{{dataset}}_variant_{{derived}}.tsv",
     shell:
         "{params.py} -m pipeline derived-gather --family in9 --config {input.config} --variant {wildcards.derived} "
         "--out {output.store} --inputs {input.store} {input.manifest} {input.shards} > {log} 2>&1"

@@ -32,6 +32,8 @@ rule report:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/report.log",
+    benchmark:
+        f"{R}/benchmarks/report/report.tsv",
     shell:
         "{params.py} -m report --config {input.config} --metrics {input.metrics} "
         "--segmentation-quality {input.quality} --manifests {input.manifests} --stores {params.stores} "

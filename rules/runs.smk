@@ -32,6 +32,8 @@ for _pack in PACKS:
             "../envs/workbench.yaml"
         log:
             f"{R}/logs/train{_pack.name}_{_tag}_seed{{seed}}.log",
+        benchmark:
+            f"{R}/benchmarks/train{_pack.name}/train{_pack.name}_{_tag}_seed{{seed}}.tsv",
         shell:
             "OMP_NUM_THREADS={threads} {params.py} -m training train --config {input.config} --train-store {input.store} "
             f"--runs-dir {R}/runs --aligned-stores {{params.aligned}} --test-stores {{params.tests}} > {{log}} 2>&1"
@@ -58,6 +60,8 @@ for _pack in PACKS:
             "../envs/workbench.yaml"
         log:
             f"{R}/logs/evaluate{_pack.name}_{_tag}_seed{{seed}}.log",
+        benchmark:
+            f"{R}/benchmarks/evaluate{_pack.name}/evaluate{_pack.name}_{_tag}_seed{{seed}}.tsv",
         shell:
             "OMP_NUM_THREADS={threads} {params.py} -m training evaluate --config {input.config} "
             "--models {input.models} --stores {params.stores} --out {output} > {log} 2>&1"

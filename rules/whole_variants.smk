@@ -26,6 +26,8 @@ rule dataset_variant:
         "../envs/workbench.yaml"
     log:
         f"{R}/logs/{{dataset}}_variant_{{variant}}.log",
+    benchmark:
+        f"{R}/benchmarks/dataset_variant/{{dataset}}_variant_{{variant}}.tsv",
     shell:
         "{params.py} -m pipeline variant --family {params.family} --config {input.config} "
         "--variant {wildcards.variant} --out {output.store} > {log} 2>&1"

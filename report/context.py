@@ -3,6 +3,7 @@ tables aggregated from them once (`ReportContext`)."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from importlib import resources
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from core.statistics import RunValue, run_value
 
 from .helpers import by_label, experiment_labels, read_rows, sweep_only_experiments
 from .sections.texture import shape_bias_table
@@ -23,16 +26,17 @@ def accuracy_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> Table:
 
     BG-GAP = acc(MIXED_SAME) - acc(MIXED_RAND), computed per seed, then aggregated.
     """
-    per_run: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    per_run: dict[tuple[str, int], dict[str, RunValue]] = defaultdict(dict)
     for r in rows:  # BG-GAP rows of the runs are recomputed here from the accuracies they derive from
         if r.get("kind") == "eval" and r["metric"] == "accuracy":
-            per_run[(r["experiment"], r["seed"])][r["variant"]] = r["value"]
+            per_run[(r["experiment"], r["seed"])][r["variant"]] = run_value(r)
     table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for (experiment, _seed), accs in sorted(per_run.items()):
+    for (experiment, seed), accs in sorted(per_run.items()):
         for variant, value in accs.items():
             table[experiment][variant].append(value)
         if "mixed_same" in accs and "mixed_rand" in accs:
-            table[experiment]["bg_gap"].append(accs["mixed_same"] - accs["mixed_rand"])
+            same, rand = accs["mixed_same"], accs["mixed_rand"]
+            table[experiment]["bg_gap"].append(RunValue(same - rand, seed, math.hypot(same.se, rand.se)))
     return by_label(table, labels)
 
 

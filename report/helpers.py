@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from core.atomic import atomic_path  # noqa: E402
+from core.statistics import mean_interval, run_value  # noqa: E402
 from pipeline.datasets import get_family  # noqa: E402
 
 
@@ -35,15 +37,28 @@ CAPABLE_MARGIN = 20.0
 
 
 def capability_line(model: str, where: str, values: list[float], chance: float, task: str) -> tuple[bool, str]:
-    """(capable, sentence): does the reference model learn the task at all? A benchmark on which
-    it does not cannot tell a working method from a broken one, so comparisons built on it are
-    reported as not informative."""
-    capable = bool(values) and float(np.mean(values)) >= chance + CAPABLE_MARGIN
-    return capable, (f"Capability check: {model} reaches {mean_std(values)} % {where} (chance {chance:.1f} %; "
-                     f"the check asks for {CAPABLE_MARGIN:.0f} points above chance): "
-                     + (f"it learns {task}, so the comparison below can judge the methods." if capable else
-                        f"it does not learn {task}, so this benchmark cannot tell a working method from a broken "
-                        "one: the verdict below is **not informative**."))
+    """(capable, sentence): does the reference model learn the task at all? It does when the 95 %
+    interval of its mean (`core.statistics.mean_interval`: seeds and test images) lies wholly
+    `CAPABLE_MARGIN` points above chance; when the interval straddles that line (one seed, a
+    handful of test images) the report cannot tell. A benchmark on which it does not learn, or
+    cannot be seen to, cannot tell a working method from a broken one, so comparisons built on
+    it are reported as not informative."""
+    bar = chance + CAPABLE_MARGIN
+    ci = mean_interval(values)
+    capable = bool(values) and ci.low >= bar
+    if capable:
+        judged = f"it learns {task}, so the comparison below can judge the methods."
+    elif values and ci.high < bar:
+        judged = (f"it does not learn {task}, so this benchmark cannot tell a working method from a broken one: the "
+                  "verdict below is **not informative**.")
+    else:
+        judged = (f"cannot tell whether it learns {task} (the interval reaches below {bar:.1f} %), so the verdict below "
+                  "is **not informative**.")
+    interval = (f"95 % CI {ci.low:.1f} to {ci.high:.1f}; " if values and math.isfinite(ci.low)
+                else "one seed, test-image error unknown: no interval; " if values else "")
+    return capable, (f"Capability check: {model} reaches {mean_std(values)} % {where} ({interval}chance "
+                     f"{chance:.1f} %; the check asks for the interval to lie {CAPABLE_MARGIN:.0f} points above chance): "
+                     + judged)
 
 
 #: fewest images (counted decisions) a per-run value needs before the report prints it. The shape
@@ -69,7 +84,7 @@ def counted_values(rows: list[dict[str, Any]], metric: str,
         if r.get("kind") == "eval" and r["metric"] == metric:
             cols = out[labels.get(r["experiment"], r["experiment"])]
             if r.get("n") is None or r["n"] >= MIN_IMAGES:
-                cols[metric].append(r["value"])
+                cols[metric].append(run_value(r))
             else:
                 cols[too_few_column(metric)].append(r["n"])
     return dict(out)
@@ -84,19 +99,6 @@ def value_cell(cols: dict[str, list[float]], column: str, digits: int = 1) -> st
         return mean_std(values, digits)
     text = f"too few images ({', '.join(str(int(n)) for n in few)})"
     return f"{mean_std(values, digits)}; {len(few)} seed(s) left out, {text}" if values else text
-
-
-def compare(ours: list[float], base: list[float]) -> str:
-    """"higher" / "lower" only when the difference of means exceeds the seed spread of both; with
-    one seed on both sides there is no spread to judge against, and the words are left out."""
-    if not ours or not base:
-        return "no numbers"
-    if len(ours) == 1 and len(base) == 1:
-        return f"{ours[0] - base[0]:+.1f} points (one seed each: not judged)"
-    spread = max(np.std(ours, ddof=1) if len(ours) > 1 else 0.0, np.std(base, ddof=1) if len(base) > 1 else 0.0)
-    diff = float(np.mean(ours) - np.mean(base))
-    word = "higher" if diff > spread else "lower" if diff < -spread else "not clearly different"
-    return f"{word}: {diff:+.1f} points, seed spread {spread:.1f}"
 
 
 def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
@@ -140,7 +142,7 @@ def metric_table(rows: list[dict[str, Any]], kind: str, analysis: str | None = N
         if r.get("kind") == kind and (analysis is None or r.get("analysis") == analysis):
             experiment = r.get("experiment", r["label"])
             labels[experiment] = r["label"]
-            table[experiment][r["metric"]].append(r["value"])
+            table[experiment][r["metric"]].append(run_value(r))
     return by_label(table, labels)
 
 

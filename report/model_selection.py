@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from core.statistics import run_value
+
 RULES = ("last", "validation", "oracle")
 
 #: one sentence per rule, for the caption of a table that shows it
@@ -38,9 +40,9 @@ def scoring_points(rows: list[dict[str, Any]], runs: set[str], sets: tuple[str, 
         if r.get("experiment") not in runs:
             continue
         if r.get("kind") == "curve":
-            points[(r["experiment"], r["seed"])][float(r["step"])][r["metric"]] = r["value"]
+            points[(r["experiment"], r["seed"])][float(r["step"])][r["metric"]] = run_value(r)
         elif r.get("kind") == "eval" and r.get("variant") in sets:
-            points[(r["experiment"], r["seed"])][FINAL][f"{r['variant']}_{r['metric']}"] = r["value"]
+            points[(r["experiment"], r["seed"])][FINAL][f"{r['variant']}_{r['metric']}"] = run_value(r)
     return points
 
 

@@ -1,6 +1,7 @@
 """The CLAD and ReBias report sections on hand-made rows: numbers, verdicts and 'not run' notes."""
 
 from report.sections.clad import bg_gap_verdict, table3, table5, table6
+from core.statistics import RunValue
 from report.document import Document
 from report.sections.rebias import table1, table2, verdict
 
@@ -11,9 +12,9 @@ def _gap_table(base, clad):
 
 
 def test_bg_gap_verdict_follows_the_numbers():
-    for base, clad, word in (([20.0, 22.0, 21.0], [5.0, 6.0, 4.0], "CLAD reduces"),
-                             ([5.0, 6.0, 4.0], [20.0, 22.0, 21.0], "CLAD does not reduce"),
-                             ([10.0, 14.0, 12.0], [11.0, 13.0, 12.5], "CLAD does not clearly change")):
+    for base, clad, word in (([20.0, 22.0, 21.0], [5.0, 6.0, 4.0], "so CLAD reduces the gap"),
+                             ([5.0, 6.0, 4.0], [20.0, 22.0, 21.0], "so CLAD widens the gap"),
+                             ([10.0, 14.0, 12.0], [11.0, 13.0, 12.5], "cannot tell whether CLAD changes the gap")):
         doc = Document("t")
         bg_gap_verdict(doc, _gap_table(base, clad))
         assert word in doc.markdown()
@@ -26,20 +27,22 @@ def test_bg_gap_verdict_follows_the_numbers():
     assert "using the background less, not from recognising the foreground better" in doc.markdown()
 
 
-def test_bg_gap_verdict_uses_the_shared_seed_spread_rule():
-    """compare(): one seed each is not judged (a spread of 0 must not make any difference count);
-    with several seeds "lower" (a smaller gap, better) only beyond the spread of both."""
+def test_bg_gap_verdict_comes_from_the_confidence_interval():
+    """One seed each: no seed spread, so "cannot tell" whatever the difference; with three seeds
+    the 95 % interval of the difference (Welch's t here: the table's values carry no seeds) decides."""
     doc = Document("t")
     bg_gap_verdict(doc, _gap_table([8.1], [5.0]))
     text = doc.markdown()
-    assert "BG-GAP (lower is better), CLAD vs Base (IN9): -3.1 points (one seed each: not judged)" in text
+    assert ("CLAD vs Base (IN9): cannot tell: -3.1 points (one seed on a side: seed spread unknown, 1 vs 1 seeds)"
+            in text)
     assert "reduces" not in text and "using the background less" not in text
     doc = Document("t")
     bg_gap_verdict(doc, _gap_table([20.0, 22.0, 21.0], [5.0, 6.0, 4.0]))
-    assert "CLAD vs Base (IN9): lower: -16.0 points, seed spread 1.0, so CLAD reduces the gap" in doc.markdown()
+    assert ("CLAD vs Base (IN9): lower: -16.0 points (95 % CI -18.3 to -13.7, 3 vs 3 seeds), so CLAD reduces the gap"
+            in doc.markdown())
     doc = Document("t")
     bg_gap_verdict(doc, _gap_table([5.0, 6.0, 4.0], [20.0, 22.0, 21.0]))
-    assert "higher: +16.0 points, seed spread 1.0, so CLAD does not reduce the gap" in doc.markdown()
+    assert "higher: +16.0 points (95 % CI +13.7 to +18.3, 3 vs 3 seeds), so CLAD widens the gap" in doc.markdown()
 
 
 def test_table3_and_table6_show_ours_beside_the_paper():
@@ -80,22 +83,24 @@ def test_rebias_verdict_follows_the_numbers():
     text = _verdict(acc)
     assert "Vanilla reaches 61.0 ± 1.0 %" in text and "it learns the digits' shape" in text
     assert "predicts mostly from the colour" in text and "in this run? Yes." in text
-    acc[("rho_0.99", "reb", "unbiased")] = [60.5, 61.5, 61.0]             # within the seed spread
-    assert "in this run? Only at ρ = 0.999." in _verdict(acc)
+    acc[("rho_0.99", "reb", "unbiased")] = [60.5, 61.5, 61.0]             # inside the interval
+    assert "in this run? Higher only at ρ = 0.999." in _verdict(acc)
     acc[("rho_0.999", "reb", "unbiased")] = [10.0, 11.0, 10.5]
-    assert "in this run? No." in _verdict(acc)
-    one_seed = {k: v[:1] for k, v in acc.items()}
-    assert "Cannot tell from one seed" in _verdict(one_seed)
+    assert "in this run? No: lower at ρ = 0.999, cannot tell elsewhere." in _verdict(acc)
+    acc[("rho_0.99", "reb", "unbiased")] = [50.0, 51.0, 50.5]
+    assert "in this run? No: lower at every ρ." in _verdict(acc)
+    one_seed = {k: [RunValue(v[0], 0, 1.0)] for k, v in acc.items()}  # one run each, 1 point of test-image error
+    assert "in this run? Cannot tell." in _verdict(one_seed)
 
 
-def test_rebias_verdict_uses_the_shared_seed_spread_rule():
+def test_rebias_verdict_comes_from_the_confidence_interval():
     acc = {("rho_0.99", "van", "unbiased"): [60.0, 62.0, 61.0], ("rho_0.99", "reb", "unbiased"): [80.0, 82.0, 81.0],
            ("rho_0.999", "van", "unbiased"): [30.0, 32.0, 31.0], ("rho_0.999", "reb", "unbiased"): [25.0, 27.0, 26.0]}
     text = _verdict(acc)
-    assert "ρ = 0.99: higher: +20.0 points, seed spread 1.0" in text
-    assert "ρ = 0.999: lower: -5.0 points, seed spread 1.0" in text and "in this run? Only at ρ = 0.99." in text
-    text = _verdict({k: v[:1] for k, v in acc.items()})
-    assert "ρ = 0.99: +20.0 points (one seed each: not judged)" in text and "Cannot tell from one seed" in text
+    assert "ρ = 0.99: higher: +20.0 points (95 % CI +17.7 to +22.3, 3 vs 3 seeds)" in text
+    assert "ρ = 0.999: lower: -5.0 points (95 % CI -7.3 to -2.7" in text and "in this run? Higher only at ρ = 0.99." in text
+    text = _verdict({k: [RunValue(v[0], 0, 1.0)] for k, v in acc.items()})
+    assert "ρ = 0.99: cannot tell: +20.0 points (one seed on a side" in text and "in this run? Cannot tell." in text
 
 
 def test_rebias_verdict_is_not_informative_when_vanilla_learns_nothing_at_the_lowest_rho():
@@ -104,7 +109,10 @@ def test_rebias_verdict_is_not_informative_when_vanilla_learns_nothing_at_the_lo
     text = _verdict(acc)
     assert "it does not learn the digits' shape" in text and "**not informative**" in text
     assert "in this run? Not informative" in text and "Yes" not in text
-    acc[("rho_0.99", "van", "unbiased")] = [29.0, 30.0, 31.0]  # 30 = chance 10 + 20: just capable
+    acc[("rho_0.99", "van", "unbiased")] = [29.0, 30.0, 31.0]  # mean 30 = chance 10 + 20, but its interval straddles it
+    text = _verdict(acc)
+    assert "cannot tell whether it learns the digits' shape" in text and "in this run? Not informative" in text
+    acc[("rho_0.99", "van", "unbiased")] = [34.0, 35.0, 36.0]  # interval 32.5 to 37.5: wholly above 30
     assert "in this run? Not informative" not in _verdict(acc)
 
 
@@ -361,7 +369,7 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
     md = doc.markdown()
     assert "| Ours | S-CLAD | 90.5 ± 0.7 | 61.0 ± 1.4 | – | – | too few images (1, 2) |" in md
     assert "S-CLAD: shape bias too few images (1, 2) vs 21.0 ± 1.4 % (not compared: fewer than 30" in md
-    assert "S-CLAD+: shape bias 40.0; 1 seed(s) left out, too few images (1) vs 21.0 ± 1.4 % (higher: +19.0" in md
+    assert "S-CLAD+: shape bias 40.0; 1 seed(s) left out, too few images (1) vs 21.0 ± 1.4 % (cannot tell: +19.0 points (one seed on a side" in md
     assert "| S-CLAD | too few images (1, 2) | 0 |" in md and "| Base (SIN9) | 81.0 ± 1.4 | 2 |" in md
     assert "0.0 ±" not in md and "50.0 ± 70.7" not in md  # S-CLAD's two values never enter a mean
     assert (tmp_path / "shape_bias.png").stat().st_size > 0

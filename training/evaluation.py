@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
+from core.seeding import name_seed
+from core.statistics import group_bootstrap_se, proportion_se
 from pipeline.sources.imagenet import load_in1k_to_in9
 
 from .build import build_method, pick_device
@@ -43,9 +46,7 @@ def predict_store(predict: Callable[[torch.Tensor], torch.Tensor], store: Path, 
 
 def accuracy(result: dict[str, np.ndarray]) -> float:
     """Accuracy (%) of a `predict_store` result; NaN without images."""
-    if result["labels"].size == 0:
-        return float("nan")
-    return float(100.0 * (result["pred"] == result["labels"]).mean())
+    return scored_share(result["pred"] == result["labels"])["value"]
 
 
 def shape_bias(result: dict[str, np.ndarray]) -> tuple[float, int]:
@@ -65,23 +66,35 @@ def severity_rows(result: dict[str, np.ndarray], store: Path, split: str, tags: 
 
     correct = result["pred"] == result["labels"]
     severity = zarr.open_group(store, mode="r")[split]["severity"][:len(correct)]  # the rows scored
-    return [{**tags, "metric": "severity_accuracy", "severity": int(s), "value": float(100.0 * correct[severity == s].mean()),
-             "n": int((severity == s).sum())} for s in np.unique(severity)]
+    return [{**tags, "metric": "severity_accuracy", "severity": int(s), **scored_share(correct[severity == s])}
+            for s in np.unique(severity)]
 
 
-def group_metrics(result: dict[str, np.ndarray]) -> dict[str, float]:
-    """Accuracies (%) that do not let the majority groups hide the others: on the bias-conflicting
-    images (bias label != label; LfF's "unbiased" samples, BFFHQ's reported set; NaN if none), the
-    mean over classes (Waterbirds' average of per-class accuracies) and the worst (label, bias
-    label) group (group DRO's worst-group accuracy)."""
+def scored_share(hits: np.ndarray) -> dict[str, float | int]:
+    """{"value": % of `hits` that are true, "n": their number, "se": its test-image bootstrap
+    standard error (`core.statistics.proportion_se`)}; NaN without any."""
+    value = float(100.0 * hits.mean()) if hits.size else float("nan")
+    return {"value": value, "n": int(hits.size), "se": proportion_se(value, hits.size)}
+
+
+def group_metrics(result: dict[str, np.ndarray], seed: int) -> dict[str, dict[str, float | int]]:
+    """{metric: {"value", "n", "se"}} of the accuracies (%) that do not let the majority groups hide
+    the others: on the bias-conflicting images (bias label != label; LfF's "unbiased" samples,
+    BFFHQ's reported set; NaN if none), the mean over classes (Waterbirds' average of per-class
+    accuracies) and the worst (label, bias label) group (group DRO's worst-group accuracy; `n` is
+    the size of that group). `se`: a bootstrap over the test images, stratified by class or group
+    (`core.statistics.group_bootstrap_se`, seeded by `seed`)."""
     correct = result["pred"] == result["labels"]
-    conflicting = result["bias_labels"] != result["labels"]
-    classes = np.unique(result["labels"])
-    groups = sorted(set(zip(result["labels"].tolist(), result["bias_labels"].tolist())))
-    return {"conflicting_accuracy": float(100.0 * correct[conflicting].mean()) if conflicting.any() else float("nan"),
-            "mean_class_accuracy": float(100.0 * np.mean([correct[result["labels"] == c].mean() for c in classes])),
-            "worst_group_accuracy": float(100.0 * min(correct[(result["labels"] == y) & (result["bias_labels"] == b)].mean()
-                                                      for y, b in groups))}
+    labels, bias = result["labels"], result["bias_labels"]
+    groups = labels.astype(np.int64) * (int(bias.max(initial=0)) + 2) + (bias.astype(np.int64) + 1)  # (label, bias) ids
+    ids = np.unique(groups)
+    accs = [correct[groups == g].mean() for g in ids]
+    worst = ids[int(np.argmin(accs))]
+    return {"conflicting_accuracy": scored_share(correct[bias != labels]),
+            "mean_class_accuracy": {"value": float(100.0 * np.mean([correct[labels == c].mean() for c in np.unique(labels)])),
+                                    "n": int(labels.size), "se": group_bootstrap_se(correct, labels, "mean", seed)},
+            "worst_group_accuracy": {"value": float(100.0 * min(accs)), "n": int((groups == worst).sum()),
+                                     "se": group_bootstrap_se(correct, groups, "min", seed + 1)}}
 
 
 def cell_accuracy_rows(result: dict[str, np.ndarray], tags: dict[str, Any]) -> list[dict]:
@@ -90,35 +103,37 @@ def cell_accuracy_rows(result: dict[str, np.ndarray], tags: dict[str, Any]) -> l
     for b, y in sorted(set(zip(result["bias_labels"].tolist(), result["labels"].tolist()))):
         cell = (result["bias_labels"] == b) & (result["labels"] == y)
         rows.append({**tags, "metric": "cell_accuracy", "bias_label": b, "class_label": y,
-                     "value": float(100.0 * (result["pred"][cell] == y).mean()), "n": int(cell.sum())})
+                     **scored_share(result["pred"][cell] == y)})
     return rows
 
 
 def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[str, Path], split: str,
                   batch_size: int, augmenter: Augmenter, device: torch.device, tags: dict[str, Any],
                   cells: bool = False, limit: int | None = None) -> list[dict]:
-    """One tidy row per variant: accuracy (%) and the number of images (and with `cells`, the
-    accuracy of every bias x class cell and the `group_metrics`; on cue-conflict variants, the shape bias; on corrupted
-    ones, the accuracy per severity); plus the BG-GAP row, acc(MIXED_SAME) - acc(MIXED_RAND),
-    when both variants are evaluated."""
+    """One tidy row per variant: accuracy (%), the number of images and its test-image standard
+    error `se` (and with `cells`, the accuracy of every bias x class cell and the `group_metrics`;
+    on cue-conflict variants, the shape bias; on corrupted ones, the accuracy per severity); plus
+    the BG-GAP row, acc(MIXED_SAME) - acc(MIXED_RAND), when both variants are evaluated."""
     rows, acc = [], {}
     for variant, store in stores.items():
         result = predict_store(predict, store, split, batch_size, augmenter, device, limit)
-        acc[variant] = accuracy(result)
         row_tags = {"kind": "eval", **tags, "variant": variant, "split": split}
-        rows.append({**row_tags, "metric": "accuracy", "value": acc[variant], "n": int(result["labels"].size)})
+        acc[variant] = {"metric": "accuracy", **scored_share(result["pred"] == result["labels"])}
+        rows.append({**row_tags, **acc[variant]})
         if variant in CUE_CONFLICT_VARIANTS:
             bias, decisions = shape_bias(result)
-            rows.append({**row_tags, "metric": "shape_bias", "value": bias, "n": decisions})
+            rows.append({**row_tags, "metric": "shape_bias", "value": bias, "n": decisions,
+                         "se": proportion_se(bias, decisions)})
         if variant in CORRUPTED_VARIANTS:
             rows += severity_rows(result, store, split, row_tags)
         if cells:
             rows += cell_accuracy_rows(result, row_tags)
-            rows += [{**row_tags, "metric": k, "value": v, "n": int(result["labels"].size)}
-                     for k, v in group_metrics(result).items()]
+            seed = name_seed("bootstrap", *sorted(map(str, tags.values())), variant)
+            rows += [{**row_tags, "metric": k, **v} for k, v in group_metrics(result, seed).items()]
     if "mixed_same" in acc and "mixed_rand" in acc:
+        same, rand = acc["mixed_same"], acc["mixed_rand"]
         rows.append({"kind": "eval", **tags, "variant": "mixed_same-mixed_rand", "split": split, "metric": "bg_gap",
-                     "value": acc["mixed_same"] - acc["mixed_rand"], "n": None})
+                     "value": same["value"] - rand["value"], "n": None, "se": math.hypot(same["se"], rand["se"])})
     return rows
 
 

@@ -28,7 +28,7 @@ from core.seeding import name_seed
 from . import distributed
 from .build import build_method, pick_device
 from .data import ZarrBatches
-from .evaluation import accuracy, group_metrics, predict_store
+from .evaluation import group_metrics, predict_store, scored_share
 from .methods import get_method
 from .methods.base import Method
 
@@ -58,21 +58,24 @@ class Monitor:
     groups: bool = False
 
     def rows(self, method: Method, interval: dict[str, list[float]], tags: dict[str, Any]) -> list[dict]:
-        values = {**{k: sum(v) / len(v) for k, v in interval.items()}, **self.accuracies(method)}
-        return [{"kind": "curve", **tags, "metric": k, "value": v} for k, v in values.items()]
+        stats = [{"metric": k, "value": sum(v) / len(v)} for k, v in interval.items()]
+        return [{"kind": "curve", **tags, **row} for row in stats + self.accuracies(method, tags)]
 
-    def accuracies(self, method: Method) -> dict[str, float]:
-        """{f"{name}_accuracy": accuracy (%) on the val split of each store (and f"{name}_<group
-        metric>" where defined)}, in eval mode."""
+    def accuracies(self, method: Method, tags: dict[str, Any]) -> list[dict[str, Any]]:
+        """[{"metric": f"{name}_accuracy", "value", "n", "se"}]: accuracy (%) on the val split of each
+        store, its number of images and test-image standard error (and f"{name}_<group metric>"
+        where defined), in eval mode."""
         device = next(method.parameters()).device
         method.eval()
-        out = {}
+        out = []
         for name, store in self.stores.items():
             result = predict_store(lambda x: method.predict(x).argmax(1), store, "val", self.batch_size,
                                    method.augmenter, device)
-            out[f"{name}_accuracy"] = accuracy(result)
+            out.append({"metric": f"{name}_accuracy", **scored_share(result["pred"] == result["labels"])})
             if self.groups:
-                out.update({f"{name}_{k}": v for k, v in group_metrics(result).items() if math.isfinite(v)})
+                seed = name_seed("bootstrap", *sorted(map(str, tags.values())), name)
+                out += [{"metric": f"{name}_{k}", **v} for k, v in group_metrics(result, seed).items()
+                        if math.isfinite(v["value"])]
         method.train()
         return out
 

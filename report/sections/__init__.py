@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core.statistics import METHOD
+
 from . import amplification, clad, datasets, rebias, runs, ssl, texture
 
 if TYPE_CHECKING:
@@ -32,13 +34,14 @@ def _intro(doc: Document, ctx: ReportContext) -> None:
     if config.get("smoke"):
         doc.para("**Smoke run** (`smoke: true`, workbench/smoke.py): every configured run at its real shapes with "
                  "counts shrunk to a few images, one seed and one short epoch. It shows that the workflow runs; "
-                 "its numbers are not results, and the capability checks and verdicts below, computed as in a "
-                 "real run, rest on a handful of images each: read none of them.")
+                 "its numbers are not results. The capability checks and verdicts below are computed as in a "
+                 "real run; resting on a handful of images and one seed, they say \"cannot tell\".")
     doc.para(f"Data source: `{ds['source']['kind']}`, {ds['image_size']}×{ds['image_size']} px, "
              f"segmentation {ds['segmentation']['method']}; backbone {config['training']['arch']}, "
              f"{config['training']['epochs']} epochs; our rows are mean ± sample std over {len(config['seeds'])} "
              f"seed(s) {config['seeds']}. Rows marked (paper) are quoted from the CLAD paper's Table 2 (ResNet-50 "
              "on real ImageNet-9): compare the *pattern*, not the values, when the data source is synthetic.")
+    doc.para(f"Statistics: {METHOD}")
 
 
 def _other_datasets(doc: Document, ctx: ReportContext) -> None:

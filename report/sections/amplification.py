@@ -19,9 +19,10 @@ import numpy as np
 from pipeline.datasets import get_family
 from training.methods import spec as method_spec
 
+from core.statistics import difference
 from .. import model_selection
 from ..document import Document
-from ..helpers import capability_line, compare, mean_std, save_figure
+from ..helpers import capability_line, mean_std, save_figure
 
 #: the test set the tables score and the one model selection looks at (the colored_mnist family's)
 TEST, VALID = "unbiased", "valid"
@@ -42,6 +43,12 @@ SWITCH_VALUES = {True: "✓", False: "✗", "D": "D", "D_cand": "D^BN_cand", "D_
 
 #: the training statistics of `_training_health`, in its columns' order
 HEALTH = ("partner_conflicting_fraction", "partner_weight", "guide_distance", "ie_mean", "train_acc")
+
+
+def _versus(cells: dict, variant: str, key: str, other: str) -> str:
+    """The interval and verdict of row `key` minus row `other`, validation-selected, at one ratio."""
+    return difference(cells.get((variant, key), {}).get("selected", []),
+                      cells.get((variant, other), {}).get("selected", [])).text()
 
 
 def _percent(variant: str) -> float:
@@ -125,14 +132,9 @@ def _verdict(doc: Document, grid: dict[str, Any], cells, conflicting, variants: 
         return
     parts = []
     for other in [k for k in (keys.get("lff_be"), keys.get("lff"), vanilla) if k]:
-        per_ratio = [f"{_percent(v):g} %: {compare(cells.get((v, ours), {}).get('selected', []), cells.get((v, other), {}).get('selected', []))}"
-                     for v in variants]
+        per_ratio = [f"{_percent(v):g} %: {_versus(cells, v, ours, other)}" for v in variants]
         parts.append(f"against {grid['methods'][other]['label']}: " + "; ".join(per_ratio))
-    seeds = max((len(c["selected"]) for c in cells.values()), default=0)
-    caveat = (" One seed per cell: no seed spread, read as a pilot." if seeds < 2 else
-              " \"Higher\" / \"lower\" only where the difference exceeds the seed spread of both rows (of the "
-              "one with several seeds where the other has one).")
-    doc.para(f"{grid['methods'][ours]['label']}, validation-selected, " + ". ".join(parts) + "." + caveat)
+    doc.para(f"{grid['methods'][ours]['label']}, validation-selected, " + ". ".join(parts) + ".")
 
 
 def _capable(doc: Document, grid: dict[str, Any], conflicting, variants: list[str], chance: float) -> bool:
@@ -197,7 +199,7 @@ def _table3(doc: Document, config: dict[str, Any], name: str, grid: dict[str, An
     full = next((key for key, changed in park.items() if not changed), None)
     if _capable(doc, grid, conflicting, variants, chance) and full is not None:
         lines = [f"{grid['methods'][key]['label']} vs the full method: " + "; ".join(
-            f"{_percent(v):g} %: {compare(cells.get((v, key), {}).get('selected', []), cells.get((v, full), {}).get('selected', []))}"
+            f"{_percent(v):g} %: {_versus(cells, v, key, full)}"
             for v in variants) for key in park if key != full]
         doc.para("Each row against the full method (validation-selected): " + ". ".join(lines) + ".")
     elif full is None:

@@ -13,8 +13,9 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from core.statistics import difference
 from ..document import Document
-from ..helpers import (capability_line, compare, headline, mean_std, metric_table, model_order, save_figure,
+from ..helpers import (capability_line, headline, mean_std, metric_table, model_order, save_figure,
                        sweep_only_experiments)
 
 TABLE2_COLUMNS, TABLE2_HEADER = headline("in9")
@@ -23,8 +24,9 @@ CLAD_METHODS = ("clad", "clad_plus")
 PAPER_SHAPES = {"lambda": "paper: ORIGINAL flat and MIXED-RAND rising up to λ = 1, both falling for λ > 1",
                 "queue_size": "paper: small queues lack negatives, large ones lose ORIGINAL accuracy; "
                               "N = 32 the best trade-off"}
-#: compare()'s judgement of CLAD's BG-GAP minus Base (IN9)'s, in words (a lower gap is better)
-GAP_VERDICTS = {"lower": "reduces", "higher": "does not reduce", "not clearly different": "does not clearly change"}
+#: the verdict on CLAD's BG-GAP minus Base (IN9)'s (core.statistics), in words (a lower gap is better)
+GAP_VERDICTS = {"lower": "so {label} reduces the gap", "higher": "so {label} widens the gap",
+                "cannot tell": "so these runs cannot tell whether {label} changes the gap"}
 
 
 def table2(doc: Document, table, paper: dict[str, Any]) -> None:
@@ -115,15 +117,14 @@ def bg_gap_verdict(doc: Document, table: dict[str, dict[str, list[float]]], chan
         gap = table.get(label, {}).get("bg_gap")
         if not gap:
             continue
-        judged = compare(gap, base)  # "lower" only if the difference exceeds the seed spread of both
-        verdict = GAP_VERDICTS.get(judged.split(":")[0])
+        judged = difference(gap, base)  # "lower" only where its 95 % interval lies below 0
+        verdict = GAP_VERDICTS[judged.verdict].format(label=label)
         rand, base_rand = table[label].get("mixed_rand", []), table["Base (IN9)"].get("mixed_rand", [])
-        line = (f"BG-GAP (lower is better), {label} vs Base (IN9): {judged}"
-                + (f", so {label} {verdict} the gap" if verdict else "")
+        line = (f"BG-GAP (lower is better), {label} vs Base (IN9): {judged.text()}, {verdict}"
                 + f" ({mean_std(gap)} vs {mean_std(base)} points); Mixed-Rand accuracy {mean_std(rand)} vs "
                 f"{mean_std(base_rand)}, Original {mean_std(table[label].get('original', []))} vs "
                 f"{mean_std(table['Base (IN9)'].get('original', []))}.")
-        if verdict == "reduces" and not compare(rand, base_rand).startswith("higher"):
+        if judged.verdict == "lower" and difference(rand, base_rand).verdict != "higher":
             line += (f" Its Mixed-Rand accuracy does not rise, so the smaller gap comes from {label} using the "
                      "background less, not from recognising the foreground better.")
         lines.append(line)

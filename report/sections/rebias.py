@@ -12,8 +12,9 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from core.statistics import difference, run_value
 from ..document import Document
-from ..helpers import capability_line, compare, mean_std, save_figure
+from ..helpers import capability_line, mean_std, save_figure
 
 TEST_SETS = ("biased", "unbiased")
 CHANCE = 10.0  # ten digits, colours independent of them in the unbiased test set
@@ -36,7 +37,7 @@ def grid_accuracies(rows: list[dict[str, Any]], grid: str) -> dict[tuple[str, st
     """{(train variant, method key, test set): [accuracy per seed]} of a grid's eval rows."""
     out: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in sorted((r for r in rows if r.get("grid") == grid and r["metric"] == "accuracy"), key=lambda r: r["seed"]):
-        out[(r["train_variant"], r["grid_method"], r["variant"])].append(r["value"])
+        out[(r["train_variant"], r["grid_method"], r["variant"])].append(run_value(r))
     return out
 
 
@@ -102,15 +103,16 @@ def verdict(doc: Document, grid: dict[str, Any], acc) -> None:
         lines.append("Does ReBias beat Vanilla on unbiased accuracy in this run? Not informative (see the capability "
                      "check).")
     elif vanilla and rebias:
-        # compare(): "higher" only if the difference exceeds the seed spread of both; one seed each: not judged
-        outcome = {v: compare(acc[(v, rebias, "unbiased")], acc[(v, vanilla, "unbiased")]) for v in variants
+        outcome = {v: difference(acc[(v, rebias, "unbiased")], acc[(v, vanilla, "unbiased")]) for v in variants
                    if acc.get((v, rebias, "unbiased")) and acc.get((v, vanilla, "unbiased"))}
         if outcome:
-            wins = [v for v, o in outcome.items() if o.startswith("higher")]
-            judged = [v for v, o in outcome.items() if "not judged" not in o]
-            answer = ("Cannot tell from one seed" if not judged else "Yes" if len(wins) == len(outcome) else
-                      "No" if not wins else f"Only at ρ = {', '.join(_rho(v) for v in wins)}")
-            details = "; ".join(f"ρ = {_rho(v)}: {o}" for v, o in outcome.items())
+            wins = [v for v, o in outcome.items() if o.verdict == "higher"]
+            losses = [v for v, o in outcome.items() if o.verdict == "lower"]
+            at = lambda vs: ", ".join(_rho(v) for v in vs)  # noqa: E731
+            answer = ("Yes" if len(wins) == len(outcome) else f"Higher only at ρ = {at(wins)}" if wins else
+                      "No: lower at every ρ" if len(losses) == len(outcome) else
+                      f"No: lower at ρ = {at(losses)}, cannot tell elsewhere" if losses else "Cannot tell")
+            details = "; ".join(f"ρ = {_rho(v)}: {o.text()}" for v, o in outcome.items())
             lines.append(f"Does ReBias beat Vanilla on unbiased accuracy in this run? {answer}. ReBias vs Vanilla: "
                          f"{details}.")
     if lines:

@@ -18,8 +18,9 @@ from pipeline.datasets import get_family
 
 from training.methods import spec
 
+from core.statistics import difference, run_value
 from ..document import Document
-from ..helpers import capability_line, compare, mean_std, save_figure, value_cell
+from ..helpers import capability_line, mean_std, save_figure, value_cell
 
 SSL_METHODS = ("moco_v2", "moco_v2_texture", "byol")
 COLUMNS = ["original", "corrupted", "stylized", "texture", "sketch", "mixed_rand", "bg_gap", "shape_bias"]
@@ -54,7 +55,7 @@ def similarity_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[flo
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in sorted(rows, key=lambda r: (r.get("experiment", ""), r.get("seed", 0))):
         if r.get("kind") == "eval" and r["metric"] == "similarity":
-            out[r["experiment"]][r["variant"]].append(r["value"])
+            out[r["experiment"]][r["variant"]].append(run_value(r))
     return out
 
 
@@ -173,12 +174,9 @@ def _verdict(doc: Document, runs: list[dict[str, Any]], table: dict[str, dict[st
         if ref is None:
             continue
         ours, theirs = table.get(r["label"], {}), table.get(ref["label"], {})
-        parts = [f"{c} {compare(ours.get(c, []), theirs.get(c, []))}" for c in ("original", *ood)]
+        parts = [f"{c} {difference(ours.get(c, []), theirs.get(c, [])).text()}" for c in ("original", *ood)]
         lines.append(f"{display(r)} vs {ref['label']}: " + "; ".join(parts) + ".")
-    seeds = min((len(table.get(r["label"], {}).get("original", [])) for r in runs), default=0)
-    caveat = (" One seed per run: the differences have no seed spread, so read them as a pilot, not a verdict."
-              if seeds < 2 else " \"Higher\" / \"lower\" only where the difference exceeds both seed spreads.")
-    doc.para("Against the same method without non-semantic negatives (accuracy, points): " + " ".join(lines) + caveat)
+    doc.para("Against the same method without non-semantic negatives (accuracy, points): " + " ".join(lines))
 
 
 def display(run: dict[str, Any]) -> str:

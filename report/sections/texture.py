@@ -18,8 +18,9 @@ import zarr
 
 from pipeline.derived_stage import work_side
 
+from core.statistics import difference
 from ..document import Document
-from ..helpers import (headline, MIN_IMAGES, capability_line, compare, counted_values, mean_std, model_order, save_figure,
+from ..helpers import (headline, MIN_IMAGES, capability_line, counted_values, mean_std, model_order, save_figure,
                       too_few_column, value_cell)
 
 TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]
@@ -107,11 +108,10 @@ def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: fl
             continue
         lines.append(f"{label}: shape bias {_shape_bias_versus(cols, base)}; Stylized IN-9 "
                      f"{mean_std(cols.get('stylized', []))} vs {mean_std(base.get('stylized', []))} % "
-                     f"({compare(cols.get('stylized', []), base.get('stylized', []))}); Original "
+                     f"({difference(cols.get('stylized', []), base.get('stylized', [])).text()}); Original "
                      f"{mean_std(cols.get('original', []))} vs {mean_std(base.get('original', []))} %.")
     if lines:
-        doc.para("Against Base (IN9): " + " ".join(lines) + " \"Higher\" or \"lower\" only when the difference "
-                 "exceeds the seed spread of both; computed from the numbers, nothing is tuned to it.")
+        doc.para("Against Base (IN9): " + " ".join(lines) + " Computed from the numbers, nothing is tuned to it.")
 
 
 def _shape_bias_versus(ours: dict[str, list[float]], base: dict[str, list[float]]) -> str:
@@ -119,7 +119,7 @@ def _shape_bias_versus(ours: dict[str, list[float]], base: dict[str, list[float]
     `MIN_IMAGES` counted decisions."""
     text = f"{value_cell(ours, 'shape_bias')} vs {value_cell(base, 'shape_bias')} %"
     if ours.get("shape_bias") and base.get("shape_bias"):
-        return f"{text} ({compare(ours['shape_bias'], base['shape_bias'])})"
+        return f"{text} ({difference(ours['shape_bias'], base['shape_bias']).text()})"
     return f"{text} (not compared: fewer than {MIN_IMAGES} shape or texture decisions)"
 
 

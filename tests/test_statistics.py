@@ -1,0 +1,110 @@
+"""core.statistics against scipy and brute-force numpy on hand-made data, and its verdicts in
+both directions and the "cannot tell" cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from core.statistics import (RunValue, difference, group_bootstrap_se, mean_interval, proportion_se,
+                             run_value)
+
+
+def runs(values, seeds=None, se=0.0):
+    return [RunValue(v, s, se) for v, s in zip(values, seeds or range(len(values)))]
+
+
+A = [71.2, 74.8, 69.9, 73.1]
+B = [66.0, 70.3, 67.2, 66.8]
+
+
+def test_paired_interval_is_scipys_ttest_rel_without_image_error():
+    ci = difference(runs(A), runs(B))
+    ref = stats.ttest_rel(A, B).confidence_interval(0.95)
+    assert ci.paired and ci.low == pytest.approx(ref.low) and ci.high == pytest.approx(ref.high)
+
+
+def test_paired_by_seed_not_by_position():
+    shuffled = runs(B[::-1], seeds=[3, 2, 1, 0])
+    ref = stats.ttest_rel(A, B).confidence_interval(0.95)
+    ci = difference(runs(A), shuffled)
+    assert ci.low == pytest.approx(ref.low) and ci.high == pytest.approx(ref.high)
+
+
+def test_welch_interval_where_seeds_differ():
+    b = runs(B[:3], seeds=[5, 6, 7])
+    ci = difference(runs(A), b)
+    ref = stats.ttest_ind(A, B[:3], equal_var=False).confidence_interval(0.95)
+    assert not ci.paired and ci.low == pytest.approx(ref.low) and ci.high == pytest.approx(ref.high)
+
+
+def test_mean_interval_is_scipys_one_sample_t():
+    ref = stats.ttest_1samp(A, 0.0).confidence_interval(0.95)
+    ci = mean_interval(runs(A))
+    assert ci.low == pytest.approx(ref.low) and ci.high == pytest.approx(ref.high)
+
+
+def test_image_error_widens_the_interval_and_alone_gives_a_normal_interval():
+    narrow, wide = difference(runs(A), runs(B)), difference(runs(A, se=2.0), runs(B, se=2.0))
+    assert wide.low < narrow.low and wide.high > narrow.high
+    same = difference(runs([70.0, 70.0, 70.0], se=1.0), runs([67.0, 67.0, 67.0], se=1.0))
+    half = stats.norm.ppf(0.975) * math.sqrt(2.0)  # no seed spread: only the two runs' image errors
+    assert same.low == pytest.approx(3.0 - half) and same.high == pytest.approx(3.0 + half)
+
+
+@pytest.mark.parametrize("a, b, verdict", [(A, B, "higher"), (B, A, "lower"),
+                                           ([70.1, 66.0, 72.3], [69.0, 71.4, 68.8], "cannot tell")])
+def test_verdicts_from_the_interval(a, b, verdict):
+    ci = difference(runs(a), runs(b))
+    assert ci.verdict == verdict
+    assert ci.text().startswith(verdict + ":")
+    assert (ci.low > 0 or ci.high < 0) == (verdict != "cannot tell")
+
+
+def test_one_seed_cannot_tell_however_large_the_difference():
+    ci = difference(runs([95.0]), runs([10.0]))
+    assert ci.verdict == "cannot tell" and "seed spread unknown" in ci.text()
+    assert difference(runs(A), []).text() == "cannot tell: no numbers"
+
+
+def test_small_test_sets_make_a_seed_consistent_difference_uncertain():
+    """Three seeds agree on +10 points, but each run saw 2 images: the verdict cannot be drawn."""
+    few = [run_value({"metric": "accuracy", "value": v, "n": 2, "seed": s}) for s, v in enumerate([50.0] * 3)]
+    many = [run_value({"metric": "accuracy", "value": v, "n": 2, "seed": s}) for s, v in enumerate([40.0] * 3)]
+    assert difference(few, many).verdict == "cannot tell"
+    assert difference(runs([50.0] * 3), runs([40.0] * 3)).verdict == "higher"
+
+
+def test_proportion_se_is_the_bootstrap_of_the_bits():
+    rng = np.random.default_rng(0)
+    bits = rng.random(400) < 0.62
+    boot = np.array([bits[rng.integers(0, 400, 400)].mean() for _ in range(4000)]) * 100
+    assert proportion_se(100 * bits.mean(), 400) == pytest.approx(boot.std(ddof=1), rel=0.06)
+    assert math.isnan(proportion_se(50.0, 0))
+
+
+@pytest.mark.parametrize("statistic", ["min", "mean"])
+def test_group_bootstrap_matches_brute_force_stratified_resampling(statistic):
+    rng = np.random.default_rng(1)
+    groups = np.repeat([0, 1, 2, 3], [200, 120, 30, 60])
+    correct = rng.random(groups.size) < np.array([0.9, 0.7, 0.4, 0.5])[groups]
+    brute = []
+    for _ in range(3000):
+        accs = []
+        for g in range(4):
+            members = correct[groups == g]
+            accs.append(members[rng.integers(0, members.size, members.size)].mean())
+        brute.append(min(accs) if statistic == "min" else np.mean(accs))
+    expected = 100 * np.std(brute, ddof=1)
+    assert group_bootstrap_se(correct, groups, statistic, seed=3) == pytest.approx(expected, rel=0.08)
+
+
+def test_run_value_reads_se_or_derives_it():
+    row = {"metric": "accuracy", "value": 80.0, "n": 100, "seed": 2}
+    v = run_value(row)
+    assert float(v) == 80.0 and v.seed == 2 and v.se == pytest.approx(4.0)
+    assert run_value({**row, "se": 1.5}).se == 1.5
+    assert run_value({"metric": "bg_gap", "value": 3.0, "n": None, "seed": 0}).se == 0.0

@@ -1,20 +1,29 @@
-"""Per-epoch training time of every model a config trains, and the training time it adds up to.
+"""CPU-seconds of every training run a config makes, per distinct model, under two settings in
+the same process: the demo's training cost today vs after a change, for the same work.
 
-    python -m benchmarks.demo_epochs [--configfile extra.yaml ...] [--results results] [--threads 1]
+    python -m benchmarks.demo_epochs [--configfile extra.yaml ...] [--results results] [--epochs 1]
+                                     [--only PATTERN] [--baseline amp=false]
 
 Reads the stores of a finished (or partly built) run under `--results` (build them first, e.g.
-`snakemake --cores 2 all` or the store targets), trains one epoch of each distinct model - one
-Background-Challenge experiment per method and training config, one run of each grid method on
-the grid's first train variant - with the threads a workflow job gets, and prints seconds per
-epoch, the configured epochs and the estimated wall time of all its runs (every seed and train
-variant) on `--cores` cores, one job per core. Meant for fitting the demo into its time budget.
+`snakemake --cores 2 all` or the store targets). For each distinct model - one Background-Challenge
+experiment per method and training config, one run of each grid method on the grid's first train
+variant - it trains `--epochs` and `--epochs` + 1 epochs with the threads a workflow job gets, with the
+config as it is ("after") and with `--baseline` overrides of its `training` section ("today":
+`amp=false` trains in float32, as every CPU run did before bfloat16 autocast), alternating the two
+so machine drift hits both. A run's CPU-seconds (process CPU time, so other work on the machine
+does not inflate them) are estimated as the fixed part (setup such as BiasEnsemble's committee, the
+self-supervised linear probe) plus the configured epochs times one epoch's (the difference of the
+two timed runs, model-selection scoring included), times its seeds. Prints per model and per rule, and the ratio after / today.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import tempfile
+import time
+from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -32,52 +41,76 @@ def main() -> None:
     parser.add_argument("--configfile", nargs="*", default=[], help="overrides merged into config/config.yaml")
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=1, help="epochs of the shorter timed run (the longer has one more)")
+    parser.add_argument("--only", default="*", help="time only the experiments matching this pattern")
+    parser.add_argument("--baseline", nargs="*", default=["amp=false"],
+                        help="training overrides that give today's setting (key=yaml value)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     for path in args.configfile:
         config = deep_merge(config, yaml.safe_load(Path(path).read_text()))
     config = resolve_config(config)
-    timed: dict[str, tuple[str, float]] = {}  # model key -> (experiment timed, seconds per epoch)
+    baseline = {k: yaml.safe_load(v) for k, v in (o.split("=", 1) for o in args.baseline)}
+    timed: dict[str, dict[str, float]] = {}
     rows = []
     for name, exp in config["experiments"].items():
+        if not fnmatch.fnmatch(name, args.only):
+            continue
         run = run_config(config, name, 0)
-        key = json.dumps({k: run[k] for k in ("method", "training", "dataset", "train_variant")},
-                         sort_keys=True)
-        if "grid" in exp:  # every grid method is timed on the grid's first train variant
-            key = f"{exp['grid']}/{exp['grid_method']}"
-            if exp["train_variant"] != config["grids"][exp["grid"]]["train_variants"][0] and key in timed:
-                rows.append((name, key, run, len(exp.get("seeds", config["seeds"]))))
-                continue
+        key = f"{exp['grid']}/{exp['grid_method']}" if "grid" in exp else json.dumps(
+            {k: run[k] for k in ("method", "method_args", "training", "dataset", "train_variant")}, sort_keys=True)
         if key not in timed:
-            timed[key] = (name, _epoch_seconds(run, args.results))
+            timed[key] = {setting: cost for setting, cost in _run_costs(run, args.results, baseline, args.epochs).items()}
         rows.append((name, key, run, len(exp.get("seeds", config["seeds"]))))
-    total = 0.0
-    print(f"{'experiment':44s} {'method':18s} {'arch':12s} {'s/epoch':>8s} {'epochs':>6s} {'seeds':>5s} {'minutes':>8s}")
+    print(f"{'experiment':40s} {'method':18s} {'epochs':>6s} {'seeds':>5s} {'CPU-s today':>11s} {'CPU-s after':>11s} "
+          f"{'ratio':>6s}")
+    by_rule: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for name, key, run, seeds in rows:
-        seconds = timed[key][1]
-        minutes = seconds * run["training"]["epochs"] * seeds / 60
-        total += minutes
-        print(f"{name:44s} {run['method']:18s} {run['training']['arch']:12s} {seconds:8.1f} "
-              f"{run['training']['epochs']:6d} {seeds:5d} {minutes:8.1f}")
-    print(f"training in all: {total:.1f} job-minutes, about {total / args.cores:.1f} min of wall time on "
-          f"{args.cores} cores (one {args.threads}-thread job per core; process starts and evaluation not counted)")
+        t = timed[key]
+        today, after = (seeds * (t[f"{s}_fixed"] + run["training"]["epochs"] * t[f"{s}_epoch"]) for s in ("today", "after"))
+        by_rule[_rule(config, name)][0] += today
+        by_rule[_rule(config, name)][1] += after
+        print(f"{name:40s} {run['method']:18s} {run['training']['epochs']:6d} {seeds:5d} {today:11.0f} {after:11.0f} "
+              f"{after / today:6.2f}")
+    print(f"\n{'rule':40s} {'CPU-s today':>11s} {'CPU-s after':>11s} {'ratio':>6s}")
+    for rule, (today, after) in sorted(by_rule.items()):
+        print(f"{rule:40s} {today:11.0f} {after:11.0f} {after / today:6.2f}")
+    today, after = (sum(v[i] for v in by_rule.values()) for i in (0, 1))
+    print(f"{'all training':40s} {today:11.0f} {after:11.0f} {after / today:6.2f}   (baseline: {baseline}; "
+          f"{args.threads} thread(s) per run; process start-up not counted)")
 
 
-def _epoch_seconds(run: dict, results: Path) -> float:
-    """Seconds of one training epoch of `run` on its training store under `results`."""
+def _rule(config: dict, name: str) -> str:
+    """The training rule family of an experiment: `train_<grid>` (its packs `_2`, ... counted together) or `train`."""
+    grid = config["experiments"][name].get("grid")
+    return f"train_{grid}" if grid else "train"
+
+
+def _run_costs(run: dict, results: Path, baseline: dict, epochs: int) -> dict[str, float]:
+    """{"<setting>_fixed", "<setting>_epoch"}: CPU-seconds of `run`'s fixed part and of one epoch,
+    for setting "today" (`baseline` overrides) and "after" (the config as it is), alternated. Both
+    from process CPU time, so other work on the machine does not inflate them: a run of `epochs`
+    epochs and one of `epochs` + 1, their difference being one epoch."""
     store = results / "datasets" / run["dataset"] / f"{run['train_variant']}.zarr"
     aligned = {field: results / "datasets" / run["dataset"] / f"{variant}.zarr"
                for field, variant in run["aligned_variants"].items()}
     missing = [str(p) for p in (store, *aligned.values()) if not p.exists()]
     if missing:
         raise SystemExit(f"missing stores {missing}: build them first, e.g. `snakemake --cores 2 {' '.join(missing)}`")
-    one_epoch = {**run, "training": {**run["training"], "epochs": 1}}
-    with tempfile.TemporaryDirectory() as tmp:
-        train(one_epoch, store, Path(tmp), aligned)
-        rows = [json.loads(line) for line in (Path(tmp) / "train_metrics.jsonl").read_text().splitlines()]
-    return next(r["value"] for r in rows if r["metric"] == "epoch_seconds")
+    cpu: dict[tuple[str, int], float] = {}
+    for n in (epochs, epochs + 1):
+        for setting, overrides in (("today", baseline), ("after", {})):
+            timed = {**run, "training": {**run["training"], **overrides, "epochs": n}}
+            with tempfile.TemporaryDirectory() as tmp:
+                start = time.process_time()
+                train(timed, store, Path(tmp), aligned)
+                cpu[(setting, n)] = time.process_time() - start
+    out = {}
+    for setting in ("today", "after"):
+        epoch = max(cpu[(setting, epochs + 1)] - cpu[(setting, epochs)], 0.0)
+        out[f"{setting}_epoch"], out[f"{setting}_fixed"] = epoch, max(cpu[(setting, epochs)] - epochs * epoch, 0.0)
+    return out
 
 
 if __name__ == "__main__":

@@ -101,6 +101,18 @@ def value_cell(cols: dict[str, list[float]], column: str, digits: int = 1) -> st
     return f"{mean_std(values, digits)}; {len(few)} seed(s) left out, {text}" if values else text
 
 
+def worst_group_cell(values: list[float]) -> str:
+    """"12.5 ± 3.1 (n = 8; 95 % CI 4.8 to 20.2)": a worst-group accuracy over seeds with the size of
+    the worst group (`RunValue.n`, a range where the seeds' worst groups differ) and its interval."""
+    if not values:
+        return "–"
+    sizes = sorted({v.n for v in values if getattr(v, "n", None) is not None})
+    size = "" if not sizes else f"n = {sizes[0]}" if len(sizes) == 1 else f"n = {sizes[0]}–{sizes[-1]}"
+    ci = mean_interval(values)
+    interval = f"95 % CI {ci.low:.1f} to {ci.high:.1f}" if math.isfinite(ci.low) else "no interval"
+    return f"{mean_std(values)} ({'; '.join(p for p in (size, interval) if p)})"
+
+
 def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
     rows = []
     for path in paths:

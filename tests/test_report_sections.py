@@ -269,7 +269,9 @@ def _park_rows(config, unbiased, grid="park_cmnist"):
                      {"kind": "curve", **tags, "step": 28, "metric": "unbiased_accuracy", "value": final - 5},
                      {"kind": "eval", **tags, "variant": "valid", "metric": "accuracy", "value": 98.0},
                      {"kind": "eval", **tags, "variant": "unbiased", "metric": "accuracy", "value": final},
-                     {"kind": "eval", **tags, "variant": "unbiased", "metric": "conflicting_accuracy", "value": final - 1}]
+                     {"kind": "eval", **tags, "variant": "unbiased", "metric": "conflicting_accuracy", "value": final - 1},
+                     {"kind": "eval", **tags, "variant": "unbiased", "metric": "worst_group_accuracy",
+                      "value": final - 20, "n": 8 + seed, "se": 2.0}]
     return rows
 
 
@@ -291,7 +293,9 @@ def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config
     assert "| Ours (Park et al.) | 61.5 ± 1.0 | 62.0 ± 1.0 | 63.0 ± 1.0 | 66.0 ± 1.0 |" in md   # oracle
     assert "| Ours | 63.64 |" in md and "it learns the classes beyond their bias" in md
     assert "Vanilla reaches 45.0 ± 1.0 % on the bias-conflicting samples" in md   # the final point (no curve row)
-    assert "against LfF+BE: 0.5 %: higher: +5.0 points" in md
+    assert "against LfF+BE: 0.5 %: higher: +5.0 points (95 % CI" in md
+    # worst group: the final point (no curve row of it), its size over the seeds and the interval of the mean
+    assert "| Ours (Park et al.) | 41.5 ± 1.0 (n = 8–10; 95 % CI" in md
     assert "val split (colours independent of the digit" in md
     assert "over 3 seeds (Vanilla, LfF+BE, Ours (Park et al.)), 1 seed (ReBias, LfF)" in md
     assert _percent("conflict_0.5") == 0.5 and _percent("bg_conflict_2") == 2.0   # IN-9's variants too

@@ -108,3 +108,18 @@ def test_run_value_reads_se_or_derives_it():
     assert float(v) == 80.0 and v.seed == 2 and v.se == pytest.approx(4.0)
     assert run_value({**row, "se": 1.5}).se == 1.5
     assert run_value({"metric": "bg_gap", "value": 3.0, "n": None, "seed": 0}).se == 0.0
+
+
+def test_group_metrics_name_the_worst_group_size_and_its_error():
+    from training.evaluation import group_metrics
+
+    labels = np.array([0] * 40 + [1] * 40 + [0] * 8)
+    bias = np.array([0] * 40 + [1] * 40 + [1] * 8)           # group (0, 1): 8 bias-conflicting images
+    pred = labels.copy()
+    pred[80:84] = 1                                           # half of the small group wrong
+    out = group_metrics({"pred": pred, "labels": labels, "bias_labels": bias}, seed=0)
+    worst = out["worst_group_accuracy"]
+    assert worst["value"] == 50.0 and worst["n"] == 8
+    # one group of 8 at 50 %: the stratified bootstrap's error is about the binomial one, 100 sqrt(.25 / 8)
+    assert worst["se"] == pytest.approx(proportion_se(50.0, 8), rel=0.15)
+    assert out["conflicting_accuracy"] == {"value": 50.0, "n": 8, "se": proportion_se(50.0, 8)}

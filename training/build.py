@@ -3,6 +3,8 @@ evaluation and the analyses."""
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,11 +23,29 @@ def pick_device() -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if distributed.world() > 1 else torch.device("cuda")
 
 
+@functools.cache
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16: oneDNN's bf16
+    convolutions and matrix products then run about 1.2-1.8x faster than float32 on the demo's small
+    networks, `benchmarks/demo_cost.py`); on others bf16 is emulated and slower, so training stays
+    float32. Read from /proc/cpuinfo (Linux); False elsewhere."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
+
+
+def precision(method: Method) -> str:
+    """"bf16" where the method computes under bfloat16 autocast, else "fp32" (logged with the run)."""
+    return "bf16" if method.autocast_dtype == torch.bfloat16 else "fp32"
+
+
 def build_method(run_cfg: dict[str, Any], num_classes: int, device: torch.device) -> Method:
     """The method of a run (`workbench.slices.run_config`), freshly initialised on `device`."""
     torch.manual_seed(name_seed("init", run_cfg["experiment"], run_cfg["seed"]))  # weight init depends on names only
     method = get_method(run_cfg["method"])(num_classes, run_cfg["training"], run_cfg["method_args"])
-    if device.type == "cuda" and method.cfg.get("amp", True):
+    if method.cfg.get("amp", True) and (device.type == "cuda" or cpu_has_native_bf16()):
         method.autocast_dtype = torch.bfloat16
     if distributed.world() > 1 and method.cfg.get("sync_bn", False):  # statistics of the global batch
         method = distributed.synchronise_batch_norm(method, device)

@@ -26,7 +26,7 @@ from core.provenance import config_hash
 from core.seeding import name_seed
 
 from . import distributed
-from .build import build_method, pick_device
+from .build import build_method, pick_device, precision
 from .data import ZarrBatches
 from .evaluation import group_metrics, predict_store, scored_share
 from .methods import get_method
@@ -130,7 +130,8 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "train_metrics.jsonl"
     run_hash = config_hash(run_cfg)
     start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
-    tags = {"experiment": experiment, "method": run_cfg["method"], "seed": seed}
+    # the precision is the machine's choice as much as the config's (training.build.cpu_has_native_bf16): kept with every row
+    tags = {"experiment": experiment, "method": run_cfg["method"], "seed": seed, "precision": precision(method)}
     if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
         history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
     for epoch in range(start_epoch, cfg["epochs"]):

@@ -22,7 +22,7 @@ from training.methods import spec as method_spec
 from core.statistics import difference
 from .. import model_selection
 from ..document import Document
-from ..helpers import capability_line, mean_std, save_figure
+from ..helpers import capability_line, mean_std, save_figure, worst_group_cell
 
 #: the test set the tables score and the one model selection looks at (the colored_mnist family's)
 TEST, VALID = "unbiased", "valid"
@@ -99,9 +99,22 @@ def amplification_sections(doc: Document, config: dict[str, Any], rows: list[dic
         doc.table(["Method (paper: best test, 5 seeds; backbone not named in its text)", *quoted["columns"]],
                   [[r["model"], *[f"{v:.2f}" for v in r["values"]]] for r in quoted["rows"]])
         conflicting = selected_and_oracle(rows, config, name, "conflicting_accuracy")
+        _worst_groups(doc, grid, selected_and_oracle(rows, config, name, "worst_group_accuracy"), variants)
         _verdict(doc, grid, cells, conflicting, variants, chance)
         _table2(doc, config, name, grid, rows, paper["park_table2"])
         _figure2(doc, config, name, grid, rows, variants, out_dir / f"park_fig2_{name}.png")
+
+
+def _worst_groups(doc: Document, grid: dict[str, Any], worst, variants: list[str]) -> None:
+    """Worst-group accuracy (validation-selected) per method and ratio, with the size of the worst
+    (label, bias label) group and the 95 % interval of the mean (`core.statistics.mean_interval`)."""
+    if not any(c.get("selected") for c in worst.values()):
+        return
+    doc.table(["Method (worst group, validation-selected)", *[f"{_percent(v):g} %" for v in variants]],
+              [[m["label"], *[worst_group_cell(worst.get((v, key), {}).get("selected", [])) for v in variants]]
+               for key, m in grid["methods"].items()])
+    doc.para("Worst group: the (digit, colour) group of the test set with the lowest accuracy, per run; n is its "
+             "number of test images (a range where seeds differ), the interval covers seeds and test images.")
 
 
 def _seeds_per_row(config: dict[str, Any], grid: str) -> str:

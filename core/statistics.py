@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 #: resamples of every test-image bootstrap
 RESAMPLES = 2000
@@ -132,6 +131,8 @@ def _t_interval(estimate: float, seed_var: float, seed_df: float, image_var: flo
         return Interval(estimate, -math.inf, math.inf, paired, seeds)
     if total == 0:
         return Interval(estimate, estimate, estimate, paired, seeds)
+    from scipy import stats  # here, not at the top: every training job imports this module (1 CPU-s)
+
     df = total ** 2 * seed_df / seed_var ** 2 if seed_var > 0 else math.inf
     half = float(stats.t.ppf(0.5 + LEVEL / 2, df)) * math.sqrt(total)
     return Interval(estimate, estimate - half, estimate + half, paired, seeds)

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-import torchvision
 
 from core.provenance import file_digest
 
@@ -15,6 +14,14 @@ from .methods.rebias_nets import BagNet18, SimpleConvNet
 
 class WeightsError(RuntimeError):
     pass
+
+
+def _torchvision_models():
+    """torchvision.models, imported on first use: the import pulls in torch._dynamo (about 2 CPU-s),
+    which every process training a small network would otherwise pay at start."""
+    import torchvision.models
+
+    return torchvision.models
 
 
 def load_state_dict(path: str | Path, sha256: str | None) -> dict[str, torch.Tensor]:
@@ -42,7 +49,7 @@ class Classifier(nn.Module):
     def __init__(self, arch: str, num_classes: int, pretrained: str | None = None, pretrained_sha256: str | None = None,
                  stem: str = "imagenet"):
         super().__init__()
-        net = getattr(torchvision.models, arch)(weights=None)
+        net = getattr(_torchvision_models(), arch)(weights=None)
         if stem == "small":
             if pretrained:
                 raise WeightsError("ImageNet weights need the ImageNet stem; set `stem: imagenet` or `pretrained: null`")
@@ -168,6 +175,6 @@ def imagenet_classifier(arch: str, weights: str | None, sha256: str | None) -> n
     if not weights:
         raise WeightsError(f"`evaluation.imagenet_model.weights` must point at a torchvision {arch} state_dict "
                            "(e.g. resnet50-11ad3fa6.pth); or use arch efficientnet_lite0, whose weights a package ships")
-    net = getattr(torchvision.models, arch)(weights=None)
+    net = getattr(_torchvision_models(), arch)(weights=None)
     net.load_state_dict(load_state_dict(weights, sha256))
     return net

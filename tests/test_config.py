@@ -153,26 +153,26 @@ def test_grid_and_rebias_errors_name_their_key(default_config, edit, message):
 
 
 def test_a_grid_methods_own_seeds_split_its_packs(default_config):
-    """park_cmnist: the main rows take the grid's three seeds, ReBias and LfF only seed 0; the
-    seed-0 job trains all five methods, the seed-1 and seed-2 jobs the three main rows. The runs
-    declared on their own are packs of one; `pack` splits a grid's jobs further."""
+    """rebias_mnist: the baselines take the grid's one seed, Vanilla and ReBias three; the seed-0
+    job trains all six methods, the seed-1 and seed-2 jobs those two. The runs declared on their
+    own are packs of one; `pack` splits a grid's jobs further."""
     from workbench.config import expand_grids, packs, runs
 
     config = expand_grids(validate_config(copy.deepcopy(default_config)))
     by_name = {p.name: p for p in packs(config)}
-    park, park_2 = by_name["_park_cmnist"], by_name["_park_cmnist_2"]
-    assert park.constraints["seed"] == ["0"] and park_2.constraints["seed"] == ["1", "2"]
-    assert park_2.experiments({"variant": "conflict_5"}) == [
-        "park_cmnist_vanilla_conflict_5", "park_cmnist_lff_be_conflict_5", "park_cmnist_ours_conflict_5"]
-    assert len(park.members) == 5
+    first, second = by_name["_rebias_mnist"], by_name["_rebias_mnist_2"]
+    assert first.constraints["seed"] == ["0"] and second.constraints["seed"] == ["1", "2"]
+    assert second.experiments({"variant": "rho_0.5"}) == ["rebias_mnist_vanilla_rho_0.5", "rebias_mnist_rebias_rho_0.5"]
+    assert len(first.members) == 6
+    assert by_name["_park_cmnist"].constraints["seed"] == ["0", "1", "2"] and "_park_cmnist_2" not in by_name
     alone = by_name[""].constraints["experiment"]
-    assert "base_in9" in alone and not any(e.startswith("park_cmnist_") for e in alone)
-    assert config["experiments"]["park_cmnist_rebias_conflict_5"]["seeds"] == [0]
-    assert config["experiments"]["park_cmnist_ours_conflict_5"]["seeds"] == [0, 1, 2]
+    assert "base_in9" in alone and not any(e.startswith("rebias_mnist_") for e in alone)
+    assert config["experiments"]["rebias_mnist_hex_rho_0.5"]["seeds"] == [0]
+    assert config["experiments"]["rebias_mnist_rebias_rho_0.5"]["seeds"] == [0, 1, 2]
     packed = [(e, int(s)) for p in packs(config)[1:] for m in p.members for v in p.constraints["variant"]
               for s in p.constraints["seed"] for e in [m.format(variant=v)]]
     packed += [(e, s) for e, s in runs(config) if e in alone]
     assert sorted(packed) == sorted(runs(config))  # each (experiment, seed) in exactly one pack
     config["grids"]["park_cmnist"]["pack"] = 2
     sizes = [len(p.members) for p in packs(config) if p.name.startswith("_park_cmnist")]
-    assert sizes == [2, 2, 1, 2, 1]  # seed 0: five methods in packs of two; seeds 1-2: three
+    assert sizes == [2, 2, 1]  # five methods, every seed, in packs of two

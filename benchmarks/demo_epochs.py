@@ -9,9 +9,10 @@ Reads the stores of a finished (or partly built) run under `--results` (build th
 experiment per method and training config, one run of each grid method on the grid's first train
 variant - it trains `--epochs` and `--epochs` + 1 epochs with the threads a workflow job gets, with the
 config as it is ("after") and with `--baseline` overrides of its `training` section ("today":
-`amp=false` trains in float32, as every CPU run did before bfloat16 autocast), alternating the two
-so machine drift hits both. A run's CPU-seconds (process CPU time, so other work on the machine
-does not inflate them) are estimated as the fixed part (setup such as BiasEnsemble's committee, the
+`amp=false` trains in float32, as every CPU run did before bfloat16 autocast, and glibc's malloc
+keeps its defaults, as before the workflow set `JOB_ENVIRONMENT`), each in a process of its own,
+alternating the two so machine drift hits both. A run's CPU-seconds (user + system time of its
+process, so other work on the machine does not inflate them) are estimated as the fixed part (setup such as BiasEnsemble's committee, the
 self-supervised linear probe) plus the configured epochs times one epoch's (the difference of the
 two timed runs, model-selection scoring included), times its seeds. Prints per model and per rule, and the ratio after / today.
 """
@@ -21,16 +22,19 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
+import resource
+import subprocess
+import sys
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import torch
 import yaml
 
-from training.trainer import train
 from workbench.config import deep_merge, resolve_config
+from workbench.resources import JOB_ENVIRONMENT
 from workbench.slices import run_config
 
 from .loader import ROOT
@@ -78,7 +82,7 @@ def main() -> None:
         print(f"{rule:40s} {today:11.0f} {after:11.0f} {after / today:6.2f}")
     today, after = (sum(v[i] for v in by_rule.values()) for i in (0, 1))
     print(f"{'all training':40s} {today:11.0f} {after:11.0f} {after / today:6.2f}   (baseline: {baseline}; "
-          f"{args.threads} thread(s) per run; process start-up not counted)")
+          f"{args.threads} thread(s) per run, each in its own process; start-up counted, at this commit's imports on both sides)")
 
 
 def _rule(config: dict, name: str) -> str:
@@ -88,29 +92,46 @@ def _rule(config: dict, name: str) -> str:
 
 
 def _run_costs(run: dict, results: Path, baseline: dict, epochs: int) -> dict[str, float]:
-    """{"<setting>_fixed", "<setting>_epoch"}: CPU-seconds of `run`'s fixed part and of one epoch,
-    for setting "today" (`baseline` overrides) and "after" (the config as it is), alternated. Both
-    from process CPU time, so other work on the machine does not inflate them: a run of `epochs`
-    epochs and one of `epochs` + 1, their difference being one epoch."""
+    """{"<setting>_fixed", "<setting>_epoch"}: CPU-seconds (user + system) of `run`'s fixed part
+    and of one epoch, for setting "today" (`baseline` overrides, glibc's default malloc) and
+    "after" (the config as it is, in the workflow's job environment `JOB_ENVIRONMENT`), each run
+    in its own process as a workflow job is: a run of `epochs` epochs and one of `epochs` + 1,
+    their difference being one epoch, the two settings alternated."""
     store = results / "datasets" / run["dataset"] / f"{run['train_variant']}.zarr"
     aligned = {field: results / "datasets" / run["dataset"] / f"{variant}.zarr"
                for field, variant in run["aligned_variants"].items()}
     missing = [str(p) for p in (store, *aligned.values()) if not p.exists()]
     if missing:
         raise SystemExit(f"missing stores {missing}: build them first, e.g. `snakemake --cores 2 {' '.join(missing)}`")
+    plain = {k: v for k, v in os.environ.items() if k not in JOB_ENVIRONMENT}
     cpu: dict[tuple[str, int], float] = {}
     for n in (epochs, epochs + 1):
-        for setting, overrides in (("today", baseline), ("after", {})):
+        for setting, overrides, env in (("today", baseline, plain), ("after", {}, {**plain, **JOB_ENVIRONMENT})):
             timed = {**run, "training": {**run["training"], **overrides, "epochs": n}}
             with tempfile.TemporaryDirectory() as tmp:
-                start = time.process_time()
-                train(timed, store, Path(tmp), aligned)
-                cpu[(setting, n)] = time.process_time() - start
+                (Path(tmp) / "run.json").write_text(json.dumps(timed))
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                subprocess.run([sys.executable, "-c", _TRAIN, tmp, str(store), json.dumps({k: str(v) for k, v in aligned.items()})],
+                               env={**env, "OMP_NUM_THREADS": str(torch.get_num_threads())}, check=True,
+                               stdout=subprocess.DEVNULL)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[(setting, n)] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     out = {}
     for setting in ("today", "after"):
         epoch = max(cpu[(setting, epochs + 1)] - cpu[(setting, epochs)], 0.0)
         out[f"{setting}_epoch"], out[f"{setting}_fixed"] = epoch, max(cpu[(setting, epochs)] - epochs * epoch, 0.0)
     return out
+
+
+#: one timed run in a process of its own (threads: OMP_NUM_THREADS): argv = run folder (run.json inside), train store, aligned stores (JSON)
+_TRAIN = """
+import json, sys
+from pathlib import Path
+from training.trainer import train
+run_dir = Path(sys.argv[1])
+train(json.loads((run_dir / "run.json").read_text()), Path(sys.argv[2]), run_dir,
+      {k: Path(v) for k, v in json.loads(sys.argv[3]).items()})
+"""
 
 
 if __name__ == "__main__":

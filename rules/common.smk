@@ -25,14 +25,7 @@ THREADS = config["training"].get("threads", 2)
 # checkout is importable either way (conda environments do not install the project).
 PYTHON = "python" if workflow.deployment_settings.deployment_method else sys.executable
 PY = f"PYTHONPATH={workflow.basedir}${{PYTHONPATH:+:$PYTHONPATH}} {PYTHON}"
-# Every job's process keeps the memory it frees for its next step: glibc's malloc otherwise hands
-# large freed blocks back to the kernel at once, and a CPU training loop page-faults its
-# activations in anew every step (on the demo's IN-9 training: 1.0 M -> 0.15 M page faults and a
-# fifth less CPU; docs/measurements.md). Read by glibc at process start (ignored by other C
-# libraries); set here, not in the rules' commands, so that it is no rule parameter: results made
-# without it are not rerun. A value already in the environment wins.
-for _key, _value in {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824",
-                     "MALLOC_TOP_PAD_": "67108864"}.items():
+for _key, _value in res.JOB_ENVIRONMENT.items():  # malloc keeps freed memory; a value already set wins
     os.environ.setdefault(_key, _value)
 
 

@@ -65,7 +65,7 @@ def main() -> None:
         key = f"{exp['grid']}/{exp['grid_method']}" if "grid" in exp else json.dumps(
             {k: run[k] for k in ("method", "method_args", "training", "dataset", "train_variant")}, sort_keys=True)
         if key not in timed:
-            timed[key] = {setting: cost for setting, cost in _run_costs(run, args.results, baseline, args.epochs).items()}
+            timed[key] = _run_costs(run, args.results, baseline, args.epochs)
         rows.append((name, key, run, len(exp.get("seeds", config["seeds"]))))
     print(f"{'experiment':40s} {'method':18s} {'epochs':>6s} {'seeds':>5s} {'CPU-s today':>11s} {'CPU-s after':>11s} "
           f"{'ratio':>6s}")

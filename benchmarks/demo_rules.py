@@ -6,7 +6,7 @@ rule writes (results/benchmarks/<rule>/<job>.tsv: wall seconds, peak memory, CPU
 With two results folders (e.g. the demo of an earlier commit in another clone), prints both side
 by side and the ratio over the jobs both ran under the same name (`same work` as far as names
 tell: a job of the same rule and wildcards; a grid pack whose runs changed keeps its name, so
-`benchmarks.demo_epochs --compare` is the same-work measure for training).
+`benchmarks.demo_epochs`, which times each model both ways, is the same-work measure for training).
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def test_group_metrics_name_the_worst_group_size_and_its_error():
     bias = np.array([0] * 40 + [1] * 40 + [1] * 8)           # group (0, 1): 8 bias-conflicting images
     pred = labels.copy()
     pred[80:84] = 1                                           # half of the small group wrong
-    out = group_metrics({"pred": pred, "labels": labels, "bias_labels": bias}, seed=0)
+    out = group_metrics({"pred": pred, "labels": labels, "bias_labels": bias}, {"experiment": "e", "seed": 0}, "unbiased")
     worst = out["worst_group_accuracy"]
     assert worst["value"] == 50.0 and worst["n"] == 8
     # one group of 8 at 50 %: the stratified bootstrap's error is about the binomial one, 100 sqrt(.25 / 8)

@@ -46,7 +46,12 @@ def predict_store(predict: Callable[[torch.Tensor], torch.Tensor], store: Path, 
 
 def accuracy(result: dict[str, np.ndarray]) -> float:
     """Accuracy (%) of a `predict_store` result; NaN without images."""
-    return scored_share(result["pred"] == result["labels"])["value"]
+    return scored_accuracy(result)["value"]
+
+
+def scored_accuracy(result: dict[str, np.ndarray]) -> dict[str, float | int]:
+    """`scored_share` of a `predict_store` result's correct predictions: accuracy (%), images, `se`."""
+    return scored_share(result["pred"] == result["labels"])
 
 
 def shape_bias(result: dict[str, np.ndarray]) -> tuple[float, int]:
@@ -77,13 +82,14 @@ def scored_share(hits: np.ndarray) -> dict[str, float | int]:
     return {"value": value, "n": int(hits.size), "se": proportion_se(value, hits.size)}
 
 
-def group_metrics(result: dict[str, np.ndarray], seed: int) -> dict[str, dict[str, float | int]]:
+def group_metrics(result: dict[str, np.ndarray], tags: dict[str, Any], test_set: str) -> dict[str, dict[str, float | int]]:
     """{metric: {"value", "n", "se"}} of the accuracies (%) that do not let the majority groups hide
     the others: on the bias-conflicting images (bias label != label; LfF's "unbiased" samples,
     BFFHQ's reported set; NaN if none), the mean over classes (Waterbirds' average of per-class
     accuracies) and the worst (label, bias label) group (group DRO's worst-group accuracy; `n` is
     the size of that group). `se`: a bootstrap over the test images, stratified by class or group
-    (`core.statistics.group_bootstrap_se`, seeded by `seed`)."""
+    (`core.statistics.group_bootstrap_se`, seeded by the run's `tags` and the `test_set`'s name)."""
+    seed = name_seed("bootstrap", *sorted(map(str, tags.values())), test_set)
     correct = result["pred"] == result["labels"]
     labels, bias = result["labels"], result["bias_labels"]
     groups = labels.astype(np.int64) * (int(bias.max(initial=0)) + 2) + (bias.astype(np.int64) + 1)  # (label, bias) ids
@@ -118,7 +124,7 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
     for variant, store in stores.items():
         result = predict_store(predict, store, split, batch_size, augmenter, device, limit)
         row_tags = {"kind": "eval", **tags, "variant": variant, "split": split}
-        acc[variant] = {"metric": "accuracy", **scored_share(result["pred"] == result["labels"])}
+        acc[variant] = {"metric": "accuracy", **scored_accuracy(result)}
         rows.append({**row_tags, **acc[variant]})
         if variant in CUE_CONFLICT_VARIANTS:
             bias, decisions = shape_bias(result)
@@ -128,8 +134,7 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
             rows += severity_rows(result, store, split, row_tags)
         if cells:
             rows += cell_accuracy_rows(result, row_tags)
-            seed = name_seed("bootstrap", *sorted(map(str, tags.values())), variant)
-            rows += [{**row_tags, "metric": k, **v} for k, v in group_metrics(result, seed).items()]
+            rows += [{**row_tags, "metric": k, **v} for k, v in group_metrics(result, tags, variant).items()]
     if "mixed_same" in acc and "mixed_rand" in acc:
         same, rand = acc["mixed_same"], acc["mixed_rand"]
         rows.append({"kind": "eval", **tags, "variant": "mixed_same-mixed_rand", "split": split, "metric": "bg_gap",

@@ -28,7 +28,7 @@ from core.seeding import name_seed
 from . import distributed
 from .build import build_method, pick_device, precision
 from .data import ZarrBatches
-from .evaluation import group_metrics, predict_store, scored_share
+from .evaluation import group_metrics, predict_store, scored_accuracy
 from .methods import get_method
 from .methods.base import Method
 
@@ -71,10 +71,9 @@ class Monitor:
         for name, store in self.stores.items():
             result = predict_store(lambda x: method.predict(x).argmax(1), store, "val", self.batch_size,
                                    method.augmenter, device)
-            out.append({"metric": f"{name}_accuracy", **scored_share(result["pred"] == result["labels"])})
+            out.append({"metric": f"{name}_accuracy", **scored_accuracy(result)})
             if self.groups:
-                seed = name_seed("bootstrap", *sorted(map(str, tags.values())), name)
-                out += [{"metric": f"{name}_{k}", **v} for k, v in group_metrics(result, seed).items()
+                out += [{"metric": f"{name}_{k}", **v} for k, v in group_metrics(result, tags, name).items()
                         if math.isfinite(v["value"])]
         method.train()
         return out

@@ -4,9 +4,12 @@ rule writes (results/benchmarks/<rule>/<job>.tsv: wall seconds, peak memory, CPU
     python -m benchmarks.demo_rules RESULTS [BEFORE_RESULTS]
 
 With two results folders (e.g. the demo of an earlier commit in another clone), prints both side
-by side and the ratio over the jobs both ran under the same name (`same work` as far as names
+by side and the ratios over the jobs both ran under the same name (`same work` as far as names
 tell: a job of the same rule and wildcards; a grid pack whose runs changed keeps its name, so
 `benchmarks.demo_epochs`, which times each model both ways, is the same-work measure for training).
+Snakemake samples a job's CPU time with psutil every few seconds and misses what a process spent
+after the last sample, so CPU-seconds undercount short jobs; every demo job runs one thread on a
+core of its own, so its wall seconds are the steadier measure of its CPU cost (both are printed).
 """
 
 from __future__ import annotations
@@ -58,19 +61,22 @@ def main() -> None:
     before = job_costs(args.before)
     old = per_rule(before)
     shared = set(after) & set(before)
-    print(f"{'rule':32s} {'jobs before':>11s} {'CPU-s before':>12s} {'jobs after':>10s} {'CPU-s after':>11s} "
-          f"{'same-name ratio':>15s}")
-    for rule in sorted(set(rules) | set(old), key=lambda r: -old.get(r, (0, 0.0, 0.0))[1]):
-        jobs_b, cpu_b, _ = old.get(rule, (0, 0.0, 0.0))
-        jobs_a, cpu_a, _ = rules.get(rule, (0, 0.0, 0.0))
-        same = [k for k in shared if k[0] == rule]
-        ratio = (sum(after[k][0] for k in same) / sum(before[k][0] for k in same)
-                 if same and sum(before[k][0] for k in same) else float("nan"))
-        print(f"{rule:32s} {jobs_b:11d} {cpu_b:12.0f} {jobs_a:10d} {cpu_a:11.0f} {ratio:15.2f}")
-    cpu_before = sum(c for c, _ in before.values())
-    print(f"{'all':32s} {len(before):11d} {cpu_before:12.0f} {len(after):10d} {total:11.0f} "
-          f"{sum(after[k][0] for k in shared) / max(sum(before[k][0] for k in shared), 1e-9):15.2f}")
 
+    def ratio(keys, column: int) -> float:
+        base = sum(before[k][column] for k in keys)
+        return sum(after[k][column] for k in keys) / base if keys and base else float("nan")
+
+    print(f"{'rule':32s} {'jobs before':>11s} {'CPU-s before':>12s} {'wall-s before':>13s} {'jobs after':>10s} "
+          f"{'CPU-s after':>11s} {'wall-s after':>12s} {'same-name CPU':>13s} {'same-name wall':>14s}")
+    for rule in sorted(set(rules) | set(old), key=lambda r: -old.get(r, (0, 0.0, 0.0))[2]):
+        jobs_b, cpu_b, wall_b = old.get(rule, (0, 0.0, 0.0))
+        jobs_a, cpu_a, wall_a = rules.get(rule, (0, 0.0, 0.0))
+        same = [k for k in shared if k[0] == rule]
+        print(f"{rule:32s} {jobs_b:11d} {cpu_b:12.0f} {wall_b:13.0f} {jobs_a:10d} {cpu_a:11.0f} {wall_a:12.0f} "
+              f"{ratio(same, 0):13.2f} {ratio(same, 1):14.2f}")
+    print(f"{'all':32s} {len(before):11d} {sum(c for c, _ in before.values()):12.0f} "
+          f"{sum(w for _, w in before.values()):13.0f} {len(after):10d} {total:11.0f} "
+          f"{sum(w for _, w in after.values()):12.0f} {ratio(shared, 0):13.2f} {ratio(shared, 1):14.2f}")
 
 if __name__ == "__main__":
     main()

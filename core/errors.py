@@ -15,3 +15,8 @@ class SkipItem(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class StoreError(PipelineError):
+    """A store that does not hold what its fingerprint says (or has none); the message names the
+    store and the command that rebuilds it."""

@@ -1,4 +1,5 @@
-"""Command line the workflow's generation rules call: `python -m pipeline <step> ...`.
+"""Command line the workflow's generation rules call: `python -m pipeline <step> ...`; and
+`python -m pipeline verify STORE ...`, which recomputes stores' fingerprints (`pipeline.fingerprint`).
 
 Each step reads its dataset's job config (`--config`, a JSON file the workflow writes:
 `{"dataset", "config", "seed"}`), exactly as the Snakefile validated it, so the code never
@@ -17,7 +18,30 @@ from core.errors import PipelineError
 from .datasets import get_family
 
 
+def verify(argv: list[str]) -> int:
+    """Exit 0 when every store holds what its fingerprint says, else 1 with the first bad rows named."""
+    from .fingerprint import read_fingerprint, verify as verify_store
+
+    parser = argparse.ArgumentParser(prog="python -m pipeline verify", description=verify.__doc__)
+    parser.add_argument("stores", type=Path, nargs="+")
+    bad = 0
+    for store in parser.parse_args(argv).stores:
+        try:
+            problems = verify_store(store)
+        except Exception as exc:  # an unreadable store is a finding to report, as a bad chunk is
+            problems = [str(exc) if isinstance(exc, PipelineError) else f"unreadable ({type(exc).__name__}: {exc})"]
+        if problems:
+            bad += 1
+            print(f"{store}: BAD", *(f"  {p}" for p in problems), sep="\n")
+        else:
+            print(f"{store}: ok, fingerprint {read_fingerprint(store)['digest'][:16]}")
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["verify"]:
+        return verify(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m pipeline")
     parser.add_argument("step", choices=["source", "list", "segment-shard", "segment-gather", "segment", "variant",
                                            "derived-shard", "derived-gather"])

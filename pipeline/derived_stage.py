@@ -34,7 +34,7 @@ from core.seeding import name_rng, name_seed
 
 from .corruptions import assign_pairs, check_work_size, corrupt_image, corruption_names
 from .parallel import run_blocks, worker_setup
-from .store import create_array
+from .store import atomic_store, create_array
 
 DERIVED = ("stylized", "texture", "corrupted")
 #: per-image arrays a kind stores beside images, labels, bias labels and ids
@@ -79,7 +79,7 @@ def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: 
     size, chunk = int(seg.attrs["image_size"]), int(ds_cfg["chunk_images"])
     upstream = json.loads(Path(seg_manifest).read_text())
     manifest: dict[str, Any] = {}
-    with atomic_path(out_store) as tmp:
+    with atomic_store(out_store) as tmp:
         group = zarr.open_group(tmp, mode="w")
         group.attrs.update({"classes": list(seg.attrs["classes"]), "bias_classes": list(seg.attrs["classes"]),
                             "variant": kind, "family": "in9", "image_size": size,

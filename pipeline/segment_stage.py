@@ -33,7 +33,7 @@ from .imageio import load_rgb, resize_square
 from .parallel import run_blocks, worker_setup
 from .segmentation import boxes_mask, fallback_box, make_segmenter
 from .sources import SourceItem
-from .store import create_array
+from .store import atomic_store, create_array
 
 IMAGE_ARRAYS = ("images", "bg_t", "masks", "box_masks")
 
@@ -81,7 +81,7 @@ def gather_shards(items: list[SourceItem], shard_files: list[Path], ds_cfg: dict
     if len(shard_files) != shard_count(n, ds_cfg):
         raise ValueError(f"{len(shard_files)} shard files for {n} items of {shard} per shard")
     records: list[dict[str, Any]] = []
-    with atomic_path(out_store) as tmp:
+    with atomic_store(out_store) as tmp:
         group = zarr.open_group(tmp, mode="w")
         # One image per chunk: MIXED_* read other images' backgrounds at random rows, and
         # sharding keeps that to one small read per image instead of a whole chunk.

@@ -1,14 +1,22 @@
-"""Zarr v3 arrays as the stores use them. A store is built under `<name>.tmp-<pid>` and renamed
-into place once complete (`core.atomic`), so an existing `<variant>.zarr` is always a finished one.
+"""Zarr v3 arrays as the stores use them. A store is built under `<name>.tmp-<pid>`, given its
+content fingerprint (`pipeline.fingerprint`) and renamed into place once complete (`core.atomic`),
+so an existing `<variant>.zarr` is always a finished one, and a checkable one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
+
+from core.atomic import atomic_path
+
+from .fingerprint import write_fingerprint
 
 FAST_CODEC = BloscCodec(cname="lz4", clevel=5, shuffle="noshuffle")
 
@@ -36,3 +44,12 @@ def create_array(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: An
 def rows_per_block(chunk_rows: int, block_images: int) -> int:
     """Rows of one parallel block: a whole number of chunks, so blocks never share a chunk."""
     return max(chunk_rows, block_images // chunk_rows * chunk_rows)
+
+
+@contextmanager
+def atomic_store(final: Path) -> Iterator[Path]:
+    """`core.atomic.atomic_path` for a zarr store: the block writes the store at the yielded path;
+    its fingerprint is written into it before it is moved onto `final`."""
+    with atomic_path(final) as tmp:
+        yield tmp
+        write_fingerprint(tmp)

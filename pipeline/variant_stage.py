@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 import zarr
 
-from core.atomic import atomic_path, write_json
+from core.atomic import write_json
 from core.errors import SkipItem
 from core.provenance import code_version, config_hash
 from core.seeding import name_rng
 
 from . import variants
 from .parallel import run_blocks, worker_setup
-from .store import create_array, rows_per_block
+from .store import atomic_store, create_array, rows_per_block
 
 
 def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg: dict[str, Any], seed: int,
@@ -38,7 +38,7 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
     size = int(seg.attrs["image_size"])
     upstream = json.loads(Path(seg_manifest).read_text())
     manifest: dict[str, Any] = {}
-    with atomic_path(out_store) as tmp:
+    with atomic_store(out_store) as tmp:
         group = zarr.open_group(tmp, mode="w")
         group.attrs.update({"classes": classes, "bias_classes": classes, "variant": variant, "family": family,
                             "image_size": size, "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,

@@ -1,7 +1,6 @@
 """Generation end to end on tiny data: determinism across core counts, atomic outputs,
 and images in = images out + skipped."""
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -9,6 +8,7 @@ import numpy as np
 import zarr
 
 from pipeline.datasets import get_family
+from pipeline.fingerprint import FILE, compute
 from pipeline.variants import VARIANTS
 
 from .conftest import needs_shared
@@ -25,19 +25,16 @@ def build_all(root: Path, ds_cfg: dict, workers: int, variants=VARIANTS) -> None
 
 
 def store_digest(store: Path) -> str:
-    """Hash of every array's values and of the attrs (not of file timestamps)."""
-    digest = hashlib.sha256()
-    group = zarr.open_group(str(store), mode="r")
-    for split, sub in [("", group), *((k, group[k]) for k in sorted(group.group_keys()))]:
-        for name in sorted(sub.array_keys()):
-            digest.update(f"{split}/{name}".encode())
-            values = sub[name][:]
-            digest.update("\n".join(values).encode() if values.dtype.kind in "OUT" else np.ascontiguousarray(values).tobytes())
-    digest.update(json.dumps(dict(group.attrs), sort_keys=True).encode())
-    return digest.hexdigest()
+    """The store's content fingerprint recomputed from its values (`pipeline.fingerprint`: every
+    array's decoded values and every group's attributes but provenance); it must equal the one
+    the store was written with."""
+    fingerprint = compute(store)
+    assert fingerprint == json.loads((store / FILE).read_text()), f"{store} differs from its fingerprint.json"
+    return fingerprint["digest"]
 
 
 def test_builds_are_identical_for_1_and_2_workers(tmp_path, tiny_ds_cfg):
+    """Same config and seed on 1 and 2 workers: the same fingerprint for every variant store."""
     build_all(tmp_path / "one", tiny_ds_cfg, workers=1)
     build_all(tmp_path / "two", tiny_ds_cfg, workers=2)
     for v in VARIANTS:

@@ -5,6 +5,7 @@ import pytest
 import torch
 import zarr
 
+from pipeline.fingerprint import write_fingerprint
 from training.data import Augmenter, ZarrBatches
 
 
@@ -19,6 +20,7 @@ def store(tmp_path):
     t.create_array("images", data=images, chunks=(8, 4, 4, 3))
     t.create_array("labels", data=np.arange(n, dtype=np.int64) % 2, chunks=(n,))
     t.create_array("bias_labels", data=np.arange(n, dtype=np.int64) % 3, chunks=(n,))
+    write_fingerprint(tmp_path / "s.zarr")
     return tmp_path / "s.zarr"
 
 

@@ -19,12 +19,18 @@ from pathlib import Path
 import numpy as np
 
 from core.atomic import atomic_path
+from core.errors import StoreError
+from pipeline.fingerprint import check_store
 
 from .models import WeightsError
 
 
 def _stores(pairs: list[str]) -> dict[str, Path]:
-    return {k: Path(v) for k, v in (p.split("=", 1) for p in pairs)}
+    """NAME=STORE pairs, each store passing its cheap fingerprint check before any work starts."""
+    stores = {k: Path(v) for k, v in (p.split("=", 1) for p in pairs)}
+    for store in stores.values():
+        check_store(store)
+    return stores
 
 
 def _write_rows(path: Path, rows: list[dict]) -> None:
@@ -78,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "train":
             from .runs import train_runs
 
+            check_store(args.train_store)
             train_runs(config, args.train_store, _stores(args.aligned_stores), _stores(args.test_stores), args.runs_dir)
         elif args.cmd == "evaluate":
             from .evaluation import evaluate_run
@@ -92,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             _write_rows(args.out, evaluate_imagenet_model(config, _stores(args.stores)))
         else:
             _analyse(args, config)
-    except WeightsError as exc:
+    except (WeightsError, StoreError) as exc:  # a message naming the file and the fix, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

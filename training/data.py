@@ -31,6 +31,7 @@ import torch.nn.functional as F
 import zarr
 
 from core.seeding import name_seed
+from pipeline.fingerprint import check_store
 
 
 class ZarrBatches:
@@ -40,6 +41,7 @@ class ZarrBatches:
                  prefetch: int = 2, fields: tuple[str, ...] = ("images", "labels", "bias_labels"),
                  pin_memory: bool = False, aligned: dict[str, Path | str] | None = None,
                  max_batches: int | None = None, shard: tuple[int, int] | None = None):
+        check_store(store)
         group = zarr.open_group(str(store), mode="r")
         if split not in group:
             raise FileNotFoundError(f"{store} has no split {split!r}; rebuild it with the workflow")
@@ -189,6 +191,7 @@ def _aligned(store: Path | str, split: str, ids: np.ndarray) -> tuple[zarr.Array
     the same order (every variant of a dataset is written in the order of the segmented store)."""
     if not Path(store).exists():
         raise FileNotFoundError(f"{store} not found: build that variant first (the workflow's train rule does)")
+    check_store(store)
     group = zarr.open_group(str(store), mode="r")
     if split not in group or not np.array_equal(group[split]["ids"][:], ids):
         raise ValueError(f"{store}/{split} does not hold the same images in the same order as the training store; "

@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import zarr
 
-from core.atomic import atomic_path, write_json
+from core.atomic import write_json
 from core.errors import PipelineError, SkipItem
 from core.provenance import code_version, config_hash
 
 from ..imageio import load_rgb, resize_square
 from ..sources.listing import entry_problem
-from ..store import create_array
+from ..store import atomic_store, create_array
 from .base import DatasetFamily
 
 OWN_BACKGROUND = ("original", "no_fg", "only_bg_b", "only_bg_t", "mixed_same")
@@ -96,7 +96,7 @@ def write_val_store(out: Path, images: list[np.ndarray], labels: list[int], bias
     written atomically: the layout every evaluation reads."""
     n = len(images)
     size = int(attrs["image_size"])
-    with atomic_path(out) as tmp:
+    with atomic_store(out) as tmp:
         group = zarr.open_group(tmp, mode="w")
         group.attrs.update(attrs)
         val = group.create_group("val")

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import zarr
 
-from core.atomic import atomic_path, write_json
+from core.atomic import write_json
 from core.provenance import code_version, config_hash
 
-from ..store import create_array
+from ..store import atomic_store, create_array
 
 DIGITS = [str(d) for d in range(10)]
 COLOUR_NAMES = ["red", "green", "blue", "yellow", "magenta", "cyan", "orange", "pink", "purple", "grey"]
@@ -25,7 +25,7 @@ def write_labelled_store(out: Path, family: str, variant: str, ds_cfg: dict[str,
     {"inputs", "skipped", ...}}} (inputs and skipped default to N and none). Written atomically;
     the manifest beside it counts every input."""
     manifest = {}
-    with atomic_path(out) as tmp:
+    with atomic_store(out) as tmp:
         group = zarr.open_group(tmp, mode="w")
         size = next(iter(splits.values()))["images"].shape[1]
         group.attrs.update({"classes": classes, "bias_classes": bias_classes, "variant": variant, "family": family,

@@ -12,6 +12,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import zarr
 
+from pipeline.fingerprint import FILE as FINGERPRINT_FILE
+
 from ..document import Document
 from ..helpers import read_rows, save_figure
 
@@ -83,17 +85,22 @@ def counts(records: list[dict[str, Any]], key: str) -> dict[str, int]:
 
 def manifests(doc: Document, manifest_files: list[Path], other_datasets: set[str]) -> None:
     doc.heading("Datasets: images in = images out + skipped")
+    doc.para("Fingerprint: the first 16 hex digits of the store's content digest (`fingerprint.json` in the store: "
+             "SHA-256 over its decoded values in row order and its attributes, whatever its chunking or codec); "
+             "equal fingerprints mean equal datasets, and `python -m pipeline verify STORE` checks a copy against it.")
     rows, skipped = [], {}
     for path in manifest_files:
-        variant = Path(path).name.removesuffix(".manifest.json")
+        name = Path(path).name.removesuffix(".manifest.json")
+        variant = name
         if Path(path).parent.name in other_datasets:  # another dataset's store (ImageNet-100's): named with it
             variant = f"{Path(path).parent.name}/{variant}"
         manifest = json.loads(Path(path).read_text())
+        digest = store_fingerprint(Path(path).parent / f"{name}.zarr")
         for split, m in sorted(manifest.items()):
-            rows.append([variant, split, str(m["inputs"]), str(m["outputs"]), str(len(m["skipped"]))])
+            rows.append([variant, split, str(m["inputs"]), str(m["outputs"]), str(len(m["skipped"])), digest])
             for item in m["skipped"]:
                 skipped.setdefault(item["id"], item["reason"])
-    doc.table(["Variant", "Split", "Inputs", "Outputs", "Skipped"], rows)
+    doc.table(["Variant", "Split", "Inputs", "Outputs", "Skipped", "Fingerprint"], rows)
     if skipped:
         doc.para(f"{len(skipped)} item(s) skipped; the first ones (see the *.manifest.json files for all):")
         doc.table(["Item", "Reason"], [[k, v] for k, v in list(skipped.items())[:20]])
@@ -117,3 +124,9 @@ def training(doc: Document, rows: list[dict[str, Any]]) -> None:
     doc.table(["Experiment", *metrics],
               [[e, *[f"{np.mean(final[(e, m)]):.4g}" if final.get((e, m)) else "–" for m in metrics]]
                for e in experiments])
+
+
+def store_fingerprint(store: Path) -> str:
+    """The first 16 hex digits of a store's fingerprint, "none" for a store without one."""
+    path = store / FINGERPRINT_FILE
+    return f"`{json.loads(path.read_text())['digest'][:16]}`" if path.is_file() else "none"

@@ -1,0 +1,110 @@
+"""Kill anywhere: a slice of the tiny workflow (IN-9 generation with per-shard segmentation,
+AdaIN stylization, G'MIC texture synthesis in subprocesses, one training run and its scoring)
+is SIGKILLed as a whole process group at seeded moments in every stage, rerun with
+`--rerun-incomplete` after each kill, and must end with exactly what an uninterrupted run made:
+the same store fingerprints, the same weights, the same scores; no partial output taken as
+complete, and no finished job redone for any reason but an incomplete or updated input."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from pipeline.fingerprint import FILE, verify
+
+from .conftest import ROOT
+from .test_generation import store_digest
+from .test_workflow import planned, snakemake
+
+#: (stage, log glob whose (re)appearance during an attempt marks that the stage is running)
+MOMENTS = [
+    ("synthetic source", "in9_synthetic_source.log"),
+    ("segmentation shard", "in9_segment_*.log"),
+    ("segmentation gather", "in9_segment.log"),
+    ("variant store", "in9_variant_original.log"),
+    ("AdaIN stylization shard", "in9_stylized_*.log"),
+    ("texture synthesis shard (G'MIC subprocesses)", "in9_texture_*.log"),
+    ("stylized gather", "in9_variant_stylized.log"),
+    ("training", "train_base_in9_seed0.log"),
+    ("evaluation", "evaluate_base_in9_seed0.log"),
+]
+#: why Snakemake may (re)run a job after a kill; anything else (params, code, software) is a
+#: finished job redone without cause
+ALLOWED_REASONS = ("Missing output files", "Incomplete output files", "Input files updated by another job",
+                   "Updated input files")
+STORES = ("original", "stylized", "texture")
+
+
+def slice_args(root: Path) -> tuple[list[str], Path]:
+    results = root / "results"
+    return (["--configfile", "tests/data/tiny.yaml", "--config", f"results={results}", "--cores", "2",
+             f"{results}/datasets/in9/stylized.zarr", f"{results}/datasets/in9/texture.zarr",
+             f"{results}/runs/base_in9/seed0/eval.jsonl"], results)
+
+
+def started_since(logs: Path, pattern: str, since: float) -> bool:
+    return any(p.stat().st_mtime >= since for p in logs.glob(pattern))
+
+
+def run_with_kills(args: list[str], results: Path, rng: random.Random, log: Path) -> list[str]:
+    """Run the slice, SIGKILL its process group once in each stage of MOMENTS (a seeded delay after
+    the stage's log appears) and rerun; the stages killed in, in order."""
+    killed = []
+    logs = results / "logs"
+    with log.open("a") as out:
+        for stage, pattern in MOMENTS:
+            start = time.time() - 1  # file times have 1-s granularity on some filesystems
+            proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--rerun-incomplete", *args], cwd=ROOT,
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            while proc.poll() is None and not started_since(logs, pattern, start):
+                time.sleep(0.05)
+            if proc.poll() is None:
+                time.sleep(rng.uniform(0.0, 0.8))
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed.append(stage)
+            proc.wait()
+            out.write(f"\n=== killed during {stage} ===\n" if killed[-1:] == [stage] else f"\n=== {stage}: done\n")
+            out.flush()
+    return killed
+
+
+def test_a_slice_killed_in_every_stage_ends_as_an_uninterrupted_run(tmp_path):
+    reference_args, reference = slice_args(tmp_path / "reference")
+    snakemake(*reference_args)
+
+    args, results = slice_args(tmp_path / "killed")
+    log = tmp_path / "killed.log"
+    killed = run_with_kills(args, results, random.Random("kill-anywhere"), log)
+    # every stage but possibly the shortest (a job may finish between two polls) was hit
+    assert len(killed) >= len(MOMENTS) - 2, (killed, log.read_text()[-3000:])
+
+    final = snakemake("--rerun-incomplete", *args)
+    text = log.read_text() + final
+    reasons = set(re.findall(r"^\s+reason: (.+)$", text, re.M))
+    for reason in reasons:
+        assert all(part.split(":")[0].strip() in ALLOWED_REASONS for part in reason.split(";")), reason
+    assert planned(snakemake("-n", *args)) == {}, "a finished slice plans more work"
+
+    for store in STORES:
+        path = results / "datasets" / "in9" / f"{store}.zarr"
+        assert verify(path) == [], store
+        assert store_digest(path) == store_digest(reference / "datasets" / "in9" / f"{store}.zarr"), store
+        assert json.loads((path / FILE).read_text())["digest"] == store_digest(path)
+    run, ref_run = results / "runs" / "base_in9" / "seed0", reference / "runs" / "base_in9" / "seed0"
+    weights = torch.load(run / "model.pt", weights_only=False)["state_dict"]
+    ref_weights = torch.load(ref_run / "model.pt", weights_only=False)["state_dict"]
+    assert weights.keys() == ref_weights.keys()
+    assert all(torch.equal(weights[k], ref_weights[k]) for k in weights)
+    assert (run / "eval.jsonl").read_text() == (ref_run / "eval.jsonl").read_text()
+    # what a kill leaves behind is only ever a `*.tmp-<pid>` sibling, never a final name
+    for path in results.rglob("*.tmp-*"):
+        assert re.search(r"\.tmp-\d+$", path.name), path

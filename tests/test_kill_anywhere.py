@@ -72,6 +72,9 @@ def run_with_kills(args: list[str], results: Path, rng: random.Random, log: Path
                 os.killpg(proc.pid, signal.SIGKILL)
                 killed.append(stage)
             proc.wait()
+            if killed[-1:] == [stage]:  # a killed Snakemake leaves its lock: the user's `--unlock`, then the rerun
+                subprocess.run([sys.executable, "-m", "snakemake", "--unlock", *args], cwd=ROOT, stdout=out,
+                               stderr=subprocess.STDOUT, check=True)
             out.write(f"\n=== killed during {stage} ===\n" if killed[-1:] == [stage] else f"\n=== {stage}: done\n")
             out.flush()
     return killed

@@ -26,7 +26,7 @@ import numpy as np
 from core.errors import PipelineError, SkipItem
 from core.seeding import name_rng, name_seed
 
-from .imageio import is_image_name, load_rgb, resize_square
+from .imageio import MIN_PICTURE_SIDE, is_image_name, load_rgb, resize_square
 
 #: CUB species (folder names like 045.Northern_Fulmar) whose words name a waterbird family
 WATER_FAMILIES = ("Albatross", "Auklet", "Cormorant", "Frigatebird", "Fulmar", "Gull", "Jaeger", "Kittiwake",
@@ -53,10 +53,38 @@ def list_birds(cub_root: Path) -> list[Bird]:
         if not (cub_root / name).is_file():
             raise PipelineError(f"{cub_root / name} is missing: point `cub_root` at the extracted CUB_200_2011 folder "
                                 "(it holds images/, images.txt and train_test_split.txt)")
-    paths = dict(line.split() for line in (cub_root / "images.txt").read_text().splitlines() if line.strip())
-    train = dict(line.split() for line in (cub_root / "train_test_split.txt").read_text().splitlines() if line.strip())
-    birds = [Bird(path, int(is_waterbird(path.split("/")[0])), train.get(key) == "1") for key, path in paths.items()]
+    paths = _id_table(cub_root / "images.txt", "<image id> <species folder>/<file>.jpg")
+    train = _id_table(cub_root / "train_test_split.txt", "<image id> <1 = train, 0 = test>")
+    if paths.keys() != train.keys():
+        odd = sorted(paths.keys() ^ train.keys(), key=lambda k: (len(k), k))
+        raise PipelineError(f"{cub_root / 'images.txt'} and {cub_root / 'train_test_split.txt'} list different image "
+                            f"ids ({len(odd)} in one only, e.g. {odd[:3]}); restore both from CUB_200_2011.tgz")
+    if bad := [key for key, flag in train.items() if flag not in ("0", "1")][:3]:
+        raise PipelineError(f"{cub_root / 'train_test_split.txt'}: image ids {bad} have a split flag other than 0 or 1; "
+                            "restore it from CUB_200_2011.tgz")
+    birds = [Bird(path, int(is_waterbird(path.split("/")[0])), train[key] == "1") for key, path in paths.items()]
     return sorted(birds, key=lambda b: b.id)
+
+
+def _id_table(path: Path, layout: str) -> dict[str, str]:
+    """{first field: second field} of a CUB list file of `layout` lines; a malformed or empty file
+    is a `PipelineError` naming it and the line."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PipelineError(f"cannot read {path} ({type(exc).__name__}: {exc}); restore it from CUB_200_2011.tgz") from exc
+    table: dict[str, str] = {}
+    for number, line in enumerate(lines, start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 2 or fields[0] in table:
+            raise PipelineError(f"{path}, line {number}: {line[:80]!r} is not a '{layout}' line with a new id; "
+                                "restore the file from CUB_200_2011.tgz")
+        table[fields[0]] = fields[1]
+    if not table:
+        raise PipelineError(f"{path} lists no images; restore it from CUB_200_2011.tgz")
+    return table
 
 
 def list_places(places_root: Path) -> tuple[list[Path], list[Path]]:
@@ -103,7 +131,7 @@ def place_types(birds: list[Bird], other_share: float, seed: int, name: str) -> 
 
 def composite_bird(cub_root: Path, segmentations: Path, bird: Bird, place: Path, size: int) -> np.ndarray:
     """The bird on `place`, resized to size x size (see the module docstring)."""
-    image = load_rgb(cub_root / "images" / bird.id, 8).astype(np.float32)
+    image = load_rgb(cub_root / "images" / bird.id, MIN_PICTURE_SIDE).astype(np.float32)
     mask_path = (segmentations / bird.id).with_suffix(".png")
     if not mask_path.is_file():
         raise SkipItem(f"no segmentation {mask_path}; extract CUB's segmentations.tgz into `segmentations`")
@@ -113,7 +141,7 @@ def composite_bird(cub_root: Path, segmentations: Path, bird: Bird, place: Path,
     m = mask.astype(np.float32)[..., None] / 255.0
     if m.max() == 0:
         raise SkipItem(f"segmentation {mask_path} is empty (no bird pixels)")
-    background = crop_to(load_rgb(place, 8), image.shape[1], image.shape[0]).astype(np.float32)
+    background = crop_to(load_rgb(place, MIN_PICTURE_SIDE), image.shape[1], image.shape[0]).astype(np.float32)
     return resize_square(np.rint(image * m + background * (1 - m)).astype(np.uint8), size)
 
 

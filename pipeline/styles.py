@@ -34,7 +34,8 @@ import numpy as np
 from core.errors import PipelineError, SkipItem
 from core.seeding import name_rng
 
-from .imageio import is_image_name, load_rgb
+from .imageio import MIN_PICTURE_SIDE, is_image_name, load_rgb
+from .sources.listing import class_folders
 from .sources.synthetic import BACKGROUNDS, render_background
 
 
@@ -108,14 +109,14 @@ def _folder(root: Path, classes: list[str], size: int) -> StyleSet:
         raise PipelineError(f"style folder {root} does not exist; create it with one subfolder of texture images per "
                             f"class ({', '.join(classes)})")
     images, ids, labels = [], [], []
-    for k, cls in enumerate(classes):
-        folder = root / cls
-        files = sorted(p for p in folder.iterdir() if is_image_name(p)) if folder.is_dir() else []
+    for k, folder in enumerate(class_folders(root, classes)):
+        cls = folder.name
+        files = sorted(p for p in folder.iterdir() if is_image_name(p))
         if not files:
             raise PipelineError(f"no style images in {folder}; put at least one texture image of class {cls} there")
         for path in files:
             try:
-                image = load_rgb(path, 1)
+                image = load_rgb(path, MIN_PICTURE_SIDE)
             except SkipItem as exc:
                 raise PipelineError(f"style image {path}: {exc.reason}") from exc
             images.append(_square(image, size))
@@ -132,7 +133,7 @@ def _flat(root: Path, size: int) -> StyleSet:
     images = []
     for path in files:
         try:
-            images.append(_square(load_rgb(path, 1), size))
+            images.append(_square(load_rgb(path, MIN_PICTURE_SIDE), size))
         except SkipItem as exc:
             raise PipelineError(f"style image {path}: {exc.reason}") from exc
     return StyleSet(images, [path.name for path in files], np.full(len(files), NO_CLASS, np.int64))

@@ -211,14 +211,14 @@ def make_imagenet_tree(root: Path, photos: Path | None, classes_with_images: int
 
 
 def make_official_folder(root: Path, size: int = 40) -> None:
-    """The released Background Challenge test folder (`<variant>/val/<NN_class>/*`): two variants, two
-    classes, three images each (one a broken link in mixed_next)."""
+    """The released Background Challenge test folder (`<variant>/val/<NN_class>/*`): two variants,
+    every class folder, two classes with three images each (one a broken link in mixed_next)."""
     rng = np.random.default_rng(0)
     for variant in ("original", "mixed_next"):
-        for cls in IN9_CLASSES[:2]:
+        for c, cls in enumerate(IN9_CLASSES):
             d = root / variant / "val" / cls
             d.mkdir(parents=True)
-            for i in range(3):
+            for i in range(3 if c < 2 else 0):
                 cv2.imwrite(str(d / f"n0000_{i}.JPEG"), rng.integers(0, 256, (size, size, 3), dtype=np.uint8))
     (root / "mixed_next" / "val" / IN9_CLASSES[1] / "n0000_2.JPEG").unlink()
     (root / "mixed_next" / "val" / IN9_CLASSES[1] / "n0000_2.JPEG").symlink_to(root / "gone.JPEG")

@@ -15,6 +15,8 @@ from pipeline.datasets import get_family
 from pipeline.imageio import load_rgb
 from pipeline.sources import list_source_items
 
+from .standins import IN9_CLASSES
+
 
 def _photo(size=(40, 30)) -> Image.Image:
     rng = np.random.default_rng(0)
@@ -29,6 +31,8 @@ def make_bad_folder(root: Path) -> dict[str, str]:
     ann = root / "ann" / "val" / "00_dog"
     d.mkdir(parents=True)
     ann.mkdir(parents=True)
+    for cls in IN9_CLASSES[1:]:  # every class has its folder (empty here)
+        (d.parent / cls).mkdir()
     good = _photo()
     good.save(d / "good.JPEG")
     write_voc_xml(ann / "good.xml", "good.JPEG", 40, 30, "dog", [(10, 8, 30, 22)])

@@ -35,8 +35,17 @@ def load_state_dict(path: str | Path, sha256: str | None) -> dict[str, torch.Ten
         )
     if sha256 and (actual := file_digest(path, "sha256")) != sha256:
         raise WeightsError(f"{path} has sha256 {actual}, expected {sha256}; replace the file with an intact copy")
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    return state.get("state_dict", state) if isinstance(state, dict) else state
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for a damaged file
+        raise WeightsError(f"{path} is not a readable torch state_dict ({type(exc).__name__}: {str(exc)[:200]}); "
+                           "replace it with an intact copy of the weights file (no checksum was given to tell "
+                           "a damaged copy from another file: set `pretrained_sha256`)") from exc
+    state = state.get("state_dict", state) if isinstance(state, dict) else state
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise WeightsError(f"{path} holds a {type(state).__name__}, not a state_dict of tensors; save the weights with "
+                           "torch.save(model.state_dict(), path)")
+    return state
 
 
 class Classifier(nn.Module):
@@ -58,7 +67,11 @@ class Classifier(nn.Module):
         if pretrained:
             state = load_state_dict(pretrained, pretrained_sha256)
             state = {k: v for k, v in state.items() if not k.startswith("fc.")}
-            missing, unexpected = net.load_state_dict(state, strict=False)
+            try:
+                missing, unexpected = net.load_state_dict(state, strict=False)
+            except RuntimeError as exc:  # tensors of other shapes: the weights of another architecture
+                raise WeightsError(f"{pretrained} does not fit {arch} ({str(exc)[:300]}); give the weights of a "
+                                   f"torchvision {arch}, or set `arch` to the network they belong to") from exc
             if unexpected or set(missing) - {"fc.weight", "fc.bias"}:
                 raise WeightsError(f"{pretrained} does not fit {arch}: missing {missing[:5]}, unexpected {unexpected[:5]}")
         self.feature_dim = net.fc.in_features
@@ -176,5 +189,9 @@ def imagenet_classifier(arch: str, weights: str | None, sha256: str | None) -> n
         raise WeightsError(f"`evaluation.imagenet_model.weights` must point at a torchvision {arch} state_dict "
                            "(e.g. resnet50-11ad3fa6.pth); or use arch efficientnet_lite0, whose weights a package ships")
     net = getattr(_torchvision_models(), arch)(weights=None)
-    net.load_state_dict(load_state_dict(weights, sha256))
+    try:
+        net.load_state_dict(load_state_dict(weights, sha256))
+    except RuntimeError as exc:
+        raise WeightsError(f"{weights} does not fit a torchvision {arch} ({str(exc)[:300]}); give that network's "
+                           "ImageNet state_dict") from exc
     return net

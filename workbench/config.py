@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import jsonschema
@@ -27,12 +28,16 @@ class ConfigError(ValueError):
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     """Raise `ConfigError` listing every invalid key (as a dotted path) with the rule it breaks."""
-    schema = load_schema()
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    errors = sorted(_validator().iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     _raise_problems([f"{'.'.join(map(str, e.absolute_path)) or '<top level>'}: {e.message}" for e in errors])
     _check_cross_references(config)
     return config
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    """The schema's validator, made once per process (validation only reads it)."""
+    return jsonschema.Draft202012Validator(load_schema())
 
 
 def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -40,7 +45,8 @@ def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
     U2-Net runs, sweep values and grid cells expanded into experiments of their own; raises
     `ConfigError` naming every bad key."""
     validate_config(config)
-    config = validate_config(apply_smoke(config))
+    if config.get("smoke"):  # smoke mode's counts must be valid too
+        config = validate_config(apply_smoke(config))
     out = expand_grids(expand_sweeps(expand_segmentation_comparison(config)))
     problems: list[str] = []
     _check_labels(out, problems)  # expansion adds labels ("CLAD lambda=0.25", "CLAD (U2-Net)")
@@ -93,10 +99,13 @@ def _check_method(where: str, method_name: str, method_args: dict, dataset: str 
     if dataset is None:
         return
     built = dataset_variants(config, dataset)
-    for needed in [variant, *declared.aligned_variants.values()]:
+    if variant not in built:
+        problems.append(f"{where}.train_variant: {variant!r} is not a variant dataset {dataset!r} builds "
+                        f"({built}); pick one of those or add it to datasets.{dataset}.variants")
+    for needed in declared.aligned_variants.values():
         if needed not in built:
-            problems.append(f"{where}: method {method_name!r} reads variant {needed!r}, which dataset "
-                            f"{dataset!r} does not build (it builds {built}); add it there")
+            problems.append(f"{where}.method: {method_name!r} reads variant {needed!r}, which dataset "
+                            f"{dataset!r} does not build (it builds {built}); add it to datasets.{dataset}.variants")
 
 
 def _check_labels(config: dict[str, Any], problems: list[str]) -> None:

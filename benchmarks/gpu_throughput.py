@@ -64,7 +64,7 @@ from PIL import Image
 from core.seeding import name_rng, name_seed
 from pipeline.imageio import load_rgb
 from pipeline.sources.synthetic import render_sample
-from pipeline.store import create_array
+from pipeline.store import atomic_store, create_array
 from workbench.config import deep_merge, resolve_config
 from workbench.slices import run_config
 
@@ -147,37 +147,44 @@ def write_stores(root: Path, images: np.ndarray, n_train: int, n_val: int, chunk
     foreground masks, and ONLY_BG_T and Stylized with the same ids row for row; images cycle
     through `images`, labels are random, 5 % of the bias labels conflict."""
     rng = name_rng("gpu_throughput", "stores")
-    size = images.shape[1]
     stores = {}
     for k, variant in enumerate(("original", *ALIGNED_VARIANTS)):
-        group = zarr.open_group(str(root / f"{variant}.zarr"), mode="w")
-        group.attrs.update({"classes": [f"{c:02d}" for c in range(NUM_CLASSES)],
-                            "bias_classes": [f"{c:02d}" for c in range(NUM_CLASSES)],
-                            "variant": variant, "family": "in9", "image_size": size})
-        for split, n in (("train", n_train), ("val", n_val)):
-            split_rng = name_rng("gpu_throughput", split)
-            labels = split_rng.integers(0, NUM_CLASSES, n)
-            conflicting = split_rng.random(n) < 0.05
-            bias = np.where(conflicting, (labels + 1) % NUM_CLASSES, labels)
-            if variant == "stylized":  # the style's class: any class
-                bias = split_rng.integers(0, NUM_CLASSES, n)
-            sub = group.create_group(split)
-            array = create_array(sub, "images", (n, size, size, 3), np.uint8, chunk, codec=codec)
-            for start in range(0, n, chunk):
-                array[start:start + chunk] = images[(np.arange(start, min(n, start + chunk)) + k) % len(images)]
-            if variant == "original":
-                masks = create_array(sub, "masks", (n, size, size), np.uint8, chunk)
-                corners = rng.integers(0, size // 2, (n, 2))
-                for start in range(0, n, chunk):
-                    block = np.zeros((min(n, start + chunk) - start, size, size), np.uint8)
-                    for i, (y0, x0) in enumerate(corners[start:start + chunk]):
-                        block[i, y0:y0 + size // 2, x0:x0 + size // 2] = 1
-                    masks[start:start + chunk] = block
-            create_array(sub, "labels", (n,), np.int64, n, n)[:] = labels
-            create_array(sub, "bias_labels", (n,), np.int64, n, n)[:] = bias
-            create_array(sub, "ids", (n,), str, n, n)[:] = np.array([f"{split}_{i:07d}" for i in range(n)])
+        with atomic_store(root / f"{variant}.zarr") as tmp:  # fingerprinted, as the loader requires
+            _write_store(tmp, variant, k, images, n_train, n_val, chunk, codec, rng)
         stores[variant] = root / f"{variant}.zarr"
     return stores
+
+
+def _write_store(path: Path, variant: str, k: int, images: np.ndarray, n_train: int, n_val: int, chunk: int,
+                 codec: str, rng: np.random.Generator) -> None:
+    """One store of `write_stores` at `path`; `k` offsets its images in the cycle."""
+    size = images.shape[1]
+    group = zarr.open_group(str(path), mode="w")
+    group.attrs.update({"classes": [f"{c:02d}" for c in range(NUM_CLASSES)],
+                        "bias_classes": [f"{c:02d}" for c in range(NUM_CLASSES)],
+                        "variant": variant, "family": "in9", "image_size": size})
+    for split, n in (("train", n_train), ("val", n_val)):
+        split_rng = name_rng("gpu_throughput", split)
+        labels = split_rng.integers(0, NUM_CLASSES, n)
+        conflicting = split_rng.random(n) < 0.05
+        bias = np.where(conflicting, (labels + 1) % NUM_CLASSES, labels)
+        if variant == "stylized":  # the style's class: any class
+            bias = split_rng.integers(0, NUM_CLASSES, n)
+        sub = group.create_group(split)
+        array = create_array(sub, "images", (n, size, size, 3), np.uint8, chunk, codec=codec)
+        for start in range(0, n, chunk):
+            array[start:start + chunk] = images[(np.arange(start, min(n, start + chunk)) + k) % len(images)]
+        if variant == "original":
+            masks = create_array(sub, "masks", (n, size, size), np.uint8, chunk)
+            corners = rng.integers(0, size // 2, (n, 2))
+            for start in range(0, n, chunk):
+                block = np.zeros((min(n, start + chunk) - start, size, size), np.uint8)
+                for i, (y0, x0) in enumerate(corners[start:start + chunk]):
+                    block[i, y0:y0 + size // 2, x0:x0 + size // 2] = 1
+                masks[start:start + chunk] = block
+        create_array(sub, "labels", (n,), np.int64, n, n)[:] = labels
+        create_array(sub, "bias_labels", (n,), np.int64, n, n)[:] = bias
+        create_array(sub, "ids", (n,), str, n, n)[:] = np.array([f"{split}_{i:07d}" for i in range(n)])
 
 
 def write_image_folder(root: Path, images: np.ndarray, n: int, quality: int = 92) -> Path:

@@ -26,17 +26,20 @@ from .conftest import ROOT
 from .test_generation import store_digest
 from .test_workflow import planned, snakemake
 
-#: (stage, log glob whose (re)appearance during an attempt marks that the stage is running)
+#: (stage, the output an attempt asks for, log glob whose (re)appearance marks that the stage runs), in
+#: dependency order: each attempt asks only for its stage's output, on one core, so the stage is still to do
+#: when its attempt starts (the previous attempt was killed before it) and no other stage runs beside it
 MOMENTS = [
-    ("synthetic source", "in9_synthetic_source.log"),
-    ("segmentation shard", "in9_segment_*.log"),
-    ("segmentation gather", "in9_segment.log"),
-    ("variant store", "in9_variant_original.log"),
-    ("AdaIN stylization shard", "in9_stylized_*.log"),
-    ("texture synthesis shard (G'MIC subprocesses)", "in9_texture_*.log"),
-    ("stylized gather", "in9_variant_stylized.log"),
-    ("training", "train_base_in9_seed0.log"),
-    ("evaluation", "evaluate_base_in9_seed0.log"),
+    ("synthetic source", "sources/in9_synthetic", "in9_synthetic_source.log"),
+    ("segmentation shard", "intermediate/in9/shards/00000.npz", "in9_segment_00000.log"),
+    ("segmentation gather", "intermediate/in9/segmented.zarr", "in9_segment.log"),
+    ("variant store", "datasets/in9/original.zarr", "in9_variant_original.log"),
+    ("AdaIN stylization shard", "intermediate/in9/stylized_shards/00000.npz", "in9_stylized_00000.log"),
+    ("texture synthesis shard (G'MIC subprocesses)", "intermediate/in9/texture_shards/00000.npz",
+     "in9_texture_00000.log"),
+    ("stylized gather", "datasets/in9/stylized.zarr", "in9_variant_stylized.log"),
+    ("training", "runs/base_in9/seed0/model.pt", "train_base_in9_seed0.log"),
+    ("evaluation", "runs/base_in9/seed0/eval.jsonl", "evaluate_base_in9_seed0.log"),
 ]
 #: why Snakemake may (re)run a job after a kill; anything else (params, code, software) is a
 #: finished job redone without cause
@@ -46,10 +49,15 @@ STORES = ("original", "stylized", "texture")
 
 
 def slice_args(root: Path) -> tuple[list[str], Path]:
+    """The Snakemake options of the slice under `root` (without targets or cores; they end in `--config`,
+    so targets go before them), and its results folder."""
     results = root / "results"
-    return (["--configfile", "tests/data/tiny.yaml", "--config", f"results={results}", "--cores", "2",
-             f"{results}/datasets/in9/stylized.zarr", f"{results}/datasets/in9/texture.zarr",
-             f"{results}/runs/base_in9/seed0/eval.jsonl"], results)
+    return ["--configfile", "tests/data/tiny.yaml", "--config", f"results={results}"], results
+
+
+def slice_targets(results: Path) -> list[str]:
+    return [f"{results}/datasets/in9/stylized.zarr", f"{results}/datasets/in9/texture.zarr",
+            f"{results}/runs/base_in9/seed0/eval.jsonl"]
 
 
 def started_since(logs: Path, pattern: str, since: float) -> bool:
@@ -57,19 +65,22 @@ def started_since(logs: Path, pattern: str, since: float) -> bool:
 
 
 def run_with_kills(args: list[str], results: Path, rng: random.Random, log: Path) -> list[str]:
-    """Run the slice, SIGKILL its process group once in each stage of MOMENTS (a seeded delay after
-    the stage's log appears) and rerun; the stages killed in, in order."""
+    """Run the slice stage by stage (MOMENTS), SIGKILL the process group of each attempt a seeded
+    delay after its stage's log appears, unlock as the user would, and go on with the next stage's
+    attempt (which first finishes what the kill interrupted); the stages killed in, in order."""
     killed = []
     logs = results / "logs"
     with log.open("a") as out:
-        for stage, pattern in MOMENTS:
+        for stage, target, pattern in MOMENTS:
             start = time.time() - 1  # file times have 1-s granularity on some filesystems
-            proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--rerun-incomplete", *args], cwd=ROOT,
-                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen([sys.executable, "-m", "snakemake", f"{results}/{target}", "--rerun-incomplete",
+                                     "--cores", "1", *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
             while proc.poll() is None and not started_since(logs, pattern, start):
                 time.sleep(0.05)
             if proc.poll() is None:
                 time.sleep(rng.uniform(0.0, 0.8))
+            if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 killed.append(stage)
             proc.wait()
@@ -83,20 +94,21 @@ def run_with_kills(args: list[str], results: Path, rng: random.Random, log: Path
 
 def test_a_slice_killed_in_every_stage_ends_as_an_uninterrupted_run(tmp_path):
     reference_args, reference = slice_args(tmp_path / "reference")
-    snakemake(*reference_args)
+    snakemake(*slice_targets(reference), "--cores", "2", *reference_args)
 
     args, results = slice_args(tmp_path / "killed")
     log = tmp_path / "killed.log"
     killed = run_with_kills(args, results, random.Random("kill-anywhere"), log)
-    # every stage but possibly the shortest (a job may finish between two polls) was hit
+    # every stage but possibly the shortest (a job may finish between the log's appearance and the kill) was hit
     assert len(killed) >= len(MOMENTS) - 2, (killed, log.read_text()[-3000:])
 
-    final = snakemake("--rerun-incomplete", *args)
+    final = snakemake(*slice_targets(results), "--rerun-incomplete", "--cores", "2", *args)
     text = log.read_text() + final
     reasons = set(re.findall(r"^\s+reason: (.+)$", text, re.M))
     for reason in reasons:
         assert all(part.split(":")[0].strip() in ALLOWED_REASONS for part in reason.split(";")), reason
-    assert planned(snakemake("-n", *args)) == {}, "a finished slice plans more work"
+    assert planned(snakemake(*slice_targets(results), "-n", "--cores", "2", *args)) == {}, \
+        "a finished slice plans more work"
 
     for store in STORES:
         path = results / "datasets" / "in9" / f"{store}.zarr"

@@ -120,9 +120,11 @@ def test_style_folder_problems_name_the_folder_or_file(tmp_path):
         load_styles(cfg, CLASSES[:2], 0)
     (tmp_path / "styles" / CLASSES[0]).mkdir(parents=True)
     Image.new("RGB", (20, 20), (200, 10, 10)).save(tmp_path / "styles" / CLASSES[0] / "a.png")
-    with pytest.raises(PipelineError, match=f"no style images in .*{CLASSES[1]}"):
+    with pytest.raises(PipelineError, match=f"class folder.*{CLASSES[1]}.* missing"):
         load_styles(cfg, CLASSES[:2], 0)
     (tmp_path / "styles" / CLASSES[1]).mkdir()
+    with pytest.raises(PipelineError, match=f"no style images in .*{CLASSES[1]}"):
+        load_styles(cfg, CLASSES[:2], 0)
     (tmp_path / "styles" / CLASSES[1] / "broken.jpg").write_bytes(b"\xff\xd8 truncated")
     with pytest.raises(PipelineError, match="broken.jpg: cannot decode"):
         load_styles(cfg, CLASSES[:2], 0)

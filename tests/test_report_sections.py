@@ -279,8 +279,11 @@ def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config
     import yaml
 
     from report.sections.amplification import _percent, amplification_sections, selected_and_oracle
+    from workbench.config import deep_merge
 
-    config = _park(default_config)
+    four_ratios = {"datasets": {"colored_mnist": {"conflict_percents": [0.5, 1, 2, 5]}},   # the paper's, not the demo's
+                   "grids": {"park_cmnist": {"train_variants": ["conflict_0.5", "conflict_1", "conflict_2", "conflict_5"]}}}
+    config = _park(deep_merge(default_config, four_ratios))
     paper = yaml.safe_load(open("report/paper_numbers.yaml"))
     score = {"vanilla": 40.0, "rebias": 41.0, "lff": 50.0, "lff_be": 55.0, "ours": 60.0}
     rows = _park_rows(config, lambda key, p, seed: score[key] + p + seed)

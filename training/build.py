@@ -3,6 +3,7 @@ evaluation and the analyses."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from core.seeding import name_seed
 
 from . import distributed
 from .methods import get_method
-from .methods.base import Method
+from .methods.base import Method, for_scoring
 
 
 def pick_device() -> torch.device:
@@ -41,10 +42,12 @@ def precision(method: Method) -> str:
     return "bf16" if method.autocast_dtype == torch.bfloat16 else "fp32"
 
 
-def build_method(run_cfg: dict[str, Any], num_classes: int, device: torch.device) -> Method:
-    """The method of a run (`workbench.slices.run_config`), freshly initialised on `device`."""
+def build_method(run_cfg: dict[str, Any], num_classes: int, device: torch.device, scoring: bool = False) -> Method:
+    """The method of a run (`workbench.slices.run_config`), freshly initialised on `device`;
+    with `scoring`, without optimisers or pretrained weights, for a checkpoint to fill."""
     torch.manual_seed(name_seed("init", run_cfg["experiment"], run_cfg["seed"]))  # weight init depends on names only
-    method = get_method(run_cfg["method"])(num_classes, run_cfg["training"], run_cfg["method_args"])
+    with for_scoring() if scoring else contextlib.nullcontext():
+        method = get_method(run_cfg["method"])(num_classes, run_cfg["training"], run_cfg["method_args"])
     if method.cfg.get("amp", True) and (device.type == "cuda" or cpu_has_native_bf16()):
         method.autocast_dtype = torch.bfloat16
     if distributed.world() > 1 and method.cfg.get("sync_bn", False):  # statistics of the global batch

@@ -145,7 +145,7 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
 def load_trained(model_path: Path, device: torch.device) -> tuple[Method, dict[str, Any]]:
     """The trained method in eval mode, and the saved record (`run_config`, `classes`)."""
     state = torch.load(model_path, map_location=device, weights_only=False)
-    method = build_method(state["run_config"], len(state["classes"]), device)
+    method = build_method(state["run_config"], len(state["classes"]), device, scoring=True)
     method.load_state_dict(state.pop("state_dict"))
     return method.eval(), state
 

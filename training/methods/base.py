@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import contextvars
+from typing import Any, Iterator
 
 import torch
 import torch.nn as nn
@@ -11,6 +13,22 @@ from ..data import Augmenter
 from ..distributed import all_reduce_mean_
 from ..models import build_network
 from .spec import module_specs
+
+#: true while a trained method is rebuilt to be scored (`for_scoring()`): its weights come from the
+#: run's checkpoint, so no optimiser is made and no pretrained file is read. Making the first
+#: optimiser imports torch._dynamo (3.6 CPU-s on a 2-core AVX2 machine), once per evaluation job.
+_FOR_SCORING = contextvars.ContextVar("for_scoring", default=False)
+
+
+@contextlib.contextmanager
+def for_scoring() -> Iterator[None]:
+    """Methods constructed inside are for scoring only: `make_optimizer` returns None and the
+    backbone starts from random weights (the caller loads the trained ones)."""
+    token = _FOR_SCORING.set(True)
+    try:
+        yield
+    finally:
+        _FOR_SCORING.reset(token)
 
 
 class Method(nn.Module):
@@ -47,7 +65,8 @@ class Method(nn.Module):
         aug = train_cfg.get("augment", {})
         self.augmenter = Augmenter(train_cfg["normalize"]["mean"], train_cfg["normalize"]["std"],
                                    tuple(aug.get("crop_scale", (1.0, 1.0))), bool(aug.get("hflip", False)))
-        self.network = build_network(train_cfg["arch"], num_classes, train_cfg)
+        pretrained = {"pretrained": None} if _FOR_SCORING.get() else {}  # the checkpoint replaces them
+        self.network = build_network(train_cfg["arch"], num_classes, {**train_cfg, **pretrained})
         self.generator = torch.Generator()
         self.steps_per_epoch = 1  # set by the trainer (methods with schedules in epochs read it)
         self.autocast_dtype: torch.dtype | None = None
@@ -59,7 +78,10 @@ class Method(nn.Module):
     def augment(self, images: torch.Tensor) -> torch.Tensor:
         return self.augmenter(images, self.generator)
 
-    def make_optimizer(self, params) -> torch.optim.Optimizer:
+    def make_optimizer(self, params) -> torch.optim.Optimizer | None:
+        """The configured optimiser over `params`; None for a method built `for_scoring()`."""
+        if _FOR_SCORING.get():
+            return None
         opt = self.cfg["optimizer"]
         if opt["name"] == "adam":
             return torch.optim.Adam(params, lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0))

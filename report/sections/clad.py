@@ -68,7 +68,7 @@ def all_variants(doc: Document, table, variants: list[str]) -> None:
 
 
 def figure5(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(5.5, 5))
+    fig, ax = plt.subplots(figsize=(8, 5))
     col = paper["columns"]
     for prow in paper["rows"]:
         same, rand = prow["values"][col.index("mixed_same")], prow["values"][col.index("mixed_rand")]
@@ -76,16 +76,18 @@ def figure5(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
             ax.scatter(same, rand, marker="x", color="grey")
             if prow["type"] != "Others":  # naming every prior method makes the cluster unreadable
                 ax.annotate(prow["model"], (same, rand), fontsize=6, color="grey")
-    for label in model_order(table):
+    # a colour and marker per model: the demo plots 13 models, more than one colour cycle
+    styles = [(colour, marker) for marker in "osD^v" for colour in plt.get_cmap("tab10").colors]
+    for (colour, marker), label in zip(styles, model_order(table)):
         same, rand = table[label].get("mixed_same"), table[label].get("mixed_rand")
         if same and rand:
-            ax.errorbar(np.mean(same), np.mean(rand), xerr=np.std(same), yerr=np.std(rand), fmt="o", capsize=3,
-                        label=f"{label} (ours)")
+            ax.errorbar(np.mean(same), np.mean(rand), xerr=np.std(same), yerr=np.std(rand), fmt=marker, color=colour,
+                        capsize=3, label=f"{label} (ours)")
     lo = min([*ax.get_xlim(), *ax.get_ylim()])
     ax.plot([lo, 100], [lo, 100], "--", color="black", linewidth=0.8, label="identity (no background bias)")
     ax.set_xlabel("MIXED-SAME accuracy (%)")
     ax.set_ylabel("MIXED-RAND accuracy (%)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))   # beside the axes: inside it hid points
     ax.set_title("Fig. 5: MIXED-SAME vs MIXED-RAND (grey x: paper)")
     fig.tight_layout()
     save_figure(fig, path, dpi=120)

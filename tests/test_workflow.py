@@ -12,7 +12,6 @@ from html.parser import HTMLParser
 
 import pytest
 import torch
-import yaml
 
 from .conftest import ROOT
 from .test_generation import store_digest
@@ -276,25 +275,25 @@ def test_one_variant_regenerates_byte_identical(paper_smoke):
     assert store_digest(store) == before
 
 
-def _demo_shards() -> int:
+def _demo_shards(default_config: dict) -> int:
     """Segmentation shards of the demo's synthetic IN-9: every image of every class in blocks of
     `block_images` (4,770 images in 10 shards of 512 at 480 + 50 per class)."""
-    in9 = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]["in9"]
+    in9 = default_config["datasets"]["in9"]
     synthetic = in9["source"]["synthetic"]
     images = len(in9["classes"]) * (synthetic["train_per_class"] + synthetic["val_per_class"])
     return math.ceil(images / in9["block_images"])
 
 
-def test_dry_run_lists_the_whole_graph(tmp_path):
+def test_dry_run_lists_the_whole_graph(default_config, tmp_path):
     jobs = planned(snakemake("-n", "--cores", "32", "--config", f"results={tmp_path}"))
     for rule in ("in9_synthetic_source", "in9_list", "in9_segment_shard", "in9_segment", "in9_variant",
                  "dataset_variant", "train", "train_rebias_mnist", "evaluate", "evaluate_rebias_mnist", "analysis",
                  "analysis_saliency", "report", "all"):
         assert rule in jobs, rule
-    assert jobs["in9_segment_shard"] == _demo_shards() == 10
+    assert jobs["in9_segment_shard"] == _demo_shards(default_config) == 10
 
 
-def test_slurm_dry_run_puts_every_gpu_job_on_the_gpu_partition(tmp_path):
+def test_slurm_dry_run_puts_every_gpu_job_on_the_gpu_partition(default_config, tmp_path):
     out = snakemake("-n", "--executor", "slurm", "--workflow-profile", "profiles/slurm", "all",
                     "--config", f"results={tmp_path}")
     blocks = [(rule, res) for rule, res in job_blocks(out) if rule != "all"]
@@ -305,7 +304,7 @@ def test_slurm_dry_run_puts_every_gpu_job_on_the_gpu_partition(tmp_path):
         assert re.search(r"runtime=\d+", res) and re.search(r"mem_mb=\d+", res), (rule, res)
     assert {rule for rule, res in blocks if "gpu=1" in res} >= {"train", "train_rebias_mnist", "evaluate", "evaluate_rebias_mnist",
                                                                "analysis", "analysis_saliency"}
-    assert sum(rule == "in9_segment_shard" for rule, _ in blocks) == _demo_shards()
+    assert sum(rule == "in9_segment_shard" for rule, _ in blocks) == _demo_shards(default_config)
 
 
 def test_real_data_config_with_a_missing_root_fails_at_start_naming_it(tmp_path):

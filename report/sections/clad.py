@@ -7,6 +7,7 @@ paper gives them, and says so when a section has no runs in this configuration.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +78,8 @@ def figure5(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
             if prow["type"] != "Others":  # naming every prior method makes the cluster unreadable
                 ax.annotate(prow["model"], (same, rand), fontsize=6, color="grey")
     # a colour and marker per model: the demo plots 13 models, more than one colour cycle
-    styles = [(colour, marker) for marker in "osD^v" for colour in plt.get_cmap("tab10").colors]
-    for (colour, marker), label in zip(styles, model_order(table)):
+    styles = itertools.cycle(itertools.product("osD^v", plt.get_cmap("tab10").colors))
+    for (marker, colour), label in zip(styles, model_order(table)):
         same, rand = table[label].get("mixed_same"), table[label].get("mixed_rand")
         if same and rand:
             ax.errorbar(np.mean(same), np.mean(rand), xerr=np.std(same), yerr=np.std(rand), fmt=marker, color=colour,
@@ -126,14 +127,15 @@ def bg_gap_verdict(doc: Document, table: dict[str, dict[str, list[float]]], chan
                 + f" ({mean_std(gap)} vs {mean_std(base)} points); Mixed-Rand accuracy {mean_std(rand)} vs "
                 f"{mean_std(base_rand)}, Original {mean_std(table[label].get('original', []))} vs "
                 f"{mean_std(table['Base (IN9)'].get('original', []))}.")
-        rand_change = difference(rand, base_rand)
-        if judged.verdict == "lower" and rand_change.verdict == "lower":
-            line += (f" Its Mixed-Rand accuracy falls ({rand_change.text()}), so the smaller gap comes from {label} "
-                     "using the background less, not from recognising the foreground better.")
-        elif judged.verdict == "lower" and rand_change.verdict == "cannot tell":
-            line += (f" These seeds cannot tell whether its Mixed-Rand accuracy rises ({rand_change.text()}), so the "
-                     f"smaller gap may come from {label} using the background less rather than recognising the "
-                     "foreground better.")
+        if judged.verdict == "lower":  # a smaller gap: from recognising the foreground, or using the background less?
+            rand_change = difference(rand, base_rand)
+            if rand_change.verdict == "lower":
+                line += (f" Its Mixed-Rand accuracy falls ({rand_change.text()}), so the smaller gap comes from {label} "
+                         "using the background less, not from recognising the foreground better.")
+            elif rand_change.verdict == "cannot tell":
+                line += (f" These seeds cannot tell whether its Mixed-Rand accuracy rises ({rand_change.text()}), so "
+                         f"the smaller gap may come from {label} using the background less rather than recognising the "
+                         "foreground better.")
         lines.append(line)
     if lines:
         doc.para(" ".join(lines) + " The verdict is computed from the numbers above; nothing is tuned to it.")

@@ -30,3 +30,12 @@ def test_goal_verdicts():
     assert lines[1] == "data wait share: max 6.0 % (clad); goal <= 5 % for every method: NOT met (clad)"
     assert lines[2] == "cost relative to ERM (ERM's images/s / the method's): clad 2.17x"
     assert lines[3] == "CLAD / ERM: 2.17x; goal <= 2.1x: NOT met"
+
+
+def test_batched_seeds_computes_the_same_losses_three_ways_and_prints_ratios(capsys):
+    from benchmarks.batched_seeds import main as batched
+
+    ratios = batched(["--models", "3", "--channels", "4,8", "--size", "8", "--batch", "4", "--steps", "1"])
+    out = capsys.readouterr().out
+    assert set(ratios) == {"sequential", "vmap", "grouped"} and ratios["sequential"] == 1.0
+    assert "losses checked equal first" in out and "3 x SmallCNN [4, 8] at 8 px" in out

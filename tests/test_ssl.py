@@ -298,6 +298,28 @@ def test_the_linear_probe_fits_every_training_row(tiny_stores, default_config, m
     assert sum(rows) == batches.n
 
 
+@pytest.mark.parametrize("lr, fits", [(1e4, False), (0.5, True)])
+def test_a_probe_that_fits_worse_than_the_class_shares_is_called_so(lr, fits, tiny_stores, default_config, capsys):
+    """The class-prior loss is -mean(log share of each row's class); a probe whose lr overshoots ends
+    above it, is named in the log, and the report says so (`report.sections.ssl._probe_fit`)."""
+    from report.document import Document
+    from report.sections.ssl import _probe_fit
+    from training.data import ZarrBatches
+
+    method = ssl_method("moco_v2", default_config, batch_size=8, probe_epochs=5, probe_milestones=[4], probe_lr=lr)
+    batches = ZarrBatches(tiny_stores["original"], "train", 8, shuffle=True, drop_last=True)
+    stats = method.finish(batches)
+    labels = torch.from_numpy(batches.column("labels"))
+    shares = torch.bincount(labels).float() / len(labels)
+    assert stats["probe_prior_loss"] == pytest.approx(float(-shares[labels].log().mean()), rel=1e-6)
+    assert (stats["probe_loss"] < stats["probe_prior_loss"]) == fits
+    assert ("fits its training rows worse than the class shares" in capsys.readouterr().out) != fits
+    doc = Document("report")
+    rows = [{"kind": "train", "experiment": "moco", "seed": 0, "metric": k, "value": v} for k, v in stats.items()]
+    _probe_fit(doc, [{"experiment": "moco", "label": "MoCo-v2"}], rows)
+    assert ("Probe not fitted:** MoCo-v2 (seed 0)" in doc.markdown()) != fits
+
+
 def test_moco_v2_trains_and_its_linear_probe_is_the_head(tiny_stores, default_config, tmp_path):
     from training.evaluation import accuracy, predict_store
     from training.trainer import train
@@ -315,7 +337,8 @@ def test_moco_v2_trains_and_its_linear_probe_is_the_head(tiny_stores, default_co
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])  # deterministic
     rows = [__import__("json").loads(line) for line in (tmp_path / "a" / "train_metrics.jsonl").read_text().splitlines()]
     probe = {r["metric"]: r["value"] for r in rows if r["metric"].startswith("probe_")}
-    assert set(probe) == {"probe_loss", "probe_train_accuracy"} and probe["probe_train_accuracy"] > 100 / 9
+    assert set(probe) == {"probe_loss", "probe_train_accuracy", "probe_prior_loss"}
+    assert probe["probe_train_accuracy"] > 100 / 9 and probe["probe_loss"] < probe["probe_prior_loss"]
     assert any(r["metric"] == "sim_nonsemantic" for r in rows)
     from training.build import build_method
 

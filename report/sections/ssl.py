@@ -44,7 +44,7 @@ def ssl_runs(config: dict[str, Any]) -> list[dict[str, Any]]:
         if exp["method"] in SSL_METHODS and not exp.get("grid"):
             args = {**spec(exp["method"]).defaults, **exp.get("method_args", {})}
             runs.append({"experiment": name, "label": exp["label"], "method": exp["method"],
-                         "negative": args["negative"], "alpha": float(args["alpha"])})
+                         "negative": args["negative"], "alpha": float(args["alpha"]), "probe_lr": float(args["probe_lr"])})
     order = {("moco_v2", "none"): 0, ("moco_v2_texture", "texture"): 1, ("moco_v2", "patch"): 2,
              ("byol", "none"): 3, ("byol", "patch"): 4}
     return sorted(runs, key=lambda r: (order[(r["method"], r["negative"])], r["alpha"]))
@@ -68,8 +68,10 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
     if not runs:
         return
     doc.heading("Non-semantic negatives – Ge et al. (NeurIPS 2021), Table 1")
+    lrs = " / ".join(f"{lr:g}" for lr in sorted({r["probe_lr"] for r in runs}))
     doc.para("Self-supervised pre-training on the training images, then a linear probe on the frozen backbone "
-             "(SGD lr 10, batch 128, 60 epochs, ×0.1 at 30/40/50, on features computed once without augmentation); the "
+             f"(SGD lr {lrs} (the paper: 10), batch 128, 60 epochs, ×0.1 at 30/40/50, on features computed once "
+             "without augmentation); the "
              "probe's accuracy on each test set. Patch negatives are made anew each step from the stored image, texture "
              "negatives are the images' IN-9-Texture copies, both in the colours of the query view (Sec. 3.3); MoCo-v2 "
              "uses shuffled batch norm (split BN over a permuted key batch on one device). The OOD sets here are "
@@ -88,6 +90,7 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
     named = [(r["experiment"], display(r)) for r in runs]
     named += [(e, f"Supervised – {supervised}") for e, x in config["experiments"].items() if x["label"] == supervised]
     _severity_table(doc, named, rows)
+    _probe_fit(doc, runs, rows)
     _verdict(doc, runs, table, chance)
     sims = similarity_table(rows)
     _similarity(doc, runs, sims, paper["ge_similarity"], out_dir / "ssl_similarity.png")
@@ -149,6 +152,26 @@ def _severity_table(doc: Document, named: list[tuple[str, str]], rows: list[dict
     severities = sorted({s for per in found.values() for s in per})
     body = [[label, *[mean_std(found[exp].get(s, [])) for s in severities]] for exp, label in named if exp in found]
     doc.table([f"{name} accuracy (%) by severity", *[str(s) for s in severities]], body)
+
+
+def _probe_fit(doc: Document, runs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+    """Name the runs whose linear probe ended fitting its own training rows worse than the class
+    shares do (training loss >= the class-prior loss, `SelfSupervised.finish`): their accuracies
+    measure the probe's learning rate, not the features."""
+    final: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    for r in rows:
+        if r.get("kind") == "train" and r["metric"] in ("probe_loss", "probe_prior_loss"):
+            final[(r["experiment"], r["seed"])][r["metric"]] = r["value"]
+    labels = {r["experiment"]: r["label"] for r in runs}
+    unfit = defaultdict(list)
+    for (exp, seed), v in sorted(final.items()):
+        if exp in labels and "probe_prior_loss" in v and v["probe_loss"] >= v["probe_prior_loss"]:
+            unfit[labels[exp]].append(str(seed))
+    if unfit:
+        named = "; ".join(f"{label} (seed {', '.join(seeds)})" for label, seeds in unfit.items())
+        doc.para(f"**Probe not fitted:** {named}: the linear probe ends with a training loss at or above that of "
+                 "predicting the class shares, so these accuracies measure the probe's learning rate, not the "
+                 "features. Lower the runs' `method_args.probe_lr`.")
 
 
 def _verdict(doc: Document, runs: list[dict[str, Any]], table: dict[str, dict[str, list[float]]],

@@ -207,10 +207,18 @@ class SelfSupervised(Method):
             sched.step()
         with torch.no_grad():
             logits = head(x)
+            shares = torch.bincount(y, minlength=logits.shape[1]).float() / len(y)
             stats = {"probe_loss": float(F.cross_entropy(logits, y)),
-                     "probe_train_accuracy": float((logits.argmax(1) == y).float().mean() * 100)}
+                     "probe_train_accuracy": float((logits.argmax(1) == y).float().mean() * 100),
+                     "probe_prior_loss": float(-(shares[y]).log().mean())}
         if not math.isfinite(stats["probe_loss"]):
             raise FloatingPointError(f"the linear probe diverged (lr {self.args['probe_lr']}): lower probe_lr")
+        if stats["probe_loss"] >= stats["probe_prior_loss"]:
+            # SGD's lr of the paper (10) is for ResNet-50 features on ImageNet-100; on other features it can
+            # overshoot and end where it fits its own training rows worse than the class shares do
+            print(f"warning: the linear probe fits its training rows worse than the class shares (loss "
+                  f"{stats['probe_loss']:.3g} >= {stats['probe_prior_loss']:.3g}): its accuracies measure the probe, "
+                  f"not the features; lower probe_lr (now {self.args['probe_lr']:g})", flush=True)
         return stats
 
 

@@ -230,6 +230,19 @@ def test_a_report_key_reruns_only_the_report(paper_smoke, tmp_path):
     assert planned(snakemake("-n", "all", "--cores", "2", *configs, str(edit), *rest)) == {"report": 1, "all": 1}
 
 
+def test_another_path_to_the_interpreter_reruns_nothing(paper_smoke, tmp_path):
+    """A job's identity is its config: starting the finished workflow through another path to the
+    same interpreter (a symlink, as another venv or `snakemake` against `python -m snakemake` gives)
+    plans nothing, because neither params nor shell text name the interpreter or the checkout."""
+    results, args = paper_smoke
+    other = tmp_path / "python"
+    other.symlink_to(sys.executable)
+    proc = subprocess.run([str(other), "-m", "snakemake", "-n", "all", "--cores", "2", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert planned(proc.stdout + proc.stderr) == {}, (proc.stdout + proc.stderr)[-3000:]
+
+
 def test_a_stylization_edit_remakes_only_the_stylized_store_and_the_runs_reading_it(paper_smoke, tmp_path):
     """alpha of Stylized IN-9: its shard and gather rerun, the runs trained on it or reading it
     (Base (SIN9), S-CLAD, S-CLAD+) retrain, every IN-9 model is rescored (the test set changed);

@@ -46,7 +46,8 @@ def _intro(doc: Document, ctx: ReportContext) -> None:
 
 def _other_datasets(doc: Document, ctx: ReportContext) -> None:
     for dataset, d_table in ctx.other_tables.items():
-        ssl.dataset_sections(doc, ctx.config, dataset, d_table, ctx.elsewhere[dataset], ctx.paper, ctx.out_dir)
+        ssl.dataset_sections(doc, ctx.config, dataset, d_table, ctx.elsewhere[dataset], ctx.paper, ctx.out_dir,
+                             ctx.rows)
 
 
 SECTIONS: list[Section] = [

@@ -98,9 +98,11 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
 
 
 def dataset_sections(doc: Document, config: dict[str, Any], dataset: str, table: dict[str, dict[str, list[float]]],
-                     rows: list[dict[str, Any]], paper: dict[str, Any], out_dir: Path) -> None:
+                     rows: list[dict[str, Any]], paper: dict[str, Any], out_dir: Path,
+                     train_rows: list[dict[str, Any]] = ()) -> None:
     """Ge et al. Table 1 for the runs scored on `dataset` (their `eval_dataset`, e.g. ImageNet-100):
-    `table` and `rows` hold only that dataset's numbers. Our rows and the paper's share the columns
+    `table` and `rows` hold only that dataset's numbers (`train_rows`: the runs' training rows, for
+    the probe's fit). Our rows and the paper's share the columns
     the dataset builds (`PAPER_COLUMNS`); then the severity table, the capability line and verdict,
     and the similarities. The shape bias and Fig. 6 need styles with a class (`styles.kind: flat`
     has none)."""
@@ -132,6 +134,7 @@ def dataset_sections(doc: Document, config: dict[str, Any], dataset: str, table:
                         + (f" ± {std[cols.index(c)]:.2f}" if std and c else "")) for _, _, c in columns]])
     doc.table(["Type", "Model (ResNet-50, linear probe)", *[h for _, h, _ in columns]], body)
     _severity_table(doc, [(r["experiment"], display(r)) for r in runs], rows, f"{name}-C")
+    _probe_fit(doc, runs, list(train_rows))
     _verdict(doc, runs, table, 100 / len(ds_cfg["classes"]), [v for v, _, c in columns[1:] if c])
     _similarity(doc, runs, similarity_table(rows), paper["ge_similarity"], out_dir / f"ssl_similarity_{dataset}.png",
                 f" on {name}", f"{name}-Texture")

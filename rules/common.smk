@@ -30,7 +30,7 @@ THREADS = config["training"].get("threads", 2)
 os.environ["WORKBENCH_PYTHON"] = "python" if workflow.deployment_settings.deployment_method else sys.executable
 if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != workflow.basedir:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
-PY = '"$WORKBENCH_PYTHON"'
+PY = '"${WORKBENCH_PYTHON:-python}"'  # the fallback: a command printed by `snakemake -p` runs in a shell as is
 for _key, _value in res.JOB_ENVIRONMENT.items():  # malloc keeps freed memory; a value already set wins
     os.environ.setdefault(_key, _value)
 

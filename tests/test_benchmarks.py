@@ -38,4 +38,4 @@ def test_batched_seeds_computes_the_same_losses_three_ways_and_prints_ratios(cap
     ratios = batched(["--models", "3", "--channels", "4,8", "--size", "8", "--batch", "4", "--steps", "1"])
     out = capsys.readouterr().out
     assert set(ratios) == {"sequential", "vmap", "grouped"} and ratios["sequential"] == 1.0
-    assert "losses checked equal first" in out and "3 x SmallCNN [4, 8] at 8 px" in out
+    assert "losses of two steps checked equal first" in out and "3 x SmallCNN [4, 8] at 8 px" in out

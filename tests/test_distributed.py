@@ -223,6 +223,6 @@ def test_the_workflow_starts_torchrun_for_a_two_gpu_experiment(tmp_path):
     assert len(commands) == 2, out[-3000:]
     ddp = next(c for c in commands if "ddp_probe" in c)
     one = next(c for c in commands if "base_in9" in c)
-    assert 'OMP_NUM_THREADS=1 "$WORKBENCH_PYTHON" -m torch.distributed.run --standalone --nproc_per_node 2 -m ' \
-           "training train" in ddp   # each process its configured thread
-    assert "torch.distributed.run" not in one and '"$WORKBENCH_PYTHON" -m training train' in one
+    assert 'OMP_NUM_THREADS=1 "${WORKBENCH_PYTHON:-python}" -m torch.distributed.run --standalone --nproc_per_node 2 ' \
+           "-m training train" in ddp   # each process its configured thread
+    assert "torch.distributed.run" not in one and '"${WORKBENCH_PYTHON:-python}" -m training train' in one

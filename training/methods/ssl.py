@@ -51,7 +51,7 @@ import torch.nn.functional as F
 
 from core.seeding import name_seed
 
-from ..distributed import gather_rows, world
+from ..distributed import gather_rows, is_main, world
 from ..losses import byol_loss, moco_nce
 from ..negatives import patch_tilings
 from .ssl_augment import AugPlus, ViewParams
@@ -182,7 +182,8 @@ class SelfSupervised(Method):
 
     def finish(self, batches) -> dict[str, float]:
         """Fit the linear probe (`network.head`) on the frozen features of the training split;
-        returns its final training loss and accuracy."""
+        returns its final training loss and accuracy, and the loss of predicting the training
+        class shares (`probe_prior_loss`, the entropy of the labels: the best a constant does)."""
         device = next(self.parameters()).device
         self.eval()
         feats, labels = [], []
@@ -213,12 +214,13 @@ class SelfSupervised(Method):
                      "probe_prior_loss": float(-(shares[y]).log().mean())}
         if not math.isfinite(stats["probe_loss"]):
             raise FloatingPointError(f"the linear probe diverged (lr {self.args['probe_lr']}): lower probe_lr")
-        if stats["probe_loss"] >= stats["probe_prior_loss"]:
-            # SGD's lr of the paper (10) is for ResNet-50 features on ImageNet-100; on other features it can
-            # overshoot and end where it fits its own training rows worse than the class shares do
-            print(f"warning: the linear probe fits its training rows worse than the class shares (loss "
-                  f"{stats['probe_loss']:.3g} >= {stats['probe_prior_loss']:.3g}): its accuracies measure the probe, "
-                  f"not the features; lower probe_lr (now {self.args['probe_lr']:g})", flush=True)
+        if stats["probe_loss"] >= stats["probe_prior_loss"] and is_main():
+            # SGD's lr of the paper (10) is for ResNet-50 features on ImageNet-100: on other features it can
+            # overshoot; collapsed features leave no probe better than the class shares at any lr
+            print(f"warning: the linear probe fits its training rows no better than the class shares (loss "
+                  f"{stats['probe_loss']:.3g} >= {stats['probe_prior_loss']:.3g}): either probe_lr (now "
+                  f"{self.args['probe_lr']:g}) is too high for these features, or they hold no class information "
+                  "(collapse); its accuracies do not measure the features", flush=True)
         return stats
 
 

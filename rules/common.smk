@@ -23,14 +23,12 @@ PACKS = packs(config)  # the runs trained in one process (rules/runs.smk): PACKS
 THREADS = config["training"].get("threads", 2)
 # The interpreter that runs Snakemake, or the job's own environment's under --use-conda; the
 # checkout is importable either way (conda environments do not install the project). Both reach
-# the jobs through the environment, not through their command text: Snakemake records a job's
-# params and shell command, and a path there would rerun every job when the same workflow is
-# started by another path to the interpreter (`snakemake` vs `python -m snakemake`, another venv)
-# or from another clone.
-os.environ["WORKBENCH_PYTHON"] = "python" if workflow.deployment_settings.deployment_method else sys.executable
-if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != workflow.basedir:
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
-PY = '"${WORKBENCH_PYTHON:-python}"'  # the fallback: a command printed by `snakemake -p` runs in a shell as is
+# the jobs through the environment, so that no job's params or command name a path
+# (workbench.resources.interpreter_environment).
+_PYTHON = "python" if workflow.deployment_settings.deployment_method else sys.executable
+for _key, _value in res.interpreter_environment(workflow.basedir, _PYTHON).items():
+    os.environ[_key] = _value
+PY = res.PYTHON_COMMAND
 for _key, _value in res.JOB_ENVIRONMENT.items():  # malloc keeps freed memory; a value already set wins
     os.environ.setdefault(_key, _value)
 

@@ -230,6 +230,20 @@ def test_a_report_key_reruns_only_the_report(paper_smoke, tmp_path):
     assert planned(snakemake("-n", "all", "--cores", "2", *configs, str(edit), *rest)) == {"report": 1, "all": 1}
 
 
+def test_the_interpreter_and_the_checkout_reach_jobs_through_the_environment():
+    from workbench.resources import PYTHON_COMMAND, interpreter_environment
+
+    assert interpreter_environment("/co", "/venv/bin/python", {}) == {"WORKBENCH_PYTHON": "/venv/bin/python",
+                                                                       "PYTHONPATH": "/co"}
+    # the checkout first, once, before what the caller had
+    assert interpreter_environment("/co", "python", {"PYTHONPATH": "/x:/y"})["PYTHONPATH"] == "/co:/x:/y"
+    assert interpreter_environment("/co", "python", {"PYTHONPATH": "/co:/x"})["PYTHONPATH"] == "/co:/x"
+    # a command printed by `snakemake -p` runs in a shell without the variable too
+    out = subprocess.run(["bash", "-c", f"unset WORKBENCH_PYTHON; {PYTHON_COMMAND} -c 'print(42)'"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "42"
+
+
 def test_another_path_to_the_interpreter_reruns_nothing(paper_smoke, tmp_path):
     """A job's identity is its config: starting the finished workflow through another path to the
     same interpreter (a symlink, as another venv or `snakemake` against `python -m snakemake` gives)

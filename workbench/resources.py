@@ -8,6 +8,8 @@ runtime, `attempt`); `profiles/slurm/config.yaml` can still override any rule wi
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from pipeline.datasets import DEFAULT_FAMILY, get_family
@@ -20,6 +22,24 @@ from pipeline.datasets import DEFAULT_FAMILY, get_family
 #: commands, so it is no rule parameter and results made without it are not rerun.
 JOB_ENVIRONMENT = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824",
                    "MALLOC_TOP_PAD_": "67108864"}
+
+#: the command text every rule starts its Python with; the interpreter itself comes from the
+#: environment (`interpreter_environment`), with `python` as the fallback so that a command printed
+#: by `snakemake -p` runs in a shell as is
+PYTHON_COMMAND = '"${WORKBENCH_PYTHON:-python}"'
+
+
+def interpreter_environment(basedir: str, python: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The variables rules/common.smk puts in the workflow's environment so that every job runs
+    `python` (the interpreter that runs Snakemake, or "python" inside a job's conda environment)
+    with the checkout `basedir` first on PYTHONPATH (after it, what `environ` already holds there).
+    They travel in the environment, not in the command text: Snakemake records a job's params and
+    shell command, and a path there would rerun every job when the same workflow is started
+    through another path to the interpreter (`snakemake` vs `python -m snakemake`, another venv)."""
+    paths = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"WORKBENCH_PYTHON": python,
+            "PYTHONPATH": os.pathsep.join(paths if paths[:1] == [basedir] else [basedir, *paths])}
+
 
 #: GPU seconds per training image at 224 px for ResNet-18 (forward + backward, mixed precision)
 #: times 3 for headroom; other architectures scale by their relative cost

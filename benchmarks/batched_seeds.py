@@ -11,8 +11,9 @@ K `SmallCNN`s (the demo's network), one Adam step each on its own batch, three w
   grouped     one wide network: each convolution with groups = K, batch norm over K x C channels
               (per channel, so per model), the K batches side by side as channels.
 All three start from the same K initialisations and compute the same K losses on the first two
-steps (checked before timing, to float tolerance: the gradients and the updates match as well). The three alternate step by step so machine drift hits each alike;
-the table gives the median step time and the ratio to sequential (below 1: batching pays).
+steps (checked before timing, to float tolerance: the gradients and the updates match as well).
+The three alternate step by step so machine drift hits each alike; the table gives the median
+step time and the ratio to sequential (below 1: batching pays).
 """
 
 from __future__ import annotations

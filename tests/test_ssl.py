@@ -316,12 +316,12 @@ def test_a_probe_that_fits_worse_than_the_class_shares_is_called_so(lr, fits, ti
     assert ("fits its training rows no better than the class shares" in capsys.readouterr().out) != fits
     doc = Document("report")
     rows = [{"kind": "train", "experiment": "moco", "seed": 0, "metric": k, "value": v} for k, v in stats.items()]
-    _probe_fit(doc, [{"experiment": "moco", "label": "MoCo-v2"}], rows, 9)
+    _probe_fit(doc, [{"experiment": "moco", "label": "MoCo-v2"}], rows, 100 / 9)
     assert ("Probe not fitted:** MoCo-v2 (seed 0)" in doc.markdown()) != fits
     # a run trained before the prior loss was recorded: flagged only at or above log(classes)
     old = Document("report")
     _probe_fit(old, [{"experiment": "moco", "label": "MoCo-v2"}],
-               [r for r in rows if r["metric"] != "probe_prior_loss"], 9)
+               [r for r in rows if r["metric"] != "probe_prior_loss"], 100 / 9)
     assert ("Probe not fitted" in old.markdown()) == (stats["probe_loss"] >= math.log(9))
 
 

@@ -91,7 +91,7 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
     named = [(r["experiment"], display(r)) for r in runs]
     named += [(e, f"Supervised – {supervised}") for e, x in config["experiments"].items() if x["label"] == supervised]
     _severity_table(doc, named, rows)
-    _probe_fit(doc, runs, rows, round(100 / chance))
+    _probe_fit(doc, runs, rows, chance)
     _verdict(doc, runs, table, chance)
     sims = similarity_table(rows)
     _similarity(doc, runs, sims, paper["ge_similarity"], out_dir / "ssl_similarity.png")
@@ -135,7 +135,7 @@ def dataset_sections(doc: Document, config: dict[str, Any], dataset: str, table:
                         + (f" ± {std[cols.index(c)]:.2f}" if std and c else "")) for _, _, c in columns]])
     doc.table(["Type", "Model (ResNet-50, linear probe)", *[h for _, h, _ in columns]], body)
     _severity_table(doc, [(r["experiment"], display(r)) for r in runs], rows, f"{name}-C")
-    _probe_fit(doc, runs, list(train_rows), len(ds_cfg["classes"]))
+    _probe_fit(doc, runs, list(train_rows), 100 / len(ds_cfg["classes"]))
     _verdict(doc, runs, table, 100 / len(ds_cfg["classes"]), [v for v, _, c in columns[1:] if c])
     _similarity(doc, runs, similarity_table(rows), paper["ge_similarity"], out_dir / f"ssl_similarity_{dataset}.png",
                 f" on {name}", f"{name}-Texture")
@@ -158,11 +158,11 @@ def _severity_table(doc: Document, named: list[tuple[str, str]], rows: list[dict
     doc.table([f"{name} accuracy (%) by severity", *[str(s) for s in severities]], body)
 
 
-def _probe_fit(doc: Document, runs: list[dict[str, Any]], rows: list[dict[str, Any]], classes: int) -> None:
+def _probe_fit(doc: Document, runs: list[dict[str, Any]], rows: list[dict[str, Any]], chance: float) -> None:
     """Name the runs whose linear probe ended fitting its own training rows no better than the
     class shares do (training loss >= the class-prior loss, `SelfSupervised.finish`; for runs
-    trained before that was recorded, >= log(classes), which is at least the prior loss): their
-    accuracies do not measure the features."""
+    trained before that was recorded, >= log(100 / chance) = log(classes), at least the prior
+    loss): their accuracies do not measure the features."""
     final: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
     for r in rows:
         if r.get("kind") == "train" and r["metric"] in ("probe_loss", "probe_prior_loss"):
@@ -170,7 +170,7 @@ def _probe_fit(doc: Document, runs: list[dict[str, Any]], rows: list[dict[str, A
     labels = {r["experiment"]: r["label"] for r in runs}
     unfit = defaultdict(list)
     for (exp, seed), v in sorted(final.items()):
-        if exp in labels and "probe_loss" in v and v["probe_loss"] >= v.get("probe_prior_loss", math.log(classes)):
+        if exp in labels and "probe_loss" in v and v["probe_loss"] >= v.get("probe_prior_loss", math.log(100 / chance)):
             unfit[labels[exp]].append(str(seed))
     if unfit:
         named = "; ".join(f"{label} (seed {', '.join(seeds)})" for label, seeds in unfit.items())

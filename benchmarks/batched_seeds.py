@@ -1,19 +1,25 @@
 """Several small models in one process as one batched model, against training them one after
-the other: the lever issue 26 names for seeds of one small model (and BiasEnsemble's committee).
+the other: the lever issue 26 names for seeds of one small model (and BiasEnsemble's committee),
+and, with `--compile`, the same steps under `torch.compile` (another lever it names).
 
     python -m benchmarks.batched_seeds [--models 5] [--channels 16,32,64] [--size 28] [--batch 64]
-                                       [--steps 20] [--threads 1] [--device cpu|cuda]
+                                       [--steps 20] [--threads 1] [--device cpu|cuda] [--compile]
 
-K `SmallCNN`s (the demo's network), one Adam step each on its own batch, three ways:
-  sequential  K ordinary steps (what the workflow does: one model per run);
+K `SmallCNN`s (the demo's network), one Adam step each on its own batch, three ways (four with
+`--compile`):
+  sequential  K ordinary steps on channels-last batches, as the loader gives them (what the
+              workflow does: one model per run);
   vmap        `torch.func.stack_module_state` + `functional_call` under `vmap`, one optimiser over
               the stacked parameters (batch norm's running statistics stacked with them);
   grouped     one wide network: each convolution with groups = K, batch norm over K x C channels
-              (per channel, so per model), the K batches side by side as channels.
-All three start from the same K initialisations and compute the same K losses on the first two
+              (per channel, so per model), the K batches side by side as channels;
+  compiled    (`--compile`) the sequential steps with each model under `torch.compile` (inductor);
+              its compile time, spent in the first two steps, is printed apart: it pays only where
+              a run's steps save more than that.
+All ways start from the same K initialisations and compute the same K losses on the first two
 steps (checked before timing, to float tolerance: the gradients and the updates match as well).
-The three alternate step by step so machine drift hits each alike; the table gives the median
-step time and the ratio to sequential (below 1: batching pays).
+The ways alternate step by step so machine drift hits each alike; the table gives the median
+step time and the ratio to sequential (below 1: the way pays).
 """
 
 from __future__ import annotations
@@ -56,21 +62,31 @@ def grouped_network(models: list[SmallCNN]) -> nn.Module:
     return nn.ModuleDict({"body": nn.Sequential(*layers), "head": head})
 
 
-def steps(models: list[SmallCNN], x: torch.Tensor, y: torch.Tensor) -> dict[str, Callable[[], torch.Tensor]]:
-    """{way: one training step of all K models, returning the (K,) losses}; x (K, B, 3, H, W), y (K, B)."""
-    k, b, _, h, w = x.shape
-    seq_models = copy.deepcopy(models)
-    seq_opts = [torch.optim.Adam(m.parameters(), 1e-3) for m in seq_models]
+def one_by_one(models: list[nn.Module], x: torch.Tensor, y: torch.Tensor,
+               wrap: Callable[[nn.Module], Callable] = lambda m: m) -> Callable[[], torch.Tensor]:
+    """One Adam step of each of (copies of) `models` in turn, each called through `wrap`; the (K,) losses."""
+    own = copy.deepcopy(models)
+    calls, opts = [wrap(m) for m in own], [torch.optim.Adam(m.parameters(), 1e-3) for m in own]
+    batches = [xi.contiguous(memory_format=torch.channels_last) for xi in x]  # the layout the loader gives
 
-    def sequential() -> torch.Tensor:
+    def step() -> torch.Tensor:
         losses = []
-        for m, opt, xi, yi in zip(seq_models, seq_opts, x, y):
+        for call, opt, xi, yi in zip(calls, opts, batches, y):
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(m(xi), yi)
+            loss = F.cross_entropy(call(xi), yi)
             loss.backward()
             opt.step()
             losses.append(loss.detach())
         return torch.stack(losses)
+
+    return step
+
+
+def steps(models: list[SmallCNN], x: torch.Tensor, y: torch.Tensor,
+          compiled: bool = False) -> dict[str, Callable[[], torch.Tensor]]:
+    """{way: one training step of all K models, returning the (K,) losses}; x (K, B, 3, H, W), y (K, B)."""
+    k, b, _, h, w = x.shape
+    sequential = one_by_one(models, x, y)
 
     params, buffers = stack_module_state(copy.deepcopy(models))
     params = {n: p.detach().requires_grad_() for n, p in params.items()}
@@ -91,7 +107,8 @@ def steps(models: list[SmallCNN], x: torch.Tensor, y: torch.Tensor) -> dict[str,
 
     wide = grouped_network(models).to(x.device)
     wide_opt = torch.optim.Adam(wide.parameters(), 1e-3)
-    x_wide = x.permute(1, 0, 2, 3, 4).reshape(b, k * 3, h, w).contiguous()  # (B, K*3, H, W)
+    x_wide = x.permute(1, 0, 2, 3, 4).reshape(b, k * 3, h, w)  # (B, K*3, H, W)
+    x_wide = x_wide.contiguous(memory_format=torch.channels_last)
 
     def grouped() -> torch.Tensor:
         wide_opt.zero_grad(set_to_none=True)
@@ -101,7 +118,10 @@ def steps(models: list[SmallCNN], x: torch.Tensor, y: torch.Tensor) -> dict[str,
         wide_opt.step()
         return losses.detach()
 
-    return {"sequential": sequential, "vmap": vmapped, "grouped": grouped}
+    ways = {"sequential": sequential, "vmap": vmapped, "grouped": grouped}
+    if compiled:
+        ways["compiled"] = one_by_one(models, x, y, torch.compile)
+    return ways
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -113,6 +133,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--compile", action="store_true", help="time the sequential steps under torch.compile too")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -121,11 +142,16 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     models = [SmallCNN(10, channels).to(device) for _ in range(args.models)]
     x = torch.randn(args.models, args.batch, 3, args.size, args.size, device=device)
     y = torch.randint(0, 10, (args.models, args.batch), device=device)
-    ways = steps(models, x, y)
+    ways = steps(models, x, y, args.compile)
     # the same K losses from the same weights, and again after one step (the gradients and the update match too)
+    first_steps = {name: 0.0 for name in ways}  # seconds: the compiled way compiles here (forward, then backward)
     for step_no in (1, 2):
-        losses = {name: step() for name, step in ways.items()}
-        for name in ("vmap", "grouped"):
+        losses = {}
+        for name, step in ways.items():
+            t0 = time.perf_counter()
+            losses[name] = step()
+            first_steps[name] += time.perf_counter() - t0
+        for name in set(ways) - {"sequential"}:
             if not torch.allclose(losses[name], losses["sequential"], rtol=1e-3, atol=1e-4):
                 raise SystemExit(f"{name} computes other losses than sequential at step {step_no}: {losses[name]} "
                                  f"vs {losses['sequential']}")
@@ -145,6 +171,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"{'way':12s} {'ms / step of all K':>19s} {'vs sequential':>14s}")
     for name, median in medians.items():
         print(f"{name:12s} {1000 * median:19.1f} {median / medians['sequential']:13.2f}x")
+    if "compiled" in ways:
+        extra = first_steps["compiled"] - first_steps["sequential"]
+        print(f"compiling: {extra:.1f} s for the K models (their first two steps beyond sequential's), "
+              "paid once per process")
     return {name: median / medians["sequential"] for name, median in medians.items()}
 
 

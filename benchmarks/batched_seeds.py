@@ -124,6 +124,17 @@ def steps(models: list[SmallCNN], x: torch.Tensor, y: torch.Tensor,
     return ways
 
 
+def timed(step: Callable[[], torch.Tensor], device: torch.device) -> tuple[torch.Tensor, float]:
+    """(the step's losses, its wall seconds), the device synchronised on both sides."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    losses = step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return losses, time.perf_counter() - t0
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", type=int, default=5)
@@ -148,9 +159,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for step_no in (1, 2):
         losses = {}
         for name, step in ways.items():
-            t0 = time.perf_counter()
-            losses[name] = step()
-            first_steps[name] += time.perf_counter() - t0
+            losses[name], seconds = timed(step, device)
+            first_steps[name] += seconds
         for name in set(ways) - {"sequential"}:
             if not torch.allclose(losses[name], losses["sequential"], rtol=1e-3, atol=1e-4):
                 raise SystemExit(f"{name} computes other losses than sequential at step {step_no}: {losses[name]} "
@@ -158,13 +168,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     times: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(args.steps):
         for name, step in ways.items():
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            step()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(timed(step, device)[1])
     medians = {name: statistics.median(t) for name, t in times.items()}
     print(f"{args.models} x SmallCNN {list(channels)} at {args.size} px, batch {args.batch}, {args.device}, "
           f"{args.threads} thread(s); median of {args.steps} steps each (losses of two steps checked equal first)")

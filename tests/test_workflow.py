@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 import torch
@@ -244,13 +245,25 @@ def test_the_interpreter_and_the_checkout_reach_jobs_through_the_environment():
     assert out.strip() == "42"
 
 
+def another_path_to_this_interpreter(folder: Path) -> Path:
+    """This interpreter, with its packages, under another path: `folder`/env links to the whole
+    environment (sys.prefix) and the interpreter is started through that link. A link to the
+    executable alone would not do inside a virtual environment: Python looks for `pyvenv.cfg` beside
+    the path it was started from (and one folder up), so a lone link starts the base interpreter
+    without the venv's packages."""
+    executable = Path(sys.executable)
+    if not executable.is_relative_to(sys.prefix):
+        pytest.skip(f"the interpreter {executable} lies outside its environment {sys.prefix}")
+    (folder / "env").symlink_to(sys.prefix, target_is_directory=True)
+    return folder / "env" / executable.relative_to(sys.prefix)
+
+
 def test_another_path_to_the_interpreter_reruns_nothing(paper_smoke, tmp_path):
     """A job's identity is its config: starting the finished workflow through another path to the
     same interpreter (a symlink, as another venv or `snakemake` against `python -m snakemake` gives)
     plans nothing, because neither params nor shell text name the interpreter or the checkout."""
     results, args = paper_smoke
-    other = tmp_path / "python"
-    other.symlink_to(sys.executable)
+    other = another_path_to_this_interpreter(tmp_path)
     proc = subprocess.run([str(other), "-m", "snakemake", "-n", "all", "--cores", "2", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -14,6 +14,7 @@ import sys
 
 sys.path.insert(0, workflow.basedir)
 from workbench.config import ConfigError, resolve_config
+from workbench.user_paths import missing_paths
 
 
 configfile: "config/config.yaml"
@@ -23,6 +24,8 @@ try:
     resolved = resolve_config(config)
 except ConfigError as error:
     sys.exit(str(error))
+if missing := missing_paths(config):  # before the graph: a job that cannot run must not leave an old output standing
+    sys.exit("the config names files or folders that are not there:\n" + "\n".join(f"  {m}" for m in missing))
 config.update(resolved)  # sweeps, grids and Table 5's U2-Net runs become runs of their own
 
 

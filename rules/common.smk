@@ -13,11 +13,17 @@ from pipeline.sources.listing import folder_fingerprint
 from pipeline.datasets import get_family
 from workbench import resources as res
 from workbench.config import dataset_family, dataset_variants, packs, runs, scoring
-from workbench.slices import (analysis_config, dataset_job_config, imagenet_evaluation_config,
+from workbench.slices import (analysis_config, config_provenance, dataset_job_config, imagenet_evaluation_config,
                               official_evaluation_config, report_config, run_config, scoring_config,
                               slice_file)
 
 R = config["results"]
+# the config files in the order Snakemake merged them (the Snakefile's `configfile`, then --configfile's),
+# named as given or relative to the working directory, and the --config overrides: the report names them
+_GIVEN = [str(f) for f in workflow.config_settings.configfiles]
+_FILES = [str(f) for f in workflow.configfiles if str(f) not in _GIVEN] + _GIVEN
+PROVENANCE = config_provenance(config, [os.path.relpath(f) if os.path.abspath(f).startswith(os.getcwd() + os.sep) else f
+                                        for f in _FILES], dict(workflow.config_settings.config))
 RUNS = runs(config)  # every (experiment, seed): what every declaration (experiments, sweeps, grids) expands to
 PACKS = packs(config)  # the runs trained in one process (rules/runs.smk): PACKS[0] holds those trained alone
 THREADS = config["training"].get("threads", 2)

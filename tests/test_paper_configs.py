@@ -6,9 +6,15 @@ the counts (workbench/smoke.py). One Snakemake run covers them all, as a user gi
 command line, so the first run on a cluster is never the first run ever.
 """
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
 import yaml
+
+from workbench.config import deep_merge
+from workbench.user_paths import named_paths
 
 from .conftest import PAPER_CONFIGS, ROOT
 from .standins import write_paper_paths
@@ -29,15 +35,30 @@ def test_each_paper_config_plans_to_its_report_alone(config, standin_paths, tmp_
         own, mine["evaluation"] = own | {"official"}, standin_paths["evaluation"]
     paths = tmp_path / "paths.yaml"
     paths.write_text(yaml.safe_dump({**mine, "datasets": {k: v for k, v in standin_paths["datasets"].items() if k in own}}))
-    jobs = planned(snakemake("-n", "all", "--cores", "32", "--configfile", config, str(paths),
-                             "--config", f"results={tmp_path / 'results'}"))
+    out = snakemake("-n", "all", "--cores", "32", "--configfile", config, str(paths),
+                    "--config", f"results={tmp_path / 'results'}")
+    jobs = planned(out)
     assert jobs["report"] == 1 and jobs["all"] == 1
+    # every file a job reads is the workflow's own or one the config names, which is checked before the
+    # graph is built (workbench.user_paths): no job can lack an input that an old output would stand in for
+    merged = deep_merge(deep_merge(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
+                                   yaml.safe_load((ROOT / config).read_text())), yaml.safe_load(paths.read_text()))
+    named = [Path(p) for p in named_paths(merged).values()]
+    for line in re.findall(r"^    input: (.+)$", out, re.M):
+        for path in map(Path, line.replace("<TBD>", "").split(", ")):   # <TBD>: after the listing checkpoint
+            if not str(path) or str(path) == ".":
+                continue
+            assert path.is_relative_to(tmp_path / "results-smoke") or any(
+                path == n or path.is_relative_to(n) for n in named), path
 
 
 def test_every_paper_config_reaches_its_report(paper_smoke):
-    results, _ = paper_smoke
+    results, args = paper_smoke
     report = (results / "report" / "report.md").read_text()
     assert report.splitlines()[2].startswith("**Smoke run**")
+    # the report names what it was built from: config.yaml, then the files in the order given, and the hash
+    files = " + ".join(f"`{f}`" for f in ["config/config.yaml", *args[1:args.index("--config")]])
+    assert f"Built from the config {files}" in report and "resolved config SHA-256 `" in report
     assert "224×224 px" in report  # imagenet9.yaml: CLAD and its baselines on 224-px IN-9
     for row in ("| Base (IN9) |", "| Base (MR) |", "| CLAD |", "| CLAD+ |", "| CLAD (Trivial) |", "| S-CLAD |",
                 "| MoCo-v2 |", "| BYOL + patch α = 0.05 |", "| ReBias |", "| LearnedMixin+H |", "| MoCo-v2 (IN-100) |"):

@@ -246,9 +246,10 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
 def test_the_reports_config_slice_places_the_demos_ssl_runs_in_table_1_order(default_config):
     from report.sections.ssl import ssl_runs
     from workbench.config import resolve_config
-    from workbench.slices import report_config
+    from workbench.slices import config_provenance, report_config
 
-    runs = ssl_runs(report_config(resolve_config(default_config)))
+    config = resolve_config(default_config)
+    runs = ssl_runs(report_config(config, config_provenance(config, ["config/config.yaml"], {})))
     assert [(r["method"], r["negative"], r["alpha"]) for r in runs] == [
         ("moco_v2", "none", 2.0), ("moco_v2_texture", "texture", 2.0), ("moco_v2", "patch", 2.0),
         ("moco_v2", "patch", 3.0), ("byol", "none", 0.0), ("byol", "patch", 0.05)]
@@ -256,9 +257,10 @@ def test_the_reports_config_slice_places_the_demos_ssl_runs_in_table_1_order(def
 
 def _park(default_config):
     from workbench.config import resolve_config
-    from workbench.slices import report_config
+    from workbench.slices import config_provenance, report_config
 
-    return report_config(resolve_config(default_config))
+    config = resolve_config(default_config)
+    return report_config(config, config_provenance(config, ["config/config.yaml"], {}))
 
 
 def _park_rows(config, unbiased, grid="park_cmnist"):

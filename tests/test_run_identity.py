@@ -15,7 +15,7 @@ from training.methods import METHODS, REGISTRY, spec
 from training.trainer import train
 from workbench.config import ConfigError, deep_merge, resolve_config
 from workbench.schema import load_schema
-from workbench.slices import report_config, run_config
+from workbench.slices import config_provenance, report_config, run_config
 
 from .conftest import ROOT
 
@@ -30,7 +30,8 @@ def test_run_config_holds_what_the_run_depends_on_and_not_its_label(default_conf
     other["experiments"]["clad"]["label"] = "renamed"
     other["report"]["grid_images"] = 3
     assert run_config(other, "clad", 1) == run
-    assert report_config(other) != report_config(cfg)
+    source = config_provenance(cfg, ["config/config.yaml"], {})
+    assert report_config(other, source) != report_config(cfg, source)
     other["experiments"]["base_in9"]["training"] = {"optimizer": {"name": "sgd", "lr": 0.5}}
     assert run_config(other, "clad", 1) == run and run_config(other, "base_in9", 0) != run_config(cfg, "base_in9", 0)
 

@@ -350,7 +350,24 @@ def test_slurm_dry_run_puts_every_gpu_job_on_the_gpu_partition(default_config, t
 def test_real_data_config_with_a_missing_root_fails_at_start_naming_it(tmp_path):
     out = snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml",
                     "--config", f"results={tmp_path}", ok=False)
-    assert "/data/bg_challenge" in out and "Missing input files" in out
+    assert "datasets.in9.source.in9_folder.root: /data/bg_challenge does not exist. Place there the folder" in out
+    assert "Missing input files" not in out  # stopped before the job graph
+
+
+def test_a_missing_path_stops_a_config_whose_results_are_finished(paper_smoke, tmp_path):
+    """A finished results folder (here the paper configs' smoke run, as a user's finished demo) and
+    the same configs with one file gone: the run stops naming the key, instead of taking the old
+    report for a source file and saying "Nothing to be done"."""
+    results, args = paper_smoke
+    configs, rest = args[:args.index("--config")], args[args.index("--config"):]
+    gone = tmp_path / "resnet50-gone.pth"
+    edit = tmp_path / "weights.yaml"
+    edit.write_text(f"training: {{pretrained: {str(gone)!r}}}\n")
+    before = {p: p.stat().st_mtime_ns for p in (results / "report").iterdir()}
+    out = snakemake("-n", "all", "--cores", "2", *configs, str(edit), *rest, ok=False)
+    assert f"training.pretrained: {gone} does not exist. Place there the file this key names" in out
+    assert "Nothing to be done" not in out
+    assert {p: p.stat().st_mtime_ns for p in (results / "report").iterdir()} == before
 
 
 def test_real_data_config_dry_runs_on_a_folder(tmp_path):
@@ -363,15 +380,19 @@ def test_real_data_config_dry_runs_on_a_folder(tmp_path):
     extra.write_text(f"datasets: {{in9: {{source: {{in9_folder: {{root: {str(root)!r}, annotations: null}}}}}}}}\n")
     out = snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml", str(extra),
                     "--config", f"results={tmp_path / 'results'}", ok=False)
-    assert "Missing input files for rule train" in out and "/models/resnet50-11ad3fa6.pth" in out  # the paper's
-    weights = tmp_path / "resnet50.pth"                                    # pretrained ResNet-50 is required
+    # the paper's pretrained ResNet-50, Stylized IN-9's style folder and Table 2's VGG are required
+    for key in ("training.pretrained: /models/resnet50-11ad3fa6.pth", "datasets.in9.stylized.styles.root",
+                "analyses.texture.vgg"):
+        assert f"\n  {key}" in out, key
+    assert "in9_folder.root" not in out
+    weights = tmp_path / "resnet50.pth"
     weights.write_bytes(b"stand-in")  # only its existence matters to the DAG
-    styles = tmp_path / "textures"  # Stylized IN-9's style folder is an input too
+    styles = tmp_path / "textures"
     styles.mkdir()
     extra.write_text(json.dumps({"datasets": {"in9": {
         "source": {"in9_folder": {"root": str(root), "annotations": None}},
         "stylized": {"styles": {"kind": "folder", "root": str(styles), "size": 256}}}},
-        "training": {"pretrained": str(weights)}}))
+        "training": {"pretrained": str(weights)}, "analyses": {"texture": {"vgg": str(weights)}}}))
     jobs = planned(snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml", str(extra),
                              "--config", f"results={tmp_path / 'results'}"))
     assert jobs["in9_list"] == 1 and "train" in jobs and "in9_segment_shard" not in jobs  # shards: after the listing

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from pipeline.datasets import FAMILIES
 
 from .schema import family_def, load_schema
+from .user_paths import PATH_KEYWORD
 
 #: the page holding the generated reference between the START and END markers
 REFERENCE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
@@ -68,6 +69,8 @@ def _type(sub: dict[str, Any], defs: dict[str, Any]) -> str:
     bounds = [f"≥ {sub['minimum']}" if "minimum" in sub else "", f"> {sub['exclusiveMinimum']}" if "exclusiveMinimum" in sub else "",
               f"≤ {sub['maximum']}" if "maximum" in sub else "", f"< {sub['exclusiveMaximum']}" if "exclusiveMaximum" in sub else ""]
     bounds = [b for b in bounds if b]
+    if PATH_KEYWORD in sub:  # checked before the job graph is built (workbench.user_paths)
+        bounds.append(f"an existing {sub[PATH_KEYWORD]}")
     return kind + (f" ({', '.join(bounds)})" if bounds else "")
 
 

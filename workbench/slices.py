@@ -105,9 +105,18 @@ def dataset_job_config(config: dict[str, Any], dataset: str, variant: str | None
             "seed": config["seed"]}
 
 
-def report_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The report's keys, the experiments' display names and the shape of the tables; no
-    training or method settings (their changes reach the report through the metric files)."""
+def config_provenance(config: dict[str, Any], files: list[str], overrides: dict[str, Any]) -> dict[str, Any]:
+    """What a report names as the config it was built from: the config `files` in the order they were
+    merged, the `--config` `overrides`, and the SHA-256 of the resolved config (without `cluster`:
+    resources change no result), so a report cannot be taken for another config's."""
+    text = json.dumps({k: v for k, v in config.items() if k != "cluster"}, sort_keys=True, default=str)
+    return {"files": files, "overrides": overrides, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def report_config(config: dict[str, Any], provenance: dict[str, Any]) -> dict[str, Any]:
+    """The report's keys, the experiments' display names and the shape of the tables, and the
+    config's `provenance` (`config_provenance`); no training or method settings (their changes
+    reach the report through the metric files)."""
     experiments = {name: {k: exp[k] for k in REPORT_EXPERIMENT_KEYS if k in exp}
                    for name, exp in config["experiments"].items()}
     for exp in experiments.values():
@@ -119,6 +128,7 @@ def report_config(config: dict[str, Any]) -> dict[str, Any]:
             "analyses": config["analyses"], "datasets": config["datasets"],
             "training": {k: config["training"][k] for k in ("arch", "epochs")}, "experiments": experiments,
             "grids": grids, "sweeps": config.get("sweeps", {}), "sweep_points": config.get("sweep_points", {}),
+            "provenance": provenance,
             **({"smoke": True} if config.get("smoke") else {})}  # absent when false: real reports keep their hash
 
 

@@ -36,6 +36,11 @@ def _intro(doc: Document, ctx: ReportContext) -> None:
                  "counts shrunk to a few images, one seed and one short epoch. It shows that the workflow runs; "
                  "its numbers are not results. The capability checks and verdicts below are computed as in a "
                  "real run; resting on a handful of images and one seed, they say \"cannot tell\".")
+    source = config["provenance"]
+    overrides = " ".join(f"{k}={v}" for k, v in source["overrides"].items())
+    doc.para(f"Built from the config {' + '.join(f'`{f}`' for f in source['files'])}"
+             + (f" with `--config {overrides}`" if overrides else "")
+             + f" (later files override earlier ones); resolved config SHA-256 `{source['sha256'][:16]}`.")
     doc.para(f"Data source: `{ds['source']['kind']}`, {ds['image_size']}×{ds['image_size']} px, "
              f"segmentation {ds['segmentation']['method']}; backbone {config['training']['arch']}, "
              f"{config['training']['epochs']} epochs; our rows are mean ± sample std over {len(config['seeds'])} "

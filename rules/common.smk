@@ -12,20 +12,22 @@ from pipeline.segment_stage import shard_count
 from pipeline.sources.listing import folder_fingerprint
 from pipeline.datasets import get_family
 from workbench import resources as res
-from workbench.config import dataset_family, dataset_variants, packs, runs, scoring
+from workbench.config import (background_challenge_runs, dataset_family, dataset_variants, packs, runs, scoring,
+                              scoring_packs)
 from workbench.slices import (analysis_config, config_provenance, dataset_job_config, imagenet_evaluation_config,
                               official_evaluation_config, report_config, run_config, scoring_config,
                               slice_file)
 
 R = config["results"]
 # the config files in the order Snakemake merged them (the Snakefile's `configfile`, then --configfile's),
-# named as given or relative to the working directory, and the --config overrides: the report names them
+# each once, relative to the working directory where inside it, and the --config overrides: the report names them
 _GIVEN = [str(f) for f in workflow.config_settings.configfiles]
 _FILES = [str(f) for f in workflow.configfiles if str(f) not in _GIVEN] + _GIVEN
-PROVENANCE = config_provenance(config, [os.path.relpath(f) if os.path.abspath(f).startswith(os.getcwd() + os.sep) else f
-                                        for f in _FILES], dict(workflow.config_settings.config))
+_SHOWN = [os.path.relpath(f) if os.path.abspath(f).startswith(os.getcwd() + os.sep) else f for f in _FILES]
+PROVENANCE = config_provenance(config, list(dict.fromkeys(_SHOWN)), dict(workflow.config_settings.config))
 RUNS = runs(config)  # every (experiment, seed): what every declaration (experiments, sweeps, grids) expands to
 PACKS = packs(config)  # the runs trained in one process (rules/runs.smk): PACKS[0] holds those trained alone
+SCORING_PACKS = scoring_packs(config)  # the runs scored in one process: every seed of an experiment, or of a grid pack
 THREADS = config["training"].get("threads", 2)
 # The interpreter that runs Snakemake, or the job's own environment's under --use-conda; the
 # checkout is importable either way (conda environments do not install the project). Both reach
@@ -68,8 +70,8 @@ def test_stores(experiment):
 
 # the Background Challenge runs: scored on every variant of the main evaluation dataset; the analyses,
 # the official test images and the main tables read them
-_CHALLENGE = (EVAL_DATASET, {v: v for v in dataset_variants(config, EVAL_DATASET)})
-MAIN_EXPERIMENTS = [e for e in config["experiments"] if scoring(config, e)[:2] == _CHALLENGE]
+MAIN_EXPERIMENTS = background_challenge_runs(config)
+OFFICIAL = config["evaluation"].get("official_dataset")  # a bg_challenge dataset: the official test images
 
 
 def external_folder(wildcards):
@@ -87,6 +89,9 @@ def store_args(stores):
     return " ".join(f"{v}={p}" for v, p in stores.items())
 
 
+OFFICIAL_STORES = eval_stores(OFFICIAL) if OFFICIAL else {}
+
+
 def one_of(names):
     """A wildcard regex matching exactly one of `names` (which may hold dots); nothing when
     there are none (an empty constraint would match everything)."""
@@ -95,7 +100,7 @@ def one_of(names):
 
 def source_paths(dataset):
     """What the listing reads: the synthetic folder the workflow makes, or the folders (and
-    mapping file) the user supplies, as declared inputs: a missing one stops the DAG build."""
+    mapping file) the user supplies, as declared inputs (checked before the DAG: workbench.user_paths)."""
     source = config["datasets"][dataset]["source"]
     if source["kind"] == "synthetic":
         return [f"{R}/sources/{dataset}_synthetic"]
@@ -126,7 +131,7 @@ def shard_files(wildcards, folder="shards"):
 
 def derived_inputs(wildcards):
     """The files a derived variant's jobs read beside the segmented store: the style folder and
-    the AdaIN weights when the config names them (a missing one stops the DAG build, named)."""
+    the AdaIN weights when the config names them (checked before the DAG: workbench.user_paths)."""
     section = config["datasets"][wildcards.dataset][wildcards.derived]
     if wildcards.derived != "stylized":
         return []
@@ -153,10 +158,19 @@ def pack_scored(pack, wildcards):
     return pack.experiments(dict(wildcards))[0]
 
 
+def scoring_inputs(pack, wildcards):
+    """A scoring job's config and test stores, and where its runs are scored on the official images
+    too, that scoring's config and stores."""
+    official = {"official_config": slice_file(R, "evaluate", official_evaluation_config(config)),
+                "official_stores": list(OFFICIAL_STORES.values())} if pack.official else {}
+    return {"config": slice_file(R, "evaluate", scoring_config(config, pack_scored(pack, wildcards))),
+            "stores": list(test_stores(pack_scored(pack, wildcards)).values()), **official}
+
+
 def train_inputs(pack, wildcards):
     """A training job's config, the runs' training store, the stores of the variants their methods
     read alongside it, their test stores where a run scores them during training (curves, model
-    selection), and their pretrained weights (a missing file stops the DAG build, naming it)."""
+    selection), and their pretrained weights (checked before the DAG: workbench.user_paths)."""
     runs_ = pack_runs(pack, wildcards)
     first = runs_[0]  # a pack's runs share their dataset and train variant
     aligned = {field: variant for run in runs_ for field, variant in run["aligned_variants"].items()}
@@ -209,7 +223,9 @@ def write_job_configs():
     for pack in PACKS:
         for wildcards in pack_jobs(pack):
             train_inputs(pack, wildcards)
-            slice_file(R, "evaluate", scoring_config(config, pack_scored(pack, wildcards)))
+    for pack in SCORING_PACKS:
+        for value in next(iter(pack.constraints.values())):
+            scoring_inputs(pack, {next(iter(pack.constraints)): value})
     for analysis in ("consistency", "fivecrop"):
         analysis_config_file(analysis)
 

@@ -1,10 +1,12 @@
 # Every training run, declared alone or by a grid, is one kind of run: trained by a `train` job and
 # scored on the test sets its dataset family declares by an `evaluate` job. A pack (`PACKS`,
-# workbench.config.packs) is only how many runs share those jobs' processes: one run per job for
-# the runs declared alone (rules `train` and `evaluate`, one job per experiment and seed), a grid's
-# small runs of one train variant and seed together (rules `train_<grid>` and `evaluate_<grid>`,
-# `_2`, `_3`, ... where seed groups or `pack` split them). A run resumes from its checkpoint
-# after a kill, and only from a checkpoint made with the same run config.
+# workbench.config.packs) is only how many runs share a training job's process: one run per job for
+# the runs declared alone (rule `train`, one job per experiment and seed), a grid's small runs of one
+# train variant and seed together (rules `train_<grid>`, `_2`, `_3`, ... where seed groups or `pack`
+# split them). A run resumes from its checkpoint after a kill, and only from a checkpoint made with
+# the same run config. Scoring packs (`SCORING_PACKS`, workbench.config.scoring_packs) score every
+# seed of one experiment (rules `evaluate`, `evaluate_2`, ... by seed list), or of one grid pack on
+# one train variant (`evaluate_<grid>`), in one process, the official Background Challenge images too.
 
 for _pack in PACKS:
     _runs = _pack.members  # experiment-name patterns of one job
@@ -38,30 +40,41 @@ for _pack in PACKS:
             "OMP_NUM_THREADS={threads} {params.py} -m training train --config {input.config} --train-store {input.store} "
             f"--runs-dir {R}/runs --aligned-stores {{params.aligned}} --test-stores {{params.tests}} > {{log}} 2>&1"
 
+
+for _pack in SCORING_PACKS:
+    _wildcard = next(iter(_pack.constraints))  # experiment, or a grid's train variant
+    _models = [f"{R}/runs/{m}/seed{s}/model.pt" for m in _pack.members for s in _pack.seeds]
+    _outputs = [f"{R}/runs/{m}/seed{s}/eval.jsonl" for m in _pack.members for s in _pack.seeds]
+    _official = [f"{R}/runs/{m}/seed{s}/eval_official.jsonl" for m in _pack.members for s in _pack.seeds]
+
     rule:
         name:
             f"evaluate{_pack.name}"
         input:
-            config=lambda wc, p=_pack: slice_file(R, "evaluate", scoring_config(config, pack_scored(p, wc))),
-            models=[f"{R}/runs/{m}/seed{{seed}}/model.pt" for m in _runs],
-            stores=lambda wc, p=_pack: list(test_stores(pack_scored(p, wc)).values()),
+            unpack(lambda wc, p=_pack: scoring_inputs(p, wc)),
+            models=_models,
         output:
-            [f"{R}/runs/{m}/seed{{seed}}/eval.jsonl" for m in _runs],
+            scores=_outputs,
+            official=_official if _pack.official else [],
         wildcard_constraints:
             **{w: one_of(v) for w, v in _pack.constraints.items()},
         params:
             stores=lambda wc, p=_pack: store_args(test_stores(pack_scored(p, wc))),
+            official=lambda wc, input, output: (f"--official-config {input.official_config} --official-stores "
+                                                f"{store_args(OFFICIAL_STORES)} --official-out {output.official}"
+                                                if output.official else ""),
             py=PY,
         threads: THREADS
         resources:
             **res.rule_resources(config, True, lambda wc, p=_pack: res.evaluation(
-                config, len(test_stores(pack_scored(p, wc))), len(p.members), scoring(config, pack_scored(p, wc))[0])),
+                config, len(test_stores(pack_scored(p, wc))) + len(OFFICIAL_STORES) * p.official,
+                len(p.members) * len(p.seeds), scoring(config, pack_scored(p, wc))[0])),
         conda:
             "../envs/workbench.yaml"
         log:
-            f"{R}/logs/evaluate{_pack.name}_{_tag}_seed{{seed}}.log",
+            f"{R}/logs/evaluate{_pack.name}_{{{_wildcard}}}.log",
         benchmark:
-            f"{R}/benchmarks/evaluate{_pack.name}/evaluate{_pack.name}_{_tag}_seed{{seed}}.tsv",
+            f"{R}/benchmarks/evaluate{_pack.name}/evaluate{_pack.name}_{{{_wildcard}}}.tsv",
         shell:
             "OMP_NUM_THREADS={threads} {params.py} -m training evaluate --config {input.config} "
-            "--models {input.models} --stores {params.stores} --out {output} > {log} 2>&1"
+            "--models {input.models} --stores {params.stores} --out {output.scores} {params.official} > {log} 2>&1"

@@ -176,3 +176,22 @@ def test_a_grid_methods_own_seeds_split_its_packs(default_config):
     config["grids"]["park_cmnist"]["pack"] = 2
     sizes = [len(p.members) for p in packs(config) if p.name.startswith("_park_cmnist")]
     assert sizes == [2, 2, 1]  # five methods, every seed, in packs of two
+
+def test_every_run_is_scored_by_exactly_one_scoring_pack_with_its_siblings(default_config):
+    """A scoring job scores every seed of one experiment trained alone (one rule per distinct seed list:
+    Base (SIN9)'s five seeds apart from the three of the others), or every seed of a grid pack on one
+    train variant; the Background Challenge runs also score the official images when that dataset is set."""
+    from workbench.config import background_challenge_runs, expand_grids, runs, scoring_packs
+
+    config = expand_grids(validate_config(copy.deepcopy(default_config)))
+    scored = [(m.format(**{w: v}), s) for p in scoring_packs(config) for w, values in p.constraints.items()
+              for v in values for m in p.members for s in p.seeds]
+    assert sorted(scored) == sorted(runs(config))  # each (experiment, seed) in exactly one scoring job
+    alone = [p for p in scoring_packs(config) if "experiment" in p.constraints]
+    assert [p.name for p in alone] == ["", "_2"] and not any(p.official for p in scoring_packs(config))
+    assert {len(p.seeds) for p in alone} == {3, 5} and "base_sin9" in next(p for p in alone if len(p.seeds) == 5
+                                                                            ).constraints["experiment"]
+    assert next(p for p in scoring_packs(config) if p.name == "_rebias_mnist_2").seeds == (1, 2)
+    config["evaluation"]["official_dataset"] = "in9"  # any dataset name: only the flag is read here
+    flagged = {e for p in scoring_packs(config) if p.official for e in p.constraints.get("experiment", [])}
+    assert flagged == set(background_challenge_runs(config)) and "base_in9" in flagged

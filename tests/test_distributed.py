@@ -167,7 +167,7 @@ def test_two_processes_with_sync_bn_match_one_on_the_same_global_batches(two_pro
     synced = torch.load(two_processes / "sync" / "model.pt")["state_dict"]
     local = torch.load(two_processes / "local" / "model.pt")["state_dict"]
     assert synced.keys() == one.keys()  # the batch norms' state dicts are those of nn.BatchNorm2d
-    assert 0 < floor < 1e-3   # rounding, not another computation
+    assert 0 < floor < 1e-4   # rounding, not another computation (1.5e-5 AVX2, 3.8e-5 AVX-512)
     assert _max_difference(synced, one) <= 10 * floor
     assert _max_difference(local, one) > 100 * floor
     for name in ("sync", "local"):

@@ -39,7 +39,7 @@ MOMENTS = [
      "in9_texture_00000.log"),
     ("stylized gather", "datasets/in9/stylized.zarr", "in9_variant_stylized.log"),
     ("training", "runs/base_in9/seed0/model.pt", "train_base_in9_seed0.log"),
-    ("evaluation", "runs/base_in9/seed0/eval.jsonl", "evaluate_base_in9_seed0.log"),
+    ("evaluation", "runs/base_in9/seed0/eval.jsonl", "evaluate_base_in9.log"),
 ]
 #: why Snakemake may (re)run a job after a kill; anything else (params, code, software) is a
 #: finished job redone without cause
@@ -83,12 +83,14 @@ def interrupted_in_place(attempt: str) -> set[str]:
 def assert_redone_with_cause(text: str, in_place: set[str]) -> None:
     """Every job the log shows (re)run has a cause a kill explains: an output missing or an input
     remade, or, for `FORCED`, an output in `in_place` (left complete but unrecorded by a kill)."""
-    for block in re.split(r"\n(?=\[\w{3} \w{3} )", text):   # at most one job start per block, after its time stamp
-        reason = re.search(r"^\s+reason: (.+)$", block, re.M)
-        if not reason:
+    blocks = re.split(r"\n(?=\[\w{3} \w{3} )", text)   # one job start per block, after its time stamp
+    for block in blocks:
+        reasons = re.findall(r"^\s+reason: (.+)$", block, re.M)
+        if not reasons:
             continue
+        assert len(reasons) == 1 and len(JOB_START.findall(block)) == 1, block  # no reason goes unchecked
         job = JOB_START.search(block)
-        for part in reason.group(1).split(";"):
+        for part in reasons[0].split(";"):
             cause = part.split(":")[0].strip()
             if cause == FORCED:
                 assert job and {o.strip() for o in job.group(2).split(",")} <= in_place, (block, sorted(in_place))

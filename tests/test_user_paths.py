@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from workbench.schema import load_schema
-from workbench.user_paths import PATH_KEYWORD, missing_paths
+from workbench.user_paths import PATH_KEYWORD, WHEN_KEYWORD, missing_paths
 
 from .conftest import PAPER_CONFIGS, ROOT
 
@@ -39,6 +39,39 @@ def test_every_key_that_names_a_file_or_folder_is_checked():
                 "_root") or name.endswith(("_images", "_labels")) and "idx" in str(node.get("description")):
             assert pointer in annotated, pointer
     assert len(annotated) >= 30
+    # where a failed check would be swallowed (a branch that need not hold), a path would go unchecked
+    assert not [p for p in annotated if any(f"/{k}/" in p for k in ("anyOf", "oneOf", "not", "if"))]
+
+
+def test_every_read_when_names_a_sibling_and_its_values():
+    """`x-read-when: {sibling: [values]}` names a key beside it and values that key can take."""
+    checked = 0
+    for pointer, node in _nodes(load_schema()):
+        for name, sub in (node.get("properties") or {}).items():
+            for sibling, values in sub.get(WHEN_KEYWORD, {}).items():
+                assert sibling in node["properties"], (pointer, name, sibling)
+                assert set(values) <= set(node["properties"][sibling]["enum"]), (pointer, name, values)
+                checked += 1
+    assert checked >= 10
+
+
+def test_a_path_the_config_does_not_read_is_not_checked(default_config, tmp_path):
+    """The U2-Net model under GrabCut, a style folder under embedded styles, the embark binary under
+    G'MIC, idx files under the packaged digits: not read, so not checked; read, they are."""
+    cfg = copy.deepcopy(default_config)
+    in9 = cfg["datasets"]["in9"]
+    in9["segmentation"]["u2net_model"] = "/no/u2netp.onnx"
+    in9["stylized"]["styles"]["root"] = "/no/styles"
+    in9["texture"]["binary"] = "/no/texture-synthesis"
+    cfg["datasets"]["biased_mnist"]["source"].update(train_images="/no/train-images-idx3-ubyte")
+    assert missing_paths(cfg) == []
+    in9["segmentation"]["method"], in9["stylized"]["styles"]["kind"], in9["texture"]["tool"] = "u2net", "folder", "embark"
+    cfg["datasets"]["biased_mnist"]["source"] = {"kind": "idx", **{k: f"/no/{k}" for k in (
+        "train_images", "train_labels", "test_images", "test_labels")}}
+    assert [p.split(":")[0] for p in missing_paths(cfg)] == [
+        "datasets.biased_mnist.source.test_images", "datasets.biased_mnist.source.test_labels",
+        "datasets.biased_mnist.source.train_images", "datasets.biased_mnist.source.train_labels",
+        "datasets.in9.segmentation.u2net_model", "datasets.in9.stylized.styles.root", "datasets.in9.texture.binary"]
 
 
 def test_a_missing_file_is_named_by_its_dotted_key_with_what_to_place(default_config, tmp_path):
@@ -51,6 +84,9 @@ def test_a_missing_file_is_named_by_its_dotted_key_with_what_to_place(default_co
                               "Place there the file this key names: path to a torchvision state_dict")
     (tmp_path / "resnet50.pth").mkdir()
     assert "is not a file" in missing_paths(cfg)[0]
+    cfg["experiments"]["clad"]["training"]["pretrained"] = ""
+    assert missing_paths(cfg)[0].startswith("experiments.clad.training.pretrained: '' is empty.")
+    cfg["experiments"]["clad"]["training"]["pretrained"] = str(tmp_path / "resnet50.pth")
     (tmp_path / "resnet50.pth").rmdir()
     (tmp_path / "resnet50.pth").write_bytes(b"weights")
     assert missing_paths(cfg) == []

@@ -56,6 +56,26 @@ def _analyse(args: argparse.Namespace, config: dict) -> None:
     _write_rows(args.out, rows)
 
 
+def _evaluate(parser: argparse.ArgumentParser, args: argparse.Namespace, config: dict) -> None:
+    """Every model scored on its test sets (and on the official images where given), each loaded once;
+    each store checked once for all of them."""
+    from .build import pick_device
+    from .evaluation import load_trained, score_run
+
+    plans = [(config, _stores(args.stores), args.out, "--out")]
+    if args.official_config:
+        plans.append((json.loads(args.official_config.read_text()), _stores(args.official_stores), args.official_out,
+                      "--official-out"))
+    for _cfg, _sets, outs, flag in plans:
+        if len(outs) != len(args.models):
+            parser.error(f"--models gives {len(args.models)} models, {flag} {len(outs)} files")
+    device = pick_device()
+    for i, model in enumerate(args.models):
+        method, state = load_trained(model, device)
+        for cfg, stores, outs, _flag in plans:
+            _write_rows(outs[i], score_run(method, state, cfg, stores, device))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -68,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--models", type=Path, nargs="+", required=True)
     ev.add_argument("--out", type=Path, nargs="+", required=True, help="one eval.jsonl per model, in order")
     ev.add_argument("--stores", nargs="+", required=True, help="TEST_SET=STORE pairs")
+    ev.add_argument("--official-config", type=Path, help="scoring slice of the official Background Challenge images")
+    ev.add_argument("--official-stores", nargs="*", default=[], help="VARIANT=STORE pairs of the official images")
+    ev.add_argument("--official-out", type=Path, nargs="*", default=[], help="one eval_official.jsonl per model")
     evi = sub.add_parser("evaluate-imagenet")
     an = sub.add_parser("analyse")
     an.add_argument("--analysis", choices=["consistency", "fivecrop", "saliency", "texture"], required=True)
@@ -87,12 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             check_store(args.train_store)
             train_runs(config, args.train_store, _stores(args.aligned_stores), _stores(args.test_stores), args.runs_dir)
         elif args.cmd == "evaluate":
-            from .evaluation import evaluate_run
-
-            if len(args.models) != len(args.out):
-                parser.error(f"--models gives {len(args.models)} models, --out {len(args.out)} files")
-            for model, out in zip(args.models, args.out):
-                _write_rows(out, evaluate_run(model, config, _stores(args.stores)))
+            _evaluate(parser, args, config)
         elif args.cmd == "evaluate-imagenet":
             from .evaluation import evaluate_imagenet_model
 

@@ -163,6 +163,12 @@ def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, P
     group metrics: per-cell, bias-conflicting, mean-class and worst-group accuracy)."""
     device = pick_device()
     method, state = load_trained(model_path, device)
+    return score_run(method, state, eval_cfg, stores, device)
+
+
+def score_run(method: Method, state: dict[str, Any], eval_cfg: dict[str, Any], stores: dict[str, Path],
+              device: torch.device) -> list[dict]:
+    """`evaluate_run` of a run already loaded (`load_trained`): one load for several sets of test sets."""
     tags = {**run_tags(state["run_config"]), "dataset": eval_cfg["dataset"]}
     rows = accuracy_rows(lambda x: method.predict(x).argmax(1), stores, eval_cfg["split"], eval_cfg["batch_size"],
                          method.augmenter, device, tags, cells=eval_cfg.get("group_metrics", False),

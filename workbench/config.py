@@ -303,6 +303,55 @@ def packs(config: dict[str, Any]) -> list[Pack]:
     return out
 
 
+@dataclass(frozen=True)
+class ScoringPack:
+    """Runs scored in one process (rule `evaluate<name>`): every seed of one experiment trained
+    alone, or every seed of a grid pack's runs on one train variant. Torch starts once for them all;
+    a retrained seed rescores its siblings (seconds), where a job per run would pay the interpreter,
+    torch and the store checks once per run.
+
+    `members` and `constraints` as `Pack`'s, with the one wildcard `experiment` or `variant`;
+    `official`: the runs are also scored on the official Background Challenge test images
+    (`evaluation.official_dataset`), in the same process."""
+
+    name: str
+    members: tuple[str, ...]
+    seeds: tuple[int, ...]
+    constraints: dict[str, list[str]]
+    official: bool
+
+    def experiments(self, wildcards: dict[str, str]) -> list[str]:
+        return [m.format(**wildcards) for m in self.members]
+
+
+def background_challenge_runs(config: dict[str, Any]) -> list[str]:
+    """The experiments scored on every variant of `evaluation.dataset` (the Background Challenge runs:
+    the analyses, the official test images and the main tables read them)."""
+    dataset = config["evaluation"]["dataset"]
+    every = {v: v for v in dataset_variants(config, dataset)}
+    return [e for e in config["experiments"] if scoring(config, e)[:2] == (dataset, every)]
+
+
+def scoring_packs(config: dict[str, Any]) -> list[ScoringPack]:
+    """Every run of an expanded config in exactly one scoring pack: the runs trained alone grouped by
+    experiment (one rule per distinct (seeds, official) among them: `evaluate`, `evaluate_2`, ...),
+    a grid pack's runs by train variant (`evaluate_<grid>`, as its training rule)."""
+    official = set(background_challenge_runs(config)) if config["evaluation"].get("official_dataset") else set()
+    training = packs(config)
+    groups: dict[tuple[tuple[int, ...], bool], list[str]] = {}
+    for experiment in training[0].constraints["experiment"]:
+        seeds = tuple(config["experiments"][experiment].get("seeds", config["seeds"]))
+        groups.setdefault((seeds, experiment in official), []).append(experiment)
+    out = [ScoringPack("" if i == 0 else f"_{i + 1}", ("{experiment}",), seeds, {"experiment": experiments}, flag)
+           for i, ((seeds, flag), experiments) in enumerate(groups.items())]
+    for pack in training[1:]:
+        runs_ = [pack.experiments({"variant": v}) for v in pack.constraints["variant"]]
+        flags = {e in official for experiments in runs_ for e in experiments}  # a grid's runs share their test sets
+        out.append(ScoringPack(pack.name, pack.members, tuple(map(int, pack.constraints["seed"])),
+                               {"variant": pack.constraints["variant"]}, flags == {True}))
+    return out
+
+
 def scoring(config: dict[str, Any], experiment: str) -> tuple[str, dict[str, str], bool]:
     """(dataset, {test set name: variant}, group metrics?) a run of `experiment` is scored on: the
     test sets its dataset family declares for its train variant, on its `eval_dataset` (default:

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from pipeline.datasets import FAMILIES
 
 from .schema import family_def, load_schema
-from .user_paths import PATH_KEYWORD
+from .user_paths import PATH_KEYWORD, WHEN_KEYWORD
 
 #: the page holding the generated reference between the START and END markers
 REFERENCE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
@@ -71,6 +71,8 @@ def _type(sub: dict[str, Any], defs: dict[str, Any]) -> str:
     bounds = [b for b in bounds if b]
     if PATH_KEYWORD in sub:  # checked before the job graph is built (workbench.user_paths)
         bounds.append(f"an existing {sub[PATH_KEYWORD]}")
+    for sibling, values in sub.get(WHEN_KEYWORD, {}).items():
+        bounds.append(f"read when `{sibling}` is {' or '.join(values)}")
     return kind + (f" ({', '.join(bounds)})" if bounds else "")
 
 

@@ -105,18 +105,31 @@ def dataset_job_config(config: dict[str, Any], dataset: str, variant: str | None
             "seed": config["seed"]}
 
 
+def _results_only(node: Any) -> Any:
+    """A config (or a part of it) without what changes no result: the `cluster` section and the
+    speed-only training keys (`SPEED_ONLY_TRAINING_KEYS`, wherever a `training` section sits)."""
+    if not isinstance(node, dict):
+        return node
+    out = {k: _results_only(v) for k, v in node.items() if k != "cluster"}
+    if isinstance(out.get("training"), dict):
+        out["training"] = {k: v for k, v in out["training"].items() if k not in SPEED_ONLY_TRAINING_KEYS}
+    return out
+
+
 def config_provenance(config: dict[str, Any], files: list[str], overrides: dict[str, Any]) -> dict[str, Any]:
     """What a report names as the config it was built from: the config `files` in the order they were
-    merged, the `--config` `overrides`, and the SHA-256 of the resolved config (without `cluster`:
-    resources change no result), so a report cannot be taken for another config's."""
-    text = json.dumps({k: v for k, v in config.items() if k != "cluster"}, sort_keys=True, default=str)
-    return {"files": files, "overrides": overrides, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+    merged, the `--config` `overrides` and the SHA-256 of the resolved config, each without what
+    changes no result (`_results_only`), so a report cannot be taken for another config's and a
+    cluster's or a thread count's edit does not rebuild it."""
+    text = json.dumps(_results_only(config), sort_keys=True, default=str)
+    return {"files": files, "overrides": _results_only(overrides), "sha256": hashlib.sha256(text.encode()).hexdigest()}
 
 
 def report_config(config: dict[str, Any], provenance: dict[str, Any]) -> dict[str, Any]:
     """The report's keys, the experiments' display names and the shape of the tables, and the
-    config's `provenance` (`config_provenance`); no training or method settings (their changes
-    reach the report through the metric files)."""
+    config's `provenance` (`config_provenance`: the report names its config files and hash, so a
+    config edit that reaches any job rebuilds it); no training or method settings themselves
+    (their changes reach the report through the metric files)."""
     experiments = {name: {k: exp[k] for k in REPORT_EXPERIMENT_KEYS if k in exp}
                    for name, exp in config["experiments"].items()}
     for exp in experiments.values():

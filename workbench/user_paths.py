@@ -26,19 +26,21 @@ from .schema import load_schema
 
 #: the schema annotation of a key that names one of the user's files or folders ("file" or "folder")
 PATH_KEYWORD = "x-path"
-#: the schema annotation of an object that reads only the section its key (`kind`) names
-SELECTOR_KEYWORD = "x-selected-by"
+#: the schema annotation of a key read only when a sibling key holds one of some values
+#: ({sibling: [values]}): a source's `in9_folder` section when its `kind` is in9_folder, a style folder
+#: when the styles' `kind` is folder or flat; a path under a key not read is not checked
+WHEN_KEYWORD = "x-read-when"
 
 
 def _exists(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
     """`x-path`: the value (null: not used) names an existing `kind` ("file" or "folder")."""
     if not isinstance(instance, str):
         return
-    path = Path(os.path.expanduser(instance))
-    if (path.is_dir() if kind == "folder" else path.is_file()):
+    path = Path(os.path.abspath(os.path.expanduser(instance))) if instance else None
+    if path is not None and (path.is_dir() if kind == "folder" else path.is_file()):
         return
-    where = instance if str(path) == instance else f"{instance} ({path})"
-    state = "does not exist" if not path.exists() else f"is not a {kind}"
+    where = f"{instance!r}" if path is None else instance if str(path) == instance else f"{instance} ({path})"
+    state = "is empty" if path is None else "does not exist" if not path.exists() else f"is not a {kind}"
     wanted = str(schema.get("description", "")).replace("\n", " ")
     yield ValidationError(f"{where} {state}. Place there the {kind} this key names: {wanted}. "
                           "Or set the key to where it is.")
@@ -47,20 +49,19 @@ def _exists(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) ->
 _PROPERTIES = jsonschema.Draft202012Validator.VALIDATORS["properties"]
 
 
-def _selected_properties(validator: Any, properties: dict[str, Any], instance: Any,
-                         schema: dict[str, Any]) -> Iterator[ValidationError]:
-    """`properties`, where the object picks one of its sections by a key (`x-selected-by: kind`: a
-    source's `kind` names the section it reads) walking only the picked one: the others' paths are
-    not read, so a paper config's alternative (ImageNet beside the IN-9 folder) need not exist."""
-    selector = schema.get(SELECTOR_KEYWORD)
-    if selector and isinstance(instance, dict) and selector in instance:
-        alternatives = set(properties[selector].get("enum", ())) - {instance[selector]}
-        properties = {k: v for k, v in properties.items() if k not in alternatives}
+def _read_properties(validator: Any, properties: dict[str, Any], instance: Any,
+                     schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """`properties`, leaving out the keys the config does not read (`x-read-when`): a paper config's
+    alternative source (ImageNet beside the IN-9 folder) need not exist."""
+    if isinstance(instance, dict):
+        properties = {k: v for k, v in properties.items()
+                      if all(instance.get(sibling, properties.get(sibling, {}).get("default")) in values
+                             for sibling, values in v.get(WHEN_KEYWORD, {}).items())}
     yield from _PROPERTIES(validator, properties, instance, schema)
 
 
 def _named(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
-    """`x-path`, reporting every path named (its message: the path, `~` expanded)."""
+    """`x-path`, reporting every path named and read (its message: the path, `~` expanded)."""
     if isinstance(instance, str):
         yield ValidationError(os.path.expanduser(instance))
 
@@ -69,7 +70,7 @@ def _named(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) -> 
 def _validator(check: bool) -> jsonschema.protocols.Validator:
     """The schema's validator with `x-path` checking the paths (`check`) or reporting each one."""
     extended = jsonschema.validators.extend(jsonschema.Draft202012Validator, {
-        PATH_KEYWORD: _exists if check else _named, "properties": _selected_properties})
+        PATH_KEYWORD: _exists if check else _named, "properties": _read_properties})
     return extended(load_schema())
 
 
@@ -89,6 +90,6 @@ def missing_paths(config: dict[str, Any]) -> list[str]:
 
 
 def named_paths(config: dict[str, Any]) -> dict[str, str]:
-    """{dotted key: path} of every file or folder `config` names and `missing_paths` checks."""
+    """{dotted key: path} of every file or folder `config` names and reads (what `missing_paths` checks)."""
     return {".".join(map(str, e.absolute_path)): e.message for e in _path_errors(_validator(False).iter_errors(config))}
 

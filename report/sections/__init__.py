@@ -8,6 +8,7 @@ Each section declares the kinds of tidy rows it reads (`needs`: "eval", "train",
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -37,7 +38,7 @@ def _intro(doc: Document, ctx: ReportContext) -> None:
                  "its numbers are not results. The capability checks and verdicts below are computed as in a "
                  "real run; resting on a handful of images and one seed, they say \"cannot tell\".")
     source = config["provenance"]
-    overrides = " ".join(f"{k}={v}" for k, v in source["overrides"].items())
+    overrides = " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in source["overrides"].items())
     doc.para(f"Built from the config {' + '.join(f'`{f}`' for f in source['files'])}"
              + (f" with `--config {overrides}`" if overrides else "")
              + f" (later files override earlier ones); resolved config SHA-256 `{source['sha256'][:16]}`.")

@@ -1,7 +1,14 @@
-"""CPU-seconds of a finished workflow run per rule, from the Snakemake `benchmark:` files every
-rule writes (results/benchmarks/<rule>/<job>.tsv: wall seconds, peak memory, CPU seconds).
+"""Where a finished workflow run's time went: per rule, and per fixed cost besides arithmetic.
 
     python -m benchmarks.demo_rules RESULTS [BEFORE_RESULTS]
+
+Per rule: jobs, CPU seconds and wall seconds from the Snakemake `benchmark:` files every rule
+writes (results/benchmarks/<rule>/<job>.tsv). Per fixed cost: the CPU seconds each training,
+scoring and analysis job spent by phase (imports, store checks, loading, set-up, epochs,
+scoring, saving, other), from the line `core.phases` ends its log with
+(results/logs/<job>.log); a run made before jobs logged it shows none. For both runs alike,
+the training jobs' wall seconds inside their epochs (the logs' `epoch_seconds`) against the
+rest of their wall time (process start, imports, set-up, monitors, saving).
 
 With two results folders (e.g. the demo of an earlier commit in another clone), prints both side
 by side and the ratios over the jobs both ran under the same name (`same work` as far as names
@@ -10,14 +17,24 @@ tell: a job of the same rule and wildcards; a grid pack whose runs changed keeps
 Snakemake samples a job's CPU time with psutil every few seconds and misses what a process spent
 after the last sample, so CPU-seconds undercount short jobs; every demo job runs one thread on a
 core of its own, so its wall seconds are the steadier measure of its CPU cost (both are printed).
+The test suite's paper-config smoke run is measured the same way: run the fixture's command
+(`tests/conftest.py`, `paper_smoke`) with `--config results=DIR` and point this script at
+`DIR-smoke`.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
+import re
 from collections import defaultdict
 from pathlib import Path
+
+from core.phases import PHASES_LINE
+
+#: the phases `core.phases` records, in the order of a job's life
+PHASES = ("imports", "store_checks", "loading", "setup", "epochs", "scoring", "saving", "other")
 
 
 def job_costs(results: Path) -> dict[tuple[str, str], tuple[float, float]]:
@@ -42,6 +59,46 @@ def per_rule(costs: dict[tuple[str, str], tuple[float, float]]) -> dict[str, tup
     return {rule: (int(v[0]), v[1], v[2]) for rule, v in sorted(out.items(), key=lambda kv: -kv[1][1])}
 
 
+def phase_costs(results: Path, jobs: list[tuple[str, str]]) -> dict[str, dict[str, float]]:
+    """{rule: {phase: CPU seconds}} summed over the phase lines of the jobs' logs (every process of
+    a several-process job prints its own); rules whose jobs log none are left out."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for rule, job in jobs:
+        log = results / "logs" / f"{job}.log"
+        for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
+            if line.startswith(PHASES_LINE):
+                for name, seconds in json.loads(line[len(PHASES_LINE):]).items():
+                    out[rule][name] += seconds
+    return out
+
+
+def epoch_split(results: Path, costs: dict[tuple[str, str], tuple[float, float]]) -> tuple[float, float]:
+    """(wall seconds inside the epochs, wall seconds outside them) of the training jobs."""
+    inside = total = 0.0
+    for (rule, job), (_cpu, wall) in costs.items():
+        log = results / "logs" / f"{job}.log"
+        if rule.startswith("train") and log.exists():
+            total += wall
+            inside += sum(float(s) for s in re.findall(r"epoch_seconds=([\d.e+-]+)", log.read_text(errors="replace")))
+    return inside, total - inside
+
+
+def print_phases(label: str, results: Path, costs: dict[tuple[str, str], tuple[float, float]]) -> dict[str, float]:
+    """The per-rule phase table of one run; its phase totals."""
+    phases = phase_costs(results, list(costs))
+    inside, outside = epoch_split(results, costs)
+    print(f"\n{label}: training jobs' wall seconds inside their epochs {inside:.0f}, outside {outside:.0f}")
+    if not phases:
+        print(f"{label}: no job logged its CPU seconds by phase (made before core.phases)")
+        return {}
+    print(f"{'CPU-s by phase (' + label + ')':32s} " + " ".join(f"{p:>12s}" for p in PHASES))
+    totals = {p: sum(rule.get(p, 0.0) for rule in phases.values()) for p in PHASES}
+    for rule, by_phase in sorted(phases.items(), key=lambda kv: -sum(kv[1].values())):
+        print(f"{rule:32s} " + " ".join(f"{by_phase.get(p, 0.0):12.1f}" for p in PHASES))
+    print(f"{'all':32s} " + " ".join(f"{totals[p]:12.1f}" for p in PHASES))
+    return totals
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", type=Path)
@@ -56,7 +113,9 @@ def main() -> None:
         print(f"{'rule':32s} {'jobs':>5s} {'CPU-s':>9s} {'share':>6s} {'wall-s':>9s}")
         for rule, (jobs, cpu, wall) in rules.items():
             print(f"{rule:32s} {jobs:5d} {cpu:9.0f} {100 * cpu / total:5.1f}% {wall:9.0f}")
-        print(f"{'all':32s} {sum(j for j, _, _ in rules.values()):5d} {total:9.0f} {100.0:5.1f}%")
+        print(f"{'all':32s} {sum(j for j, _, _ in rules.values()):5d} {total:9.0f} {100.0:5.1f}% "
+              f"{sum(w for _, w in after.values()):9.0f}")
+        print_phases("this run", args.results, after)
         return
     before = job_costs(args.before)
     old = per_rule(before)
@@ -74,9 +133,14 @@ def main() -> None:
         same = [k for k in shared if k[0] == rule]
         print(f"{rule:32s} {jobs_b:11d} {cpu_b:12.0f} {wall_b:13.0f} {jobs_a:10d} {cpu_a:11.0f} {wall_a:12.0f} "
               f"{ratio(same, 0):13.2f} {ratio(same, 1):14.2f}")
+    wall_before, wall_after = sum(w for _, w in before.values()), sum(w for _, w in after.values())
     print(f"{'all':32s} {len(before):11d} {sum(c for c, _ in before.values()):12.0f} "
-          f"{sum(w for _, w in before.values()):13.0f} {len(after):10d} {total:11.0f} "
-          f"{sum(w for _, w in after.values()):12.0f} {ratio(shared, 0):13.2f} {ratio(shared, 1):14.2f}")
+          f"{wall_before:13.0f} {len(after):10d} {total:11.0f} "
+          f"{wall_after:12.0f} {ratio(shared, 0):13.2f} {ratio(shared, 1):14.2f}")
+    print(f"job wall-seconds after / before: {wall_after / wall_before:.2f}")
+    print_phases("before", args.before, before)
+    print_phases("after", args.results, after)
+
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,10 @@
-"""The GPU throughput benchmark runs every path at CPU small scale and judges the issue's goals."""
+"""The benchmarks run: the GPU throughput benchmark every path at CPU small scale, judging its goals;
+the demo's per-rule and per-phase accounting on a finished run's files."""
 
 from __future__ import annotations
+
+import json
+import re
 
 from benchmarks.gpu_throughput import goal_lines, main
 
@@ -39,3 +43,40 @@ def test_batched_seeds_computes_the_same_losses_three_ways_and_prints_ratios(cap
     out = capsys.readouterr().out
     assert set(ratios) == {"sequential", "vmap", "grouped"} and ratios["sequential"] == 1.0
     assert "losses of two steps checked equal first" in out and "3 x SmallCNN [4, 8] at 8 px" in out
+
+
+def _finished_job(results, rule: str, job: str, cpu: float, wall: float, log: str) -> None:
+    """A job as Snakemake's benchmark file and the job's log leave it."""
+    bench = results / "benchmarks" / rule / f"{job}.tsv"
+    bench.parent.mkdir(parents=True, exist_ok=True)
+    bench.write_text(f"s\th:m:s\tmax_rss\tcpu_time\n{wall}\t0:00:01\t1\t{cpu}\n")
+    (results / "logs").mkdir(exist_ok=True)
+    (results / "logs" / f"{job}.log").write_text(log)
+
+
+def test_demo_rules_prints_rules_phases_and_epochs_before_and_after(tmp_path, capsys, monkeypatch):
+    """Two runs of the same job: per rule with the same-name ratio, the phase table of the run whose
+    jobs logged their phases (`core.phases`), and the wall seconds inside / outside the epochs."""
+    import sys
+
+    from benchmarks.demo_rules import main as demo_rules
+    from core.phases import phase, summary
+
+    with phase("epochs"):
+        with phase("saving"):
+            pass
+    line = summary(2.0)  # phases accumulate over the process: other tests' may be in it too
+    recorded = json.loads(line.removeprefix("cpu seconds by phase: "))
+    assert {"epochs", "saving", "imports", "other"} <= set(recorded) and recorded["imports"] >= 2.0
+    before, after = tmp_path / "before", tmp_path / "after"
+    _finished_job(before, "train", "train_clad_seed0", 20.0, 30.0, "clad seed 0 epoch 0: epoch_seconds=21.5\n")
+    _finished_job(after, "train", "train_clad_seed0", 15.0, 24.0, "clad seed 0 epoch 0: epoch_seconds=21.5\n"
+                  'cpu seconds by phase: {"imports": 2.5, "setup": 1.0, "epochs": 11.0, "other": 0.5}\n')
+    monkeypatch.setattr(sys, "argv", ["demo_rules", str(after), str(before)])
+    demo_rules()
+    out = capsys.readouterr().out
+    assert re.search(r"^train\s+1\s+20\s+30\s+1\s+15\s+24\s+0\.75\s+0\.80$", out, re.M), out
+    assert "job wall-seconds after / before: 0.80" in out
+    assert "before: training jobs' wall seconds inside their epochs 22, outside 8" in out
+    assert "before: no job logged its CPU seconds by phase" in out
+    assert re.search(r"^train\s+2\.5\s+0\.0\s+0\.0\s+1\.0\s+11\.0\s+0\.0\s+0\.0\s+0\.5$", out, re.M), out

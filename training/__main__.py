@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 from core.atomic import NoRoomError, atomic_path
 from core.errors import StoreError
+from core.phases import phase, summary
 from pipeline.fingerprint import check_store
 
 from .models import WeightsError
@@ -28,39 +30,43 @@ from .models import WeightsError
 def _stores(pairs: list[str]) -> dict[str, Path]:
     """NAME=STORE pairs, each store passing its cheap fingerprint check before any work starts."""
     stores = {k: Path(v) for k, v in (p.split("=", 1) for p in pairs)}
-    for store in stores.values():
-        check_store(store)
+    with phase("store_checks"):
+        for store in stores.values():
+            check_store(store)
     return stores
 
 
 def _write_rows(path: Path, rows: list[dict]) -> None:
-    with atomic_path(path) as tmp:
+    with phase("saving"), atomic_path(path) as tmp:
         tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
 def _analyse(args: argparse.Namespace, config: dict) -> None:
-    from . import analysis
+    with phase("imports"):
+        from . import analysis
 
     stores = _stores(args.stores)
-    if args.analysis == "texture":
-        from .texture_eval import texture_rows
+    with phase("scoring"):
+        if args.analysis == "texture":
+            from .texture_eval import texture_rows
 
-        rows = texture_rows(args.models, config, stores)
-    elif args.analysis == "saliency":
-        rows, arrays = analysis.saliency_outputs(args.models, config, stores)
-        with atomic_path(args.arrays) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez_compressed(fh, **arrays)
-    else:
-        rows = getattr(analysis, f"{args.analysis}_rows")(args.models, config, stores)
+            rows = texture_rows(args.models, config, stores)
+        elif args.analysis == "saliency":
+            rows, arrays = analysis.saliency_outputs(args.models, config, stores)
+            with atomic_path(args.arrays) as tmp:
+                with open(tmp, "wb") as fh:
+                    np.savez_compressed(fh, **arrays)
+        else:
+            rows = getattr(analysis, f"{args.analysis}_rows")(args.models, config, stores)
     _write_rows(args.out, rows)
 
 
 def _evaluate(parser: argparse.ArgumentParser, args: argparse.Namespace, config: dict) -> None:
     """Every model scored on its test sets (and on the official images where given), each loaded once;
     each store checked once for all of them."""
-    from .build import pick_device
-    from .evaluation import load_trained, score_run
+    with phase("imports"):
+        from .build import pick_device
+        from .evaluation import load_trained, score_run
 
     plans = [(config, _stores(args.stores), args.out, "--out")]
     if args.official_config:
@@ -71,12 +77,16 @@ def _evaluate(parser: argparse.ArgumentParser, args: argparse.Namespace, config:
             parser.error(f"--models gives {len(args.models)} models, {flag} {len(outs)} files")
     device = pick_device()
     for i, model in enumerate(args.models):
-        method, state = load_trained(model, device)
+        with phase("setup"):
+            method, state = load_trained(model, device)
         for cfg, stores, outs, _flag in plans:
-            _write_rows(outs[i], score_run(method, state, cfg, stores, device))
+            with phase("scoring"):
+                rows = score_run(method, state, cfg, stores, device)
+            _write_rows(outs[i], rows)
 
 
 def main(argv: list[str] | None = None) -> int:
+    imports = time.process_time()  # the interpreter, torch and this package (core.phases)
     parser = argparse.ArgumentParser(prog="python -m training")
     sub = parser.add_subparsers(dest="cmd", required=True)
     tr = sub.add_parser("train", help="the runs of one job (a pack), one after the other")
@@ -105,21 +115,28 @@ def main(argv: list[str] | None = None) -> int:
     config = json.loads(args.config.read_text())
     try:
         if args.cmd == "train":
-            from .runs import train_runs
+            with phase("imports"):
+                from .runs import train_runs
 
-            check_store(args.train_store)
+            with phase("store_checks"):
+                check_store(args.train_store)
             train_runs(config, args.train_store, _stores(args.aligned_stores), _stores(args.test_stores), args.runs_dir)
         elif args.cmd == "evaluate":
             _evaluate(parser, args, config)
         elif args.cmd == "evaluate-imagenet":
-            from .evaluation import evaluate_imagenet_model
+            with phase("imports"):
+                from .evaluation import evaluate_imagenet_model
 
-            _write_rows(args.out, evaluate_imagenet_model(config, _stores(args.stores)))
+            stores = _stores(args.stores)
+            with phase("scoring"):
+                rows = evaluate_imagenet_model(config, stores)
+            _write_rows(args.out, rows)
         else:
             _analyse(args, config)
     except (WeightsError, StoreError, NoRoomError) as exc:  # a message naming the file and the fix, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    print(summary(imports), flush=True)  # for benchmarks/demo_rules.py
     return 0
 
 

@@ -1,10 +1,12 @@
 """Training loop: seeds, device choice, per-epoch checkpoints, resume after a kill, metrics.
 
 A run directory holds `config.json` (the run's resolved config, its identity), `checkpoint.pt`
-(rewritten atomically after every epoch: networks, optimisers, schedulers, the metric rows so
-far, next epoch, the hash of the run's config) and, once finished, `model.pt` (weights plus the
-run's config) and `train_metrics.jsonl` (one tidy row per epoch and metric). The checkpoint is
-not a declared workflow output, so Snakemake keeps it when it cleans up a failed job.
+while the run trains (rewritten atomically after every epoch: networks, optimisers, schedulers,
+the metric rows so far, next epoch, the hash of the run's config) and, once finished, `model.pt`
+(weights plus the run's config) and `train_metrics.jsonl` (one tidy row per epoch and metric).
+The checkpoint is not a declared workflow output, so Snakemake keeps it when it cleans up a
+failed job; it is removed once `model.pt` is written (a paper-scale ResNet-50's is 300 MB, and a
+forced rerun of a finished run trains it again instead of resuming at its end).
 Re-running a killed run resumes from the last completed epoch and ends with the same weights as
 an uninterrupted run; a checkpoint made with another config is ignored and the run starts over.
 """
@@ -22,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from core.atomic import atomic_path, write_json
+from core.phases import phase
 from core.provenance import config_hash
 from core.seeding import name_seed
 
@@ -113,72 +116,82 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     if missing := set(method_cls.aligned_variants) - set(aligned_stores):
         raise ValueError(f"method {run_cfg['method']!r} needs the stores of {method_cls.aligned_variants}; "
                          f"missing {sorted(missing)}")
-    batches = ZarrBatches(train_store, "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
-                          drop_last=True, read_chunks=loader_cfg.get("read_chunks", 8),
-                          window_reads=loader_cfg.get("window_reads", 2),
-                          in_memory_max_gb=loader_cfg.get("in_memory_max_gb", 4.0),
-                          prefetch=loader_cfg.get("prefetch_batches", 2),
-                          fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
-                          pin_memory=device.type == "cuda", aligned=aligned_stores,
-                          max_batches=cfg.get("steps_per_epoch"), shard=(rank, world) if world > 1 else None)
-    method = build_method(run_cfg, len(batches.classes), device)
-    distributed.broadcast_state_(method)
-    method.steps_per_epoch = len(batches)
-    prepared = method.setup(batches)
-    schedulers = make_schedulers(method, cfg, cfg["epochs"])
-    ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "train_metrics.jsonl"
-    run_hash = config_hash(run_cfg)
-    start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
+    with phase("loading"):  # the store's split read (into memory when it fits: training.loader.in_memory_max_gb)
+        batches = ZarrBatches(train_store, "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
+                              drop_last=True, read_chunks=loader_cfg.get("read_chunks", 8),
+                              window_reads=loader_cfg.get("window_reads", 2),
+                              in_memory_max_gb=loader_cfg.get("in_memory_max_gb", 4.0),
+                              prefetch=loader_cfg.get("prefetch_batches", 2),
+                              fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
+                              pin_memory=device.type == "cuda", aligned=aligned_stores,
+                              max_batches=cfg.get("steps_per_epoch"), shard=(rank, world) if world > 1 else None)
+    with phase("setup"):  # the method built, its set-up (BiasEnsemble's committee), the checkpoint resumed
+        method = build_method(run_cfg, len(batches.classes), device)
+        distributed.broadcast_state_(method)
+        method.steps_per_epoch = len(batches)
+        prepared = method.setup(batches)
+        schedulers = make_schedulers(method, cfg, cfg["epochs"])
+        ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "train_metrics.jsonl"
+        run_hash = config_hash(run_cfg)
+        start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
     # the precision is the machine's choice as much as the config's (training.build.cpu_has_native_bf16): kept with every row
     tags = {"experiment": experiment, "method": run_cfg["method"], "seed": seed, "precision": precision(method)}
     if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
         history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
-    for epoch in range(start_epoch, cfg["epochs"]):
-        if stop_after_epochs is not None and epoch >= stop_after_epochs:
-            return run_dir / "model.pt"
-        method.train()
-        # each process its own augmentations; one process keeps the seed it always had
-        method.generator.manual_seed(name_seed("augment", experiment, seed, epoch, *([rank] if world > 1 else [])))
-        sums: dict[str, float] = {}
-        counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
-        interval: dict[str, list[float]] = {}  # statistics since the last curve point
-        steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
-        for batch in tqdm(batches.epoch(epoch), total=len(batches), desc=f"{experiment} s{seed} e{epoch}",
-                          leave=False, mininterval=5, disable=None if main else True):
-            stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
-            distributed.broadcast_batch_norm_(method)  # rank 0's running statistics, as DDP's buffers
-            for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + value
-                counts[key] = counts.get(key, 0) + 1
-                interval.setdefault(key, []).append(value)
-            steps += 1
-            if monitor and main and (epoch * len(batches) + steps) % monitor.every_steps == 0:
-                t_mon = time.perf_counter()
-                history += monitor.rows(method, interval, {**tags, "epoch": epoch, "step": epoch * len(batches) + steps})
-                interval, monitor_seconds = {}, monitor_seconds + time.perf_counter() - t_mon
-        for sched in schedulers:
-            sched.step()
-        elapsed = time.perf_counter() - t0 - monitor_seconds
-        row_stats = {**distributed.mean_over_processes(sums, counts), "epoch_seconds": elapsed,
-                     "images_per_second": steps * cfg["batch_size"] / max(elapsed, 1e-9),
-                     "lr": method.optimizers()[0].param_groups[0]["lr"]}
-        if any(not math.isfinite(v) for v in row_stats.values()):
-            raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} at epoch {epoch}")
-        history += [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
-        if main:
-            print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items()),
-                  flush=True)
-            _save_checkpoint(ckpt_path, method, schedulers, epoch + 1, history, run_hash)
-        distributed.barrier()  # no process runs ahead of the last checkpoint
-    if final := method.finish(batches):
-        history += [{"kind": "train", **tags, "epoch": cfg["epochs"], "metric": k, "value": v} for k, v in final.items()]
+    with phase("epochs"):  # the steps, the checkpoints (saving) and monitors (scoring) taken out; a method's finish
+        for epoch in range(start_epoch, cfg["epochs"]):
+            if stop_after_epochs is not None and epoch >= stop_after_epochs:
+                return run_dir / "model.pt"
+            method.train()
+            # each process its own augmentations; one process keeps the seed it always had
+            method.generator.manual_seed(name_seed("augment", experiment, seed, epoch, *([rank] if world > 1 else [])))
+            sums: dict[str, float] = {}
+            counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
+            interval: dict[str, list[float]] = {}  # statistics since the last curve point
+            steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
+            for batch in tqdm(batches.epoch(epoch), total=len(batches), desc=f"{experiment} s{seed} e{epoch}",
+                              leave=False, mininterval=5, disable=None if main else True):
+                stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
+                distributed.broadcast_batch_norm_(method)  # rank 0's running statistics, as DDP's buffers
+                for key, value in stats.items():
+                    sums[key] = sums.get(key, 0.0) + value
+                    counts[key] = counts.get(key, 0) + 1
+                    interval.setdefault(key, []).append(value)
+                steps += 1
+                if monitor and main and (epoch * len(batches) + steps) % monitor.every_steps == 0:
+                    t_mon = time.perf_counter()
+                    with phase("scoring"):
+                        point = {**tags, "epoch": epoch, "step": epoch * len(batches) + steps}
+                        history += monitor.rows(method, interval, point)
+                    interval, monitor_seconds = {}, monitor_seconds + time.perf_counter() - t_mon
+            for sched in schedulers:
+                sched.step()
+            elapsed = time.perf_counter() - t0 - monitor_seconds
+            row_stats = {**distributed.mean_over_processes(sums, counts), "epoch_seconds": elapsed,
+                         "images_per_second": steps * cfg["batch_size"] / max(elapsed, 1e-9),
+                         "lr": method.optimizers()[0].param_groups[0]["lr"]}
+            if any(not math.isfinite(v) for v in row_stats.values()):
+                raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} "
+                                         f"at epoch {epoch}")
+            history += [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v}
+                        for k, v in row_stats.items()]
+            if main:
+                print(f"{experiment} seed {seed} epoch {epoch}: "
+                      + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items()), flush=True)
+                with phase("saving"):
+                    _save_checkpoint(ckpt_path, method, schedulers, epoch + 1, history, run_hash)
+            distributed.barrier()  # no process runs ahead of the last checkpoint
+        if final := method.finish(batches):
+            history += [{"kind": "train", **tags, "epoch": cfg["epochs"], "metric": k, "value": v}
+                        for k, v in final.items()]
     model_path = run_dir / "model.pt"
     if main:
-        with atomic_path(metrics_path) as tmp:
+        with phase("saving"), atomic_path(metrics_path) as tmp:
             tmp.write_text("".join(json.dumps(row) + "\n" for row in history))
-        with atomic_path(model_path) as tmp:
+        with phase("saving"), atomic_path(model_path) as tmp:
             torch.save({"state_dict": method.state_dict(), "run_config": run_cfg, "config_hash": run_hash,
                         "classes": batches.classes}, tmp)
+        ckpt_path.unlink(missing_ok=True)
     distributed.barrier()  # the others return once model.pt exists
     return model_path
 

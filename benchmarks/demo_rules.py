@@ -17,6 +17,9 @@ tell: a job of the same rule and wildcards; a grid pack whose runs changed keeps
 Snakemake samples a job's CPU time with psutil every few seconds and misses what a process spent
 after the last sample, so CPU-seconds undercount short jobs; every demo job runs one thread on a
 core of its own, so its wall seconds are the steadier measure of its CPU cost (both are printed).
+A job forked by a local run's job server (`workbench.job_server`) is not a child of the process
+Snakemake measures: its benchmark CPU-seconds are the client's alone, its wall seconds and its
+phase line the job's own.
 The test suite's paper-config smoke run is measured the same way: run the fixture's command
 (`tests/conftest.py`, `paper_smoke`) with `--config results=DIR` and point this script at
 `DIR-smoke`.
@@ -61,13 +64,15 @@ def per_rule(costs: dict[tuple[str, str], tuple[float, float]]) -> dict[str, tup
 
 def phase_costs(results: Path, jobs: list[tuple[str, str]]) -> dict[str, dict[str, float]]:
     """{rule: {phase: CPU seconds}} summed over the phase lines of the jobs' logs (every process of
-    a several-process job prints its own); rules whose jobs log none are left out."""
+    a several-process job prints its own), and the job server's (`workbench.job_server`: the
+    imports it made once for every job it forked, in logs/job_server.log); rules whose jobs log
+    none are left out."""
     out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for rule, job in jobs:
+    for rule, job in [*jobs, ("job_server", "job_server")]:
         log = results / "logs" / f"{job}.log"
         for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
-            if line.startswith(PHASES_LINE):
-                for name, seconds in json.loads(line[len(PHASES_LINE):]).items():
+            if PHASES_LINE in line:
+                for name, seconds in json.loads(line.split(PHASES_LINE, 1)[1]).items():
                     out[rule][name] += seconds
     return out
 

@@ -11,6 +11,7 @@ from pipeline import variants
 from pipeline.segment_stage import shard_count
 from pipeline.sources.listing import folder_fingerprint
 from pipeline.datasets import get_family
+from workbench import job_server
 from workbench import resources as res
 from workbench.config import (background_challenge_runs, dataset_family, dataset_variants, packs, runs, scoring,
                               scoring_packs)
@@ -37,6 +38,24 @@ _PYTHON = "python" if workflow.deployment_settings.deployment_method else sys.ex
 for _key, _value in res.interpreter_environment(workflow.basedir, _PYTHON).items():
     os.environ[_key] = _value
 PY = res.PYTHON_COMMAND
+# A local run forks its training, scoring and analysis jobs from one warm interpreter (workbench.job_server):
+# torch is imported once, not once per job. Not on a cluster, under --use-conda or with WORKBENCH_WARM_JOBS=0.
+_JOB_SERVER = []
+
+
+onstart:
+    if job_server.wanted(workflow.local_exec, bool(workflow.deployment_settings.deployment_method)):
+        _JOB_SERVER.append(job_server.start(Path(R) / "logs" / "job_server.log"))
+
+
+onsuccess:
+    job_server.stop(_JOB_SERVER.pop() if _JOB_SERVER else None)
+
+
+onerror:
+    job_server.stop(_JOB_SERVER.pop() if _JOB_SERVER else None)
+
+
 for _key, _value in res.JOB_ENVIRONMENT.items():  # malloc keeps freed memory; a value already set wins
     os.environ.setdefault(_key, _value)
 

@@ -1,0 +1,123 @@
+"""A local run's warm interpreter (`workbench.job_server`): a job forked from it is the job a process
+of its own would have run (same bytes, status, streams), a signal or a kill of its client ends it,
+anything but `python -m training` and a missing server run as before, and the server ends with
+the process that started it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from workbench import job_server
+
+from .conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A server started as the workflow's onstart starts one, with its environment."""
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    log = tmp_path_factory.mktemp("server") / "job_server.log"
+    proc = job_server.start(log, environ)
+    assert proc is not None, log.read_text()
+    yield environ, proc, log
+    job_server.stop(proc, environ)
+    assert proc.poll() is not None and environ["WORKBENCH_PYTHON"] == sys.executable
+    assert "job server: " in log.read_text() and "cpu seconds by phase:" in log.read_text()
+
+
+def _train_args(tiny_stores, tmp_path: Path, name: str, default_config: dict, **training) -> list[str]:
+    """`-m training train` of Base (IN9) on the tiny store, its runs in tmp_path/name."""
+    import copy
+
+    from workbench.config import resolve_config
+    from workbench.slices import run_config
+
+    cfg = resolve_config(copy.deepcopy(default_config))
+    run = run_config(cfg, "base_in9", 0)
+    run["training"].update(training)
+    job = tmp_path / f"{name}.json"
+    job.write_text(json.dumps({"runs": [run]}))
+    return ["-m", "training", "train", "--config", str(job), "--train-store", str(tiny_stores["original"]),
+            "--runs-dir", str(tmp_path / name)]
+
+
+def test_a_served_job_writes_the_bytes_and_the_log_of_a_job_of_its_own(server, tiny_stores, tmp_path, default_config):
+    environ, _proc, _log = server
+    for name, python in (("served", environ["WORKBENCH_PYTHON"]), ("alone", sys.executable)):
+        with open(tmp_path / f"{name}.log", "w") as log:
+            proc = subprocess.run([python, *_train_args(tiny_stores, tmp_path, name, default_config, epochs=2)],
+                                  env=environ, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        assert proc.returncode == 0, (tmp_path / f"{name}.log").read_text()
+    served, alone = (tmp_path / name / "base_in9" / "seed0" for name in ("served", "alone"))
+    assert (served / "model.pt").read_bytes() == (alone / "model.pt").read_bytes()
+    logs = [(tmp_path / f"{name}.log").read_text().splitlines() for name in ("served", "alone")]
+    assert [line.split("epoch_seconds")[0] for line in logs[0][:2]] == [line.split("epoch_seconds")[0] for line in logs[1][:2]]
+    assert logs[0][-1].startswith("cpu seconds by phase:")
+
+
+def test_a_failing_job_returns_its_status_and_other_commands_run_as_before(server, tmp_path):
+    environ, _proc, _log = server
+    warm = environ["WORKBENCH_PYTHON"]
+    missing = subprocess.run([warm, "-m", "training", "train", "--config", str(tmp_path / "none.json"), "--train-store",
+                              str(tmp_path), "--runs-dir", str(tmp_path)], env=environ, capture_output=True, text=True)
+    assert missing.returncode == 1 and "FileNotFoundError" in missing.stderr and "none.json" in missing.stderr
+    usage = subprocess.run([warm, "-m", "training", "nonsense"], env=environ, capture_output=True, text=True)
+    assert usage.returncode == 2 and "invalid choice" in usage.stderr
+    plain = subprocess.run([warm, "-c", "import sys; print(sys.executable)"], env=environ, capture_output=True, text=True)
+    assert plain.returncode == 0 and plain.stdout.strip() == sys.executable  # ran in the real interpreter
+    gone = {**environ, job_server.SOCKET_VARIABLE: str(tmp_path / "no.sock")}  # no server there: run alone
+    alone = subprocess.run([warm, "-m", "training", "nonsense"], env=gone, capture_output=True, text=True)
+    assert alone.returncode == 2 and "invalid choice" in alone.stderr
+
+
+def _served_children(proc: subprocess.Popen) -> list[psutil.Process]:
+    return psutil.Process(proc.pid).children()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_or_a_kill_of_the_client_ends_its_job(server, tiny_stores, tmp_path, default_config, sig):
+    """SIGTERM (Snakemake ending a job) reaches the job, which dies of it; SIGKILL (the whole workflow
+    killed) closes the client's socket, and the server kills the job."""
+    environ, proc, _log = server
+    args = _train_args(tiny_stores, tmp_path, "long", default_config, epochs=100_000)
+    client = subprocess.Popen([environ["WORKBENCH_PYTHON"], *args], env=environ, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "long" / "base_in9" / "seed0" / "checkpoint.pt").exists():
+        assert time.monotonic() < deadline and client.poll() is None, "the served job never trained"
+        time.sleep(0.1)
+    (job,) = _served_children(proc)
+    client.send_signal(sig)
+    assert client.wait(timeout=30) == (128 + signal.SIGTERM if sig == signal.SIGTERM else -signal.SIGKILL)
+    job.wait(timeout=30)  # gone, and reaped by the server
+    assert _served_children(proc) == []
+
+
+def test_the_server_ends_with_the_process_that_started_it(tmp_path):
+    """A server whose Snakemake is gone (killed) does not outlive it."""
+    code = ("import os, sys, time; from pathlib import Path; from workbench import job_server; "
+            f"proc = job_server.start(Path({str(tmp_path / 'server.log')!r})); print(proc.pid, flush=True); "
+            "time.sleep(600)")
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    server_pid = int(owner.stdout.readline())
+    owner.kill()
+    owner.wait()
+    psutil.Process(server_pid).wait(timeout=30)
+    assert "job server: 0 jobs" in (tmp_path / "server.log").read_text()
+
+
+def test_only_a_local_run_in_snakemakes_own_interpreter_starts_one():
+    assert job_server.wanted(local=True, own_environments=False, environ={})
+    assert not job_server.wanted(local=False, own_environments=False, environ={})  # a cluster's jobs
+    assert not job_server.wanted(local=True, own_environments=True, environ={})  # --use-conda
+    assert not job_server.wanted(local=True, own_environments=False, environ={job_server.SWITCH_VARIABLE: "0"})

@@ -116,8 +116,12 @@ def test_the_server_ends_with_the_process_that_started_it(tmp_path):
     assert "job server: 0 jobs" in (tmp_path / "server.log").read_text()
 
 
-def test_only_a_local_run_in_snakemakes_own_interpreter_starts_one():
-    assert job_server.wanted(local=True, own_environments=False, environ={})
-    assert not job_server.wanted(local=False, own_environments=False, environ={})  # a cluster's jobs
-    assert not job_server.wanted(local=True, own_environments=True, environ={})  # --use-conda
-    assert not job_server.wanted(local=True, own_environments=False, environ={job_server.SWITCH_VARIABLE: "0"})
+def test_only_a_local_run_in_snakemakes_own_interpreter_with_jobs_to_serve_starts_one():
+    jobs = ["in9_variant", "train", "evaluate_park_cmnist", "report"]
+    assert job_server.wanted(local=True, own_environments=False, rules=jobs, environ={})
+    assert not job_server.wanted(local=False, own_environments=False, rules=jobs, environ={})  # a cluster's jobs
+    assert not job_server.wanted(local=True, own_environments=True, rules=jobs, environ={})  # --use-conda
+    assert not job_server.wanted(local=True, own_environments=False, rules=jobs,
+                                 environ={job_server.SWITCH_VARIABLE: "0"})
+    # one job to serve: the server would import what the job imports
+    assert not job_server.wanted(local=True, own_environments=False, rules=["in9_variant", "train"], environ={})

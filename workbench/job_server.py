@@ -214,10 +214,17 @@ def client(argv: list[str]) -> int:
 SWITCH_VARIABLE = "WORKBENCH_WARM_JOBS"
 
 
-def wanted(local: bool, own_environments: bool, environ: dict[str, str] | os._Environ = os.environ) -> bool:
+#: the rules whose jobs run `python -m training` (training, scoring, analyses: `rules/*.smk`)
+SERVED_RULES = ("train", "evaluate", "analysis")
+
+
+def wanted(local: bool, own_environments: bool, rules: list[str],
+           environ: dict[str, str] | os._Environ = os.environ) -> bool:
     """Whether a workflow run should start a server: a local run whose jobs share Snakemake's
-    interpreter (not under --use-conda), unless WORKBENCH_WARM_JOBS=0."""
-    return local and not own_environments and environ.get(SWITCH_VARIABLE, "1") != "0"
+    interpreter (not under --use-conda) with at least two jobs to serve among those of `rules`
+    (a server imports what one job would), unless WORKBENCH_WARM_JOBS=0."""
+    served = sum(rule.startswith(SERVED_RULES) for rule in rules)
+    return local and not own_environments and served >= 2 and environ.get(SWITCH_VARIABLE, "1") != "0"
 
 
 def start(log: Path, environ: dict[str, str] | os._Environ = os.environ) -> subprocess.Popen | None:

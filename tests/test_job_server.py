@@ -1,6 +1,6 @@
 """A local run's warm interpreter (`workbench.job_server`): a job forked from it is the job a process
 of its own would have run (same bytes, status, streams), a signal or a kill of its client ends it,
-anything but `python -m training` and a missing server run as before, and the server ends with
+anything but `python -m training` / `pipeline` and a missing server run as before, and the server ends with
 the process that started it."""
 
 from __future__ import annotations
@@ -74,6 +74,9 @@ def test_a_failing_job_returns_its_status_and_other_commands_run_as_before(serve
     assert usage.returncode == 2 and "invalid choice" in usage.stderr
     plain = subprocess.run([warm, "-c", "import sys; print(sys.executable)"], env=environ, capture_output=True, text=True)
     assert plain.returncode == 0 and plain.stdout.strip() == sys.executable  # ran in the real interpreter
+    verify = subprocess.run([warm, "-m", "pipeline", "verify", str(tmp_path / "no.zarr")], env=environ,
+                            capture_output=True, text=True)  # a served pipeline job: its output and status
+    assert verify.returncode == 1 and f"{tmp_path / 'no.zarr'}: BAD" in verify.stdout
     gone = {**environ, job_server.SOCKET_VARIABLE: str(tmp_path / "no.sock")}  # no server there: run alone
     alone = subprocess.run([warm, "-m", "training", "nonsense"], env=gone, capture_output=True, text=True)
     assert alone.returncode == 2 and "invalid choice" in alone.stderr
@@ -117,11 +120,11 @@ def test_the_server_ends_with_the_process_that_started_it(tmp_path):
 
 
 def test_only_a_local_run_in_snakemakes_own_interpreter_with_jobs_to_serve_starts_one():
-    jobs = ["in9_variant", "train", "evaluate_park_cmnist", "report"]
+    jobs = ["in9_variant", "train", "evaluate_park_cmnist", "report", "all"]
     assert job_server.wanted(local=True, own_environments=False, rules=jobs, environ={})
     assert not job_server.wanted(local=False, own_environments=False, rules=jobs, environ={})  # a cluster's jobs
     assert not job_server.wanted(local=True, own_environments=True, rules=jobs, environ={})  # --use-conda
     assert not job_server.wanted(local=True, own_environments=False, rules=jobs,
                                  environ={job_server.SWITCH_VARIABLE: "0"})
     # one job to serve: the server would import what the job imports
-    assert not job_server.wanted(local=True, own_environments=False, rules=["in9_variant", "train"], environ={})
+    assert not job_server.wanted(local=True, own_environments=False, rules=["train", "report", "all"], environ={})

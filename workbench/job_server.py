@@ -1,18 +1,19 @@
-"""A warm interpreter for the training jobs of a local run: torch imported once, every job forked from it.
+"""A warm interpreter for the jobs of a local run: torch imported once, every job forked from it.
 
-A training, scoring or analysis job is a process of its own (`python -m training ...`), and on a CPU
-it spends seconds importing torch, torchvision and the package before its first step: a third of a
-small demo job, two thirds of a smoke-mode one. For a local run (`snakemake --cores N`) the
-Snakefile's `onstart` starts a server (`serve`) that imports them once and listens on a Unix
-socket; the rules' interpreter (`WORKBENCH_PYTHON`) becomes `warm_python` beside this module,
-whose client (`client`) hands the job's arguments, working directory, environment and standard
-streams to the server, which forks a child to run `training.__main__.main` as the job. The job
-is the same code with the same arguments and seeds: only the import is shared.
+A generation, training, scoring or analysis job is a process of its own (`python -m pipeline ...`,
+`python -m training ...`), and on a CPU it spends seconds importing torch, torchvision and the
+package before its first step: a third of a small demo job, two thirds of a smoke-mode one. For a
+local run (`snakemake --cores N`) the Snakefile's `onstart` starts a server (`serve`) that imports
+them once and listens on a Unix socket; the rules' interpreter (`WORKBENCH_PYTHON`) becomes
+`warm_python` beside this module, whose client (`client`) hands the job's arguments, working
+directory, environment and standard streams to the server, which forks a child to run the module
+as `python -m` would. The job is the same code with the same arguments and seeds: only the import
+is shared.
 
 A job stays a job: the client waits for the child's exit status and returns it; a signal to the
 client (Snakemake's SIGTERM) goes to the child's process group; when the client dies (SIGKILL of
 the whole workflow) the server kills the child; when Snakemake itself is gone the server ends.
-Anything else the client runs (`-m pipeline`, `-m torch.distributed.run`, ...) it runs as before,
+Anything else the client runs (`-m report`, `-m torch.distributed.run`, ...) it runs as before,
 and so it does when no server answers. Cluster runs (`--executor slurm`) never start one.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import runpy
 import selectors
 import signal
 import socket
@@ -35,11 +37,13 @@ from typing import Any
 from core.phases import summary
 
 #: what the server imports once for every job it forks (torchvision: the ResNets; it also
-#: imports torch._dynamo, which torch's optimisers import on first use)
-PRELOAD = ("torch", "torchvision", "training.__main__", "training.runs", "training.trainer", "training.evaluation",
-           "training.analysis")
-#: the jobs the client hands to the server: `python -m training ...`
-SERVED = ("-m", "training")
+#: imports torch._dynamo, which torch's optimisers import on first use); not the `__main__`
+#: modules: runpy runs those anew for each job
+PRELOAD = ("torch", "torchvision", "training.models", "training.runs", "training.trainer", "training.evaluation",
+           "training.analysis", "pipeline.fingerprint", "pipeline.segment_stage", "pipeline.variant_stage",
+           "pipeline.derived_stage", "pipeline.datasets.in9")
+#: the modules whose jobs (`python -m <module> ...`) the client hands to the server
+SERVED = ("training", "pipeline")
 #: environment of the client: the server's socket, and the interpreter to run anything else with
 SOCKET_VARIABLE, PYTHON_VARIABLE = "WORKBENCH_JOB_SERVER", "WORKBENCH_REAL_PYTHON"
 #: the interpreter the rules run when a server is up (a shell script calling `client`)
@@ -78,16 +82,15 @@ def _run_job(request: dict[str, Any], fds: list[int]) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    python, args = request["argv"][0], request["argv"][len(SERVED) + 1:]
-    sys.argv = [python, *args]
+    _python, _m, module, *args = request["argv"]
     import torch
 
     # the OpenMP runtime read OMP_NUM_THREADS when the server imported torch: apply the job's own
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
-    from training.__main__ import main
-
     try:
-        return int(main(args) or 0)
+        sys.argv = [module, *args]  # as `python -m module args` (runpy puts the module's path first)
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        return 0
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # as an interpreter would: the traceback on stderr, status 1
@@ -184,7 +187,7 @@ def client(argv: list[str]) -> int:
     or without a server, in this process's place (exec)."""
     python = os.environ.get(PYTHON_VARIABLE) or sys.executable
     path = os.environ.get(SOCKET_VARIABLE)
-    if tuple(argv[:2]) != SERVED or not path:
+    if argv[:1] != ["-m"] or argv[1:2] not in [[m] for m in SERVED] or not path:
         os.execv(python, [python, *argv])
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -214,8 +217,8 @@ def client(argv: list[str]) -> int:
 SWITCH_VARIABLE = "WORKBENCH_WARM_JOBS"
 
 
-#: the rules whose jobs run `python -m training` (training, scoring, analyses: `rules/*.smk`)
-SERVED_RULES = ("train", "evaluate", "analysis")
+#: the rules whose jobs do not run a `SERVED` module (the report runs `python -m report`)
+UNSERVED_RULES = ("all", "report")
 
 
 def wanted(local: bool, own_environments: bool, rules: list[str],
@@ -223,7 +226,7 @@ def wanted(local: bool, own_environments: bool, rules: list[str],
     """Whether a workflow run should start a server: a local run whose jobs share Snakemake's
     interpreter (not under --use-conda) with at least two jobs to serve among those of `rules`
     (a server imports what one job would), unless WORKBENCH_WARM_JOBS=0."""
-    served = sum(rule.startswith(SERVED_RULES) for rule in rules)
+    served = sum(rule not in UNSERVED_RULES for rule in rules)
     return local and not own_environments and served >= 2 and environ.get(SWITCH_VARIABLE, "1") != "0"
 
 

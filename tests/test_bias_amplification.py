@@ -208,6 +208,15 @@ def test_table3_switches_pick_the_terms_of_eq13(default_config, tiny_stores, swi
         assert out["loss_bn"] == pytest.approx(2 * with_weight["loss_bn"], rel=1e-5)
 
 
+@pytest.fixture(autouse=True)
+def no_shared_committee(monkeypatch):
+    """Each test trains its own BiasEnsemble committees (a committee cached by an earlier test of this
+    process would stand in for the one a test means to train, a resumed run's for instance)."""
+    from training.methods import bias_amplification
+
+    monkeypatch.setattr(bias_amplification, "_COMMITTEES", {})
+
+
 def _run(default_config, method: str, **method_args):
     from workbench.config import resolve_config
     from workbench.slices import run_config
@@ -262,3 +271,45 @@ def test_biased_model_skips_a_batch_without_aligned_samples(default_config, tiny
     assert torch.equal(logits.grad, torch.zeros_like(logits))
     both = method.biased_loss(logits, torch.tensor([1, 2]), torch.tensor([2, 3]))
     assert torch.isclose(both, torch.nn.functional.cross_entropy(logits, torch.tensor([1, 2])))
+
+
+def test_lff_be_and_park_share_one_committee_as_good_as_their_own(tiny_stores, default_config, monkeypatch, tmp_path):
+    """In one process (a grid pack), LfF+BE and Park et al. on the same store, seed and committee settings
+    train one committee (named by its identity, not by either run) and vote with the same D^A; Park et
+    al. trained on its own, committee and all, trains the same committee, draws the same numbers after
+    its set-up (its partners' seed) and ends with the same weights as when it shared one."""
+    from training.methods import bias_amplification
+    from training.trainer import train
+
+    trained, committees, partner_seeds = [], [], []
+    own = bias_amplification.LfFBiasEnsemble._committee
+
+    def committee(self, batches, device):
+        trained.append(batches.name)
+        committees.append(own(self, batches, device))
+        return committees[-1]
+
+    set_up = bias_amplification.IntrinsicFeatureEnhancement.setup
+
+    def setup(self, batches):
+        stats = set_up(self, batches)
+        partner_seeds.append(self.partner_seed)
+        return stats
+
+    monkeypatch.setattr(bias_amplification.LfFBiasEnsemble, "_committee", committee)
+    monkeypatch.setattr(bias_amplification.IntrinsicFeatureEnhancement, "setup", setup)
+    args = dict(committee_size=2, committee_steps=3, committee_valid_every=3, confidence=0.1)
+    be = {**_run(default_config, "lff_be", **args), "experiment": "grid_lff_be"}
+    ours = {**_run(default_config, "intrinsic_feature_enhancement", **args, t1=1, t2=2), "experiment": "grid_ours"}
+    train(be, tiny_stores["original"], tmp_path / "be")
+    shared = torch.load(train(ours, tiny_stores["original"], tmp_path / "ours"), weights_only=False)["state_dict"]
+    assert len(trained) == 1 and trained[0].startswith("committee ")
+    first = torch.load(tmp_path / "be" / "model.pt", weights_only=False)["state_dict"]
+    assert torch.equal(first["flags.aligned"], shared["flags.aligned"]) and bool(shared["flags.aligned"].any())
+    bias_amplification._COMMITTEES.clear()
+    alone = torch.load(train(ours, tiny_stores["original"], tmp_path / "alone"), weights_only=False)["state_dict"]
+    assert len(trained) == 2
+    assert all(torch.equal(a, b) for a, b in zip(committees[0][:2], committees[1][:2]))  # p_y and the wrong votes
+    assert partner_seeds[0] == partner_seeds[1]
+    assert all(torch.equal(alone[k], shared[k]) for k in shared if not k.startswith("bn_score")) and all(
+        torch.equal(alone[k].nan_to_num(), shared[k].nan_to_num()) for k in shared if k.startswith("bn_score"))

@@ -18,6 +18,7 @@ windows of the split (reading only its own rows would scatter the reads).
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import queue
@@ -67,6 +68,13 @@ class ZarrBatches:
         self._cache = None
         if nbytes <= in_memory_max_gb * 2**30:
             self._cache = {**self._small, **{f: self.arrays[f][:] for f in self._large}}
+
+    def renamed(self, name: str) -> ZarrBatches:
+        """The same rows and batches under another `name`, which the epochs' shuffling follows (a
+        BiasEnsemble committee several runs share shuffles by its own name, not by a run's)."""
+        other = copy.copy(self)
+        other.name = name
+        return other
 
     def __len__(self) -> int:
         """Batches per epoch (at most `max_batches`)."""

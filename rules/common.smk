@@ -44,7 +44,7 @@ _JOB_SERVER = []
 
 
 onstart:
-    if job_server.wanted(workflow.local_exec, bool(workflow.deployment_settings.deployment_method),
+    if job_server.wanted(workflow.local_exec, bool(workflow.deployment_settings.deployment_method), workflow.touch,
                          [job.rule.name for job in workflow.dag.needrun_jobs()]):
         _JOB_SERVER.append(job_server.start(Path(R) / "logs" / "job_server.log"))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -121,10 +122,64 @@ def test_the_server_ends_with_the_process_that_started_it(tmp_path):
 
 def test_only_a_local_run_in_snakemakes_own_interpreter_with_jobs_to_serve_starts_one():
     jobs = ["in9_variant", "train", "evaluate_park_cmnist", "report", "all"]
-    assert job_server.wanted(local=True, own_environments=False, rules=jobs, environ={})
-    assert not job_server.wanted(local=False, own_environments=False, rules=jobs, environ={})  # a cluster's jobs
-    assert not job_server.wanted(local=True, own_environments=True, rules=jobs, environ={})  # --use-conda
-    assert not job_server.wanted(local=True, own_environments=False, rules=jobs,
+    assert job_server.wanted(local=True, own_environments=False, touch=False, rules=jobs, environ={})
+    assert not job_server.wanted(local=False, own_environments=False, touch=False, rules=jobs, environ={})  # a cluster's jobs
+    assert not job_server.wanted(local=True, own_environments=True, touch=False, rules=jobs, environ={})  # --use-conda
+    assert not job_server.wanted(local=True, own_environments=False, touch=False, rules=jobs,
                                  environ={job_server.SWITCH_VARIABLE: "0"})
+    assert not job_server.wanted(local=True, own_environments=False, touch=True, rules=jobs, environ={})
     # one job to serve: the server would import what the job imports
-    assert not job_server.wanted(local=True, own_environments=False, rules=["train", "report", "all"], environ={})
+    assert not job_server.wanted(local=True, own_environments=False, touch=False, rules=["train", "report", "all"], environ={})
+
+
+def _long_job(server, tiny_stores, tmp_path, default_config, name: str, environ: dict | None = None):
+    """A served training job that runs until stopped, once it has written its first checkpoint."""
+    env, _proc, _log = server
+    args = _train_args(tiny_stores, tmp_path, name, default_config, epochs=100_000)
+    client = subprocess.Popen([env["WORKBENCH_PYTHON"], *args], env=environ or env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / name / "base_in9" / "seed0" / "checkpoint.pt").exists():
+        assert time.monotonic() < deadline and client.poll() is None, "the job never trained"
+        time.sleep(0.1)
+    return client
+
+
+def test_a_job_that_fails_at_its_start_leaves_the_others_running(server, tiny_stores, tmp_path, default_config):
+    """A request whose directory is gone fails in its own child (status 1, its traceback on its stderr);
+    the job already running goes on and is stopped as any other."""
+    environ, proc, _log = server
+    running = _long_job(server, tiny_stores, tmp_path, default_config, "running")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.connect(environ[job_server.SOCKET_VARIABLE])
+    err = tmp_path / "err.txt"
+    with open(err, "w") as stderr:
+        job_server._send(sock, {"argv": [sys.executable, "-m", "training", "train"], "cwd": str(tmp_path / "gone"),
+                                "env": dict(environ)}, [0, 1, stderr.fileno()])
+    started, _ = job_server._receive(sock)
+    ended, _ = job_server._receive(sock)
+    assert "pid" in started and ended == {"status": 1} and "FileNotFoundError" in err.read_text()
+    assert running.poll() is None and len(_served_children(proc)) == 1
+    running.send_signal(signal.SIGINT)  # Ctrl-C: the job's KeyboardInterrupt, with its traceback
+    assert running.wait(timeout=30) == 128 + signal.SIGINT and "KeyboardInterrupt" in running.stderr.read()
+
+
+def test_a_job_is_killed_when_its_server_dies(tiny_stores, tmp_path, default_config):
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = job_server.start(tmp_path / "server.log", environ)
+    client = _long_job((environ, proc, None), tiny_stores, tmp_path, default_config, "orphan")
+    (job,) = _served_children(proc)
+    proc.kill()
+    assert client.wait(timeout=30) == 1 and "the job was killed" in client.stderr.read()
+    job.wait(timeout=30)  # gone: it does not train on, unwatched
+
+
+def test_a_job_with_other_interpreter_settings_runs_in_its_own_process(server, tiny_stores, tmp_path,
+                                                                        default_config):
+    """PYTHONHASHSEED and the like are read when an interpreter starts: a job that sets them other than the
+    server's is declined, and its client runs it itself."""
+    environ, proc, _log = server
+    client = _long_job(server, tiny_stores, tmp_path, default_config, "own", {**environ, "PYTHONHASHSEED": "7"})
+    assert _served_children(proc) == []
+    client.kill()
+    client.wait()

@@ -11,21 +11,27 @@ as `python -m` would. The job is the same code with the same arguments and seeds
 is shared.
 
 A job stays a job: the client waits for the child's exit status and returns it; a signal to the
-client (Snakemake's SIGTERM) goes to the child's process group; when the client dies (SIGKILL of
-the whole workflow) the server kills the child; when Snakemake itself is gone the server ends.
-Anything else the client runs (`-m report`, `-m torch.distributed.run`, ...) it runs as before,
-and so it does when no server answers. Cluster runs (`--executor slurm`) never start one.
+client (Ctrl-C's SIGINT, a SIGTERM) goes to the child's process group; when the client dies (SIGKILL
+of the whole workflow) the server kills the child, and when the server dies the client does;
+when Snakemake itself is gone the server ends. Anything else the client runs (`-m report`,
+`-m torch.distributed.run`, ...) it runs as before, and so it does when no server answers or the
+server declines (a job whose interpreter settings differ from its own). Cluster runs
+(`--executor slurm`) never start one. docs/workflow.md says what a forked job shares and what not.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
 import json
 import os
 import runpy
 import selectors
+import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -52,6 +58,12 @@ WARM_PYTHON = Path(__file__).with_name("warm_python")
 MAX_REQUEST = 1 << 20
 #: how long `start` waits for the server's imports before going on without it
 START_TIMEOUT_S = 120.0
+#: the file beside the socket that says the server listens
+READY = "ready"
+
+
+#: the signals a job's client passes on to the job (Ctrl-C reaches the clients as SIGINT)
+JOB_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _send(sock: socket.socket, message: dict[str, Any], fds: list[int] = ()) -> None:
@@ -67,124 +79,213 @@ def _receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
     return (json.loads(data) if data else None), fds
 
 
+def _interpreter_variables(environ: dict[str, str] | os._Environ) -> dict[str, str]:
+    """The variables the interpreter reads only when it starts (PYTHONHASHSEED, PYTHONOPTIMIZE, ...)."""
+    return {k: v for k, v in environ.items() if k.startswith("PYTHON") and k != "PYTHONPATH"}
+
+
 # -- the server ------------------------------------------------------------------------------------------
 
 
-def _run_job(request: dict[str, Any], fds: list[int]) -> int:
-    """In the forked child: become the job (its own process group, streams, directory, environment,
-    threads) and run it; its exit status."""
+def _refusal(request: dict[str, Any], fds: list[int], conn: socket.socket) -> str | None:
+    """Why this server must not run `request` (a job it cannot run as a fresh `python -m` would), or None."""
+    uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1]
+    if uid != os.getuid():
+        return f"the client runs as user {uid}"
+    if len(fds) != 3 or request.get("argv", [])[1:3] not in [["-m", m] for m in SERVED]:
+        return "not a job this server runs"
+    if _interpreter_variables(request["env"]) != _interpreter_variables(os.environ):
+        return "the job's PYTHON* variables differ from the server's, which its interpreter read at start"
+    return None
+
+
+def _become_job(request: dict[str, Any], fds: list[int]) -> None:
+    """In the forked child: the job's process group, streams, directory, environment, signal handlers
+    (those of a fresh interpreter) and threads; settings read at import time read again."""
     os.setsid()  # a process group of its own: a signal to the job reaches what it starts too
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE):
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # KeyboardInterrupt: finally blocks and atexit run
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    _python, _m, module, *args = request["argv"]
+    import dask
     import torch
+    import zarr
+    from threadpoolctl import threadpool_limits
 
-    # the OpenMP runtime read OMP_NUM_THREADS when the server imported torch: apply the job's own
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
+    tempfile.tempdir = None  # TMPDIR (Snakemake's resources.tmpdir) read anew
+    zarr.config.refresh()
+    dask.config.refresh()
+    if threads := os.environ.get("OMP_NUM_THREADS"):  # the runtimes read it when the server imported them
+        threadpool_limits(int(threads))  # OpenMP, OpenBLAS, MKL
+        torch.set_num_threads(int(threads))
+
+
+def _run_module(argv: list[str]) -> int:
+    """`python -m module args` (argv: interpreter, -m, module, args) in this process; its exit status."""
+    _python, _m, module, *args = argv
     try:
-        sys.argv = [module, *args]  # as `python -m module args` (runpy puts the module's path first)
+        sys.argv = [module, *args]  # runpy puts the module's path first, as `python -m` does
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         return 0
     except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # as an interpreter would: the traceback on stderr, status 1
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)  # sys.exit("message"), as the interpreter reports it
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C: the traceback, and the status of a death by SIGINT
+        traceback.print_exc()
+        return 128 + signal.SIGINT
+    except BaseException:  # as the interpreter would: the traceback on stderr, status 1
         traceback.print_exc()
         return 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
 
 
-def _fork_job(request: dict[str, Any], fds: list[int], listener: socket.socket, conn: socket.socket) -> int:
+def _fork_job(request: dict[str, Any], fds: list[int], inherited: list[int]) -> int:
+    """Fork the job's child (the job signals held until it has its own handlers); close `inherited`
+    (the server's listener, selector, connections and pidfds) in it."""
     sys.stdout.flush()
     sys.stderr.flush()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, JOB_SIGNALS)
     pid = os.fork()
     if pid == 0:
-        listener.close()
-        conn.close()
-        os._exit(_run_job(request, fds))
+        code = 1
+        try:  # nothing of the server's may run in the child, whatever happens
+            for fd in inherited:
+                os.close(fd)
+            _become_job(request, fds)
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            code = _run_module(request["argv"])
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            try:
+                atexit._run_exitfuncs()
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
     for fd in fds:
         os.close(fd)
     return pid
 
 
+class _Server:
+    """The selector loop of `serve`: connections, the jobs' children (pidfds), their clients."""
+
+    def __init__(self, listener: socket.socket):
+        self.listener, self.selector, self.served = listener, selectors.DefaultSelector(), 0
+        self.selector.register(listener, selectors.EVENT_READ, ("accept", None))
+        self.jobs: dict[int, tuple[socket.socket, int]] = {}  # child pid -> (client connection, pidfd)
+
+    def inherited(self) -> list[int]:
+        return [self.listener.fileno(), self.selector.fileno(),
+                *(fd for conn, pidfd in self.jobs.values() for fd in (conn.fileno(), pidfd)),
+                *(key.fileobj.fileno() for key in self.selector.get_map().values() if key.data[0] == "request")]
+
+    def handle(self, key: selectors.SelectorKey) -> None:
+        kind, pid = key.data
+        if kind == "accept":
+            conn, _ = self.listener.accept()
+            self.selector.register(conn, selectors.EVENT_READ, ("request", None))
+        elif kind == "request":
+            self._request(key.fileobj)
+        elif kind == "exited":
+            self._exited(pid)
+        elif pid in self.jobs:  # the client is gone (killed): so is its job
+            self.selector.unregister(key.fileobj)
+            _kill(pid, signal.SIGKILL)
+
+    def _request(self, conn: socket.socket) -> None:
+        self.selector.unregister(conn)
+        request, fds = _receive(conn)
+        if request is None or (reason := _refusal(request, fds, conn)):
+            for fd in fds:
+                os.close(fd)
+            if request is not None:
+                with contextlib.suppress(OSError):
+                    _send(conn, {"refused": reason})
+            conn.close()
+            return
+        pid = _fork_job(request, fds, [conn.fileno(), *self.inherited()])
+        self.served += 1
+        pidfd = os.pidfd_open(pid)
+        self.jobs[pid] = (conn, pidfd)
+        self.selector.register(pidfd, selectors.EVENT_READ, ("exited", pid))
+        self.selector.register(conn, selectors.EVENT_READ, ("client", pid))
+        try:
+            _send(conn, {"pid": pid})
+        except OSError:  # the client died before it heard the pid
+            _kill(pid, signal.SIGKILL)
+
+    def _exited(self, pid: int) -> None:
+        conn, pidfd = self.jobs.pop(pid)
+        _, status = os.waitpid(pid, 0)
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        if conn.fileno() in self.selector.get_map():
+            self.selector.unregister(conn)
+        with contextlib.suppress(OSError):
+            _send(conn, {"status": os.waitstatus_to_exitcode(status)})
+        conn.close()
+
+    def close(self) -> None:
+        for pid in self.jobs:
+            _kill(pid, signal.SIGKILL)
+        for pid in self.jobs:
+            os.waitpid(pid, 0)
+        self.selector.close()
+        self.listener.close()
+
+
 def serve(socket_path: Path, owner: int) -> None:
-    """Import `PRELOAD`, then fork one child per request on `socket_path` until the process `owner`
-    (Snakemake) is gone; then kill what still runs and end, printing the CPU seconds of its imports
-    (`core.phases`: the jobs' own lines no longer hold them) and how many jobs it ran."""
+    """Listen on `socket_path`, import `PRELOAD`, then fork one child per request until the process
+    `owner` (Snakemake) is gone; then kill what still runs and end, printing the CPU seconds of its
+    imports (`core.phases`: the jobs' own lines no longer hold them) and how many jobs it ran."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(str(socket_path))  # before the imports: a path too long fails at once
     for module in PRELOAD:
         importlib.import_module(module)
-    imports, served = time.process_time(), 0
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(str(socket_path))
+    imports = time.process_time()
     listener.listen(64)
-    selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ, ("accept", None))
-    jobs: dict[int, tuple[socket.socket, int]] = {}  # child pid -> (client connection, pidfd)
+    (socket_path.parent / READY).touch()
+    server = _Server(listener)
     try:
         while os.getppid() == owner:
-            for key, _ in selector.select(timeout=1.0):
-                kind, pid = key.data
-                if kind == "accept":
-                    conn, _ = listener.accept()
-                    selector.register(conn, selectors.EVENT_READ, ("request", None))
-                elif kind == "request":
-                    request, fds = _receive(key.fileobj)
-                    selector.unregister(key.fileobj)
-                    if request is None or len(fds) != 3:
-                        key.fileobj.close()
-                        continue
-                    pid = _fork_job(request, fds, listener, key.fileobj)
-                    served += 1
-                    _send(key.fileobj, {"pid": pid})
-                    pidfd = os.pidfd_open(pid)
-                    jobs[pid] = (key.fileobj, pidfd)
-                    selector.register(pidfd, selectors.EVENT_READ, ("exited", pid))
-                    selector.register(key.fileobj, selectors.EVENT_READ, ("client", pid))
-                elif kind == "exited":
-                    conn, pidfd = jobs.pop(pid)
-                    _, status = os.waitpid(pid, 0)
-                    selector.unregister(pidfd)
-                    os.close(pidfd)
-                    if conn.fileno() in selector.get_map():
-                        selector.unregister(conn)
-                    try:
-                        _send(conn, {"status": os.waitstatus_to_exitcode(status)})
-                    except OSError:
-                        pass
-                    conn.close()
-                elif pid in jobs:  # the client is gone (killed): so is its job
-                    _kill_group(pid, signal.SIGKILL)
-                    selector.unregister(key.fileobj)
+            for key, _ in server.selector.select(timeout=1.0):
+                try:
+                    server.handle(key)
+                except Exception:  # one bad request or connection must not end the others' jobs
+                    traceback.print_exc()
+                    with contextlib.suppress(Exception):
+                        server.selector.unregister(key.fileobj)
     finally:
-        for pid in jobs:
-            _kill_group(pid, signal.SIGKILL)
-        for pid in jobs:
-            os.waitpid(pid, 0)
-        listener.close()
-        socket_path.unlink(missing_ok=True)
-        print(f"job server: {served} jobs; {summary(imports)}", flush=True)
+        server.close()
+        shutil.rmtree(socket_path.parent, ignore_errors=True)
+        print(f"job server: {server.served} jobs; {summary(imports)}", flush=True)
 
 
-def _kill_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
+def _kill(pid: int, sig: int) -> None:
+    """`sig` to the job's process group, or to the job alone before it has made its group."""
+    with contextlib.suppress(ProcessLookupError):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            os.kill(pid, sig)
 
 
 # -- the client ------------------------------------------------------------------------------------------
 
 
 def client(argv: list[str]) -> int:
-    """Run `python argv...` as a job of the server named in the environment, or, for anything else
-    or without a server, in this process's place (exec)."""
+    """Run `python argv...` as a job of the server named in the environment, or, for anything else,
+    without a server or where the server declines, in this process's place (exec)."""
     python = os.environ.get(PYTHON_VARIABLE) or sys.executable
     path = os.environ.get(SOCKET_VARIABLE)
     if argv[:1] != ["-m"] or argv[1:2] not in [[m] for m in SERVED] or not path:
@@ -192,19 +293,19 @@ def client(argv: list[str]) -> int:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         sock.connect(path)
-    except OSError:
+        _send(sock, {"argv": [python, *argv], "cwd": os.getcwd(), "env": dict(os.environ)}, [0, 1, 2])
+    except OSError:  # no server, or a request too large for one message: nothing has started yet
         os.execv(python, [python, *argv])
-    _send(sock, {"argv": [python, *argv], "cwd": os.getcwd(), "env": dict(os.environ)}, [0, 1, 2])
     started, _ = _receive(sock)
-    if started is None:
-        print(f"error: the job server at {path} closed before starting the job", file=sys.stderr)
-        return 1
+    if started is None or "refused" in started:
+        os.execv(python, [python, *argv])
     child = started["pid"]
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _frame: _kill_group(child, signum))
+    for sig in JOB_SIGNALS:
+        signal.signal(sig, lambda signum, _frame: _kill(child, signum))
     ended, _ = _receive(sock)
-    if ended is None:
-        print(f"error: the job server at {path} ended while job {child} ran", file=sys.stderr)
+    if ended is None:  # the server died: its job must not run on unwatched
+        _kill(child, signal.SIGKILL)
+        print(f"error: the job server at {path} ended while job {child} ran; the job was killed", file=sys.stderr)
         return 1
     status = ended["status"]
     return status if status >= 0 else 128 - status  # a signal's death, as a shell reports it
@@ -221,31 +322,34 @@ SWITCH_VARIABLE = "WORKBENCH_WARM_JOBS"
 UNSERVED_RULES = ("all", "report")
 
 
-def wanted(local: bool, own_environments: bool, rules: list[str],
+def wanted(local: bool, own_environments: bool, touch: bool, rules: list[str],
            environ: dict[str, str] | os._Environ = os.environ) -> bool:
-    """Whether a workflow run should start a server: a local run whose jobs share Snakemake's
-    interpreter (not under --use-conda) with at least two jobs to serve among those of `rules`
-    (a server imports what one job would), unless WORKBENCH_WARM_JOBS=0."""
+    """Whether a workflow run should start a server: a local run (not --touch) whose jobs share
+    Snakemake's interpreter (not under --use-conda) with at least two jobs to serve among those of
+    `rules` (a server imports what one job would), unless WORKBENCH_WARM_JOBS=0."""
     served = sum(rule not in UNSERVED_RULES for rule in rules)
-    return local and not own_environments and served >= 2 and environ.get(SWITCH_VARIABLE, "1") != "0"
+    return (local and not own_environments and not touch and served >= 2
+            and environ.get(SWITCH_VARIABLE, "1") != "0")
 
 
 def start(log: Path, environ: dict[str, str] | os._Environ = os.environ) -> subprocess.Popen | None:
     """Start a server for this process (Snakemake), its output in `log`, and point `environ`'s
-    WORKBENCH_PYTHON at the warm interpreter; None, changing nothing, when it does not answer
-    within `START_TIMEOUT_S`."""
+    WORKBENCH_PYTHON at the warm interpreter once it listens; None, changing nothing, when it does
+    not within `START_TIMEOUT_S`. Its socket lies in a folder only this user can enter."""
     python = environ.get("WORKBENCH_PYTHON") or sys.executable
-    path = Path(tempfile.gettempdir()) / f"workbench-jobs-{os.getpid()}-{time.monotonic_ns()}.sock"
+    folder = Path(tempfile.mkdtemp(prefix="workbench-jobs-"))
+    path = folder / "socket"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
         proc = subprocess.Popen([python, "-m", "workbench.job_server", "serve", str(path), str(os.getpid())],
                                 start_new_session=True, env=dict(environ), stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT)
     deadline = time.monotonic() + START_TIMEOUT_S
-    while not path.exists():
+    while not (folder / READY).exists():
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            print("job server: not started; every job imports torch itself", file=sys.stderr)
+            shutil.rmtree(folder, ignore_errors=True)
+            print(f"job server: not started (see {log}); every job imports torch itself", file=sys.stderr)
             return None
         time.sleep(0.05)
     environ.update({SOCKET_VARIABLE: str(path), PYTHON_VARIABLE: python, "WORKBENCH_PYTHON": str(WARM_PYTHON)})

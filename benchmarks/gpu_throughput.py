@@ -253,8 +253,8 @@ def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_n
     method_cls = get_method(run_cfg["method"])
     # as train(): the same ZarrBatches arguments
     batches = ZarrBatches(stores["original"], "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
-                          drop_last=True, read_chunks=loader_cfg.get("read_chunks", 8),
-                          window_reads=loader_cfg.get("window_reads", 2),
+                          drop_last=True, read_chunks=loader_cfg.get("read_chunks", 1),
+                          window_gb=loader_cfg.get("window_gb", 1.0),
                           in_memory_max_gb=0.0 if stream else loader_cfg.get("in_memory_max_gb", 4.0),
                           prefetch=loader_cfg.get("prefetch_batches", 2),
                           fields=("images", "labels", "bias_labels", *method_cls.extra_fields),

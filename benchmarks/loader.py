@@ -1,15 +1,18 @@
 """Loader benchmark: images/s of the zarr loader against decoding the same images from JPEG.
 
-    python -m benchmarks.loader [--n 2000] [--size 224] [--photos DIR] [--codec none|lz4]
+    python -m benchmarks.loader [--n 2000] [--size 224] [--photos DIR] [--codec none|lz4] [--window-gb 0.1]
 
 Images: the real photographs of `--photos` (default ../shared/data/in9-photos-dev) resized
 and repeated up to `--n`, or synthetic images when that folder is absent.
 
 Both sides deliver the same uint8 (H, W, 3) arrays. The JPEG side is the usual
 ImageFolder path: open each file with PIL and decode it to a numpy array (one process).
-The zarr side is a store in the pipeline's own format, read by the training loader with
-shuffling: streaming shard by shard (in_memory_max_gb = 0), and with the split read into
-memory once (its epoch 0 includes that read).
+The zarr side is a store in the pipeline's own format (rows in class order, as the pipeline
+writes them), read by the training loader with shuffling: streaming (in_memory_max_gb = 0) in
+windows of units dealt at random from the whole split (today's loader), streaming in windows of
+two 8-chunk runs (the loader before 2026-11-26, whose batches held one or two classes), and with
+the split read into memory once (its epoch 0 includes that read). Each line also gives the mean
+number of distinct classes per batch of 64: i.i.d. sampling (the in-memory path) is the reference.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from PIL import Image
 from pipeline.imageio import load_rgb
 from pipeline.sources.synthetic import render_sample
 from pipeline.store import create_array
-from training.data import ZarrBatches
+from training.data import UNITS_PER_CLASS, ZarrBatches
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +51,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--photos", type=Path, default=ROOT.parent / "shared" / "data" / "in9-photos-dev")
     parser.add_argument("--codec", choices=["none", "lz4"], default="none")
+    parser.add_argument("--window-gb", type=float, default=0.1,
+                        help="today's streamed window (the training default is 1.0; smaller than the split here, as at "
+                             "paper scale, so that windows are drawn from it)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp())
     images, source = _images(args.photos, args.n, args.size)
@@ -58,7 +64,7 @@ def main() -> None:
     train = group.create_group("train")
     # the pipeline's own array layout and codecs (32-image chunks, as config/config.yaml)
     create_array(train, "images", images.shape, np.uint8, 32, codec=args.codec)[:] = images
-    create_array(train, "labels", (args.n,), np.int64, args.n, args.n)[:] = np.arange(args.n) % 9
+    create_array(train, "labels", (args.n,), np.int64, args.n, args.n)[:] = np.arange(args.n) * 9 // args.n
     create_array(train, "bias_labels", (args.n,), np.int64, args.n, args.n)[:] = 0
 
     files = sorted(tmp.glob("*.JPEG"))
@@ -68,20 +74,28 @@ def main() -> None:
             np.asarray(im.convert("RGB"))
     jpeg = args.n / (time.perf_counter() - t0)
 
-    rates = {}
-    for mode, gb in (("streaming", 0.0), ("in memory", 4.0)):
+    row_bytes = args.size * args.size * 3
+    modes = {  # name: (in_memory_max_gb, read_chunks, window_gb, units_per_class)
+        "streaming, random units": (0.0, 1, args.window_gb, UNITS_PER_CLASS),
+        "streaming, 2 runs of 8 chunks (before)": (0.0, 8, 2 * 8 * 32 * row_bytes / 2**30, 0),
+        "in memory": (4.0, 1, 1.0, UNITS_PER_CLASS)}
+    rates, classes = {}, {}
+    for mode, (gb, read_chunks, window_gb, units_per_class) in modes.items():
         t0 = time.perf_counter()  # construction (the one-off read for "in memory") is timed too
-        loader = ZarrBatches(tmp / "s.zarr", "train", 64, shuffle=True, in_memory_max_gb=gb)
+        loader = ZarrBatches(tmp / "s.zarr", "train", 64, shuffle=True, in_memory_max_gb=gb, read_chunks=read_chunks,
+                             window_gb=window_gb, units_per_class=units_per_class, fields=("images", "labels"))
         seen = sum(len(b["index"]) for b in loader.epoch(0))
         rates[f"{mode}, epoch 0"] = seen / (time.perf_counter() - t0)
         t0 = time.perf_counter()
-        seen = sum(len(b["index"]) for b in loader.epoch(1))
-        rates[f"{mode}, epoch 1"] = seen / (time.perf_counter() - t0)
-    print(f"images: {args.n} at {args.size}x{args.size} ({source}), zarr image codec {args.codec}")
+        distinct = [len(np.unique(b["labels"].numpy())) for b in loader.epoch(1)]
+        rates[f"{mode}, epoch 1"] = args.n / (time.perf_counter() - t0)
+        classes[f"{mode}, epoch 0"] = classes[f"{mode}, epoch 1"] = float(np.mean(distinct))
+    print(f"images: {args.n} at {args.size}x{args.size} ({source}), zarr image codec {args.codec}, 9 classes in row order, "
+          f"streamed window {args.window_gb} GB")
     print(f"JPEG decode (PIL):           {jpeg:10.0f} images/s")
     for mode, rate in rates.items():
-        print(f"zarr loader, {mode:20s}: {rate:8.0f} images/s {rate / jpeg:6.1f} x JPEG   (goal >= 5 x)")
-
+        print(f"zarr loader, {mode:45s}: {rate:8.0f} images/s {rate / jpeg:6.1f} x JPEG   (goal >= 5 x)"
+              f"   {classes[mode]:.2f} classes per batch of 64")
 
 if __name__ == "__main__":
     main()

@@ -4,26 +4,39 @@ A run's value (an accuracy, a gap, a shape bias) has two sources of error: the t
 (another seed gives another model) and the test images (another draw of test images gives
 another value). The first is measured by the spread over seeds, the second by a bootstrap over
 the test images of each run (`proportion_se`, `group_bootstrap_se`), computed when the run is
-scored and stored with its row as `se`.
+scored and stored with its row as `se`; an accuracy-like row also keeps which of its images were
+right (`hits`, packed bits in store order), so that two models scored on the same images can be
+compared image by image.
 
 The difference between two models' means over seeds gets a 95 % confidence interval
-(`difference`): a t interval whose variance adds
+(`difference`), a t interval:
 
-- the seed part: the variance of the per-seed differences / k where both models ran the same
-  k >= 2 seeds (paired, as scipy's `ttest_rel`), else Welch's s_a^2 / k_a + s_b^2 / k_b (as
-  `ttest_ind(equal_var=False)`);
-- the test-image part: (mean se_a)^2 + (mean se_b)^2, each model's seeds taken as sharing one
-  draw of test images (they do) and the two models as independent (they are positively
-  correlated on shared images, so this overstates the error: the interval is conservative);
+- **paired over seeds and images** where both models ran the same k >= 2 seeds and every run
+  kept its per-image values on the same images: the seeds and the test images are two crossed
+  random factors of the per-seed, per-image differences d[s, i], and the variance of their mean is
+  var(seed means) / k + var(image means) / N - MS_residual / (k N) (the crossed two-way
+  random-effects estimate; the last term is in both of the first two). Both models are judged on
+  the same images, so an image that is hard for both adds nothing to the difference;
+- **paired over seeds** where only the seeds pair: the variance of the per-seed differences / k
+  (scipy's `ttest_rel`) plus each model's test-image error, (mean se_a)^2 + (mean se_b)^2, the two
+  models taken as independent (they are positively correlated on shared images, so this overstates
+  the error: the interval is conservative);
+- **Welch's** otherwise: s_a^2 / k_a + s_b^2 / k_b (`ttest_ind(equal_var=False)`) plus the same
+  test-image error;
 
 with the Welch-Satterthwaite degrees of freedom (the test-image part, from thousands of images,
 counts as known). The verdict is "higher" or "lower" when the interval excludes 0 and
 "cannot tell" otherwise; with one seed on a side the seed spread is unknown and the verdict is
-"cannot tell" whatever the difference.
+"cannot tell" whatever the difference. Intervals are per comparison, without a correction for the
+number of comparisons a report makes: of twenty comparisons where nothing differs, about one says
+"higher" or "lower" (`benchmarks/statistics_calibration.py` measures the rate and the power).
+A share of 0 % or 100 % has no binomial spread; its standard error is then the Agresti-Coull one
+(two successes and two failures added), so it is never a zero-width interval.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -35,45 +48,67 @@ RESAMPLES = 2000
 LEVEL = 0.95
 
 #: the method, in one sentence, for the report
-METHOD = ("Every comparison is a 95 % confidence interval of the difference of the two models' means over seeds "
-          "(a t interval, paired by seed where both ran the same seeds, Welch's otherwise, that adds each run's "
-          "test-image sampling error from a bootstrap over its test images); a verdict says \"higher\" or \"lower\" "
-          "only when the interval excludes 0, else \"cannot tell\" (always with one seed on a side).")
+METHOD = ("Every comparison is a 95 % confidence interval of the difference of the two models' means over seeds: "
+          "a t interval paired over seeds and test images where both models ran the same seeds on the same images "
+          "(seeds and images as crossed random factors), else paired by seed or Welch's, adding each run's test-image "
+          "error from a bootstrap over its images as if the two were independent (conservative); a verdict says "
+          "\"higher\" or \"lower\" only when the interval excludes 0, else \"cannot tell\" (always with one seed on a "
+          "side). Intervals are per comparison, not corrected for their number: where nothing differs, about one in "
+          "twenty says \"higher\" or \"lower\".")
 
 
 class RunValue(float):
     """A run's value that also knows its training seed, its test-image standard error `se` (0 where
-    unknown) and the number of images `n` it rests on (None where not one count)."""
+    unknown), the number of images `n` it rests on (None where not one count) and, where kept, its
+    value on each image `per_image` (points, in store order; their mean is the value)."""
 
     seed: int | None
     se: float
     n: int | None
+    per_image: np.ndarray | None
 
-    def __new__(cls, value: float, seed: int | None = None, se: float | None = None, n: int | None = None):
+    def __new__(cls, value: float, seed: int | None = None, se: float | None = None, n: int | None = None,
+                per_image: np.ndarray | None = None):
         out = super().__new__(cls, value)
-        out.seed, out.se, out.n = seed, float(se or 0.0), n
+        out.seed, out.se, out.n, out.per_image = seed, float(se or 0.0), n, per_image
         return out
 
     def __reduce__(self):  # survives copy / pickle with its attributes
-        return RunValue, (float(self), self.seed, self.se, self.n)
+        return RunValue, (float(self), self.seed, self.se, self.n, self.per_image)
+
+
+def pack_hits(hits: np.ndarray) -> str:
+    """Per-image right / wrong (bool, store order) as text for a tidy row: packed bits, base64."""
+    return base64.b64encode(np.packbits(hits.astype(bool)).tobytes()).decode("ascii")
+
+
+def unpack_hits(text: str, n: int) -> np.ndarray:
+    """The `n` booleans `pack_hits` wrote."""
+    return np.unpackbits(np.frombuffer(base64.b64decode(text), np.uint8), count=n).astype(bool)
 
 
 def run_value(row: dict) -> RunValue:
     """The `RunValue` of a tidy metric row: its `se` when it has one, else the binomial one of an
-    accuracy-like percentage on its `n` images (`proportion_se`), else 0."""
+    accuracy-like percentage on its `n` images (`proportion_se`), else 0; its per-image values
+    (100 for a right image, 0 for a wrong one) where the row kept its `hits`."""
     se = row.get("se")
     if se is None and row.get("n") and str(row.get("metric", "")).endswith("accuracy"):
         se = proportion_se(row["value"], row["n"])
-    return RunValue(row["value"], row.get("seed"), se, row.get("n"))
+    per_image = 100.0 * unpack_hits(row["hits"], row["n"]) if row.get("hits") and row.get("n") else None
+    return RunValue(row["value"], row.get("seed"), se, row.get("n"), per_image)
 
 
 def proportion_se(percent: float, n: int) -> float:
     """Bootstrap standard error (points) of a percentage of n images: resampling n images with
     replacement makes the count correct Binomial(n, p), so the bootstrap's standard error is
-    exactly 100 sqrt(p (1 - p) / n) (no resampling needed). NaN without images."""
+    exactly 100 sqrt(p (1 - p) / n) (no resampling needed). At 0 % and 100 % that is 0, as if n
+    images had settled the rate exactly; there the Agresti-Coull one, with p~ = (x + 2) / (n + 4)
+    and 100 sqrt(p~ (1 - p~) / (n + 4)). NaN without images."""
     if not n or not math.isfinite(percent):
         return float("nan")
     p = percent / 100.0
+    if p <= 0.0 or p >= 1.0:
+        p, n = (p * n + 2) / (n + 4), n + 4
     return 100.0 * math.sqrt(max(p * (1.0 - p), 0.0) / n)
 
 
@@ -101,6 +136,7 @@ class Interval:
     high: float
     paired: bool
     seeds: tuple[int, int]   # seeds on each side (one side: (k, 0))
+    images: int = 0          # test images both sides were paired on (0: not paired by image)
 
     @property
     def verdict(self) -> str:
@@ -113,7 +149,8 @@ class Interval:
 
     def text(self, digits: int = 1, unit: str = " points") -> str:
         """"higher: +3.1 points (95 % CI +0.4 to +5.8, paired over 3 seeds)" and the like."""
-        how = (f"paired over {self.seeds[0]} seeds" if self.paired else
+        how = (f"paired over {self.seeds[0]} seeds and {self.images:,} images" if self.images else
+               f"paired over {self.seeds[0]} seeds" if self.paired else
                f"{self.seeds[0]} vs {self.seeds[1]} seeds" if self.seeds[1] else f"{self.seeds[0]} seeds")
         if not math.isfinite(self.estimate):
             return "cannot tell: no numbers"
@@ -124,18 +161,18 @@ class Interval:
 
 
 def _t_interval(estimate: float, seed_var: float, seed_df: float, image_var: float, seeds: tuple[int, int],
-                paired: bool) -> Interval:
+                paired: bool, images: int = 0) -> Interval:
     """estimate +- t(df) sqrt(seed_var + image_var), df by Welch-Satterthwaite (image part: df infinite)."""
     total = seed_var + image_var
     if math.isnan(seed_df) or seed_df <= 0 or not math.isfinite(total):  # one seed: no spread to judge against
-        return Interval(estimate, -math.inf, math.inf, paired, seeds)
+        return Interval(estimate, -math.inf, math.inf, paired, seeds, images)
     if total == 0:
-        return Interval(estimate, estimate, estimate, paired, seeds)
+        return Interval(estimate, estimate, estimate, paired, seeds, images)
     from scipy import stats  # here, not at the top: every training job imports this module (1 CPU-s)
 
     df = total ** 2 * seed_df / seed_var ** 2 if seed_var > 0 else math.inf
     half = float(stats.t.ppf(0.5 + LEVEL / 2, df)) * math.sqrt(total)
-    return Interval(estimate, estimate - half, estimate + half, paired, seeds)
+    return Interval(estimate, estimate - half, estimate + half, paired, seeds, images)
 
 
 def _image_var(values: Sequence[RunValue]) -> float:
@@ -171,8 +208,12 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Interval:
     image_var = _image_var(a) + _image_var(b)
     seeds_a, seeds_b = [getattr(v, "seed", None) for v in a], [getattr(v, "seed", None) for v in b]
     if None not in seeds_a and sorted(seeds_a) == sorted(seeds_b) and len(set(seeds_a)) == ka and ka >= 2:
-        by_seed = {s: float(v) for s, v in zip(seeds_b, b)}
-        d = np.array([float(v) - by_seed[s] for s, v in zip(seeds_a, a)])
+        by_seed = {s: v for s, v in zip(seeds_b, b)}
+        pairs = [(v, by_seed[s]) for s, v in zip(seeds_a, a)]
+        if per_image := _per_image_differences(pairs):
+            seed_var, seed_df, images_var, images = per_image
+            return _t_interval(estimate, seed_var, seed_df, images_var, (ka, kb), True, images)
+        d = np.array([float(x) - float(y) for x, y in pairs])
         return _t_interval(estimate, float(d.var(ddof=1)) / ka, ka - 1, image_var, (ka, kb), True)
     if ka < 2 or kb < 2:
         return Interval(estimate, -math.inf, math.inf, False, (ka, kb))
@@ -181,3 +222,19 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Interval:
     seed_var = va + vb
     seed_df = seed_var ** 2 / (va ** 2 / (ka - 1) + vb ** 2 / (kb - 1)) if seed_var > 0 else math.inf
     return _t_interval(estimate, seed_var, seed_df, image_var, (ka, kb), False)
+
+
+def _per_image_differences(pairs: list[tuple[float, float]]) -> tuple[float, int, float, int] | None:
+    """(seed part, its df, image part, N) of the crossed seeds x images variance of the mean
+    difference (module docstring) where every run of the seed-paired `pairs` kept its values on the
+    same N images; None otherwise."""
+    arrays = [getattr(v, "per_image", None) for pair in pairs for v in pair]
+    if any(x is None for x in arrays) or len({len(x) for x in arrays}) != 1 or len(arrays[0]) < 2:
+        return None
+    d = np.stack([a.per_image - b.per_image for a, b in pairs])                 # (k seeds, N images)
+    k, n = d.shape
+    seed_means, image_means = d.mean(axis=1), d.mean(axis=0)
+    residual = d - seed_means[:, None] - image_means[None, :] + d.mean()
+    ms_residual = float((residual ** 2).sum()) / ((k - 1) * (n - 1))
+    image_part = max(float(image_means.var(ddof=1)) / n - ms_residual / (k * n), 0.0)
+    return float(seed_means.var(ddof=1)) / k, k - 1, image_part, n

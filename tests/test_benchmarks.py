@@ -80,3 +80,20 @@ def test_demo_rules_prints_rules_phases_and_epochs_before_and_after(tmp_path, ca
     assert "before: training jobs' wall seconds inside their epochs 22, outside 8" in out
     assert "before: no job logged its CPU seconds by phase" in out
     assert re.search(r"^train\s+2\.5\s+0\.0\s+0\.0\s+1\.0\s+11\.0\s+0\.0\s+0\.0\s+0\.5$", out, re.M), out
+
+
+def test_statistics_calibration_judges_the_reports_comparison(capsys, monkeypatch):
+    """The calibration benchmark's last line on 300 seeded repetitions: today's comparison (paired over
+    seeds and images) says "higher" or "lower" where nothing differs about as often as its 95 % level
+    promises, and detects Ge et al.'s effect; the earlier rule, on the same draws, almost never does."""
+    import sys
+
+    from benchmarks.statistics_calibration import main as calibration
+
+    monkeypatch.setattr(sys, "argv", ["statistics_calibration", "--repetitions", "300"])
+    calibration()
+    out = capsys.readouterr().out
+    fpr, power = map(float, re.fullmatch(r"fpr=([\d.]+) power=([\d.]+)", out.strip().splitlines()[-1]).groups())
+    assert 1.0 <= fpr <= 10.0 and power >= 80.0, out
+    old = re.search(r"independent image errors\s+false positives\s+([\d.]+) %\s+power\s+([\d.]+) %", out)
+    assert float(old.group(2)) < 50.0, out

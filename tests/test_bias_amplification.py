@@ -258,6 +258,31 @@ def test_intrinsic_feature_enhancement_trains_resumes_and_loads(tiny_stores, def
     assert fresh.bn_score.score.shape == (0,)  # sized by setup or by loading
 
 
+def test_a_run_in_iterations_ends_at_its_step_and_resumes(tiny_stores, default_config, tmp_path):
+    """`training.iterations` 7 at 3 steps an epoch (18 rows, batch 6): three epochs, the last cut to
+    one step, so Park et al.'s iteration counter ends at 7 (and the guidance, T2 = 5, ran); a run
+    killed after two epochs resumes to the same weights. A switch past the run's end stops the run
+    before it trains, naming the argument (the config check does the same from the config alone)."""
+    import json
+
+    from training.trainer import train
+
+    run = _run(default_config, "intrinsic_feature_enhancement", committee_size=3, committee_steps=4, t1=1, t2=5,
+               confidence=0.5)
+    run["training"]["iterations"] = 7
+    straight = torch.load(train(run, tiny_stores["original"], tmp_path / "a"), weights_only=False)
+    assert int(straight["state_dict"]["iteration"]) == 7
+    rows = [json.loads(line) for line in (tmp_path / "a" / "train_metrics.jsonl").read_text().splitlines()]
+    assert sorted({r["epoch"] for r in rows if r["metric"] == "loss_guide_cls"}) == [1, 2]
+    train(run, tiny_stores["original"], tmp_path / "b", stop_after_epochs=2)
+    resumed = torch.load(train(run, tiny_stores["original"], tmp_path / "b"), weights_only=False)
+    for key, value in straight["state_dict"].items():
+        assert torch.equal(value, resumed["state_dict"][key]), key
+    run["method_args"]["t2"] = 7
+    with pytest.raises(ValueError, match="method_args t2 = 7 is not inside the run's 7 iterations"):
+        train(run, tiny_stores["original"], tmp_path / "c")
+
+
 def test_biased_model_skips_a_batch_without_aligned_samples(default_config, tiny_stores):
     from training.build import build_method
 

@@ -152,6 +152,23 @@ def test_grid_and_rebias_errors_name_their_key(default_config, edit, message):
         validate_config(cfg)
 
 
+def test_a_switch_outside_its_run_stops_naming_its_key(default_config):
+    """Park et al.'s T2 at or past the run's end (the guidance would never switch on) stops the
+    config: in a run counted in iterations (config/park_real_data.yaml's 50K) and in one counted in
+    epochs (the demo's Colored MNIST grid); the shipped values pass."""
+    real = deep_merge(default_config, yaml.safe_load((ROOT / "config" / "park_real_data.yaml").read_text()))
+    resolve_config(real)
+    bad = copy.deepcopy(real)
+    bad["grids"]["park_waterbirds"]["methods"]["ours"]["method_args"]["t2"] = 50_000
+    with pytest.raises(ConfigError, match=r"grids\.park_waterbirds\.methods\.ours\.method_args\.t2: t2 = 50000 is not "
+                                          r"inside the run's 50,000 iterations"):
+        resolve_config(bad)
+    demo = copy.deepcopy(default_config)
+    demo["grids"]["park_cmnist"]["methods"]["ours"]["method_args"]["t2"] = 100_000
+    with pytest.raises(ConfigError, match=r"grids\.park_cmnist\.methods\.ours\.method_args\.t2: .* epochs of about"):
+        resolve_config(demo)
+
+
 def test_a_grid_methods_own_seeds_split_its_packs(default_config):
     """rebias_mnist: the baselines take the grid's one seed, Vanilla and ReBias three; the seed-0
     job trains all six methods, the seed-1 and seed-2 jobs those two. The runs declared on their

@@ -27,7 +27,7 @@ def store(tmp_path):
 @pytest.mark.parametrize("in_memory_max_gb", [4.0, 0.0])
 def test_each_epoch_is_a_seeded_permutation(store, in_memory_max_gb):
     loader = ZarrBatches(store, "train", 7, shuffle=True, seed=3, name="t", in_memory_max_gb=in_memory_max_gb,
-                         read_chunks=1, window_reads=2)
+                         read_chunks=1, window_gb=0.0)
     def rows(epoch):
         out = []
         for b in loader.epoch(epoch):
@@ -41,22 +41,51 @@ def test_each_epoch_is_a_seeded_permutation(store, in_memory_max_gb):
     assert len(loader) == 8
 
 
-def test_streaming_reads_whole_chunks(store):
-    """Catches a streaming loader that yields only short (or empty) batches, which made the chunk
-    check below vacuous, and one that drops or repeats rows: 50 rows in batches of 8 are exactly
-    6 full batches and a last one of 2, every row once; each full batch spans at most 2 chunks."""
-    loader = ZarrBatches(store, "train", 8, shuffle=True, seed=0, in_memory_max_gb=0.0, read_chunks=1, window_reads=1, prefetch=0)
-    assert loader._cache is None  # streaming, not the in-memory path
+def _class_ordered_store(path, classes: int = 8, per_class: int = 256, chunk: int = 8):
+    """A store written as the pipeline writes them: rows in class order, `chunk`-row chunks."""
+    n = classes * per_class
+    g = zarr.open_group(str(path), mode="w")
+    g.attrs["classes"] = [str(c) for c in range(classes)]
+    t = g.create_group("train")
+    t.create_array("images", data=np.zeros((n, 4, 4, 3), np.uint8), chunks=(chunk, 4, 4, 3))
+    t.create_array("labels", data=np.arange(n, dtype=np.int64) // per_class, chunks=(n,))
+    t.create_array("bias_labels", data=np.zeros(n, np.int64), chunks=(n,))
+    write_fingerprint(path)
+    return path
+
+
+def _classes_per_batch(loader) -> float:
+    return float(np.mean([len(np.unique(b["labels"].numpy())) for e in range(3) for b in loader.epoch(e)]))
+
+
+def test_streaming_yields_full_batches_of_every_row_once(tmp_path):
+    """Catches a streaming loader that yields only short (or empty) batches, and one that drops or
+    repeats rows: 2,048 rows in four windows of 512 (64 units of 8 rows), batches of 24 (which
+    straddle the windows) are exactly 85 full batches and a last one of 8, every row once."""
+    loader = ZarrBatches(_class_ordered_store(tmp_path / "s.zarr"), "train", 24, shuffle=True, seed=0,
+                         in_memory_max_gb=0.0, window_gb=0.0, prefetch=0)
+    assert loader._cache is None and loader.window_reads == 64  # streaming, not the in-memory path
     batches = [batch["index"] for batch in loader.epoch(0)]
-    assert [len(b) for b in batches] == [8] * 6 + [2]
-    assert sorted(torch.cat(batches).tolist()) == list(range(50))
-    full = 0
-    for index in batches:
-        # with a one-chunk window (8-row chunks) a batch spans at most 2 units
-        if len(index) == 8:
-            assert len(set((index // 8).tolist())) <= 2
-            full += 1
-    assert full == 6
+    assert [len(b) for b in batches] == [24] * 85 + [8]
+    assert sorted(torch.cat(batches).tolist()) == list(range(2048))
+
+
+def test_streamed_batches_mix_classes_as_cached_ones(tmp_path):
+    """A split larger than the cache, stored in class order (256 chunks of 8 rows, 8 classes), streamed
+    with the smallest window (`window_gb` 0: the 8 units per class of UNITS_PER_CLASS, a quarter of
+    the split): its batches of 32 hold as many distinct classes as the cached path's i.i.d. batches
+    (~7.9 of 8) within 3 %. The earlier loader's windows of two 8-chunk runs gave ~1.5."""
+    store = _class_ordered_store(tmp_path / "s.zarr")
+    cached = ZarrBatches(store, "train", 32, shuffle=True, drop_last=True)
+    streamed = ZarrBatches(store, "train", 32, shuffle=True, drop_last=True, in_memory_max_gb=0.0, window_gb=0.0)
+    assert cached._cache is not None and streamed._cache is None and streamed.window_reads == 64
+    iid, got = _classes_per_batch(cached), _classes_per_batch(streamed)
+    assert iid > 7.5
+    assert got >= 0.97 * iid, (got, iid)
+    # the earlier design (two consecutive 8-chunk runs a window) fails the same comparison
+    runs = ZarrBatches(store, "train", 32, shuffle=True, drop_last=True, in_memory_max_gb=0.0, read_chunks=8,
+                       window_gb=2 * 64 * 48 / 2**30, units_per_class=0)
+    assert runs.window_reads == 2 and _classes_per_batch(runs) < 2.5
 
 
 def test_drop_last_and_no_shuffle(store):

@@ -125,6 +125,12 @@ def test_runtime_and_memory_follow_the_config(default_config):
     assert resources.training([longer])[0] > resources.training([run])[0]
     assert resources.training([bigger])[0] > resources.training([run])[0]
     assert resources.training([bigger])[1] > resources.training([run])[1]
+    by_steps = copy.deepcopy(run)  # a run counted in iterations: its steps, not its epochs, set the time
+    by_steps["training"]["iterations"] = 100_000
+    assert resources.training([by_steps])[0] > resources.training([longer])[0]
+    streamed = copy.deepcopy(bigger)  # a split over the cache: two streamed windows, not the split
+    streamed["training"]["loader"] = {"in_memory_max_gb": 0.0, "window_gb": 0.5}
+    assert resources.training([streamed])[1] == pytest.approx(4000 + 2 * 512 * (1 + len(run["aligned_variants"])))
     rule = resources.rule_resources(cfg, True, lambda wc: resources.training([run]))
     assert rule["gpu"] == 1 and rule["slurm_partition"] == cfg["cluster"]["gpu_partition"]
     assert rule["runtime"](None, 2) == 2 * rule["runtime"](None, 1)  # a retried job gets twice the time

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core.statistics import (RunValue, difference, group_bootstrap_se, mean_interval, proportion_se,
-                             run_value)
+from core.statistics import (RunValue, difference, group_bootstrap_se, mean_interval, pack_hits, proportion_se,
+                             run_value, unpack_hits)
 
 
 def runs(values, seeds=None, se=0.0):
@@ -122,4 +122,52 @@ def test_group_metrics_name_the_worst_group_size_and_its_error():
     assert worst["value"] == 50.0 and worst["n"] == 8
     # one group of 8 at 50 %: the stratified bootstrap's error is about the binomial one, 100 sqrt(.25 / 8)
     assert worst["se"] == pytest.approx(proportion_se(50.0, 8), rel=0.15)
-    assert out["conflicting_accuracy"] == {"value": 50.0, "n": 8, "se": proportion_se(50.0, 8)}
+    assert out["conflicting_accuracy"] == {"value": 50.0, "n": 8, "se": proportion_se(50.0, 8),
+                                           "hits": pack_hits(np.array([False] * 4 + [True] * 4))}
+
+
+def _scored(correct: np.ndarray, seed: int) -> RunValue:
+    """The report's RunValue of a scoring row over per-image `correct` (the row as training.evaluation writes it)."""
+    from training.evaluation import scored_share
+
+    return run_value({"metric": "accuracy", "seed": seed, **scored_share(correct)})
+
+
+def test_hits_round_trip_through_a_tidy_row():
+    correct = np.random.default_rng(0).random(4050) < 0.78
+    assert np.array_equal(unpack_hits(pack_hits(correct), 4050), correct)
+    value = _scored(correct, 0)
+    assert float(value) == pytest.approx(100 * correct.mean()) and value.per_image.mean() == pytest.approx(float(value))
+
+
+def test_paired_over_images_is_the_crossed_two_way_variance():
+    """Two models on the same 500 images over 3 seeds: the interval's variance is var(seed means) / k +
+    var(image means) / N - MS_residual / (k N) of the per-seed, per-image differences (written out
+    here with numpy), with k - 1 degrees of freedom for the seed part; and it is much narrower than the
+    old rule that added each model's image error as if the two were independent."""
+    rng = np.random.default_rng(1)
+    easy = rng.random(500) < 0.75                        # most images right or wrong for both models
+    a = [np.where(rng.random(500) < 0.05, ~easy, easy) for _ in range(3)]
+    b = [np.where(rng.random(500) < 0.05, ~easy, easy) & (rng.random(500) > 0.04) for _ in range(3)]
+    ci = difference([_scored(x, s) for s, x in enumerate(a)], [_scored(x, s) for s, x in enumerate(b)])
+    d = 100.0 * (np.stack(a).astype(float) - np.stack(b).astype(float))
+    k, n = d.shape
+    resid = d - d.mean(1, keepdims=True) - d.mean(0, keepdims=True) + d.mean()
+    var = d.mean(1).var(ddof=1) / k + max(d.mean(0).var(ddof=1) / n - (resid ** 2).sum() / ((k - 1) * (n - 1)) / (k * n), 0)
+    seed_var = d.mean(1).var(ddof=1) / k
+    df = var ** 2 * (k - 1) / seed_var ** 2
+    half = stats.t.ppf(0.975, df) * math.sqrt(var)
+    assert ci.images == 500 and ci.paired and "500 images" in ci.text()
+    assert ci.low == pytest.approx(d.mean() - half) and ci.high == pytest.approx(d.mean() + half)
+    independent = difference([RunValue(float(v), v.seed, v.se) for v in (_scored(x, s) for s, x in enumerate(a))],
+                             [RunValue(float(v), v.seed, v.se) for v in (_scored(x, s) for s, x in enumerate(b))])
+    assert ci.high - ci.low < 0.6 * (independent.high - independent.low)
+
+
+def test_a_share_of_0_or_100_percent_keeps_the_uncertainty_of_its_images():
+    """At 0 % or 100 % the binomial error is 0; the Agresti-Coull one is not, and it shrinks with n."""
+    assert proportion_se(100.0, 50) > proportion_se(100.0, 5000) > 0
+    assert proportion_se(0.0, 50) == pytest.approx(proportion_se(100.0, 50))
+    assert proportion_se(100.0, 50) == pytest.approx(100 * math.sqrt((2 / 54) * (52 / 54) / 54))
+    one = mean_interval([run_value({"metric": "accuracy", "value": 100.0, "n": 50, "seed": 0})])
+    assert one.high - one.low > 1.0

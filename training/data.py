@@ -1,16 +1,21 @@
 """Fast batches from the workbench's zarr variant stores, and batched augmentation on device.
 
-`ZarrBatches` reads a split in runs of `read_chunks` whole consecutive chunks. When the split
-fits in `in_memory_max_gb` it is read once and shuffled globally each epoch; otherwise each
-epoch visits the runs in a random order and shuffles samples within windows of
-`window_reads` runs (the usual shard-shuffle of streaming loaders). Zarr decompresses whole
-chunks and reads long contiguous runs fastest; its reads of scattered rows cost ~100x more.
-Background threads read ahead. The order of epoch e is a function of (name, seed, e) only,
-so a resumed run sees the same batches as an uninterrupted one. `aligned` adds the images of
-other variant stores of the same dataset under new field names (and their bias labels as
-`<name>_bias_labels`), row for row (their `ids` are checked to match): CLAD reads each anchor's
-ONLY_BG_T background this way, in the same contiguous reads as the anchors themselves, and
-S-CLAD its stylized copy and the style's class. With `shard=(rank, world)` (several training
+`ZarrBatches` reads a split in units of `read_chunks` whole consecutive chunks (shards for
+sharded arrays). When the split fits in `in_memory_max_gb` it is read once and shuffled globally
+each epoch. Otherwise it streams: each epoch deals the units of the whole split in a random order
+into windows of about `window_gb` of images (and at least `UNITS_PER_CLASS` units per class), and
+shuffles the rows within each window. Stores
+are written in class order, so a unit holds one or two classes; a window of many units drawn
+from the whole split holds the classes in about their proportions, and its batches mix classes
+as i.i.d. sampling does (a window of two 8-chunk runs, the earlier design, gave batches of one
+or two classes at paper scale: batch norm, CLAD's other-class partners and MoCo's queue saw
+almost one class). Zarr decompresses whole chunks, so a unit costs one chunk's decoding however
+it is placed; its reads of scattered rows cost ~100x more. Background threads read ahead. The
+order of epoch e is a function of (name, seed, e) only, so a resumed run sees the same batches
+as an uninterrupted one. `aligned` adds the images of other variant stores of the same dataset
+under new field names (and their bias labels as `<name>_bias_labels`), row for row (their `ids`
+are checked to match): CLAD reads each anchor's ONLY_BG_T background this way, in the same reads
+as the anchors themselves, and S-CLAD its stylized copy and the style's class. With `shard=(rank, world)` (several training
 processes) every process draws the same global order and `epoch` yields its own contiguous share
 of each global batch (`share`); each process still caches, or in streaming mode reads, whole
 windows of the split (reading only its own rows would scatter the reads).
@@ -35,10 +40,16 @@ from core.seeding import name_seed
 from pipeline.fingerprint import check_store
 
 
+#: read units a streamed window holds per class at least: each class then comes in about 8 units
+#: (Poisson), and batches drawn from the window hold ~98 % of the distinct classes of i.i.d. batches
+#: (tests/test_loader.py; IN-100 at 224 px: 800 units of 32 images, 3.8 GB a window)
+UNITS_PER_CLASS = 8
+
+
 class ZarrBatches:
     def __init__(self, store: Path | str, split: str, batch_size: int, *, shuffle: bool, seed: int = 0,
-                 name: str = "", drop_last: bool = False, read_chunks: int = 8, window_reads: int = 2,
-                 in_memory_max_gb: float = 4.0,
+                 name: str = "", drop_last: bool = False, read_chunks: int = 1, window_gb: float = 1.0,
+                 units_per_class: int = UNITS_PER_CLASS, in_memory_max_gb: float = 4.0,
                  prefetch: int = 2, fields: tuple[str, ...] = ("images", "labels", "bias_labels"),
                  pin_memory: bool = False, aligned: dict[str, Path | str] | None = None,
                  max_batches: int | None = None, shard: tuple[int, int] | None = None):
@@ -53,18 +64,20 @@ class ZarrBatches:
         self.fields = tuple(self.arrays)
         self.n = self.group["labels"].shape[0]
         self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
-        self.seed, self.name, self.window_reads, self.prefetch = seed, name, window_reads, prefetch
+        self.seed, self.name, self.prefetch = seed, name, prefetch
         self.pin_memory, self.max_batches = pin_memory, max_batches
         self.shard = shard  # (rank, world): `epoch` yields this process's share of each global batch
         images = self.group["images"]
-        # One read = `read_chunks` consecutive chunks (shards for sharded arrays) in one call:
-        # zarr reads long contiguous runs fastest.
+        # One read unit = `read_chunks` consecutive chunks (shards for sharded arrays) in one call
         self.unit = (images.shards or images.chunks)[0] * read_chunks
         self.classes = list(group.attrs["classes"])
         # 1-D fields (labels) are tiny: always in memory. Image-like fields are cached if they fit.
         self._small = {f: a[:] for f, a in self.arrays.items() if a.ndim == 1}
         self._large = tuple(f for f in self.fields if f not in self._small)
         nbytes = sum(self.arrays[f].nbytes for f in self._large)
+        # a streamed window: as many units as `window_gb` holds, and at least `units_per_class` per class
+        self.window_reads = max(units_per_class * len(self.classes), 1,
+                                int(window_gb * 2**30 / max(nbytes / max(self.n, 1) * self.unit, 1)))
         self._cache = None
         if nbytes <= in_memory_max_gb * 2**30:
             self._cache = {**self._small, **{f: self.arrays[f][:] for f in self._large}}
@@ -81,10 +94,11 @@ class ZarrBatches:
         full = self.n // self.batch_size if self.drop_last else math.ceil(self.n / self.batch_size)
         return full if self.max_batches is None else min(full, self.max_batches)
 
-    def epoch(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+    def epoch(self, epoch: int, steps: int | None = None) -> Iterator[dict[str, torch.Tensor]]:
         """Batches of epoch `epoch`: uint8 `images` (B, H, W, 3), int64 labels, row `index`; the
-        first `max_batches` of them if set (cut in the producer, so its thread ends)."""
-        batches = itertools.islice(self._batches(epoch, self.shuffle, self.drop_last, self.shard), self.max_batches)
+        first `steps` (default `max_batches`) of them if set (cut in the producer, so its thread ends)."""
+        limit = min(x for x in (steps, self.max_batches, len(self)) if x is not None)
+        batches = itertools.islice(self._batches(epoch, self.shuffle, self.drop_last, self.shard), limit)
         yield from in_background(batches, self.prefetch)
 
     def in_order(self) -> Iterator[dict[str, torch.Tensor]]:
@@ -137,13 +151,15 @@ class ZarrBatches:
             yield _joined(carry, shard)
 
     def _windows(self, rng: np.random.Generator, shuffle: bool) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
-        """(window data, order): `window_reads` read units in random order, read into one
-        buffer with their row numbers, and a shuffled order of the buffer's rows."""
+        """(window data, order): `window_reads` read units dealt at random from the whole split,
+        read in row order into one buffer with their row numbers, and a shuffled order of the
+        buffer's rows."""
         starts = np.arange(0, self.n, self.unit)
         if shuffle:
             starts = rng.permutation(starts)
         for w in range(0, len(starts), self.window_reads):
-            parts = [(s, min(self.n, s + self.unit)) for s in starts[w:w + self.window_reads]]
+            chosen = np.sort(starts[w:w + self.window_reads]) if shuffle else starts[w:w + self.window_reads]
+            parts = [(s, min(self.n, s + self.unit)) for s in chosen]
             rows = np.concatenate([np.arange(a, b) for a, b in parts])
             window = {"index": rows, **{f: self._small[f][rows] for f in self._small}}
             for f in self._large:

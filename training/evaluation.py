@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from core.seeding import name_seed
-from core.statistics import group_bootstrap_se, proportion_se
+from core.statistics import group_bootstrap_se, pack_hits, proportion_se
 from pipeline.sources.imagenet import load_in1k_to_in9
 
 from .build import build_method, pick_device
@@ -75,11 +75,12 @@ def severity_rows(result: dict[str, np.ndarray], store: Path, split: str, tags: 
             for s in np.unique(severity)]
 
 
-def scored_share(hits: np.ndarray) -> dict[str, float | int]:
+def scored_share(hits: np.ndarray) -> dict[str, float | int | str]:
     """{"value": % of `hits` that are true, "n": their number, "se": its test-image bootstrap
-    standard error (`core.statistics.proportion_se`)}; NaN without any."""
+    standard error (`core.statistics.proportion_se`), "hits": which were (`pack_hits`: the report
+    pairs two models image by image)}; NaN without any."""
     value = float(100.0 * hits.mean()) if hits.size else float("nan")
-    return {"value": value, "n": int(hits.size), "se": proportion_se(value, hits.size)}
+    return {"value": value, "n": int(hits.size), "se": proportion_se(value, hits.size), "hits": pack_hits(hits)}
 
 
 def group_metrics(result: dict[str, np.ndarray], tags: dict[str, Any], test_set: str) -> dict[str, dict[str, float | int]]:

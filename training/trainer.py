@@ -33,7 +33,9 @@ from .build import build_method, pick_device, precision
 from .data import ZarrBatches
 from .evaluation import group_metrics, predict_store, scored_accuracy
 from .methods import get_method
+from .methods import spec as method_spec
 from .methods.base import Method
+from .run_length import run_length, switches_outside
 
 
 def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[torch.optim.lr_scheduler.LRScheduler]:
@@ -118,8 +120,8 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                          f"missing {sorted(missing)}")
     with phase("loading"):  # the store's split read (into memory when it fits: training.loader.in_memory_max_gb)
         batches = ZarrBatches(train_store, "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
-                              drop_last=True, read_chunks=loader_cfg.get("read_chunks", 8),
-                              window_reads=loader_cfg.get("window_reads", 2),
+                              drop_last=True, read_chunks=loader_cfg.get("read_chunks", 1),
+                              window_gb=loader_cfg.get("window_gb", 1.0),
                               in_memory_max_gb=loader_cfg.get("in_memory_max_gb", 4.0),
                               prefetch=loader_cfg.get("prefetch_batches", 2),
                               fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
@@ -128,9 +130,13 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     with phase("setup"):  # the method built, its set-up (BiasEnsemble's committee), the checkpoint resumed
         method = build_method(run_cfg, len(batches.classes), device)
         distributed.broadcast_state_(method)
-        method.steps_per_epoch = len(batches)
+        length = run_length(cfg, len(batches))
+        if outside := switches_outside(run_cfg["method_args"], method_spec(run_cfg["method"]).within_run, length):
+            raise ValueError(f"{experiment}: method_args " + "; ".join(outside) + f" ({length.steps_per_epoch} steps an "
+                             "epoch): set training.iterations to the paper's run length, or move the switch")
+        method.steps_per_epoch, method.total_steps = length.steps_per_epoch, length.steps
         prepared = method.setup(batches)
-        schedulers = make_schedulers(method, cfg, cfg["epochs"])
+        schedulers = make_schedulers(method, cfg, length.epochs)
         ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "train_metrics.jsonl"
         run_hash = config_hash(run_cfg)
         start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
@@ -139,7 +145,7 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
         history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
     with phase("epochs"):  # the steps, the checkpoints (saving) and monitors (scoring) taken out; a method's finish
-        for epoch in range(start_epoch, cfg["epochs"]):
+        for epoch in range(start_epoch, length.epochs):
             if stop_after_epochs is not None and epoch >= stop_after_epochs:
                 return run_dir / "model.pt"
             method.train()
@@ -149,7 +155,8 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
             counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
             interval: dict[str, list[float]] = {}  # statistics since the last curve point
             steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
-            for batch in tqdm(batches.epoch(epoch), total=len(batches), desc=f"{experiment} s{seed} e{epoch}",
+            for batch in tqdm(batches.epoch(epoch, length.steps_in_epoch(epoch)), total=length.steps_in_epoch(epoch),
+                              desc=f"{experiment} s{seed} e{epoch}",
                               leave=False, mininterval=5, disable=None if main else True):
                 stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
                 distributed.broadcast_batch_norm_(method)  # rank 0's running statistics, as DDP's buffers
@@ -182,7 +189,7 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                     _save_checkpoint(ckpt_path, method, schedulers, epoch + 1, history, run_hash)
             distributed.barrier()  # no process runs ahead of the last checkpoint
         if final := method.finish(batches):
-            history += [{"kind": "train", **tags, "epoch": cfg["epochs"], "metric": k, "value": v}
+            history += [{"kind": "train", **tags, "epoch": length.epochs, "metric": k, "value": v}
                         for k, v in final.items()]
     model_path = run_dir / "model.pt"
     if main:

@@ -14,6 +14,7 @@ from pipeline.datasets import get_family
 from pipeline.variants import BG_CONFLICT, EXTERNAL, NEEDS_FOREGROUND
 from training.methods import REGISTRY
 from training.methods import spec as method_spec
+from training.run_length import run_length, switches_outside
 
 from .schema import load_schema
 from .smoke import apply_smoke
@@ -50,8 +51,36 @@ def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
     out = expand_grids(expand_sweeps(expand_segmentation_comparison(config)))
     problems: list[str] = []
     _check_labels(out, problems)  # expansion adds labels ("CLAD lambda=0.25", "CLAD (U2-Net)")
+    _check_switches(out, problems)  # on every run as it trains: grid cells and sweep values included
     _raise_problems(problems)
     return out
+
+
+def _check_switches(config: dict[str, Any], problems: list[str]) -> None:
+    """Every method argument that names a point of the run (`x-within-run`: Park et al.'s T1, T2)
+    falls inside it: the run's steps from `training.iterations`, or its epochs times the batches of
+    the training split the dataset family expects (an estimate for folder sources: the trainer
+    checks again with the real count)."""
+    for name, exp in config["experiments"].items():
+        if exp["method"] not in REGISTRY or not (within := method_spec(exp["method"]).within_run):
+            continue
+        training = deep_merge(config["training"], exp.get("training", {}))
+        ds = config["datasets"][exp["dataset"]]
+        images = get_family(ds.get("family", "in9")).expected_images(ds, "train")
+        batches = images // training["batch_size"]
+        if training.get("steps_per_epoch"):
+            batches = min(batches, training["steps_per_epoch"])
+        args = {**method_spec(exp["method"]).defaults, **exp.get("method_args", {})}
+        where = (f"grids.{exp['grid']}.methods.{exp['grid_method']}" if "grid" in exp else f"experiments.{name}")
+        for outside in switches_outside(args, within, run_length(training, batches)):
+            arg = outside.split(" ")[0]
+            how = ("training.iterations" if training.get("iterations") else
+                   f"{training['epochs']} epochs of about {batches:,} batches of {training['batch_size']} "
+                   f"({images:,} training images expected)")
+            problem = (f"{where}.method_args.{arg}: {outside} ({how}); set training.iterations to the paper's run "
+                       f"length, or move the switch inside the run")
+            if problem not in problems:  # a grid method's train variants share it
+                problems.append(problem)
 
 
 def _raise_problems(problems: list[str]) -> None:

@@ -116,6 +116,17 @@ def image_mb(ds_cfg: dict[str, Any], images: int) -> float:
     return images * image_side(ds_cfg) ** 2 * 3 / 2**20
 
 
+def loader_mb(ds_cfg: dict[str, Any], loader: dict[str, Any], images: int) -> float:
+    """Memory of one image field of the training loader (`training.data.ZarrBatches`): the split where
+    it fits in `in_memory_max_gb`, else two streamed windows (one read ahead), each of `window_gb`
+    and at least 8 read units per class (`training.data.UNITS_PER_CLASS`)."""
+    split = image_mb(ds_cfg, images)
+    if split <= loader.get("in_memory_max_gb", 4.0) * 1024:
+        return split
+    unit = image_mb(ds_cfg, ds_cfg.get("chunk_images", 32) * loader.get("read_chunks", 1))
+    return 2 * max(loader.get("window_gb", 1.0) * 1024, 8 * len(ds_cfg.get("classes", [])) * unit)
+
+
 def training(runs: list[dict[str, Any]]) -> tuple[float, float]:
     """A job training `runs` (run configs) one after the other, each on its `training.gpus`
     GPUs: N of them take 1 / (N x `MULTI_GPU_EFFICIENCY`) of the one-GPU compute time, and N
@@ -125,10 +136,10 @@ def training(runs: list[dict[str, Any]]) -> tuple[float, float]:
         ds, cfg = run["dataset_config"], run["training"]
         images, gpus = dataset_images(ds), cfg.get("gpus", 1)
         per_image = SECONDS_PER_IMAGE_224 * (image_side(ds) / 224) ** 2 * ARCH_COST.get(cfg["arch"], 2.5)
-        compute = cfg["epochs"] * images * per_image * METHOD_COST.get(run["method"], 1.0) / 60
+        seen = cfg["iterations"] * cfg["batch_size"] if cfg.get("iterations") else cfg["epochs"] * images
+        compute = seen * per_image * METHOD_COST.get(run["method"], 1.0) / 60
         minutes += 10 + (compute / (gpus * MULTI_GPU_EFFICIENCY) if gpus > 1 else compute)
-        in_memory = min(image_mb(ds, images), cfg.get("loader", {}).get("in_memory_max_gb", 4.0) * 1024)
-        mem = max(mem, gpus * (4000 + in_memory * (1 + len(run["aligned_variants"]))))
+        mem = max(mem, gpus * (4000 + loader_mb(ds, cfg.get("loader", {}), images) * (1 + len(run["aligned_variants"]))))
     return minutes, mem
 
 

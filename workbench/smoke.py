@@ -92,6 +92,8 @@ def _shrink_training(training: dict[str, Any]) -> None:
         training["threads"] = 1
     if "epochs" in training:
         training["epochs"] = 1
+    if training.get("iterations"):
+        training["iterations"] = STEPS_PER_EPOCH
     if "batch_size" in training:
         training["batch_size"] = min(training["batch_size"], BATCH)
     training["steps_per_epoch"] = STEPS_PER_EPOCH

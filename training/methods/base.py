@@ -69,6 +69,7 @@ class Method(nn.Module):
         self.network = build_network(train_cfg["arch"], num_classes, {**train_cfg, **pretrained})
         self.generator = torch.Generator()
         self.steps_per_epoch = 1  # set by the trainer (methods with schedules in epochs read it)
+        self.total_steps = 1      # the run's optimiser steps (`training.run_length`), set by the trainer
         self.autocast_dtype: torch.dtype | None = None
 
     def build_biased_network(self, arch: str) -> nn.Module:

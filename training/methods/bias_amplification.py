@@ -306,7 +306,7 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         loss_sim = (s_bn * distance).mean()                                                        # Eq. 9
         loss_cls = (has * w * F.cross_entropy(head(gap_g), y, reduction="none")).mean()             # Eq. 10
         loss_bn = (s_bn * F.cross_entropy(logits_bn, y, reduction="none")).mean()                  # Eq. 12
-        total_steps = max(self.cfg["epochs"] * self.steps_per_epoch - self.args["t2"], 1)
+        total_steps = max(self.total_steps - self.args["t2"], 1)
         lambda_main = min(1.0, (t - self.args["t2"]) / total_steps)
         loss = lambda_main * loss_main                                                             # Eq. 13
         if self.args["guide"]:

@@ -1,6 +1,7 @@
 """What each method declares beside its class, readable without torch: its `method_args`
-(JSON-schema types, ranges, defaults, descriptions) and the variants it reads row-aligned with
-its training images. The declaration of `<module>.py`'s classes is `<module>.yaml` next to it,
+(JSON-schema types, ranges, defaults, descriptions; `x-within-run: iterations | epochs` on an
+argument that switches something on at that point of the run, which the config check and the
+trainer keep inside the run) and the variants it reads row-aligned with its training images. The declaration of `<module>.py`'s classes is `<module>.yaml` next to it,
 one entry per class; the config check validates every experiment's `method_args` against it.
 """
 
@@ -27,9 +28,14 @@ class MethodSpec:
     def defaults(self) -> dict[str, Any]:
         return {name: arg["default"] for name, arg in self.args.items()}
 
+    @property
+    def within_run(self) -> dict[str, str]:
+        """{arg: "iterations" | "epochs"}: the args that name a point of the run (Park et al.'s T1, T2)."""
+        return {name: arg["x-within-run"] for name, arg in self.args.items() if "x-within-run" in arg}
+
     def schema(self) -> dict[str, Any]:
         """JSON schema of a `method_args` mapping: only the declared args, each of its type."""
-        props = {name: {k: v for k, v in arg.items() if k not in ("default", "description")}
+        props = {name: {k: v for k, v in arg.items() if k not in ("default", "description", "x-within-run")}
                  for name, arg in self.args.items()}
         return {"type": "object", "additionalProperties": False, "properties": props}
 

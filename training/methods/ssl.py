@@ -337,7 +337,7 @@ class BYOL(SelfSupervised):
 
     def target_momentum(self) -> float:
         """BYOL's tau = 1 - (1 - tau_base) (cos(pi k / K) + 1) / 2 at step k of K."""
-        total = max(1, self.cfg["epochs"] * self.steps_per_epoch)
+        total = max(1, self.total_steps)
         k = min(int(self.steps_done), total)
         return 1 - (1 - self.args["momentum"]) * (math.cos(math.pi * k / total) + 1) / 2
 

@@ -30,6 +30,9 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     ctx = build_context(config, metric_files, quality_file, manifest_files, stores, out_dir, saliency_arrays)
     doc = Document("Debiasing workbench report")
     for section in SECTIONS:
+        for protocol in config.get("protocols", {}).values():
+            if protocol["section"] == section.name:
+                protocol_table(doc, protocol)
         before = len(doc.blocks)
         section.render(doc, ctx)
         if section.selection:
@@ -38,6 +41,21 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     for name, text in (("report.md", doc.markdown()), ("report.html", doc.html())):
         with atomic_path(out_dir / name) as tmp:
             tmp.write_text(text)
+
+
+def protocol_table(doc: Document, protocol: dict[str, Any]) -> None:
+    """The paper's protocol against this run's (`workbench.protocol`): setting / paper / this run / source
+    or, where they differ, the reason."""
+    doc.heading(f"Protocol: {protocol['title']}")
+    doc.table(["setting", "paper", "this run", "source; why it differs"],
+              [[r["setting"], _setting_text(r["paper"]), _setting_text(r["this_run"]),
+                r["source"] + (f"; **differs**: {r['deviation']}" if r["deviation"] else "")] for r in protocol["rows"]])
+    for note in protocol["notes"]:
+        doc.para(note)
+
+
+def _setting_text(value: Any) -> str:
+    return "—" if value is None else f"`{value}`" if not isinstance(value, str) else value
 
 
 def add_selection_caption(doc: Document, start: int, rules: tuple[str, ...]) -> None:

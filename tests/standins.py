@@ -70,11 +70,11 @@ def make_style_folder(root: Path, classes: list[str] = IN9_CLASSES) -> Path:
     return root
 
 
-def make_resnet50_weights(path: Path) -> str:
-    """A ResNet-50 state_dict from a seeded random init, in torchvision's layout; its sha256."""
+def make_resnet50_weights(path: Path, arch: str = "resnet50") -> str:
+    """A ResNet-50 (or `arch`) state_dict from a seeded random init, in torchvision's layout; its sha256."""
     torch.manual_seed(0)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(torchvision.models.resnet50().state_dict(), path)
+    torch.save(getattr(torchvision.models, arch)().state_dict(), path)
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -240,6 +240,8 @@ def write_paper_paths(root: Path, photos: Path | None) -> Path:
     in9, boxes = make_in9_folder(root / "bg_challenge", photos, {"train": 3, "val": 2})
     weights = root / "models" / "resnet50-random.pth"
     sha = make_resnet50_weights(weights)
+    r18 = root / "models" / "resnet18-random.pth"
+    sha18 = make_resnet50_weights(r18, "resnet18")
     mnist = make_mnist_idx(root / "mnist", 20, 10)
     imagenet = make_imagenet_tree(root / "imagenet", photos)
     make_official_folder(root / "bg_challenge_release")
@@ -260,6 +262,7 @@ def write_paper_paths(root: Path, photos: Path | None) -> Path:
                             "stylized": {"styles": {"root": str(imagenet / "paintings")}}},
         },
         "training": {"pretrained": str(weights), "pretrained_sha256": sha},
+        "grids": {"park_bar": {"training": {"pretrained": str(r18), "pretrained_sha256": sha18}}},
         "evaluation": {"official_dataset": "official"},
         "analyses": {"texture": {"vgg": str(packaged_weights("vgg_normalised.pth"))}},
     }

@@ -34,7 +34,9 @@ def test_each_paper_config_plans_to_its_report_alone(config, standin_paths, tmp_
     if config == "config/imagenet9.yaml":
         own, mine["evaluation"] = own | {"official"}, standin_paths["evaluation"]
     paths = tmp_path / "paths.yaml"
-    paths.write_text(yaml.safe_dump({**mine, "datasets": {k: v for k, v in standin_paths["datasets"].items() if k in own}}))
+    grids = set(yaml.safe_load((ROOT / config).read_text()).get("grids", {}))
+    paths.write_text(yaml.safe_dump({**mine, "datasets": {k: v for k, v in standin_paths["datasets"].items() if k in own},
+                                     "grids": {k: v for k, v in standin_paths["grids"].items() if k in grids}}))
     out = snakemake("-n", "all", "--cores", "32", "--configfile", config, str(paths),
                     "--config", f"results={tmp_path / 'results'}")
     jobs = planned(out)
@@ -70,6 +72,13 @@ def test_every_paper_config_reaches_its_report(paper_smoke):
         assert section in report, section
     for grid in ("park_waterbirds", "park_bffhq", "park_bar", "park_cmnist", "Table 3 (ablation) – park_ablation"):
         assert grid in report, grid
+    # each paper config's protocol table (workbench/protocol.py), above its paper's tables
+    for title in ("Protocol: CLAD (Wang et al., BMVC 2022)", "Protocol: Ge et al. (NeurIPS 2021)",
+                  "Protocol: ReBias (Bahng et al., ICML 2020)", "Protocol: Park et al. (CVPR 2024) Table 1",
+                  "Protocol: Park et al. (CVPR 2024) Table 3"):
+        assert title in report, title
+    assert report.index("Protocol: CLAD (Wang et al.") < report.index("Table 2 –")
+    assert "| learning rate, BAR | `1e-05` | `1e-05` |" in report
     for name in ("report.html", "metrics.csv", "fig5_mixed_same_vs_rand.png", "variant_grid.png", "fig6_saliency.png",
                  "fig7_lambda.png", "fig8_queue_size.png", "fig3_rebias_mnist_cells.png", "ssl_similarity_imagenet100.png"):
         assert (results / "report" / name).stat().st_size > 0, name

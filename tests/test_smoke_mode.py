@@ -50,6 +50,6 @@ def test_grid_runs_do_not_inherit_the_top_level_pretrained_weights(default_confi
     """config/imagenet9.yaml's ImageNet ResNet-50 is for its own runs: the MNIST grids' small CNNs
     and the self-supervised runs start from random weights."""
     cfg = resolve_config(_paper_config(default_config, "imagenet9.yaml", "biased_mnist_paper.yaml"))
-    assert run_config(cfg, "clad", 0)["training"]["pretrained"].endswith("resnet50-11ad3fa6.pth")
+    assert run_config(cfg, "clad", 0)["training"]["pretrained"].endswith("resnet50-0676ba61.pth")
     for exp in ("rebias_mnist_vanilla_rho_0.997", "park_cmnist_ours_conflict_1", "moco", "byol"):
         assert run_config(cfg, exp, 0)["training"]["pretrained"] is None, exp

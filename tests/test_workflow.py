@@ -382,7 +382,7 @@ def test_real_data_config_dry_runs_on_a_folder(tmp_path):
     out = snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml", str(extra),
                     "--config", f"results={tmp_path / 'results'}", ok=False)
     # the paper's pretrained ResNet-50, Stylized IN-9's style folder and Table 2's VGG are required
-    for key in ("training.pretrained: /models/resnet50-11ad3fa6.pth", "datasets.in9.stylized.styles.root",
+    for key in ("training.pretrained: /models/resnet50-0676ba61.pth", "datasets.in9.stylized.styles.root",
                 "analyses.texture.vgg"):
         assert f"\n  {key}" in out, key
     assert "in9_folder.root" not in out

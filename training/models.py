@@ -30,7 +30,7 @@ def load_state_dict(path: str | Path, sha256: str | None) -> dict[str, torch.Ten
     if not path.is_file():
         raise WeightsError(
             f"pretrained weights not found at {path}. Place the torchvision state_dict file there "
-            "(e.g. resnet50-11ad3fa6.pth for IMAGENET1K_V2) or set the path to null for random init; "
+            "(e.g. resnet50-0676ba61.pth for IMAGENET1K_V1) or set the path to null for random init; "
             "nothing is downloaded at run time."
         )
     if sha256 and (actual := file_digest(path, "sha256")) != sha256:
@@ -187,7 +187,7 @@ def imagenet_classifier(arch: str, weights: str | None, sha256: str | None) -> n
         return efficientnet_lite0(weights, sha256 or EFFICIENTNET_LITE0_SHA256)
     if not weights:
         raise WeightsError(f"`evaluation.imagenet_model.weights` must point at a torchvision {arch} state_dict "
-                           "(e.g. resnet50-11ad3fa6.pth); or use arch efficientnet_lite0, whose weights a package ships")
+                           "(e.g. resnet50-0676ba61.pth); or use arch efficientnet_lite0, whose weights a package ships")
     net = getattr(_torchvision_models(), arch)(weights=None)
     try:
         net.load_state_dict(load_state_dict(weights, sha256))

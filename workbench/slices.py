@@ -19,6 +19,7 @@ from core.atomic import write_text_atomic
 from training.methods import spec
 
 from .config import dataset_family, deep_merge, scoring
+from . import protocol  # protocol reads run_config from here: the module, not its names
 
 #: in9 dataset sections read only by the jobs of the variant of the same name
 DERIVED_SECTIONS = ("stylized", "texture", "corrupted")
@@ -142,6 +143,7 @@ def report_config(config: dict[str, Any], provenance: dict[str, Any]) -> dict[st
             "training": {k: config["training"][k] for k in ("arch", "epochs")}, "experiments": experiments,
             "grids": grids, "sweeps": config.get("sweeps", {}), "sweep_points": config.get("sweep_points", {}),
             "provenance": provenance,
+            **({"protocols": protocol.report_protocols(config)} if config.get("protocols") else {}),  # absent: hash unchanged
             **({"smoke": True} if config.get("smoke") else {})}  # absent when false: real reports keep their hash
 
 

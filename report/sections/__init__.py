@@ -59,7 +59,7 @@ def _other_datasets(doc: Document, ctx: ReportContext) -> None:
 SECTIONS: list[Section] = [
     Section("intro", (), _intro),
     Section("clad_table2", ("eval",), lambda doc, ctx: clad.table2(doc, ctx.main, ctx.paper["clad_table2"]), ("last",)),
-    Section("clad_bg_gap_verdict", ("eval",), lambda doc, ctx: clad.bg_gap_verdict(doc, ctx.main)),
+    Section("clad_bg_gap_verdict", ("eval",), lambda doc, ctx: clad.bg_gap_verdict(doc, ctx.main, ctx.official_table)),
     Section("bg_challenge_official", ("eval",),
             lambda doc, ctx: clad.official(doc, ctx.config["evaluation"].get("official_dataset"), ctx.official_table),
             ("last",)),

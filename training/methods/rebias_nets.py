@@ -14,7 +14,10 @@ import torch.nn as nn
 
 class SimpleConvNet(nn.Module):
     """Four conv layers (16/32/64/128 channels, BN, ReLU, stride 1) with `kernel` x `kernel`
-    kernels, global average pooling, a linear head. ReBias: F uses 7x7, G uses 1x1 (colour only)."""
+    kernels, global average pooling, a linear head. ReBias: F uses 7x7, G uses 1x1 (colour only).
+    As the authors' `models/mnist_models.py`: convolutions with a bias, initialised
+    kaiming-normal (fan_out, ReLU), batch norm at weight 1 and bias 0 (the paper states no
+    initialisation); the head keeps PyTorch's default."""
 
     CHANNELS = (16, 32, 64, 128)
 
@@ -22,8 +25,9 @@ class SimpleConvNet(nn.Module):
         super().__init__()
         layers, c_in = [], 3
         for c_out in channels:
-            layers += [nn.Conv2d(c_in, c_out, kernel, padding=kernel // 2, bias=False), nn.BatchNorm2d(c_out),
-                       nn.ReLU(inplace=True)]
+            conv = nn.Conv2d(c_in, c_out, kernel, padding=kernel // 2)
+            nn.init.kaiming_normal_(conv.weight, mode="fan_out", nonlinearity="relu")
+            layers += [conv, nn.BatchNorm2d(c_out), nn.ReLU(inplace=True)]
             c_in = c_out
         self.body = nn.Sequential(*layers)
         self.feature_dim = c_in

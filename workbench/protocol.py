@@ -1,0 +1,151 @@
+"""A paper config's protocol: what the paper did, setting by setting, against what this config runs.
+
+A paper config declares under `protocols.<paper>` every setting that moves a number (data and its
+geometry, architecture, initial weights, optimiser, schedule, run length, batch, augmentation,
+normalisation, method hyper-parameters, evaluation and model selection): the paper's value, its
+source (a section of the paper or a file of the authors' code) and, where this config runs
+otherwise, the `deviation` with its reason. Each setting names a key of the run config of the
+`runs` it applies to (`workbench.slices.run_config`: the training section as the run resolves
+it, its method's arguments with their defaults, its dataset section), or with `config:` a key of
+the resolved config itself.
+
+`check` lists what the protocol does not account for: a setting whose value differs from the
+paper's without a declared deviation, a deviation declared where the values agree (stale), and
+any training setting or method argument of a listed run that no setting covers and that is not
+declared as `not_compared` with its reason. A changed default can therefore not drift away from
+the paper silently: a test resolves each paper config and fails on any of them. `rows` gives the
+report its table: setting / paper / this run / source or reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import slices  # slices.report_config reads this module's tables: the module, not its names
+from .config import grid_experiment
+
+#: run-config sections whose every leaf a protocol accounts for
+COVERED_SECTIONS = ("training", "method_args")
+#: keys naming a file the user places anywhere: compared by the file's name (torchvision's names carry
+#: the weights' checksum prefix, resnet50-0676ba61.pth)
+FILE_KEYS = ("training.pretrained",)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a protocol table."""
+
+    setting: str
+    key: str
+    paper: Any
+    this_run: Any
+    source: str
+    deviation: str | None
+
+    @property
+    def differs(self) -> bool:
+        return not same_value(self.paper, self.this_run)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal as settings: numbers within 1e-9 relative, lists element by element, else ==."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def run_name(config: dict[str, Any], run: str) -> str:
+    """An experiment's name, or `<grid>/<method>`: that grid method's run on the grid's first train variant."""
+    if "/" in run:
+        grid, method = run.split("/", 1)
+        return grid_experiment(grid, method, config["grids"][grid]["train_variants"][0])
+    return run
+
+
+def _lookup(node: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(dotted)
+        node = node[part]
+    return node
+
+
+def value(config: dict[str, Any], run: str | None, key: str) -> Any:
+    """The value of `key` for `run` (its run config, seed of the config's first) or of the config."""
+    if key.startswith("config:"):
+        return _lookup(config, key.removeprefix("config:"))
+    found = _lookup(slices.run_config(config, run_name(config, run), config["seeds"][0]), key)
+    return Path(found).name if key in FILE_KEYS and isinstance(found, str) else found
+
+
+def rows(config: dict[str, Any], paper: str) -> list[Row]:
+    """The protocol table of `paper`: one row per setting, the value of its first run (`check`
+    holds the others to the same value)."""
+    out = []
+    for s in config["protocols"][paper]["settings"]:
+        runs = s.get("runs") or [None]
+        out.append(Row(s["setting"], s["key"], s["paper"], value(config, runs[0], s["key"]), s["source"],
+                       s.get("deviation")))
+    return out
+
+
+def _leaves(node: Any, prefix: str) -> list[str]:
+    if isinstance(node, dict) and node:
+        return [leaf for k, v in node.items() for leaf in _leaves(v, f"{prefix}.{k}")]
+    return [prefix]
+
+
+def check(config: dict[str, Any], paper: str) -> list[str]:
+    """Everything protocol `paper` leaves unaccounted for (module docstring), each naming its key."""
+    protocol = config["protocols"][paper]
+    where = f"protocols.{paper}"
+    problems: list[str] = []
+    covered: dict[str, set[str]] = {run: set() for run in protocol.get("runs", [])}
+    for i, s in enumerate(protocol["settings"]):
+        here = f"{where}.settings[{i}] ({s['setting']}, {s['key']})"
+        for run in s.get("runs") or [None]:
+            if run is not None and run not in covered:
+                problems.append(f"{here}: run {run!r} is not in {where}.runs")
+                continue
+            try:
+                got = value(config, run, s["key"])
+            except KeyError:
+                problems.append(f"{here}: {run or 'the config'} has no key {s['key']}")
+                continue
+            if run is not None:
+                covered[run].add(s["key"])
+            differs = not same_value(s["paper"], got)
+            if differs and not s.get("deviation"):
+                problems.append(f"{here}: {run or 'the config'} runs {got!r} where the paper has {s['paper']!r} "
+                                f"({s['source']}); follow the paper or declare a `deviation` with its reason")
+            elif not differs and s.get("deviation"):
+                problems.append(f"{here}: declares a deviation but {run or 'the config'} runs the paper's value "
+                                f"{got!r}; remove the deviation")
+    skipped = [n["key"] for n in protocol.get("not_compared", [])]
+    for run, keys in covered.items():
+        rc = slices.run_config(config, run_name(config, run), config["seeds"][0])
+        for section in COVERED_SECTIONS:
+            for leaf in _leaves(rc[section], section):
+                if leaf == section:  # an empty section (a method without arguments)
+                    continue
+                if not any(leaf == k or leaf.startswith(k + ".") for k in (*keys, *skipped)):
+                    problems.append(f"{where}: {leaf} of run {run!r} ({_lookup(rc, leaf)!r}) is in no setting; add "
+                                    f"it with the paper's value and source, or to not_compared with the reason")
+    return problems
+
+
+def report_protocols(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{paper: {title, section, rows, notes}} for the report (rows as plain dicts)."""
+    out = {}
+    for paper, protocol in config.get("protocols", {}).items():
+        out[paper] = {"title": protocol["title"], "section": protocol["section"], "notes": protocol.get("notes", []),
+                      "rows": [{"setting": r.setting, "paper": r.paper, "this_run": r.this_run, "source": r.source,
+                                "deviation": r.deviation} for r in rows(config, paper)]}
+    return out

@@ -298,6 +298,33 @@ def test_the_linear_probe_fits_every_training_row(tiny_stores, default_config, m
     assert sum(rows) == batches.n
 
 
+def test_the_augmented_probe_sees_fresh_crops_every_epoch(tiny_stores, default_config, monkeypatch):
+    """`probe_augment` (the authors' main_lincls.py): each of the probe's epochs passes the training loader's
+    batches through the frozen backbone as new crop-and-flip views (the cached probe passes every row once,
+    unaugmented); seeded, so two probes of one model end alike, and it fits another head than the cached probe."""
+    from training.data import ZarrBatches
+
+    batches = ZarrBatches(tiny_stores["original"], "train", 8, shuffle=True, drop_last=True, name="probe")
+    heads, passes = [], []
+    for augment in (True, True, False):
+        torch.manual_seed(0)
+        method = ssl_method("moco_v2", default_config, batch_size=8, probe_epochs=3, probe_milestones=[2],
+                            probe_augment=augment)
+        seen = []
+        features = method.features
+        monkeypatch.setattr(method, "features", lambda x, seen=seen, f=features: seen.append(x.clone()) or f(x))
+        stats = method.finish(batches)
+        assert all(math.isfinite(v) for v in stats.values())
+        heads.append(method.network.head.weight.detach().clone())
+        passes.append(seen)
+    augmented, cached = passes[0], passes[2]
+    per_epoch = len(batches)
+    assert len(augmented) == len(cached) + 3 * per_epoch           # the cached pass, then 3 epochs of views
+    views = augmented[len(cached):]
+    assert not torch.allclose(views[0], views[per_epoch])           # another view in the next epoch
+    assert torch.equal(heads[0], heads[1]) and not torch.allclose(heads[0], heads[2])
+
+
 @pytest.mark.parametrize("lr, fits", [(1e4, False), (0.5, True)])
 def test_a_probe_that_fits_worse_than_the_class_shares_is_called_so(lr, fits, tiny_stores, default_config, capsys):
     """The class-prior loss is -mean(log share of each row's class); a probe whose lr overshoots ends

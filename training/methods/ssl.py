@@ -54,8 +54,12 @@ from core.seeding import name_seed
 from ..distributed import gather_rows, is_main, world
 from ..losses import byol_loss, moco_nce
 from ..negatives import patch_tilings
+from ..data import Augmenter
 from .ssl_augment import AugPlus, ViewParams
 from .base import Method
+
+#: the linear probe's training crop with `probe_augment` (torchvision RandomResizedCrop's default scale, main_lincls.py)
+PROBE_CROP = (0.08, 1.0)
 
 
 class SplitBatchNorm2d(nn.BatchNorm2d):
@@ -181,9 +185,13 @@ class SelfSupervised(Method):
         return [p for p in self.network.parameters() if id(p) not in head]
 
     def finish(self, batches) -> dict[str, float]:
-        """Fit the linear probe (`network.head`) on the frozen features of the training split;
-        returns its final training loss and accuracy, and the loss of predicting the training
-        class shares (`probe_prior_loss`, the entropy of the labels: the best a constant does)."""
+        """Fit the linear probe (`network.head`) on the frozen backbone (eval mode); returns its final
+        training loss and accuracy on the unaugmented training images, and the loss of predicting
+        the training class shares (`probe_prior_loss`, the entropy of the labels: the best a
+        constant does). With `probe_augment` as the authors' main_lincls.py: every epoch a fresh
+        RandomResizedCrop (0.08-1) + flip of every training image through the backbone, in the
+        training loader's batches; without it, on features of the unaugmented images computed once
+        (seconds instead of 60 passes of the backbone: the demo's probe)."""
         device = next(self.parameters()).device
         self.eval()
         feats, labels = [], []
@@ -198,14 +206,17 @@ class SelfSupervised(Method):
         opt = torch.optim.SGD(head.parameters(), lr=self.args["probe_lr"], momentum=0.9, weight_decay=0.0)
         sched = torch.optim.lr_scheduler.MultiStepLR(opt, self.args["probe_milestones"], 0.1)
         g = torch.Generator().manual_seed(name_seed("probe", type(self).__name__, self.args["probe_epochs"]))
-        bs = self.args["probe_batch_size"]
-        for _ in range(self.args["probe_epochs"]):
-            order = torch.randperm(len(y), generator=g).to(device)
-            for start in range(0, len(y), bs):
-                rows = order[start:start + bs]
-                loss = F.cross_entropy(head(x[rows]), y[rows])
-                self.step(opt, loss, across_processes=False)  # every process has every row's features
-            sched.step()
+        if self.args["probe_augment"]:
+            self._probe_on_views(batches.renamed(f"{batches.name}/probe"), opt, sched, g)
+        else:
+            bs = self.args["probe_batch_size"]
+            for _ in range(self.args["probe_epochs"]):
+                order = torch.randperm(len(y), generator=g).to(device)
+                for start in range(0, len(y), bs):
+                    rows = order[start:start + bs]
+                    loss = F.cross_entropy(head(x[rows]), y[rows])
+                    self.step(opt, loss, across_processes=False)  # every process has every row's features
+                sched.step()
         with torch.no_grad():
             logits = head(x)
             shares = torch.bincount(y, minlength=logits.shape[1]).float() / len(y)
@@ -222,6 +233,21 @@ class SelfSupervised(Method):
                   f"{self.args['probe_lr']:g}) is too high for these features, or they hold no class information "
                   "(collapse); its accuracies do not measure the features", flush=True)
         return stats
+
+
+    def _probe_on_views(self, batches, opt: torch.optim.Optimizer, sched, g: torch.Generator) -> None:
+        """`probe_epochs` epochs of the probe on fresh crop-and-flip views of the training batches (each
+        process its share of every global batch; the gradients averaged across processes)."""
+        device = next(self.parameters()).device
+        norm = self.cfg["normalize"]
+        crop = Augmenter(norm["mean"], norm["std"], PROBE_CROP, hflip=True)
+        for epoch in range(self.args["probe_epochs"]):
+            for batch in batches.epoch(epoch):
+                with torch.no_grad():
+                    z = self.features(crop(batch["images"].to(device), g))
+                loss = F.cross_entropy(self.network.head(z), batch["labels"].to(device))
+                self.step(opt, loss)
+            sched.step()
 
 
 class MoCoV2(SelfSupervised):

@@ -97,3 +97,17 @@ def test_statistics_calibration_judges_the_reports_comparison(capsys, monkeypatc
     assert 1.0 <= fpr <= 10.0 and power >= 80.0, out
     old = re.search(r"independent image errors\s+false positives\s+([\d.]+) %\s+power\s+([\d.]+) %", out)
     assert float(old.group(2)) < 50.0, out
+
+
+def test_loader_benchmark_reads_every_way_and_counts_the_classes_per_batch(capsys, tmp_path):
+    """benchmarks/loader.py at a tiny size (synthetic images): every mode reads its epochs, and the
+    class mix of streamed windows dealt from the whole split is near the in-memory path's, where the
+    earlier windows of two 8-chunk runs hold one or two classes per batch."""
+    from benchmarks.loader import main as loader
+
+    loader(["--n", "2304", "--size", "16", "--photos", str(tmp_path / "none"), "--window-gb", "0"])
+    out = capsys.readouterr().out
+    classes = {mode: float(m) for mode, m in re.findall(r"zarr loader, (.+?), epochs 1-3\s*:.*?([\d.]+) classes per batch", out)}
+    assert set(classes) == {"streaming, random units", "streaming, 2 runs of 8 chunks (before)", "in memory"}, out
+    assert classes["streaming, random units"] >= 0.95 * classes["in memory"] and classes["in memory"] > 8.0, out
+    assert classes["streaming, 2 runs of 8 chunks (before)"] < 3.0, out

@@ -410,3 +410,15 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
     ssl_sections(doc, config, {"MoCo-v2": {**accuracy, "shape_bias": [], "shape_bias_too_few": [3]}}, [], paper,
                  tmp_path)
     assert "| MoCo-v2 | 90.5 ± 0.7 | – | 61.0 ± 1.4 | – | – | – | – | too few images (3) |" in doc.markdown()
+
+
+def test_ge_table1_says_which_probe_ran_and_which_columns_are_missing():
+    """Under the ImageNet-100 Table 1: the probe that ran, -C's one corruption per image, and the paper's
+    columns this run cannot show without the user's folders."""
+    from report.sections.ssl import _table1_caption
+
+    text = _table1_caption([{"probe_augment": True}], ["ImageNet-S", "ImageNet-R"])
+    assert "fresh crop-and-flip views every epoch" in text and "No ImageNet-S / ImageNet-R column" in text
+    assert "one (corruption, severity) pair per image" in text
+    assert "computed once" in _table1_caption([{"probe_augment": False}], []) and "column:" not in _table1_caption(
+        [{"probe_augment": False}], [])

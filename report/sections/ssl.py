@@ -45,7 +45,8 @@ def ssl_runs(config: dict[str, Any]) -> list[dict[str, Any]]:
         if exp["method"] in SSL_METHODS and not exp.get("grid"):
             args = {**spec(exp["method"]).defaults, **exp.get("method_args", {})}
             runs.append({"experiment": name, "label": exp["label"], "method": exp["method"],
-                         "negative": args["negative"], "alpha": float(args["alpha"]), "probe_lr": float(args["probe_lr"])})
+                         "negative": args["negative"], "alpha": float(args["alpha"]), "probe_lr": float(args["probe_lr"]),
+                         "probe_augment": bool(args["probe_augment"])})
     order = {("moco_v2", "none"): 0, ("moco_v2_texture", "texture"): 1, ("moco_v2", "patch"): 2,
              ("byol", "none"): 3, ("byol", "patch"): 4}
     return sorted(runs, key=lambda r: (order[(r["method"], r["negative"])], r["alpha"]))
@@ -134,6 +135,7 @@ def dataset_sections(doc: Document, config: dict[str, Any], dataset: str, table:
                      *[("–" if c is None else f"{prow['values'][cols.index(c)]:.2f}"
                         + (f" ± {std[cols.index(c)]:.2f}" if std and c else "")) for _, _, c in columns]])
     doc.table(["Type", "Model (ResNet-50, linear probe)", *[h for _, h, _ in columns]], body)
+    doc.para(_table1_caption(runs, [c for v, _, c in PAPER_COLUMNS if c and v not in built]))
     _severity_table(doc, [(r["experiment"], display(r)) for r in runs], rows, f"{name}-C")
     _probe_fit(doc, runs, list(train_rows), 100 / len(ds_cfg["classes"]))
     _verdict(doc, runs, table, 100 / len(ds_cfg["classes"]), [v for v, _, c in columns[1:] if c])
@@ -141,6 +143,20 @@ def dataset_sections(doc: Document, config: dict[str, Any], dataset: str, table:
                 f" on {name}", f"{name}-Texture")
     doc.para(f"No shape bias or Fig. 6 (shape bias against α) on {name}: its Stylized set is made with class-free "
              "style images, so no stylized image is a cue conflict between two classes.")
+
+
+def _table1_caption(runs: list[dict[str, Any]], missing: list[str]) -> str:
+    """Under Table 1: which probe ran, how -C was drawn, and the paper's columns this run lacks."""
+    augmented = {r["probe_augment"] for r in runs}
+    probe = ("fresh crop-and-flip views every epoch, as the authors' main_lincls.py" if augmented == {True} else
+             "features of the unaugmented training images, computed once (the authors augment every epoch)"
+             if augmented == {False} else "augmented for some rows, cached features for others (see each run's config)")
+    text = (f"Linear probe: {probe}. -C: one (corruption, severity) pair per image, where the released ImageNet-C "
+            "scores every image under all 75, so this column rests on about 1/75 of the paper's scored images.")
+    if missing:
+        text += (f" No {' / '.join(missing)} column: its folder is not given (`datasets.<dataset>.external`: "
+                 "imagenet_sketch / imagenet_r), so those columns of the paper are not reproduced here.")
+    return text
 
 
 def _severity_table(doc: Document, named: list[tuple[str, str]], rows: list[dict[str, Any]],

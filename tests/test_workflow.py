@@ -381,18 +381,21 @@ def test_real_data_config_dry_runs_on_a_folder(tmp_path):
     extra.write_text(f"datasets: {{in9: {{source: {{in9_folder: {{root: {str(root)!r}, annotations: null}}}}}}}}\n")
     out = snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml", str(extra),
                     "--config", f"results={tmp_path / 'results'}", ok=False)
-    # the paper's pretrained ResNet-50, Stylized IN-9's style folder and Table 2's VGG are required
+    # the paper's pretrained ResNet-50, Stylized IN-9's style folder, Table 2's VGG and the official test images
     for key in ("training.pretrained: /models/resnet50-0676ba61.pth", "datasets.in9.stylized.styles.root",
-                "analyses.texture.vgg"):
+                "analyses.texture.vgg", "datasets.official.root"):
         assert f"\n  {key}" in out, key
     assert "in9_folder.root" not in out
     weights = tmp_path / "resnet50.pth"
     weights.write_bytes(b"stand-in")  # only its existence matters to the DAG
+    for variant in ("only_fg", "no_fg", "only_bg_b", "only_bg_t", "mixed_same", "mixed_rand", "mixed_next"):
+        (root / variant / "val").mkdir(parents=True)  # the release's test folders (datasets.official)
     styles = tmp_path / "textures"
     styles.mkdir()
     extra.write_text(json.dumps({"datasets": {"in9": {
         "source": {"in9_folder": {"root": str(root), "annotations": None}},
-        "stylized": {"styles": {"kind": "folder", "root": str(styles), "size": 256}}}},
+        "stylized": {"styles": {"kind": "folder", "root": str(styles), "size": 256}}},
+        "official": {"root": str(root)}},
         "training": {"pretrained": str(weights)}, "analyses": {"texture": {"vgg": str(weights)}}}))
     jobs = planned(snakemake("-n", "all", "--cores", "32", "--configfile", "config/imagenet9.yaml", str(extra),
                              "--config", f"results={tmp_path / 'results'}"))

@@ -37,7 +37,8 @@ def accuracy_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> Table:
         if "mixed_same" in accs and "mixed_rand" in accs:
             same, rand = accs["mixed_same"], accs["mixed_rand"]
             # Mixed-Same and Mixed-Rand hold the same foregrounds row for row: the gap per image
-            aligned = same.per_image is not None and rand.per_image is not None and len(same.per_image) == len(rand.per_image)
+            aligned = (same.per_image is not None and rand.per_image is not None
+                       and len(same.per_image) == len(rand.per_image))
             table[experiment]["bg_gap"].append(RunValue(same - rand, seed, math.hypot(same.se, rand.se), same.n,
                                                         same.per_image - rand.per_image if aligned else None))
     return by_label(table, labels)

@@ -1,24 +1,24 @@
 """Fast batches from the workbench's zarr variant stores, and batched augmentation on device.
 
-`ZarrBatches` reads a split in units of `read_chunks` whole consecutive chunks (shards for
-sharded arrays). When the split fits in `in_memory_max_gb` it is read once and shuffled globally
-each epoch. Otherwise it streams: each epoch deals the units of the whole split in a random order
-into windows of about `window_gb` of images (and at least `UNITS_PER_CLASS` units per class), and
-shuffles the rows within each window. Stores
-are written in class order, so a unit holds one or two classes; a window of many units drawn
-from the whole split holds the classes in about their proportions, and its batches mix classes
-as i.i.d. sampling does (a window of two 8-chunk runs, the earlier design, gave batches of one
-or two classes at paper scale: batch norm, CLAD's other-class partners and MoCo's queue saw
-almost one class). Zarr decompresses whole chunks, so a unit costs one chunk's decoding however
-it is placed; its reads of scattered rows cost ~100x more. Background threads read ahead. The
-order of epoch e is a function of (name, seed, e) only, so a resumed run sees the same batches
-as an uninterrupted one. `aligned` adds the images of other variant stores of the same dataset
-under new field names (and their bias labels as `<name>_bias_labels`), row for row (their `ids`
-are checked to match): CLAD reads each anchor's ONLY_BG_T background this way, in the same reads
-as the anchors themselves, and S-CLAD its stylized copy and the style's class. With `shard=(rank, world)` (several training
-processes) every process draws the same global order and `epoch` yields its own contiguous share
-of each global batch (`share`); each process still caches, or in streaming mode reads, whole
-windows of the split (reading only its own rows would scatter the reads).
+`ZarrBatches` reads a split in units of `read_chunks` whole consecutive chunks (shards for sharded
+arrays). When the split fits in `in_memory_max_gb` it is read once and shuffled globally each
+epoch. Otherwise it streams: each epoch deals the units of the whole split in a random order into
+windows of about `window_gb` of images (and at least `UNITS_PER_CLASS` units per class), and
+shuffles the rows within each window. Stores are written in class order, so a unit holds one or
+two classes; a window of many units drawn from the whole split holds the classes in about their
+proportions, and its batches mix classes as i.i.d. sampling does (a window of two 8-chunk runs,
+the earlier design, gave batches of one or two classes at paper scale: batch norm, CLAD's
+other-class partners and MoCo's queue saw almost one class). Zarr decompresses whole chunks, so a
+unit costs one chunk's decoding however it is placed; its reads of scattered rows cost ~100x more.
+Background threads read ahead. The order of epoch e is a function of (name, seed, e) only, so a
+resumed run sees the same batches as an uninterrupted one. `aligned` adds the images of other
+variant stores of the same dataset under new field names (and their bias labels as
+`<name>_bias_labels`), row for row (their `ids` are checked to match): CLAD reads each anchor's
+ONLY_BG_T background this way, in the same reads as the anchors themselves, and S-CLAD its
+stylized copy and the style's class. With `shard=(rank, world)` (several training processes) every
+process draws the same global order and `epoch` yields its own contiguous share of each global
+batch (`share`); each process still caches, or in streaming mode reads, whole windows of the split
+(reading only its own rows would scatter the reads).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class ZarrBatches:
     def epoch(self, epoch: int, steps: int | None = None) -> Iterator[dict[str, torch.Tensor]]:
         """Batches of epoch `epoch`: uint8 `images` (B, H, W, 3), int64 labels, row `index`; the
         first `steps` (default `max_batches`) of them if set (cut in the producer, so its thread ends)."""
-        limit = min(x for x in (steps, self.max_batches, len(self)) if x is not None)
+        limit = len(self) if steps is None else min(steps, len(self))  # len: at most max_batches
         batches = itertools.islice(self._batches(epoch, self.shuffle, self.drop_last, self.shard), limit)
         yield from in_background(batches, self.prefetch)
 

@@ -36,12 +36,13 @@ def run_length(training: Mapping[str, Any], steps_per_epoch: int) -> RunLength:
     return RunLength(int(training["epochs"]), int(training["epochs"]) * steps_per_epoch, steps_per_epoch)
 
 
-def switches_outside(method_args: Mapping[str, Any], within_run: Mapping[str, str], length: RunLength) -> list[str]:
-    """"t2 = 10000 is not inside the run's 7,500 iterations" for each switch at or past the run's end."""
-    out = []
+def switches_outside(method_args: Mapping[str, Any], within_run: Mapping[str, str],
+                     length: RunLength) -> dict[str, str]:
+    """{arg: "t2 = 10000 is not inside the run's 7,500 iterations"} for each switch at or past the run's end."""
+    out = {}
     for arg, unit in within_run.items():
         value = method_args.get(arg)
         limit = length.steps if unit == "iterations" else length.epochs
         if value is not None and value >= limit:
-            out.append(f"{arg} = {value} is not inside the run's {limit:,} {unit}")
+            out[arg] = f"{arg} = {value} is not inside the run's {limit:,} {unit}"
     return out

@@ -132,8 +132,9 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
         distributed.broadcast_state_(method)
         length = run_length(cfg, len(batches))
         if outside := switches_outside(run_cfg["method_args"], method_spec(run_cfg["method"]).within_run, length):
-            raise ValueError(f"{experiment}: method_args " + "; ".join(outside) + f" ({length.steps_per_epoch} steps an "
-                             "epoch): set training.iterations to the paper's run length, or move the switch")
+            raise ValueError(f"{experiment}: method_args " + "; ".join(outside.values())
+                             + f" ({length.steps_per_epoch} steps an epoch): set training.iterations to the paper's "
+                             "run length, or move the switch")
         method.steps_per_epoch, method.total_steps = length.steps_per_epoch, length.steps
         prepared = method.setup(batches)
         schedulers = make_schedulers(method, cfg, length.epochs)

@@ -66,14 +66,13 @@ def _check_switches(config: dict[str, Any], problems: list[str]) -> None:
             continue
         training = deep_merge(config["training"], exp.get("training", {}))
         ds = config["datasets"][exp["dataset"]]
-        images = get_family(ds.get("family", "in9")).expected_images(ds, "train")
+        images = get_family(dataset_family(config, exp["dataset"])).expected_images(ds, "train")
         batches = images // training["batch_size"]
         if training.get("steps_per_epoch"):
             batches = min(batches, training["steps_per_epoch"])
         args = {**method_spec(exp["method"]).defaults, **exp.get("method_args", {})}
         where = (f"grids.{exp['grid']}.methods.{exp['grid_method']}" if "grid" in exp else f"experiments.{name}")
-        for outside in switches_outside(args, within, run_length(training, batches)):
-            arg = outside.split(" ")[0]
+        for arg, outside in switches_outside(args, within, run_length(training, batches)).items():
             how = ("training.iterations" if training.get("iterations") else
                    f"{training['epochs']} epochs of about {batches:,} batches of {training['batch_size']} "
                    f"({images:,} training images expected)")

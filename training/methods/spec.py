@@ -1,8 +1,9 @@
 """What each method declares beside its class, readable without torch: its `method_args`
 (JSON-schema types, ranges, defaults, descriptions; `x-within-run: iterations | epochs` on an
 argument that switches something on at that point of the run, which the config check and the
-trainer keep inside the run) and the variants it reads row-aligned with its training images. The declaration of `<module>.py`'s classes is `<module>.yaml` next to it,
-one entry per class; the config check validates every experiment's `method_args` against it.
+trainer keep inside the run) and the variants it reads row-aligned with its training images. The
+declaration of `<module>.py`'s classes is `<module>.yaml` next to it, one entry per class; the
+config check validates every experiment's `method_args` against it.
 """
 
 from __future__ import annotations

@@ -51,10 +51,10 @@ import torch.nn.functional as F
 
 from core.seeding import name_seed
 
+from ..data import Augmenter
 from ..distributed import gather_rows, is_main, world
 from ..losses import byol_loss, moco_nce
 from ..negatives import patch_tilings
-from ..data import Augmenter
 from .ssl_augment import AugPlus, ViewParams
 from .base import Method
 
@@ -233,7 +233,6 @@ class SelfSupervised(Method):
                   f"{self.args['probe_lr']:g}) is too high for these features, or they hold no class information "
                   "(collapse); its accuracies do not measure the features", flush=True)
         return stats
-
 
     def _probe_on_views(self, batches, opt: torch.optim.Optimizer, sched, g: torch.Generator) -> None:
         """`probe_epochs` epochs of the probe on fresh crop-and-flip views of the training batches (each

@@ -18,6 +18,7 @@ number of distinct classes per batch of 64: i.i.d. sampling (the in-memory path)
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -57,51 +58,55 @@ def main(argv: list[str] | None = None) -> None:
                              "paper scale, so that windows are drawn from it)")
     args = parser.parse_args(argv)
     tmp = Path(tempfile.mkdtemp())
-    images, source = _images(args.photos, args.n, args.size)
-    for i, image in enumerate(images):
-        Image.fromarray(image).save(tmp / f"{i:06d}.JPEG", quality=92)
-    group = zarr.open_group(str(tmp / "s.zarr"), mode="w")
-    group.attrs["classes"] = [str(c) for c in range(9)]
-    train = group.create_group("train")
-    # the pipeline's own array layout and codecs (32-image chunks, as config/config.yaml)
-    create_array(train, "images", images.shape, np.uint8, 32, codec=args.codec)[:] = images
-    create_array(train, "labels", (args.n,), np.int64, args.n, args.n)[:] = np.arange(args.n) * 9 // args.n
-    create_array(train, "bias_labels", (args.n,), np.int64, args.n, args.n)[:] = 0
-    write_fingerprint(tmp / "s.zarr")  # the loader reads only stores whose fingerprint it can check
+    try:
+        images, source = _images(args.photos, args.n, args.size)
+        for i, image in enumerate(images):
+            Image.fromarray(image).save(tmp / f"{i:06d}.JPEG", quality=92)
+        group = zarr.open_group(str(tmp / "s.zarr"), mode="w")
+        group.attrs["classes"] = [str(c) for c in range(9)]
+        train = group.create_group("train")
+        # the pipeline's own array layout and codecs (32-image chunks, as config/config.yaml)
+        create_array(train, "images", images.shape, np.uint8, 32, codec=args.codec)[:] = images
+        create_array(train, "labels", (args.n,), np.int64, args.n, args.n)[:] = np.arange(args.n) * 9 // args.n
+        create_array(train, "bias_labels", (args.n,), np.int64, args.n, args.n)[:] = 0
+        write_fingerprint(tmp / "s.zarr")  # the loader reads only stores whose fingerprint it can check
 
-    files = sorted(tmp.glob("*.JPEG"))
-    t0 = time.perf_counter()
-    for path in files:
-        with Image.open(path) as im:
-            np.asarray(im.convert("RGB"))
-    jpeg = args.n / (time.perf_counter() - t0)
+        files = sorted(tmp.glob("*.JPEG"))
+        t0 = time.perf_counter()
+        for path in files:
+            with Image.open(path) as im:
+                np.asarray(im.convert("RGB"))
+        jpeg = args.n / (time.perf_counter() - t0)
 
-    row_bytes = args.size * args.size * 3
-    modes = {  # name: (in_memory_max_gb, read_chunks, window_gb, units_per_class)
-        "streaming, random units": (0.0, 1, args.window_gb, UNITS_PER_CLASS),
-        "streaming, 2 runs of 8 chunks (before)": (0.0, 8, 2 * 8 * 32 * row_bytes / 2**30, 0),
-        "in memory": (4.0, 1, 1.0, UNITS_PER_CLASS)}
-    rates, classes = {}, {}
-    zarr.open_array(str(tmp / "s.zarr" / "train" / "images"), mode="r")[:]  # every mode then reads a warm page cache
-    for mode, (gb, read_chunks, window_gb, units_per_class) in modes.items():
-        t0 = time.perf_counter()  # construction (the one-off read for "in memory") is timed too
-        loader = ZarrBatches(tmp / "s.zarr", "train", 64, shuffle=True, in_memory_max_gb=gb, read_chunks=read_chunks,
-                             window_gb=window_gb, units_per_class=units_per_class, fields=("images", "labels"))
-        seen = sum(len(b["index"]) for b in loader.epoch(0))
-        rates[f"{mode}, epoch 0"] = seen / (time.perf_counter() - t0)
-        later, distinct = [], []
-        for epoch in (1, 2, 3):  # the median of three later epochs: one epoch of a few thousand images is short
-            t0 = time.perf_counter()
-            distinct += [len(np.unique(b["labels"].numpy())) for b in loader.epoch(epoch)]
-            later.append(args.n / (time.perf_counter() - t0))
-        rates[f"{mode}, epochs 1-3"] = float(np.median(later))
-        classes[f"{mode}, epoch 0"] = classes[f"{mode}, epochs 1-3"] = float(np.mean(distinct))
-    print(f"images: {args.n} at {args.size}x{args.size} ({source}), zarr image codec {args.codec}, 9 classes in row order, "
-          f"streamed window {args.window_gb} GB")
-    print(f"JPEG decode (PIL):           {jpeg:10.0f} images/s")
-    for mode, rate in rates.items():
-        print(f"zarr loader, {mode:45s}: {rate:8.0f} images/s {rate / jpeg:6.1f} x JPEG   (goal >= 5 x)"
-              f"   {classes[mode]:.2f} classes per batch of 64")
+        row_bytes = args.size * args.size * 3
+        modes = {  # name: (in_memory_max_gb, read_chunks, window_gb, units_per_class)
+            "streaming, random units": (0.0, 1, args.window_gb, UNITS_PER_CLASS),
+            "streaming, 2 runs of 8 chunks (before)": (0.0, 8, 2 * 8 * 32 * row_bytes / 2**30, 0),
+            "in memory": (4.0, 1, 1.0, UNITS_PER_CLASS)}
+        rates, classes = {}, {}
+        zarr.open_array(str(tmp / "s.zarr" / "train" / "images"), mode="r")[:]  # every mode then reads a warm page cache
+        for mode, (gb, read_chunks, window_gb, units_per_class) in modes.items():
+            t0 = time.perf_counter()  # construction (the one-off read for "in memory") is timed too
+            loader = ZarrBatches(tmp / "s.zarr", "train", 64, shuffle=True, in_memory_max_gb=gb, read_chunks=read_chunks,
+                                 window_gb=window_gb, units_per_class=units_per_class, fields=("images", "labels"))
+            seen = sum(len(b["index"]) for b in loader.epoch(0))
+            rates[f"{mode}, epoch 0"] = seen / (time.perf_counter() - t0)
+            later, distinct = [], []
+            for epoch in (1, 2, 3):  # the median of three later epochs: one epoch of a few thousand images is short
+                t0 = time.perf_counter()
+                distinct += [len(np.unique(b["labels"].numpy())) for b in loader.epoch(epoch)]
+                later.append(args.n / (time.perf_counter() - t0))
+            rates[f"{mode}, epochs 1-3"] = float(np.median(later))
+            classes[f"{mode}, epoch 0"] = classes[f"{mode}, epochs 1-3"] = float(np.mean(distinct))
+        print(f"images: {args.n} at {args.size}x{args.size} ({source}), zarr image codec {args.codec}, 9 classes in row order, "
+              f"streamed window {args.window_gb} GB")
+        print(f"JPEG decode (PIL):           {jpeg:10.0f} images/s")
+        for mode, rate in rates.items():
+            print(f"zarr loader, {mode:45s}: {rate:8.0f} images/s {rate / jpeg:6.1f} x JPEG   (goal >= 5 x)"
+                  f"   {classes[mode]:.2f} classes per batch of 64")
+    finally:  # the store and JPEG files are hundreds of MB at the default size
+        shutil.rmtree(tmp, ignore_errors=True)
+
 
 if __name__ == "__main__":
     main()

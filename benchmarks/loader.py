@@ -84,10 +84,12 @@ def main(argv: list[str] | None = None) -> None:
             "streaming, 2 runs of 8 chunks (before)": (0.0, 8, 2 * 8 * 32 * row_bytes / 2**30, 0),
             "in memory": (4.0, 1, 1.0, UNITS_PER_CLASS)}
         rates, classes = {}, {}
-        zarr.open_array(str(tmp / "s.zarr" / "train" / "images"), mode="r")[:]  # every mode then reads a warm page cache
+        # every mode then reads a warm page cache
+        zarr.open_array(str(tmp / "s.zarr" / "train" / "images"), mode="r")[:]
         for mode, (gb, read_chunks, window_gb, units_per_class) in modes.items():
             t0 = time.perf_counter()  # construction (the one-off read for "in memory") is timed too
-            loader = ZarrBatches(tmp / "s.zarr", "train", 64, shuffle=True, in_memory_max_gb=gb, read_chunks=read_chunks,
+            loader = ZarrBatches(tmp / "s.zarr", "train", 64, shuffle=True, in_memory_max_gb=gb,
+                                 read_chunks=read_chunks,
                                  window_gb=window_gb, units_per_class=units_per_class, fields=("images", "labels"))
             seen = sum(len(b["index"]) for b in loader.epoch(0))
             rates[f"{mode}, epoch 0"] = seen / (time.perf_counter() - t0)
@@ -98,7 +100,8 @@ def main(argv: list[str] | None = None) -> None:
                 later.append(args.n / (time.perf_counter() - t0))
             rates[f"{mode}, epochs 1-3"] = float(np.median(later))
             classes[f"{mode}, epoch 0"] = classes[f"{mode}, epochs 1-3"] = float(np.mean(distinct))
-        print(f"images: {args.n} at {args.size}x{args.size} ({source}), zarr image codec {args.codec}, 9 classes in row order, "
+        print(f"images: {args.n} at {args.size}x{args.size} ({source}), zarr image codec {args.codec}, "
+              "9 classes in row order, "
               f"streamed window {args.window_gb} GB")
         print(f"JPEG decode (PIL):           {jpeg:10.0f} images/s")
         for mode, rate in rates.items():

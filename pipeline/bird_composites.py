@@ -9,8 +9,8 @@ CUB-200-2011 birds cut out with CUB's segmentations and pasted on Places backgro
   become val. Train: exactly round(p * n_y) images of each label on the other place type (the
   recipe's confounder 0.95 is p = 5 %); val and test: half of each label on each type.
 - Compositing: the Places image centre-cropped to the bird image's aspect ratio and resized to
-  it, then bird * m + place * (1 - m) with m the segmentation in [0, 1]; the result resized to
-  `image_size`. Every choice is seeded by the image's id.
+  it, then bird * m + place * (1 - m) with m the segmentation in [0, 1]; the result made
+  `image_size` square under the dataset's `geometry` (squash by default, as the authors' Resize((224, 224))). Every choice is seeded by the image's id.
 Nothing is downloaded: a missing file or folder stops with its path and what to place there.
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 from core.errors import PipelineError, SkipItem
 from core.seeding import name_rng, name_seed
 
-from .imageio import MIN_PICTURE_SIDE, is_image_name, load_rgb, resize_square
+from .imageio import MIN_PICTURE_SIDE, is_image_name, load_rgb, to_square
 
 #: CUB species (folder names like 045.Northern_Fulmar) whose words name a waterbird family
 WATER_FAMILIES = ("Albatross", "Auklet", "Cormorant", "Frigatebird", "Fulmar", "Gull", "Jaeger", "Kittiwake",
@@ -129,8 +129,8 @@ def place_types(birds: list[Bird], other_share: float, seed: int, name: str) -> 
     return out
 
 
-def composite_bird(cub_root: Path, segmentations: Path, bird: Bird, place: Path, size: int) -> np.ndarray:
-    """The bird on `place`, resized to size x size (see the module docstring)."""
+def composite_bird(cub_root: Path, segmentations: Path, bird: Bird, place: Path, size: int, geometry: str) -> np.ndarray:
+    """The bird on `place`, made size x size under `geometry` (see the module docstring)."""
     image = load_rgb(cub_root / "images" / bird.id, MIN_PICTURE_SIDE).astype(np.float32)
     mask_path = (segmentations / bird.id).with_suffix(".png")
     if not mask_path.is_file():
@@ -142,7 +142,7 @@ def composite_bird(cub_root: Path, segmentations: Path, bird: Bird, place: Path,
     if m.max() == 0:
         raise SkipItem(f"segmentation {mask_path} is empty (no bird pixels)")
     background = crop_to(load_rgb(place, MIN_PICTURE_SIDE), image.shape[1], image.shape[0]).astype(np.float32)
-    return resize_square(np.rint(image * m + background * (1 - m)).astype(np.uint8), size)
+    return to_square(np.rint(image * m + background * (1 - m)).astype(np.uint8), size, geometry)
 
 
 def crop_to(image: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -169,7 +169,7 @@ def make_split(cfg: dict[str, Any], birds: list[Bird], other_share: float, seed:
         pool = places[place_type]
         place = pool[int(name_rng(seed, "waterbirds_place", bird.id).integers(len(pool)))]
         try:
-            images.append(composite_bird(cub_root, segmentations, bird, place, size))
+            images.append(composite_bird(cub_root, segmentations, bird, place, size, cfg["geometry"]))
             kept.append((bird, place_type))
         except SkipItem as exc:
             skipped.append({"id": bird.id, "path": str(cub_root / "images" / bird.id), "reason": exc.reason})

@@ -5,7 +5,8 @@
   `pipeline.styles`); `bias_labels` = the style's class, `style_ids` = the style's id. Its val
   split is the cue-conflict set of the shape bias (shape of class A, texture of class B != A).
 - `texture` (IN-9-Texture, Ge et al. 2021 Sec. 3.1): a texture synthesized from the image's
-  central patch and one random patch (`pipeline.texture_synthesis`); `bias_labels` = the label.
+  central patch and one random patch (`pipeline.texture_synthesis`), sized by the source photo's
+  side as the authors cut them from the photo (`work_patch_side`); `bias_labels` = the label.
 - `corrupted` (IN-9-C): the image under one ImageNet-C (corruption, severity) pair, the pairs
   balanced per class (`pipeline.corruptions`); `bias_labels` = the label, `corruption` (index
   into the store's `corruptions` attribute) and `severity` per image.
@@ -28,7 +29,7 @@ import numpy as np
 import zarr
 
 from core.atomic import atomic_path, write_json
-from core.errors import SkipItem
+from core.errors import PipelineError, SkipItem
 from core.provenance import code_version, config_hash
 from core.seeding import name_rng, name_seed
 
@@ -59,7 +60,9 @@ def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int,
     elif kind == "stylized":
         result = _stylize(images, labels, ids, splits[rows - lo], classes, ds_cfg, seed)
     else:
-        result = _texture(images, labels, ids, classes, ds_cfg, seed)
+        if "source_sides" not in seg:
+            raise PipelineError(f"{seg_store} predates the photos' sides the texture variant needs; delete it and rerun")
+        result = _texture(images, labels, ids, seg["source_sides"][:][rows], ds_cfg, seed)
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, rows=rows, records=np.array(json.dumps(result.pop("records"))), **result)
@@ -196,6 +199,14 @@ def patch_sides(side: int, cfg: dict[str, Any]) -> int:
     return max(2, side // 2)
 
 
+def work_patch_side(source_side: int, work: int, cfg: dict[str, Any]) -> int:
+    """The example patches' side in a `work`-px image of a photo whose shorter side was
+    `source_side` px: `patch_sides` of the photo, scaled, so a patch covers the share of the
+    object the authors' patches cut from the photo cover (a 96-px patch of a 350-px photo is
+    61 px of a 224-px store, not 96)."""
+    return max(2, min(work // 2, round(patch_sides(source_side, cfg) * work / source_side)))
+
+
 def example_patches(image: np.ndarray, p: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """The central p x p patch and one p x p patch at a uniformly random position."""
     side = image.shape[0]
@@ -204,8 +215,8 @@ def example_patches(image: np.ndarray, p: int, rng: np.random.Generator) -> tupl
     return image[c:c + p, c:c + p], image[y:y + p, x:x + p]
 
 
-def _texture(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, classes: list[str], ds_cfg: dict[str, Any],
-             seed: int) -> dict[str, Any]:
+def _texture(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, source_sides: np.ndarray,
+             ds_cfg: dict[str, Any], seed: int) -> dict[str, Any]:
     from .texture_synthesis import TextureJob, make_tool, synthesize
 
     cfg = ds_cfg["texture"]
@@ -213,9 +224,9 @@ def _texture(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, classes: l
     n, size = images.shape[:2]
     work = work_side(size, cfg["work_size"])
     big = _resize(images, work)
-    p = patch_sides(work, cfg)
     jobs = []
     for k in range(n):
+        p = work_patch_side(int(source_sides[k]), work, cfg)
         a, b = example_patches(big[k], p, name_rng(seed, "texture-patch", ids[k]))
         jobs.append(TextureJob(str(ids[k]), a, b, name_seed(seed, "texture-synthesis", ids[k]) % 2**31, work))
     out = np.zeros((n, size, size, 3), np.uint8)

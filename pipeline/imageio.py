@@ -53,6 +53,34 @@ def resize_square(image: np.ndarray, size: int) -> np.ndarray:
     return cv2.resize(image, (size, size), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
 
 
+#: how a photo becomes a stored size x size image: `crop` keeps its aspect (the largest square,
+#: resized: torchvision's Resize(size) + CenterCrop(size), the test geometry of CLAD, Ge et al.
+#: and the Background Challenge); `squash` resizes the whole photo to the square (BiasEnsemble's
+#: and Park et al.'s Resize((224, 224)))
+GEOMETRIES = ("crop", "squash")
+
+
+def square_window(height: int, width: int, centre: tuple[float, float] | None = None) -> tuple[int, int, int]:
+    """(top, left, side) of the largest square of a height x width image, centred on `centre`
+    (x, y in pixels; None: the image's centre) along the longer side and kept inside the image."""
+    side = min(height, width)
+    cx, cy = centre if centre is not None else (width / 2, height / 2)
+    top = int(np.clip(round(cy - side / 2), 0, height - side))
+    left = int(np.clip(round(cx - side / 2), 0, width - side))
+    return top, left, side
+
+
+def to_square(image: np.ndarray, size: int, geometry: str, centre: tuple[float, float] | None = None) -> np.ndarray:
+    """`image` (H, W, C) as size x size under `geometry` (see GEOMETRIES); `crop` takes the
+    `square_window` around `centre`."""
+    if geometry == "squash":
+        return resize_square(image, size)
+    if geometry != "crop":
+        raise ValueError(f"geometry {geometry!r} is not one of {GEOMETRIES}")
+    top, left, side = square_window(*image.shape[:2], centre)
+    return resize_square(image[top:top + side, left:left + side], size)
+
+
 def _to_rgb(im: Image.Image) -> np.ndarray:
     if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
         rgba = np.asarray(im.convert("RGBA"), dtype=np.float32)

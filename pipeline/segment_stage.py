@@ -1,11 +1,11 @@
-"""Stage 1 of IN-9 generation: decode, resize and segment every source image.
+"""Stage 1 of IN-9 generation: decode, square (the dataset's `geometry`) and segment every source image.
 
 The work is split into shards of `block_images` source items (in id order): each shard is
 segmented on its own (`segment_shard`, one workflow job per shard, so a cluster spreads it
 over nodes) and `gather_shards` assembles the intermediate zarr store with one row per
 source item (rows of skipped items stay zero and `ok` = 0): `images`, `masks` (foreground),
 `box_masks`, `bg_t` (the ONLY_BG_T image, needed as the background of other images' MIXED_*
-variants), `labels`, `ok`, `ids`, `splits`; plus a JSON-lines segmentation quality record per
+variants), `labels`, `ok`, `source_sides`, `ids`, `splits`; plus a JSON-lines segmentation quality record per
 item and the manifest of skipped items. Shards are fixed by the data, never by the number of
 jobs or workers, so the store's bytes are the same however the work was spread.
 """
@@ -29,13 +29,16 @@ from core.seeding import name_seed
 
 from . import variants
 from .annotations import read_voc_boxes
-from .imageio import load_rgb, resize_square
+from .imageio import load_rgb, resize_square, square_window
 from .parallel import run_blocks, worker_setup
 from .segmentation import boxes_mask, fallback_box, make_segmenter
 from .sources import SourceItem
 from .store import atomic_store, create_array
 
 IMAGE_ARRAYS = ("images", "bg_t", "masks", "box_masks")
+#: per-row arrays beside the images; `source_sides` is the photo's shorter side in pixels (the
+#: texture variant sizes its example patches by it, as the authors cut them from the photo)
+ROW_ARRAYS = ("labels", "ok", "source_sides")
 
 
 def shard_count(n_items: int, ds_cfg: dict[str, Any]) -> int:
@@ -56,6 +59,7 @@ def segment_shard(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, ou
     arrays = {name: np.zeros((n, size, size, 3) if name in ("images", "bg_t") else (n, size, size), np.uint8)
               for name in IMAGE_ARRAYS}
     arrays["labels"], arrays["ok"] = np.array([it.label for it in items], np.int64), np.zeros(n, np.uint8)
+    arrays["source_sides"] = np.zeros(n, np.int64)
     records = []
     for k, item in enumerate(items):
         record: dict[str, Any] = {"id": item.id, "path": str(item.path), "split": item.split, "label": item.label}
@@ -66,7 +70,7 @@ def segment_shard(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, ou
         else:
             bg_t, bg_status = variants.only_bg_t(image, box)
             arrays["images"][k], arrays["masks"][k], arrays["box_masks"][k], arrays["bg_t"][k] = image, mask, box, bg_t
-            arrays["ok"][k] = 1
+            arrays["ok"][k], arrays["source_sides"][k] = 1, quality["source_side"]
             record.update(quality, bg_t_status=bg_status)
         records.append(record)
     with atomic_path(out) as tmp:
@@ -87,7 +91,8 @@ def gather_shards(items: list[SourceItem], shard_files: list[Path], ds_cfg: dict
         # sharding keeps that to one small read per image instead of a whole chunk.
         for name, shape, dtype in (("images", (n, size, size, 3), np.uint8), ("bg_t", (n, size, size, 3), np.uint8),
                                    ("masks", (n, size, size), np.uint8), ("box_masks", (n, size, size), np.uint8),
-                                   ("labels", (n,), np.int64), ("ok", (n,), np.uint8)):
+                                   ("labels", (n,), np.int64), ("ok", (n,), np.uint8),
+                                   ("source_sides", (n,), np.int64)):
             create_array(group, name, shape, dtype, chunk_rows=1, shard_rows=shard)
         for name, values in (("ids", [it.id for it in items]), ("splits", [it.split for it in items])):
             create_array(group, name, (n,), str, chunk_rows=max(n, 1), shard_rows=max(n, 1))[:] = np.array(values, dtype=str)
@@ -99,7 +104,7 @@ def gather_shards(items: list[SourceItem], shard_files: list[Path], ds_cfg: dict
                 expected = [it.id for it in shard_items(items, ds_cfg, k)]
                 if [r["id"] for r in shard_records] != expected:
                     raise ValueError(f"{path} does not hold shard {k} of this listing; delete it and rerun")
-                for name in (*IMAGE_ARRAYS, "labels", "ok"):
+                for name in (*IMAGE_ARRAYS, *ROW_ARRAYS):
                     group[name][k * shard:k * shard + len(expected)] = data[name]
             records += shard_records
     with atomic_path(quality_path) as tmp_q:
@@ -141,22 +146,60 @@ def segment_item(item: SourceItem, ds_cfg: dict[str, Any], segmenter, seed: int)
     else:
         boxes, box_source = [fallback_box(width, height, float(seg_cfg["fallback_box_fraction"]))], "fallback"
     size = int(ds_cfg["image_size"])
-    image = resize_square(raw, size)
-    sx, sy = size / width, size / height
-    boxes = [_scaled_box(b, sx, sy, size) for b in boxes]
+    window = _window(raw.shape[:2], boxes, ds_cfg["geometry"])
+    image = resize_square(raw if window is None else raw[_rows(window), _cols(window)], size)
+    boxes = _boxes_in(boxes, window, (height, width), size)
+    if not boxes:
+        raise SkipItem("no annotated box lies in the image's square window; set the dataset's `geometry: squash` "
+                       "to keep the whole photo")
     segmentation = segmenter(image, boxes, name_seed(seed, "grabcut", item.id))
     mask = segmentation.mask
     box = boxes_mask(boxes, size, size)
     # Xiao et al. (2021) dropped images whose GrabCut mask covers under 10 % of the box; we keep
     # them and record the fraction, so the report can say how often that rule would apply
-    quality = {"area_fraction": round(float(mask.mean()), 6), "mask_status": segmentation.status,
+    quality = {"source_side": min(height, width), "area_fraction": round(float(mask.mean()), 6), "mask_status": segmentation.status,
                "box_source": box_source, "n_boxes": len(boxes),
                "mask_box_fraction": round(float((mask > 0).sum() / max(int((box > 0).sum()), 1)), 6)}
     if item.true_mask is not None:
-        truth = _load_true_mask(item.true_mask, size)
+        truth = _load_true_mask(item.true_mask, window, size)
         union = np.logical_or(truth, mask).sum()
         quality["iou"] = round(float(np.logical_and(truth, mask).sum() / union), 6) if union else 1.0
     return image, mask, box, quality
+
+
+Window = tuple[int, int, int]  # (top, left, side) of the square kept of a photo
+
+
+def _window(shape: tuple[int, int], boxes, geometry: str) -> Window | None:
+    """The square kept of a photo of `shape` under `geometry` (None for `squash`: all of it): the
+    largest square centred on the boxes' union along the longer side, so the objects stay in."""
+    if geometry == "squash":
+        return None
+    x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
+    x1, y1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
+    return square_window(*shape, ((x0 + x1) / 2, (y0 + y1) / 2))
+
+
+def _rows(window: Window) -> slice:
+    return slice(window[0], window[0] + window[2])
+
+
+def _cols(window: Window) -> slice:
+    return slice(window[1], window[1] + window[2])
+
+
+def _boxes_in(boxes, window: Window | None, shape: tuple[int, int], size: int) -> list:
+    """`boxes` (x0, y0, x1, y1 in photo pixels) in the size x size output: shifted into `window`,
+    clipped to it (a box wholly outside is dropped) and scaled."""
+    top, left = (0, 0) if window is None else window[:2]
+    height, width = shape if window is None else (window[2], window[2])
+    out = []
+    for x0, y0, x1, y1 in boxes:
+        x0, x1 = max(x0 - left, 0), min(x1 - left, width)
+        y0, y1 = max(y0 - top, 0), min(y1 - top, height)
+        if x1 > x0 and y1 > y0:
+            out.append(_scaled_box((x0, y0, x1, y1), size / width, size / height, size))
+    return out
 
 
 def _scaled_box(box, sx: float, sy: float, size: int):
@@ -165,7 +208,9 @@ def _scaled_box(box, sx: float, sy: float, size: int):
             max(1, int(np.ceil(x1 * sx))), max(1, int(np.ceil(y1 * sy))))
 
 
-def _load_true_mask(path: Path, size: int) -> np.ndarray:
+def _load_true_mask(path: Path, window: Window | None, size: int) -> np.ndarray:
     arr = np.load(path) if path.suffix == ".npy" else np.asarray(Image.open(path).convert("L"))
     binary = (np.asarray(arr) > (0 if path.suffix == ".npy" else 127)).astype(np.uint8)
+    if window is not None:
+        binary = binary[_rows(window), _cols(window)]
     return cv2.resize(binary, (size, size), interpolation=cv2.INTER_NEAREST).astype(bool)

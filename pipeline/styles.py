@@ -28,13 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 
 from core.errors import PipelineError, SkipItem
 from core.seeding import name_rng
 
-from .imageio import MIN_PICTURE_SIDE, is_image_name, load_rgb
+from .imageio import MIN_PICTURE_SIDE, is_image_name, load_rgb, to_square
 from .sources.listing import class_folders
 from .sources.synthetic import BACKGROUNDS, render_background
 
@@ -119,7 +118,7 @@ def _folder(root: Path, classes: list[str], size: int) -> StyleSet:
                 image = load_rgb(path, MIN_PICTURE_SIDE)
             except SkipItem as exc:
                 raise PipelineError(f"style image {path}: {exc.reason}") from exc
-            images.append(_square(image, size))
+            images.append(to_square(image, size, "crop"))
             ids.append(f"{cls}/{path.name}")
             labels.append(k)
     return StyleSet(images, ids, np.array(labels, np.int64))
@@ -133,17 +132,7 @@ def _flat(root: Path, size: int) -> StyleSet:
     images = []
     for path in files:
         try:
-            images.append(_square(load_rgb(path, MIN_PICTURE_SIDE), size))
+            images.append(to_square(load_rgb(path, MIN_PICTURE_SIDE), size, "crop"))
         except SkipItem as exc:
             raise PipelineError(f"style image {path}: {exc.reason}") from exc
     return StyleSet(images, [path.name for path in files], np.full(len(files), NO_CLASS, np.int64))
-
-
-def _square(image: np.ndarray, size: int) -> np.ndarray:
-    """Shorter side resized to `size`, then the centre size x size crop."""
-    h, w = image.shape[:2]
-    scale = size / min(h, w)
-    nh, nw = max(size, round(h * scale)), max(size, round(w * scale))
-    resized = cv2.resize(image, (nw, nh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC)
-    top, left = (nh - size) // 2, (nw - size) // 2
-    return resized[top:top + size, left:left + size]

@@ -113,7 +113,7 @@ def build_external(variant: str, folder: Path, ds_cfg: dict[str, Any], seed: int
     folders and entries of other classes, which are not read."""
     classes, size = list(ds_cfg["classes"]), int(ds_cfg["image_size"])
     listing = list_wnid_folder(Path(folder), classes, f"external.{variant}")
-    images, labels, ids, skipped = read_val_images(listing.entries, size, int(ds_cfg["min_image_side"]))
+    images, labels, ids, skipped = read_val_images(listing.entries, size, ds_cfg["geometry"], int(ds_cfg["min_image_side"]))
     attrs = {"classes": classes, "bias_classes": classes, "variant": variant, "family": "in9", "image_size": size,
              "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed, "code_version": code_version()}}
     write_val_store(out, images, labels, [-1] * len(images), ids, attrs, int(ds_cfg["chunk_images"]),

@@ -4,6 +4,7 @@
 import csv
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -18,9 +19,9 @@ from .conftest import ROOT
 from .test_generation import store_digest
 
 
-def snakemake(*args, cwd=ROOT, timeout=900, ok=True):
+def snakemake(*args, cwd=ROOT, timeout=900, ok=True, env=None):
     proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=None if env is None else {**os.environ, **env})
     if ok:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout + proc.stderr
@@ -314,6 +315,15 @@ def test_one_variant_regenerates_byte_identical(paper_smoke):
     shutil.rmtree(store)
     snakemake(str(store), "--cores", "1", *args)
     assert store_digest(store) == before
+
+
+def test_a_local_run_runs_no_more_gpu_jobs_than_the_node_shows(paper_smoke):
+    """`snakemake --cores N` on a GPU node: the Snakefile caps the `gpu` resource at the visible
+    GPUs (here two, as CUDA_VISIBLE_DEVICES says), so training and scoring jobs never share one."""
+    results, args = paper_smoke
+    store = results / "datasets" / "in9" / "only_fg.zarr"
+    out = snakemake(str(store), "--force", "--cores", "1", *args, env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert re.search(r"Provided resources: .*\bgpu=2\b", out), out[-2000:]
 
 
 def _demo_shards(default_config: dict) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,47 @@ from .methods import get_method
 from .methods.base import Method, for_scoring
 
 
-def pick_device() -> torch.device:
-    """The GPU if there is one (this process's own, cuda:LOCAL_RANK, under several processes), else the CPU."""
+def pick_device(deterministic: bool = True) -> torch.device:
+    """The GPU if there is one (this process's own, cuda:LOCAL_RANK, under several processes), else
+    the CPU; configured for the process (`configure_device`)."""
     if not torch.cuda.is_available():
         return torch.device("cpu")
-    return torch.device("cuda", torch.cuda.current_device()) if distributed.world() > 1 else torch.device("cuda")
+    device = torch.device("cuda", torch.cuda.current_device()) if distributed.world() > 1 else torch.device("cuda")
+    configure_device(device, deterministic)
+    return device
+
+
+#: cuBLAS's workspace setting that makes its matrix products deterministic (CUDA's reproducibility notes)
+CUBLAS_DETERMINISTIC = ":4096:8"
+#: the first GPU generation with native bfloat16 (Ampere, compute capability 8.0): older cards emulate it slowly
+MIN_BF16_CAPABILITY = (8, 0)
+
+
+def configure_device(device: torch.device, deterministic: bool) -> None:
+    """Process-wide CUDA settings of a training or scoring process on `device` (nothing on the CPU,
+    which is deterministic anyway). TF32 for the float32 matrix products and convolutions left
+    outside autocast (tensor cores, 10-bit mantissa: deterministic, so equality holds);
+    `deterministic`: deterministic cuDNN / cuBLAS kernels and `torch.use_deterministic_algorithms`
+    (warning, not failing, on an op without a deterministic kernel), so a resumed or repeated run
+    ends with the same weights; otherwise `cudnn.benchmark`, whose pick of the fastest kernel per
+    shape pays off as every batch has the same shape (drop_last). Call before the first CUDA
+    computation: cuBLAS reads its workspace setting when it starts."""
+    if device.type != "cuda":
+        return
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.deterministic = deterministic
+    torch.backends.cudnn.benchmark = not deterministic
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` computes bfloat16 natively: a GPU of compute capability 8.0 or later, or
+    a CPU with AVX512-BF16 / AMX (`cpu_has_native_bf16`)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_capability(device) >= MIN_BF16_CAPABILITY
+    return cpu_has_native_bf16()
 
 
 @functools.cache
@@ -48,8 +85,10 @@ def build_method(run_cfg: dict[str, Any], num_classes: int, device: torch.device
     torch.manual_seed(name_seed("init", run_cfg["experiment"], run_cfg["seed"]))  # weight init depends on names only
     with for_scoring() if scoring else contextlib.nullcontext():
         method = get_method(run_cfg["method"])(num_classes, run_cfg["training"], run_cfg["method_args"])
-    if method.cfg.get("amp", True) and (device.type == "cuda" or cpu_has_native_bf16()):
+    if method.cfg.get("amp", True) and native_bf16(device):
         method.autocast_dtype = torch.bfloat16
     if distributed.world() > 1 and method.cfg.get("sync_bn", False):  # statistics of the global batch
         method = distributed.synchronise_batch_norm(method, device)
+    if device.type == "cuda":  # the inputs are channels-last (`Augmenter.apply`): so are the convolutions' weights,
+        return method.to(device, memory_format=torch.channels_last)  # else each call converts them
     return method.to(device)

@@ -36,11 +36,24 @@ def init_from_env() -> None:
     if dist.is_initialized() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return
     if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(local_gpu())
         dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()), timeout=TIMEOUT)
     else:
         dist.init_process_group("gloo", timeout=TIMEOUT)
     atexit.register(dist.destroy_process_group)
+
+
+def local_gpu() -> int:
+    """This process's GPU, cuda:LOCAL_RANK; a clear error where the node shows fewer GPUs than
+    processes (CUDA's own is "invalid device ordinal")."""
+    local_rank, visible = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+    if local_rank >= visible:
+        shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise RuntimeError(
+            f"process {local_rank} of {os.environ.get('LOCAL_WORLD_SIZE', '?')} on this node needs GPU {local_rank}, but "
+            f"the node shows {visible} GPU(s) (CUDA_VISIBLE_DEVICES={shown!r}): set training.gpus to at most {visible} "
+            "for this node, or run where training.gpus GPUs are free (the workflow's gpu resource asks for them)")
+    return local_rank
 
 
 def world() -> int:

@@ -111,7 +111,7 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                          f"into training.gpus = {world} equal shares; make it a multiple of gpus")
     if main:
         write_json(run_dir / "config.json", run_cfg)
-    device = pick_device()
+    device = pick_device(cfg.get("deterministic", True))
     loader_cfg = cfg.get("loader", {})
     method_cls = get_method(run_cfg["method"])
     aligned_stores = aligned_stores or {}
@@ -197,17 +197,29 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
         with phase("saving"), atomic_path(metrics_path) as tmp:
             tmp.write_text("".join(json.dumps(row) + "\n" for row in history))
         with phase("saving"), atomic_path(model_path) as tmp:
-            torch.save({"state_dict": method.state_dict(), "run_config": run_cfg, "config_hash": run_hash,
+            torch.save({"state_dict": on_cpu(method.state_dict()), "run_config": run_cfg, "config_hash": run_hash,
                         "classes": batches.classes}, tmp)
         ckpt_path.unlink(missing_ok=True)
     distributed.barrier()  # the others return once model.pt exists
     return model_path
 
 
+def on_cpu(state: Any) -> Any:
+    """`state` (nested dicts and lists of tensors) with every tensor copied to the CPU: saved files
+    then load on any machine without `map_location` (a GPU's tensors would need one on a CPU)."""
+    if isinstance(state, torch.Tensor):
+        return state.detach().cpu()
+    if isinstance(state, dict):
+        return type(state)((k, on_cpu(v)) for k, v in state.items())
+    if isinstance(state, (list, tuple)):
+        return type(state)(on_cpu(v) for v in state)
+    return state
+
+
 def _save_checkpoint(path: Path, method: Method, schedulers, next_epoch: int, history: list[dict],
                      run_hash: str) -> None:
     with atomic_path(path) as tmp:
-        torch.save({"method": method.state_dict(), "optimizers": [o.state_dict() for o in method.optimizers()],
+        torch.save({"method": on_cpu(method.state_dict()), "optimizers": [on_cpu(o.state_dict()) for o in method.optimizers()],
                     "schedulers": [s.state_dict() for s in schedulers], "next_epoch": next_epoch,
                     "history": history, "config_hash": run_hash}, tmp)
 

@@ -29,6 +29,10 @@ from .config import grid_experiment
 
 #: run-config sections whose every leaf a protocol accounts for
 COVERED_SECTIONS = ("training", "method_args")
+#: run-config keys of how a run executes, which move no number of a paper's beyond float noise:
+#: accounted for in every protocol (with the reason) so that no protocol repeats them
+EXECUTION_SETTINGS = {"training.deterministic": "CUDA's choice of kernels: deterministic ones (run-to-run equality) or "
+                                                "cudnn.benchmark's fastest"}
 #: keys naming a file the user places anywhere: compared by the file's name (torchvision's names carry
 #: the weights' checksum prefix, resnet50-0676ba61.pth)
 FILE_KEYS = ("training.pretrained",)
@@ -128,7 +132,7 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
             elif not differs and s.get("deviation"):
                 problems.append(f"{here}: declares a deviation but {run or 'the config'} runs the paper's value "
                                 f"{got!r}; remove the deviation")
-    skipped = [n["key"] for n in protocol.get("not_compared", [])]
+    skipped = [n["key"] for n in protocol.get("not_compared", [])] + list(EXECUTION_SETTINGS)
     for run, keys in covered.items():
         rc = slices.run_config(config, run_name(config, run), config["seeds"][0])
         for section in COVERED_SECTIONS:

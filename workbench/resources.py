@@ -3,12 +3,15 @@ for a GPU, and runtime and memory from the config (images, image size, epochs, a
 
 The estimates are deliberately generous (a job killed for time is retried with twice the
 runtime, `attempt`); `profiles/slurm/config.yaml` can still override any rule with
-`set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter.
+`set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter, and the GPU jobs
+running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied by the Snakefile).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -63,6 +66,37 @@ def partition(config: dict[str, Any], gpu: bool) -> str:
 
 
 Estimate = Callable[[Any], tuple[float, float]]  # wildcards -> (runtime in minutes, memory in MB)
+
+
+def visible_gpus() -> int:
+    """GPUs this node shows its processes: the devices CUDA_VISIBLE_DEVICES lists where it is set
+    (up to the first invalid entry, as CUDA reads it), else the GPUs `nvidia-smi -L` lists, else 0.
+    No torch import: the Snakefile asks before planning."""
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if shown is not None:
+        count = 0
+        for entry in shown.split(","):
+            if not entry.strip() or entry.strip().startswith("-"):
+                break
+            count += 1
+        return count
+    if (smi := shutil.which("nvidia-smi")) is None:
+        return 0
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in listing.splitlines())
+
+
+def local_gpu_cap(given: int | None) -> int | None:
+    """The `gpu` resource a local run (`snakemake --cores N`) gets: what the user gave
+    (`--resources gpu=K`), else the node's visible GPUs, so that GPU jobs (training, scoring,
+    stylization, each `gpu=1`, or `training.gpus`) never share a GPU; None (no cap) on a node
+    without GPUs, where those jobs run on the CPU and `--cores` limits them."""
+    if given is not None:
+        return given
+    return visible_gpus() or None
 
 
 def rule_resources(config: dict[str, Any], gpu: bool, estimate: Estimate,

@@ -171,7 +171,7 @@ def _guided_losses(default_config, tiny_stores, **method_args) -> dict[str, floa
     main = (w * torch.nn.functional.cross_entropy(method.network.head(z.mean((2, 3))), y, reduction="none")).mean()
     method.iteration.fill_(method.steps_per_epoch * 2)  # lambda_main = 1
     loss, stats = method._guided(x, y, index, z, w, main, int(method.iteration))
-    return {**stats, "loss": loss.item(), "main": main.item()}
+    return {**{k: float(v) for k, v in stats.items()}, "loss": loss.item(), "main": main.item()}
 
 
 def test_a_sample_without_a_partner_gets_no_guidance(default_config, tiny_stores):

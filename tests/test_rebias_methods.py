@@ -24,7 +24,7 @@ def test_bias_heads_are_trained(name, head, args, cfg, tiny_stores):
     method = METHODS[name](9, cfg, args)
     before = copy.deepcopy(getattr(method, head).weight.detach())
     stats = method.update(debug_batch(method, tiny_stores))
-    assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
+    assert all(torch.isfinite(torch.as_tensor(v)) for v in stats.values())
     assert not torch.equal(before, getattr(method, head).weight)
 
 

@@ -62,8 +62,8 @@ class Monitor:
     batch_size: int = 256
     groups: bool = False
 
-    def rows(self, method: Method, interval: dict[str, list[float]], tags: dict[str, Any]) -> list[dict]:
-        stats = [{"metric": k, "value": sum(v) / len(v)} for k, v in interval.items()]
+    def rows(self, method: Method, interval: dict[str, list], tags: dict[str, Any]) -> list[dict]:
+        stats = [{"metric": k, "value": float(sum(v) / len(v))} for k, v in interval.items()]
         return [{"kind": "curve", **tags, **row} for row in stats + self.accuracies(method, tags)]
 
     def accuracies(self, method: Method, tags: dict[str, Any]) -> list[dict[str, Any]]:
@@ -152,9 +152,9 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
             method.train()
             # each process its own augmentations; one process keeps the seed it always had
             method.generator.manual_seed(name_seed("augment", experiment, seed, epoch, *([rank] if world > 1 else [])))
-            sums: dict[str, float] = {}
+            sums: dict[str, torch.Tensor] = {}  # on the device
             counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
-            interval: dict[str, list[float]] = {}  # statistics since the last curve point
+            interval: dict[str, list[torch.Tensor]] = {}  # statistics since the last curve point
             steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
             for batch in tqdm(batches.epoch(epoch, length.steps_in_epoch(epoch)), total=length.steps_in_epoch(epoch),
                               desc=f"{experiment} s{seed} e{epoch}",
@@ -162,6 +162,8 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                 stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
                 distributed.broadcast_batch_norm_(method)  # rank 0's running statistics, as DDP's buffers
                 for key, value in stats.items():
+                    # kept on the device (float64, the sum a Python float would give) and read once an epoch
+                    value = torch.as_tensor(value, dtype=torch.float64, device=device)
                     sums[key] = sums.get(key, 0.0) + value
                     counts[key] = counts.get(key, 0) + 1
                     interval.setdefault(key, []).append(value)
@@ -172,10 +174,11 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                         point = {**tags, "epoch": epoch, "step": epoch * len(batches) + steps}
                         history += monitor.rows(method, interval, point)
                     interval, monitor_seconds = {}, monitor_seconds + time.perf_counter() - t_mon
+            epoch_sums = {k: float(v) for k, v in sums.items()}  # the epoch's one read: waits for the device
             for sched in schedulers:
                 sched.step()
             elapsed = time.perf_counter() - t0 - monitor_seconds
-            row_stats = {**distributed.mean_over_processes(sums, counts), "epoch_seconds": elapsed,
+            row_stats = {**distributed.mean_over_processes(epoch_sums, counts), "epoch_seconds": elapsed,
                          "images_per_second": steps * cfg["batch_size"] / max(elapsed, 1e-9),
                          "lr": method.optimizers()[0].param_groups[0]["lr"]}
             if any(not math.isfinite(v) for v in row_stats.values()):

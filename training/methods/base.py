@@ -31,6 +31,12 @@ def for_scoring() -> Iterator[None]:
         _FOR_SCORING.reset(token)
 
 
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of `values` (B,) over `mask` (B,) bool, 0 where the mask is empty: a statistic of some
+    rows without reading the mask back to the host (`values[mask].mean()` needs its size)."""
+    return (values * mask).sum().detach() / mask.sum().clamp_min(1)
+
+
 class Method(nn.Module):
     """A debiasing method: owns its networks and optimiser and takes one step per `update`.
 
@@ -115,8 +121,10 @@ class Method(nn.Module):
         return torch.autocast(device.type, dtype=self.autocast_dtype or torch.bfloat16,
                               enabled=self.autocast_dtype is not None)
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-        """One optimisation step on `batch`; returns scalar statistics to log."""
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
+        """One optimisation step on `batch`; returns scalar statistics to log, as 0-d tensors on the
+        device (the trainer reads them back once an epoch: a `.item()` per step would make the CPU
+        wait for the GPU every step) or Python numbers known on the host."""
         raise NotImplementedError
 
     def setup(self, batches) -> dict[str, float]:

@@ -86,8 +86,8 @@ class LfF(Method):
         loss_d = (w * F.cross_entropy(logits_d, y, reduction="none")).mean()
         self._step_both(loss_b + loss_d)
         conflicting = self.flags.conflicting[index]
-        return {"loss": loss_d.item(), "biased_loss": loss_b.item(),
-                "train_acc": (logits_d.argmax(1) == y).float().mean().item(),
+        return {"loss": loss_d.detach(), "biased_loss": loss_b.detach(),
+                "train_acc": (logits_d.argmax(1) == y).float().mean().detach(),
                 **_group_means("weight", w, conflicting)}
 
     def _step_both(self, loss: torch.Tensor) -> None:
@@ -279,8 +279,8 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         self._step_both(loss_b + loss_d)
         self.iteration += 1
         in_candidates, conflicting = self.flags.candidates, self.flags.conflicting
-        return {"loss": loss_d.item(), "biased_loss": loss_b.item(),
-                "train_acc": (logits_d.argmax(1) == y).float().mean().item(), **stats,
+        return {"loss": loss_d.detach(), "biased_loss": loss_b.detach(),
+                "train_acc": (logits_d.argmax(1) == y).float().mean().detach(), **stats,
                 **_group_means("bn_score", self.bn_score.score[in_candidates], conflicting[in_candidates])}
 
     def _guided(self, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, z: torch.Tensor, w: torch.Tensor,
@@ -314,11 +314,11 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         if self.args["bn_loss"]:
             loss = loss + loss_bn
         partner_bc = self.flags.conflicting[partner][has]  # true bias labels: logged only
-        partnered = {"partner_conflicting_fraction": partner_bc.float().mean().item(),
-                     "guide_distance": distance[has].mean().item(),   # Eq. 9's distance without s(x^BN)
-                     "partner_weight": s_bn[has].mean().item()} if has.any() else {}
-        return loss, {"loss_guide_sim": loss_sim.item(), "loss_guide_cls": loss_cls.item(), "loss_bn": loss_bn.item(),
-                      "ie_mean": ie.mean().item(), "partner_fraction": has.float().mean().item(),
+        partnered = {"partner_conflicting_fraction": partner_bc.float().mean().detach(),
+                     "guide_distance": distance[has].mean().detach(),   # Eq. 9's distance without s(x^BN)
+                     "partner_weight": s_bn[has].mean().detach()} if has.any() else {}
+        return loss, {"loss_guide_sim": loss_sim.detach(), "loss_guide_cls": loss_cls.detach(), "loss_bn": loss_bn.detach(),
+                      "ie_mean": ie.mean().detach(), "partner_fraction": has.float().mean().detach(),
                       "lambda_main": lambda_main, **partnered}
 
     def _partners(self, y: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -351,7 +351,7 @@ def _group_means(name: str, values: torch.Tensor, conflicting: torch.Tensor) -> 
     out = {}
     for group, mask in (("aligned", ~conflicting), ("conflicting", conflicting)):
         if mask.any():
-            out[f"{name}_{group}"] = values[mask].float().mean().item()
+            out[f"{name}_{group}"] = values[mask].float().mean().detach()
     return out
 
 

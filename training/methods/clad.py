@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from ..distributed import gather_rows
 from ..losses import info_nce
-from .base import Method
+from .base import Method, masked_mean
 
 
 class NegativeDictionary(nn.Module):
@@ -56,15 +56,19 @@ class NegativeDictionary(nn.Module):
 
     @torch.no_grad()
     def push(self, feats: torch.Tensor, keys: torch.Tensor, rows: torch.Tensor) -> None:
-        """Enqueue feats (M, D) under `keys` (M,) in batch order; the oldest entries leave first."""
-        size = self.feats.shape[1]
-        for key in torch.unique(keys).tolist():
-            sel = keys == key
-            f, r = feats[sel][-size:], rows[sel][-size:]  # more than `size` new entries: the last ones stay
-            slots = (self.ptr[key] + torch.arange(len(f), device=f.device)) % size
-            self.feats[key, slots] = f.detach().to(self.feats.dtype)
-            self.rows[key, slots] = r
-            self.ptr[key] = (self.ptr[key] + len(f)) % size
+        """Enqueue feats (M, D) under `keys` (M,) in batch order; the oldest entries leave first
+        (more than `size` new entries under one key: the last `size` stay). All keys at once, on
+        the device, without reading the keys back to the host."""
+        size, n_keys = self.feats.shape[1], self.feats.shape[0]
+        same = F.one_hot(keys, n_keys)                                   # (M, K)
+        rank = (same.cumsum(0) * same).sum(1) - 1                        # (M,) place among its key's entries
+        count = same.sum(0)                                              # (K,) new entries per key
+        rank = rank - (count - size).clamp_min(0)[keys]                  # the first ones beyond `size` drop out
+        kept = rank >= 0
+        slots = (self.ptr[keys] + rank) % size
+        self.feats[keys[kept], slots[kept]] = feats[kept].detach().to(self.feats.dtype)
+        self.rows[keys[kept], slots[kept]] = rows[kept]
+        self.ptr.copy_((self.ptr + count.clamp_max(size)) % size)
 
     def negatives(self, keys: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, N, D) queue of each anchor's key and the (B, N) mask of usable entries: filled,
@@ -79,11 +83,9 @@ def choose_partners(labels: torch.Tensor, generator: torch.Generator) -> tuple[t
     Returns (partner (B,), found (B,) bool); `found` is False only when the batch holds no
     other class, and then `partner` must not be used.
     """
-    y = labels.cpu()
-    scores = torch.rand(len(y), len(y), generator=generator)
-    scores[y[:, None] == y[None, :]] = -1.0
-    best, partner = scores.max(1)
-    return partner.to(labels.device), (best >= 0).to(labels.device)
+    scores = torch.rand(len(labels), len(labels), generator=generator).to(labels.device)  # drawn on the CPU
+    best, partner = scores.masked_fill(labels[:, None] == labels[None, :], -1.0).max(1)
+    return partner, best >= 0
 
 
 class CLAD(Method):
@@ -137,12 +139,12 @@ class CLAD(Method):
         if self.positive_ce and found.any():
             ce_pos = F.cross_entropy(logits_p[found], y[found])
             loss = loss + ce_pos
-            stats["ce_positive"] = ce_pos.item()
+            stats["ce_positive"] = ce_pos.detach()
         self.step(self.optimizer, loss)
-        return {"loss": loss.item(), "ce": ce.item(), "contrastive": con.item(), **stats,
-                "train_acc": (logits_a.argmax(1) == y).float().mean().item(),
-                "positive_acc": (logits_p[found].argmax(1) == y[found]).float().mean().item() if found.any() else 0.0,
-                "negatives_per_anchor": usable[found].sum(1).float().mean().item() if found.any() else 0.0}
+        return {"loss": loss.detach(), "ce": ce.detach(), "contrastive": con.detach(), **stats,
+                "train_acc": (logits_a.argmax(1) == y).float().mean().detach(),
+                "positive_acc": masked_mean((logits_p.argmax(1) == y).float(), found),
+                "negatives_per_anchor": masked_mean(usable.sum(1).float(), found)}
 
 
 class CLADPlus(CLAD):

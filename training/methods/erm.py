@@ -22,7 +22,7 @@ class ERM(Method):
             logits = self.network(x)
             loss = F.cross_entropy(logits.float(), y)
         self.step(self.optimizer, loss)
-        return {"loss": loss.item(), "train_acc": (logits.argmax(1) == y).float().mean().item()}
+        return {"loss": loss.detach(), "train_acc": (logits.argmax(1) == y).float().mean().detach()}
 
 
 class Biased(ERM):

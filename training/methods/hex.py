@@ -85,5 +85,5 @@ class HEX(Method):
         f_l = project_out(f_a + f_g, f_g, self.args["ridge"])
         loss = F.cross_entropy(f_l, y)
         self.step(self.optimizer, loss)
-        return {"loss": loss.item(), "train_acc": (f_a.argmax(1) == y).float().mean().item(),
-                "train_acc_projected": (f_l.argmax(1) == y).float().mean().item()}
+        return {"loss": loss.detach(), "train_acc": (f_a.argmax(1) == y).float().mean().detach(),
+                "train_acc_projected": (f_l.argmax(1) == y).float().mean().detach()}

@@ -69,9 +69,9 @@ rows) and the gradients are averaged: not the one-device estimate on B rows."""
         ce = F.cross_entropy(logits_f, y)
         loss = ce + self.args["lambda"] * hsic_f
         self.step(self.optimizer, loss)
-        return {"loss": loss.item(), "ce": ce.item(), "hsic": hsic_f.item(), "loss_g": loss_g.item(),
-                "train_acc": (logits_f.argmax(1) == y).float().mean().item(),
-                "train_acc_g": (logits_g.argmax(1) == y).float().mean().item()}
+        return {"loss": loss.detach(), "ce": ce.detach(), "hsic": hsic_f.detach(), "loss_g": loss_g.detach(),
+                "train_acc": (logits_f.argmax(1) == y).float().mean().detach(),
+                "train_acc_g": (logits_g.argmax(1) == y).float().mean().detach()}
 
 
 class RUBi(_WithBiasedNetwork):
@@ -92,8 +92,8 @@ class RUBi(_WithBiasedNetwork):
         ce_masked, ce_g = F.cross_entropy(masked, y), F.cross_entropy(logits_g, y)
         loss = ce_masked + ce_g
         self.step(self.optimizer, loss)
-        return {"loss": loss.item(), "ce_masked": ce_masked.item(), "ce_g": ce_g.item(),
-                "train_acc": (logits_f.argmax(1) == y).float().mean().item()}
+        return {"loss": loss.detach(), "ce_masked": ce_masked.detach(), "ce_g": ce_g.detach(),
+                "train_acc": (logits_f.argmax(1) == y).float().mean().detach()}
 
 
 class LearnedMixinH(_WithBiasedNetwork):
@@ -125,7 +125,7 @@ class LearnedMixinH(_WithBiasedNetwork):
             _, logits_g = self._forward(self.biased, x)
             ce_g = F.cross_entropy(logits_g, y)
             self.step(self.optimizer_g, ce_g)
-            return {"ce_g": ce_g.item(), "train_acc_g": (logits_g.argmax(1) == y).float().mean().item()}
+            return {"ce_g": ce_g.detach(), "train_acc_g": (logits_g.argmax(1) == y).float().mean().detach()}
         self.biased.eval()  # fixed G: its batch-norm statistics stay as pre-trained
         with torch.no_grad():
             _, logits_g = self._forward(self.biased, x)
@@ -136,5 +136,5 @@ class LearnedMixinH(_WithBiasedNetwork):
         entropy = -(p * torch.log(p.clamp_min(1e-12))).sum(1).mean()
         loss = ce_mix + self.args["entropy"] * entropy
         self.step(self.optimizer, loss)
-        return {"loss": loss.item(), "ce_mix": ce_mix.item(), "entropy": entropy.item(),
-                "train_acc": (logits_f.argmax(1) == y).float().mean().item()}
+        return {"loss": loss.detach(), "ce_mix": ce_mix.detach(), "entropy": entropy.detach(),
+                "train_acc": (logits_f.argmax(1) == y).float().mean().detach()}

@@ -325,12 +325,12 @@ class MoCoV2(SelfSupervised):
         self.step(self.optimizer, loss)
         self.enqueue(gather_rows(k))  # every process's keys, in rank order; negatives are never enqueued
         self.steps_done += 1
-        stats = {"loss": float(loss.detach())}
+        stats = {"loss": loss.detach()}
         with torch.no_grad():
             qn = F.normalize(q.float(), dim=1)
-            stats["sim_positive"] = float((qn * F.normalize(k.float(), dim=1)).sum(1).mean())
+            stats["sim_positive"] = (qn * F.normalize(k.float(), dim=1)).sum(1).mean()
             if z_ns is not None:
-                stats["sim_nonsemantic"] = float((qn * F.normalize(z_ns.float(), dim=1)).sum(1).mean())
+                stats["sim_nonsemantic"] = (qn * F.normalize(z_ns.float(), dim=1)).sum(1).mean()
         return stats
 
     @torch.no_grad()
@@ -387,7 +387,7 @@ class BYOL(SelfSupervised):
         self.momentum_update(self.network, self.target_network, m)
         self.momentum_update(self.projector, self.target_projector, m)
         self.steps_done += 1
-        return {"loss": float(loss.detach()), "target_momentum": m}
+        return {"loss": loss.detach(), "target_momentum": m}
 
     @torch.no_grad()
     def embed(self, x: torch.Tensor) -> torch.Tensor:

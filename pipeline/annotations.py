@@ -7,21 +7,25 @@ from pathlib import Path
 
 from core.errors import SkipItem
 
+from .imageio import Geometry
+
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1 in pixels, x1/y1 exclusive
 
 
-def read_voc_boxes(xml_path: Path, width: int, height: int) -> list[Box]:
+def read_voc_boxes(xml_path: Path, width: int, height: int, geometry: Geometry | None = None) -> list[Box]:
     """Return the object boxes of `xml_path` clipped to a `width` x `height` image.
 
-    When the XML's <size> differs from the decoded image (a resized copy of the photo),
-    boxes are rescaled to the image. A box that lies wholly outside the image is dropped;
-    if none is left, or the XML is malformed, the item is skipped with the reason.
+    When the XML's <size> differs from the decoded image, the image is taken as made from the
+    photo: a resized copy where the aspect is the photo's, else (a square of another photo's
+    aspect, as Xiao et al.'s released IN-9 images) the square `geometry` cuts from it (its
+    `window`), and the boxes are mapped through that. A box that lies wholly outside the image
+    is dropped; if none is left, or the XML is malformed, the item is skipped with the reason.
     """
     try:
         root = ET.parse(xml_path).getroot()
     except (ET.ParseError, OSError) as exc:
         raise SkipItem(f"malformed annotation {xml_path} ({exc}); fix or delete it (then the fallback box is used)") from exc
-    sx, sy = _size_scale(root, width, height, xml_path)
+    ox, oy, sx, sy = _photo_to_image(root, width, height, xml_path, geometry)
     boxes: list[Box] = []
     for obj in root.iter("object"):
         bnd = obj.find("bndbox")
@@ -35,10 +39,10 @@ def read_voc_boxes(xml_path: Path, width: int, height: int) -> list[Box]:
             raise SkipItem(f"malformed annotation {xml_path}: box with xmax<xmin or ymax<ymin; fix or delete it")
         # VOC coordinates are inclusive pixel indices: xmax is the last covered column.
         box = (
-            max(0, int(round(x0 * sx))),
-            max(0, int(round(y0 * sy))),
-            min(width, int(round((x1 + 1) * sx))),
-            min(height, int(round((y1 + 1) * sy))),
+            max(0, int(round((x0 - ox) * sx))),
+            max(0, int(round((y0 - oy) * sy))),
+            min(width, int(round((x1 + 1 - ox) * sx))),
+            min(height, int(round((y1 + 1 - oy) * sy))),
         )
         if box[2] > box[0] and box[3] > box[1]:
             boxes.append(box)
@@ -50,17 +54,28 @@ def read_voc_boxes(xml_path: Path, width: int, height: int) -> list[Box]:
     return boxes
 
 
-def _size_scale(root: ET.Element, width: int, height: int, xml_path: Path) -> tuple[float, float]:
+#: relative difference of aspect ratios below which an image is a resized copy of its photo
+SAME_ASPECT = 0.02
+
+
+def _photo_to_image(root: ET.Element, width: int, height: int, xml_path: Path,
+                    geometry: Geometry | None) -> tuple[float, float, float, float]:
+    """(ox, oy, sx, sy): a photo pixel (x, y) of the XML is image pixel ((x - ox) sx, (y - oy) sy)."""
     size = root.find("size")
     if size is None:
-        return 1.0, 1.0
+        return 0.0, 0.0, 1.0, 1.0
     try:
         w, h = int(size.findtext("width", "0")), int(size.findtext("height", "0"))
     except ValueError as exc:
         raise SkipItem(f"malformed annotation {xml_path}: non-numeric <size>; fix or delete it") from exc
     if w <= 0 or h <= 0:
-        return 1.0, 1.0
-    return width / w, height / h
+        return 0.0, 0.0, 1.0, 1.0
+    same_aspect = abs((width / height) / (w / h) - 1) < SAME_ASPECT
+    window = None if same_aspect or geometry is None else geometry.window(h, w)
+    if window is None:
+        return 0.0, 0.0, width / w, height / h
+    top, left, side = window
+    return float(left), float(top), width / side, height / side
 
 
 def write_voc_xml(path: Path, filename: str, width: int, height: int, name: str, boxes: list[Box]) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 from core.errors import PipelineError, SkipItem
 from core.seeding import name_rng, name_seed
 
-from .imageio import MIN_PICTURE_SIDE, is_image_name, load_rgb, to_square
+from .imageio import MIN_PICTURE_SIDE, Geometry, is_image_name, load_rgb
 
 #: CUB species (folder names like 045.Northern_Fulmar) whose words name a waterbird family
 WATER_FAMILIES = ("Albatross", "Auklet", "Cormorant", "Frigatebird", "Fulmar", "Gull", "Jaeger", "Kittiwake",
@@ -129,7 +129,8 @@ def place_types(birds: list[Bird], other_share: float, seed: int, name: str) -> 
     return out
 
 
-def composite_bird(cub_root: Path, segmentations: Path, bird: Bird, place: Path, size: int, geometry: str) -> np.ndarray:
+def composite_bird(cub_root: Path, segmentations: Path, bird: Bird, place: Path, size: int,
+                   geometry: Geometry) -> np.ndarray:
     """The bird on `place`, made size x size under `geometry` (see the module docstring)."""
     image = load_rgb(cub_root / "images" / bird.id, MIN_PICTURE_SIDE).astype(np.float32)
     mask_path = (segmentations / bird.id).with_suffix(".png")
@@ -142,7 +143,7 @@ def composite_bird(cub_root: Path, segmentations: Path, bird: Bird, place: Path,
     if m.max() == 0:
         raise SkipItem(f"segmentation {mask_path} is empty (no bird pixels)")
     background = crop_to(load_rgb(place, MIN_PICTURE_SIDE), image.shape[1], image.shape[0]).astype(np.float32)
-    return to_square(np.rint(image * m + background * (1 - m)).astype(np.uint8), size, geometry)
+    return geometry.apply(np.rint(image * m + background * (1 - m)).astype(np.uint8), size)
 
 
 def crop_to(image: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -169,7 +170,7 @@ def make_split(cfg: dict[str, Any], birds: list[Bird], other_share: float, seed:
         pool = places[place_type]
         place = pool[int(name_rng(seed, "waterbirds_place", bird.id).integers(len(pool)))]
         try:
-            images.append(composite_bird(cub_root, segmentations, bird, place, size, cfg["geometry"]))
+            images.append(composite_bird(cub_root, segmentations, bird, place, size, Geometry.of(cfg)))
             kept.append((bird, place_type))
         except SkipItem as exc:
             skipped.append({"id": bird.id, "path": str(cub_root / "images" / bird.id), "reason": exc.reason})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -53,32 +54,46 @@ def resize_square(image: np.ndarray, size: int) -> np.ndarray:
     return cv2.resize(image, (size, size), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
 
 
-#: how a photo becomes a stored size x size image: `crop` keeps its aspect (the largest square,
-#: resized: torchvision's Resize(size) + CenterCrop(size), the test geometry of CLAD, Ge et al.
-#: and the Background Challenge); `squash` resizes the whole photo to the square (BiasEnsemble's
-#: and Park et al.'s Resize((224, 224)))
-GEOMETRIES = ("crop", "squash")
+@dataclass(frozen=True)
+class Geometry:
+    """How a photo becomes a stored size x size image (a dataset's `geometry` and `crop_fraction`).
 
+    `crop` keeps the photo's aspect: the centred square of `fraction` of its shorter side, resized
+    (torchvision's Resize + CenterCrop; 0.875 is Resize 256 + CenterCrop 224, how Xiao et al. made
+    the Background Challenge's images and the test geometry of ReBias and Ge et al.). `squash`
+    resizes the whole photo to the square (BiasEnsemble's Resize((224, 224))).
+    """
 
-def square_window(height: int, width: int, centre: tuple[float, float] | None = None) -> tuple[int, int, int]:
-    """(top, left, side) of the largest square of a height x width image, centred on `centre`
-    (x, y in pixels; None: the image's centre) along the longer side and kept inside the image."""
-    side = min(height, width)
-    cx, cy = centre if centre is not None else (width / 2, height / 2)
-    top = int(np.clip(round(cy - side / 2), 0, height - side))
-    left = int(np.clip(round(cx - side / 2), 0, width - side))
-    return top, left, side
+    kind: str = "crop"
+    fraction: float = 1.0
 
+    KINDS = ("crop", "squash")
 
-def to_square(image: np.ndarray, size: int, geometry: str, centre: tuple[float, float] | None = None) -> np.ndarray:
-    """`image` (H, W, C) as size x size under `geometry` (see GEOMETRIES); `crop` takes the
-    `square_window` around `centre`."""
-    if geometry == "squash":
+    def __post_init__(self):
+        if self.kind not in self.KINDS:
+            raise ValueError(f"geometry {self.kind!r} is not one of {self.KINDS}")
+
+    @classmethod
+    def of(cls, ds_cfg: dict) -> "Geometry":
+        """A dataset section's geometry; `crop_fraction` may be left out (squash has none)."""
+        return cls(ds_cfg["geometry"], float(ds_cfg.get("crop_fraction", cls.fraction)))
+
+    def window(self, height: int, width: int, size: int | None = None) -> tuple[int, int, int] | None:
+        """(top, left, side) of the square a height x width photo keeps (CenterCrop's rounding);
+        None for `squash`, and for a photo that already is the stored size x size square (a
+        released image, cut from its photo so already): all of it."""
+        if self.kind == "squash" or (height, width) == (size, size):
+            return None
+        side = max(1, int(round(self.fraction * min(height, width))))
+        return int(round((height - side) / 2)), int(round((width - side) / 2)), side
+
+    def apply(self, image: np.ndarray, size: int) -> np.ndarray:
+        """`image` (H, W, C) as size x size."""
+        window = self.window(*image.shape[:2], size)
+        if window is not None:
+            top, left, side = window
+            image = image[top:top + side, left:left + side]
         return resize_square(image, size)
-    if geometry != "crop":
-        raise ValueError(f"geometry {geometry!r} is not one of {GEOMETRIES}")
-    top, left, side = square_window(*image.shape[:2], centre)
-    return resize_square(image[top:top + side, left:left + side], size)
 
 
 def _to_rgb(im: Image.Image) -> np.ndarray:

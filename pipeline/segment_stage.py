@@ -29,15 +29,16 @@ from core.seeding import name_seed
 
 from . import variants
 from .annotations import read_voc_boxes
-from .imageio import load_rgb, resize_square, square_window
+from .imageio import Geometry, load_rgb, resize_square
 from .parallel import run_blocks, worker_setup
 from .segmentation import boxes_mask, fallback_box, make_segmenter
 from .sources import SourceItem
 from .store import atomic_store, create_array
 
 IMAGE_ARRAYS = ("images", "bg_t", "masks", "box_masks")
-#: per-row arrays beside the images; `source_sides` is the photo's shorter side in pixels (the
-#: texture variant sizes its example patches by it, as the authors cut them from the photo)
+#: per-row arrays beside the images; `source_sides` is how many of the photo's pixels the stored
+#: image's side spans (the texture variant sizes its example patches by it, as the authors cut them
+#: from the photo)
 ROW_ARRAYS = ("labels", "ok", "source_sides")
 
 
@@ -140,24 +141,24 @@ def segment_item(item: SourceItem, ds_cfg: dict[str, Any], segmenter, seed: int)
         raise SkipItem(item.problem)
     raw = load_rgb(item.path, int(ds_cfg["min_image_side"]))
     height, width = raw.shape[:2]
-    seg_cfg = ds_cfg["segmentation"]
+    seg_cfg, geometry = ds_cfg["segmentation"], Geometry.of(ds_cfg)
     if item.annotation is not None:
-        boxes, box_source = read_voc_boxes(item.annotation, width, height), "xml"
+        boxes, box_source = read_voc_boxes(item.annotation, width, height, geometry), "xml"
     else:
         boxes, box_source = [fallback_box(width, height, float(seg_cfg["fallback_box_fraction"]))], "fallback"
     size = int(ds_cfg["image_size"])
-    window = _window(raw.shape[:2], boxes, ds_cfg["geometry"])
+    window = geometry.window(height, width, size)
     image = resize_square(raw if window is None else raw[_rows(window), _cols(window)], size)
     boxes = _boxes_in(boxes, window, (height, width), size)
     if not boxes:
-        raise SkipItem("no annotated box lies in the image's square window; set the dataset's `geometry: squash` "
-                       "to keep the whole photo")
+        raise SkipItem(f"no annotated box lies in the photo's centred square ({geometry}); set the dataset's "
+                       "`geometry: squash` to keep the whole photo, or remove the image")
     segmentation = segmenter(image, boxes, name_seed(seed, "grabcut", item.id))
     mask = segmentation.mask
     box = boxes_mask(boxes, size, size)
     # Xiao et al. (2021) dropped images whose GrabCut mask covers under 10 % of the box; we keep
     # them and record the fraction, so the report can say how often that rule would apply
-    quality = {"source_side": min(height, width), "area_fraction": round(float(mask.mean()), 6), "mask_status": segmentation.status,
+    quality = {"source_side": min(height, width) if window is None else window[2], "area_fraction": round(float(mask.mean()), 6), "mask_status": segmentation.status,
                "box_source": box_source, "n_boxes": len(boxes),
                "mask_box_fraction": round(float((mask > 0).sum() / max(int((box > 0).sum()), 1)), 6)}
     if item.true_mask is not None:
@@ -168,16 +169,6 @@ def segment_item(item: SourceItem, ds_cfg: dict[str, Any], segmenter, seed: int)
 
 
 Window = tuple[int, int, int]  # (top, left, side) of the square kept of a photo
-
-
-def _window(shape: tuple[int, int], boxes, geometry: str) -> Window | None:
-    """The square kept of a photo of `shape` under `geometry` (None for `squash`: all of it): the
-    largest square centred on the boxes' union along the longer side, so the objects stay in."""
-    if geometry == "squash":
-        return None
-    x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
-    x1, y1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
-    return square_window(*shape, ((x0 + x1) / 2, (y0 + y1) / 2))
 
 
 def _rows(window: Window) -> slice:

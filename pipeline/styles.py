@@ -33,7 +33,7 @@ import numpy as np
 from core.errors import PipelineError, SkipItem
 from core.seeding import name_rng
 
-from .imageio import MIN_PICTURE_SIDE, is_image_name, load_rgb, to_square
+from .imageio import MIN_PICTURE_SIDE, Geometry, is_image_name, load_rgb
 from .sources.listing import class_folders
 from .sources.synthetic import BACKGROUNDS, render_background
 
@@ -118,7 +118,7 @@ def _folder(root: Path, classes: list[str], size: int) -> StyleSet:
                 image = load_rgb(path, MIN_PICTURE_SIDE)
             except SkipItem as exc:
                 raise PipelineError(f"style image {path}: {exc.reason}") from exc
-            images.append(to_square(image, size, "crop"))
+            images.append(Geometry().apply(image, size))
             ids.append(f"{cls}/{path.name}")
             labels.append(k)
     return StyleSet(images, ids, np.array(labels, np.int64))
@@ -132,7 +132,7 @@ def _flat(root: Path, size: int) -> StyleSet:
     images = []
     for path in files:
         try:
-            images.append(to_square(load_rgb(path, MIN_PICTURE_SIDE), size, "crop"))
+            images.append(Geometry().apply(load_rgb(path, MIN_PICTURE_SIDE), size))
         except SkipItem as exc:
             raise PipelineError(f"style image {path}: {exc.reason}") from exc
     return StyleSet(images, [path.name for path in files], np.full(len(files), NO_CLASS, np.int64))

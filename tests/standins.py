@@ -225,7 +225,7 @@ def make_official_folder(root: Path, size: int = 40) -> None:
 
 
 def official_cfg(root: Path, size: int = 32) -> dict:
-    return {"family": "bg_challenge", "root": str(root), "classes": IN9_CLASSES, "image_size": size, "geometry": "crop", "chunk_images": 4,
+    return {"family": "bg_challenge", "root": str(root), "classes": IN9_CLASSES, "image_size": size, "geometry": "crop", "crop_fraction": 1.0, "chunk_images": 4,
             "variants": ["original", "mixed_next"]}
 
 

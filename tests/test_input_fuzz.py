@@ -204,7 +204,7 @@ def make_cub(tmp: Path) -> tuple[dict, dict[str, Path]]:
     bird = sorted((cub / "images").glob("*/*.jpg"))[0]
     place = sorted(Path(keys["places_root"]).glob("o/ocean/*.jpg"))[0]
     cfg = {"family": "waterbirds", **keys, "conflict_percents": [50], "val_fraction": 0.2, "image_size": 16,
-           "geometry": "squash", "chunk_images": 8}
+           "geometry": "squash", "crop_fraction": 1.0, "chunk_images": 8}
     return {"cfg": cfg}, {"bird image": bird, "segmentation": seg / bird.relative_to(cub / "images").with_suffix(".png"),
                           "images.txt": cub / "images.txt", "train_test_split.txt": cub / "train_test_split.txt",
                           "place image": place, "place folder": place.parent}
@@ -221,7 +221,7 @@ def run_conflict_family(family: str, variant: str) -> Callable[[dict, Path], Out
 def make_released(tmp: Path) -> tuple[dict, dict[str, Path]]:
     root = Path(make_release(tmp / "bffhq", [1], 2, aligned=2))
     cfg = {"family": "released_bias_folders", "root": str(root), "conflict_percents": [1], "classes": ["a", "b"],
-           "bias_classes": ["x", "y"], "image_size": 16, "geometry": "squash", "chunk_images": 8}
+           "bias_classes": ["x", "y"], "image_size": 16, "geometry": "squash", "crop_fraction": 1.0, "chunk_images": 8}
     return {"cfg": cfg}, {"aligned image": root / "1pct" / "align" / "0" / "0_0_0.png",
                           "conflicting image": root / "1pct" / "conflict" / "1" / "2_1_0.png",
                           "valid image": sorted((root / "valid").glob("*.png"))[0], "valid folder": root / "valid"}

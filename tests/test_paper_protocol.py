@@ -37,7 +37,8 @@ def _hand_made(default_config) -> dict:
                       "paper": config["training"]["optimizer"]["lr"], "source": "here"},
                      {"setting": "seeds", "key": "config:seeds", "paper": [0, 1, 2], "source": "here"}],
         "not_compared": [{"key": "training", "reason": "everything else"},
-                         {"key": "method_args", "reason": "everything else"}]}}
+                         {"key": "method_args", "reason": "everything else"},
+                         {"key": "dataset_config", "reason": "everything else"}]}}
     return config
 
 
@@ -63,6 +64,11 @@ def test_a_protocol_catches_drift_stale_deviations_and_uncovered_keys(default_co
     problems = check(uncovered, "demo")
     assert any("training.epochs of run 'clad'" in p for p in problems)
     assert not any("training.optimizer.lr of run" in p for p in problems)  # covered by its setting
+    assert any("dataset_config.geometry of run 'clad'" in p for p in problems)
+    assert any("dataset_config.source.synthetic.bg_correlation of run 'clad'" in p for p in problems)
+    # not settings: how the store is written, the user's file paths, a source section the kind leaves unread
+    assert not any(f"dataset_config.{key} of run" in p for p in problems
+                   for key in ("chunk_images", "block_images", "source.in9_folder.root", "source.imagenet.root"))
 
 
 def test_the_report_prints_the_protocol_table(default_config):

@@ -28,7 +28,7 @@ def _release(root: Path) -> dict:
     (root / "1pct" / "align" / "0" / "broken_0_0.png").write_bytes(b"not a png")
     write(root / "1pct" / "align" / "0" / "noname.png", 1)
     return {"family": "released_bias_folders", "root": str(root), "conflict_percents": [1], "classes": ["a", "b"],
-            "bias_classes": ["x", "y"], "image_size": 16, "geometry": "squash", "chunk_images": 8}
+            "bias_classes": ["x", "y"], "image_size": 16, "geometry": "squash", "crop_fraction": 1.0, "chunk_images": 8}
 
 
 def test_release_is_read_as_is_and_bad_files_are_listed(tmp_path):

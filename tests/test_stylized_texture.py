@@ -328,6 +328,6 @@ def test_s_clad_keys_its_dictionary_by_the_positives_style_class(tiny_stores, de
     assert (keys >= 0).all() and torch.equal(found, keys != batch["labels"])
     assert found.any() and not found.all()                    # this batch holds both kinds
     stats = method.update(batch)
-    assert np.isfinite(stats["loss"])
+    assert torch.isfinite(torch.as_tensor(stats["loss"]))
     filled = (method.dictionary.rows >= 0).sum(1)             # entries per key: the found positives only
     assert filled.sum() == found.sum() and set(torch.nonzero(filled).flatten().tolist()) == set(keys[found].tolist())

@@ -41,7 +41,7 @@ def _fake_folders(root: Path) -> dict:
     (cub / "train_test_split.txt").write_text("\n".join(split) + "\n")
     make_places(places, rng)
     return {"family": "waterbirds", "cub_root": str(cub), "segmentations": str(seg), "places_root": str(places),
-            "conflict_percents": [50], "val_fraction": 0.2, "image_size": 32, "geometry": "squash", "chunk_images": 16}
+            "conflict_percents": [50], "val_fraction": 0.2, "image_size": 32, "geometry": "squash", "crop_fraction": 1.0, "chunk_images": 16}
 
 
 def test_waterbird_species_follow_the_recipe():

@@ -26,9 +26,13 @@ from typing import Any
 
 from . import slices  # slices.report_config reads this module's tables: the module, not its names
 from .config import grid_experiment
+from .user_paths import path_keys, unread_keys
 
-#: run-config sections whose every leaf a protocol accounts for
-COVERED_SECTIONS = ("training", "method_args")
+#: run-config sections whose every leaf a protocol accounts for (in `dataset_config`, the keys the
+#: dataset reads: not the user's file paths, not a section `x-read-when` leaves unread, not storage)
+COVERED_SECTIONS = ("training", "method_args", "dataset_config")
+#: dataset-section keys (last part) of how a store is written or its work batched, which move no number
+STORAGE_KEYS = ("chunk_images", "block_images", "image_codec", "batch_images", "timeout_s", "family")
 #: run-config keys of how a run executes, which move no number of a paper's beyond float noise:
 #: accounted for in every protocol (with the reason) so that no protocol repeats them
 EXECUTION_SETTINGS = {"training.deterministic": "CUDA's choice of kernels: deterministic ones (run-to-run equality) or "
@@ -135,6 +139,7 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
     skipped = [n["key"] for n in protocol.get("not_compared", [])] + list(EXECUTION_SETTINGS)
     for run, keys in covered.items():
         rc = slices.run_config(config, run_name(config, run), config["seeds"][0])
+        keys = keys | _not_dataset_settings(config, rc["dataset"])
         for section in COVERED_SECTIONS:
             for leaf in _leaves(rc[section], section):
                 if leaf == section:  # an empty section (a method without arguments)
@@ -143,6 +148,16 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
                     problems.append(f"{where}: {leaf} of run {run!r} ({_lookup(rc, leaf)!r}) is in no setting; add "
                                     f"it with the paper's value and source, or to not_compared with the reason")
     return problems
+
+
+def _not_dataset_settings(config: dict[str, Any], dataset: str) -> set[str]:
+    """`dataset_config.<key>` of `dataset`'s section that are no settings: the user's file paths
+    (the data, checked elsewhere), keys `x-read-when` leaves unread, and `STORAGE_KEYS`."""
+    prefix = f"datasets.{dataset}."
+    section = config["datasets"][dataset]
+    out = {"dataset_config." + k.removeprefix(prefix) for k in (*path_keys(config), *unread_keys(config))
+           if k.startswith(prefix)}
+    return out | {leaf for leaf in _leaves(section, "dataset_config") if leaf.rsplit(".", 1)[-1] in STORAGE_KEYS}
 
 
 def report_protocols(config: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -66,11 +66,50 @@ def _named(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) -> 
         yield ValidationError(os.path.expanduser(instance))
 
 
+def _any_path_key(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """`x-path`, reporting every path key read, null ones too."""
+    yield ValidationError("path key")
+
+
+def _unread_properties(validator: Any, properties: dict[str, Any], instance: Any,
+                       schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """`properties` reporting each key of the instance that `x-read-when` leaves unread (an error
+    at that key), then descending into the keys read."""
+    if isinstance(instance, dict):
+        read = {k: v for k, v in properties.items()
+                if all(instance.get(sibling, properties.get(sibling, {}).get("default")) in values
+                       for sibling, values in v.get(WHEN_KEYWORD, {}).items())}
+        for key in sorted(set(properties) - set(read)):
+            if key in instance:
+                yield ValidationError("not read", path=[key], validator=WHEN_KEYWORD)
+        properties = read
+    yield from _PROPERTIES(validator, properties, instance, schema)
+
+
 @cache
-def _validator(check: bool) -> jsonschema.protocols.Validator:
-    """The schema's validator with `x-path` checking the paths (`check`) or reporting each one."""
+def _unread_validator() -> jsonschema.protocols.Validator:
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator, {"properties": _unread_properties})(load_schema())
+
+
+def unread_keys(config: dict[str, Any]) -> set[str]:
+    """Dotted keys of `config` its `x-read-when` conditions leave unread (an alternative source's
+    section, a style folder of embedded styles)."""
+    def walk(errors: Iterator[ValidationError]) -> Iterator[ValidationError]:
+        for error in errors:
+            if error.validator == WHEN_KEYWORD:
+                yield error
+            yield from walk(iter(error.context or ()))
+
+    return {".".join(map(str, e.absolute_path)) for e in walk(_unread_validator().iter_errors(config))}
+
+
+@cache
+def _validator(mode: str) -> jsonschema.protocols.Validator:
+    """The schema's validator with `x-path` checking the paths ("check"), reporting each one named
+    ("named") or each key that may hold one ("keys")."""
+    keyword = {"check": _exists, "named": _named, "keys": _any_path_key}[mode]
     extended = jsonschema.validators.extend(jsonschema.Draft202012Validator, {
-        PATH_KEYWORD: _exists if check else _named, "properties": _read_properties})
+        PATH_KEYWORD: keyword, "properties": _read_properties})
     return extended(load_schema())
 
 
@@ -85,11 +124,16 @@ def _path_errors(errors: Iterator[ValidationError]) -> Iterator[ValidationError]
 def missing_paths(config: dict[str, Any]) -> list[str]:
     """'<dotted key>: <path> does not exist. Place there ...' for every file or folder `config` names
     that is not there (sorted by key; [] when all are). `config` is a valid config (checked first)."""
-    errors = _path_errors(_validator(True).iter_errors(config))
+    errors = _path_errors(_validator("check").iter_errors(config))
     return sorted({f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors})
 
 
 def named_paths(config: dict[str, Any]) -> dict[str, str]:
     """{dotted key: path} of every file or folder `config` names and reads (what `missing_paths` checks)."""
-    return {".".join(map(str, e.absolute_path)): e.message for e in _path_errors(_validator(False).iter_errors(config))}
+    return {".".join(map(str, e.absolute_path)): e.message for e in _path_errors(_validator("named").iter_errors(config))}
+
+
+def path_keys(config: dict[str, Any]) -> set[str]:
+    """Dotted keys of `config` that name (or, null, could name) one of the user's files or folders."""
+    return {".".join(map(str, e.absolute_path)) for e in _path_errors(_validator("keys").iter_errors(config))}
 

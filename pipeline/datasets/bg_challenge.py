@@ -20,7 +20,7 @@ from core.atomic import write_json
 from core.errors import PipelineError, SkipItem
 from core.provenance import code_version, config_hash
 
-from ..imageio import MIN_PICTURE_SIDE, load_rgb, to_square
+from ..imageio import MIN_PICTURE_SIDE, Geometry, load_rgb
 from ..sources.listing import class_folders, entry_problem
 from ..store import atomic_store, create_array
 from .base import DatasetFamily
@@ -60,7 +60,7 @@ class BgChallengeFamily(DatasetFamily):
         entries = [(label, path, f"val/{cls_dir.name}/{path.stem}")
                    for label, cls_dir in enumerate(class_folders(folder, classes))
                    for path in sorted(cls_dir.iterdir()) if not path.name.startswith(".")]
-        images, labels, ids, skipped = read_val_images(entries, size, ds_cfg["geometry"], MIN_PICTURE_SIDE)
+        images, labels, ids, skipped = read_val_images(entries, size, Geometry.of(ds_cfg), MIN_PICTURE_SIDE)
         attrs = {"classes": classes, "bias_classes": classes, "variant": variant, "family": self.name,
                  "image_size": size, "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
                                                     "code_version": code_version()}}
@@ -70,10 +70,10 @@ class BgChallengeFamily(DatasetFamily):
                    {"val": {"inputs": len(entries), "outputs": len(images), "skipped": skipped}})
 
 
-def read_val_images(entries: list[tuple[int, Path, str]], size: int, geometry: str, min_side: int
+def read_val_images(entries: list[tuple[int, Path, str]], size: int, geometry: Geometry, min_side: int
                     ) -> tuple[list[np.ndarray], list[int], list[str], list[dict[str, Any]]]:
-    """Decode every (label, path, item id) entry of a released test set, resized to size x size
-    when it is not already (area filter when shrinking); unreadable entries become skipped items
+    """Decode every (label, path, item id) entry of a released test set, made size x size by
+    `geometry` when it is not already (area filter when shrinking); unreadable entries become skipped items
     {id, path, reason}. Returns (images, labels, ids, skipped)."""
     images, labels, ids, skipped = [], [], [], []
     for label, path, item_id in entries:
@@ -84,7 +84,7 @@ def read_val_images(entries: list[tuple[int, Path, str]], size: int, geometry: s
         except SkipItem as exc:
             skipped.append({"id": item_id, "path": str(path), "reason": exc.reason})
             continue
-        images.append(image if image.shape[:2] == (size, size) else to_square(image, size, geometry))
+        images.append(geometry.apply(image, size))
         labels.append(label)
         ids.append(item_id)
     return images, labels, ids, skipped

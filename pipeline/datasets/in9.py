@@ -22,6 +22,7 @@ from ..sources.synthetic import make_synthetic_in9
 from ..variant_stage import run_variant_stage
 from ..variants import BG_CONFLICT, EXTERNAL, bg_conflict_variants
 from .base import DatasetFamily
+from ..imageio import Geometry
 from .bg_challenge import read_val_images, write_val_store
 
 
@@ -113,7 +114,7 @@ def build_external(variant: str, folder: Path, ds_cfg: dict[str, Any], seed: int
     folders and entries of other classes, which are not read."""
     classes, size = list(ds_cfg["classes"]), int(ds_cfg["image_size"])
     listing = list_wnid_folder(Path(folder), classes, f"external.{variant}")
-    images, labels, ids, skipped = read_val_images(listing.entries, size, ds_cfg["geometry"], int(ds_cfg["min_image_side"]))
+    images, labels, ids, skipped = read_val_images(listing.entries, size, Geometry.of(ds_cfg), int(ds_cfg["min_image_side"]))
     attrs = {"classes": classes, "bias_classes": classes, "variant": variant, "family": "in9", "image_size": size,
              "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed, "code_version": code_version()}}
     write_val_store(out, images, labels, [-1] * len(images), ids, attrs, int(ds_cfg["chunk_images"]),

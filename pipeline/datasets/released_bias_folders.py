@@ -23,7 +23,7 @@ import numpy as np
 
 from core.errors import PipelineError, SkipItem
 
-from ..imageio import MIN_PICTURE_SIDE, load_rgb, to_square
+from ..imageio import MIN_PICTURE_SIDE, Geometry, load_rgb
 from ..sources.listing import entry_problem
 from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store
@@ -43,7 +43,7 @@ def parse_name(path: Path) -> tuple[int, int]:
                        "files do; rename it or remove it") from exc
 
 
-def read_folder(folders: list[Path], size: int, geometry: str, n_labels: int, n_bias: int
+def read_folder(folders: list[Path], size: int, geometry: Geometry, n_labels: int, n_bias: int
                 ) -> tuple[dict[str, np.ndarray], int, list[dict[str, Any]]]:
     """Every entry under `folders` but folders and hidden files (sorted): arrays, the number of
     entries, skipped items. Broken links, files that are not images, undecodable images and names
@@ -63,7 +63,7 @@ def read_folder(folders: list[Path], size: int, geometry: str, n_labels: int, n_
             if not (0 <= label < n_labels and 0 <= bias_label < n_bias):
                 raise SkipItem(f"{path.name}: label {label} / bias label {bias_label} is not one of the dataset's "
                                f"{n_labels} classes / {n_bias} bias classes; fix `classes` / `bias_classes` or the name")
-            images.append(to_square(load_rgb(path, MIN_PICTURE_SIDE), size, geometry))
+            images.append(geometry.apply(load_rgb(path, MIN_PICTURE_SIDE), size))
         except SkipItem as exc:
             skipped.append({"id": path.name, "path": str(path), "reason": exc.reason})
             continue
@@ -95,7 +95,7 @@ class ReleasedBiasFoldersFamily(ConflictRatioFamily):
                     "val": [root / "valid"]}
         parts = {}
         for split, folders in plan.items():
-            arrays, inputs_count, skipped = read_folder(folders, size, ds_cfg["geometry"], len(ds_cfg["classes"]),
+            arrays, inputs_count, skipped = read_folder(folders, size, Geometry.of(ds_cfg), len(ds_cfg["classes"]),
                                                         len(ds_cfg["bias_classes"]))
             parts[split] = {**arrays, "manifest": {"inputs": inputs_count, "skipped": skipped}}
         write_labelled_store(out, self.name, variant, ds_cfg, seed, parts, list(ds_cfg["classes"]),

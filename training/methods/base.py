@@ -77,6 +77,21 @@ class Method(nn.Module):
         self.steps_per_epoch = 1  # set by the trainer (methods with schedules in epochs read it)
         self.total_steps = 1      # the run's optimiser steps (`training.run_length`), set by the trainer
         self.autocast_dtype: torch.dtype | None = None
+        self._host_counts: dict[str, int] = {}  # `host_count`'s copies, dropped when a state is loaded
+        self.register_load_state_dict_post_hook(lambda module, keys: module._host_counts.clear())
+
+    def host_count(self, name: str) -> int:
+        """The step-counter buffer `name` (checkpointed with the weights, on the device) as a Python
+        int: read from the device once after construction or a load, then kept by `count_step`, so a
+        step that branches on it does not wait for the device."""
+        if name not in self._host_counts:
+            self._host_counts[name] = int(getattr(self, name))
+        return self._host_counts[name]
+
+    def count_step(self, name: str) -> None:
+        """One more step on the counter `name`, in the buffer and in its host copy."""
+        self._host_counts[name] = self.host_count(name) + 1
+        getattr(self, name).add_(1)
 
     def build_biased_network(self, arch: str) -> nn.Module:
         """A randomly initialised network of `arch` (e.g. ReBias's biased-by-design G)."""

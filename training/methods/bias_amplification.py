@@ -261,7 +261,7 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         x, y, index = self.augment(batch["images"]), batch["labels"], batch["index"]
-        t = int(self.iteration)
+        t = self.host_count("iteration")
         with self.autocast():
             logits_b = self.biased(x).float()
             z = self.network.feature_map(x)
@@ -277,7 +277,7 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         else:
             loss_d, stats = self._guided(x, y, index, z, w, loss_main, t)
         self._step_both(loss_b + loss_d)
-        self.iteration += 1
+        self.count_step("iteration")
         in_candidates, conflicting = self.flags.candidates, self.flags.conflicting
         return {"loss": loss_d.detach(), "biased_loss": loss_b.detach(),
                 "train_acc": (logits_d.argmax(1) == y).float().mean().detach(), **stats,
@@ -329,7 +329,7 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         source = self.args["partner_source"]
         members = {"D": torch.ones_like(self.flags.candidates), "D_cand": self.flags.candidates,
                    "D_BN": self.bn_score.bias_negative(self.flags.candidates)}[source]
-        generator = torch.Generator().manual_seed(name_seed("bn-partner", self.partner_seed, int(self.iteration)))
+        generator = torch.Generator().manual_seed(name_seed("bn-partner", self.partner_seed, self.host_count("iteration")))
         partner, has = draw_partners(members, self.ema_d.labels, gather_rows(y), gather_rows(index), generator)
         return own_rows(partner), own_rows(has)
 

@@ -115,12 +115,12 @@ class LearnedMixinH(_WithBiasedNetwork):
         return [self.optimizer, self.optimizer_g]
 
     def pretraining_g(self) -> bool:
-        return int(self.updates) < round(self.args["g_pretrain_epochs"] * self.steps_per_epoch)
+        return self.host_count("updates") < round(self.args["g_pretrain_epochs"] * self.steps_per_epoch)
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         x, y = self.augment(batch["images"]), batch["labels"]
         pretraining = self.pretraining_g()
-        self.updates += 1
+        self.count_step("updates")
         if pretraining:
             _, logits_g = self._forward(self.biased, x)
             ce_g = F.cross_entropy(logits_g, y)

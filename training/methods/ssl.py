@@ -324,7 +324,7 @@ class MoCoV2(SelfSupervised):
         loss = moco_nce(q, k, self.queue, self.args["tau"], z_ns, self.args["alpha"])
         self.step(self.optimizer, loss)
         self.enqueue(gather_rows(k))  # every process's keys, in rank order; negatives are never enqueued
-        self.steps_done += 1
+        self.count_step("steps_done")
         stats = {"loss": loss.detach()}
         with torch.no_grad():
             qn = F.normalize(q.float(), dim=1)
@@ -363,7 +363,7 @@ class BYOL(SelfSupervised):
     def target_momentum(self) -> float:
         """BYOL's tau = 1 - (1 - tau_base) (cos(pi k / K) + 1) / 2 at step k of K."""
         total = max(1, self.total_steps)
-        k = min(int(self.steps_done), total)
+        k = min(self.host_count("steps_done"), total)
         return 1 - (1 - self.args["momentum"]) * (math.cos(math.pi * k / total) + 1) / 2
 
     def target(self, x: torch.Tensor) -> torch.Tensor:
@@ -386,7 +386,7 @@ class BYOL(SelfSupervised):
         m = self.target_momentum()
         self.momentum_update(self.network, self.target_network, m)
         self.momentum_update(self.projector, self.target_projector, m)
-        self.steps_done += 1
+        self.count_step("steps_done")
         return {"loss": loss.detach(), "target_momentum": m}
 
     @torch.no_grad()

@@ -16,9 +16,9 @@ def read_voc_boxes(xml_path: Path, width: int, height: int, geometry: Geometry |
     """Return the object boxes of `xml_path` clipped to a `width` x `height` image.
 
     When the XML's <size> differs from the decoded image, the image is taken as made from the
-    photo: a resized copy where the aspect is the photo's, else (a square of another photo's
-    aspect, as Xiao et al.'s released IN-9 images) the square `geometry` cuts from it (its
-    `window`), and the boxes are mapped through that. A box that lies wholly outside the image
+    photo: a square image under a crop `geometry` (as Xiao et al.'s released IN-9 images) is the
+    square the geometry cuts from it (its `window`), any other a resized copy (each axis scaled:
+    squashed, under `squash`); the boxes are mapped through that. A box that lies wholly outside the image
     is dropped; if none is left, or the XML is malformed, the item is skipped with the reason.
     """
     try:
@@ -54,10 +54,6 @@ def read_voc_boxes(xml_path: Path, width: int, height: int, geometry: Geometry |
     return boxes
 
 
-#: relative difference of aspect ratios below which an image is a resized copy of its photo
-SAME_ASPECT = 0.02
-
-
 def _photo_to_image(root: ET.Element, width: int, height: int, xml_path: Path,
                     geometry: Geometry | None) -> tuple[float, float, float, float]:
     """(ox, oy, sx, sy): a photo pixel (x, y) of the XML is image pixel ((x - ox) sx, (y - oy) sy)."""
@@ -70,8 +66,9 @@ def _photo_to_image(root: ET.Element, width: int, height: int, xml_path: Path,
         raise SkipItem(f"malformed annotation {xml_path}: non-numeric <size>; fix or delete it") from exc
     if w <= 0 or h <= 0:
         return 0.0, 0.0, 1.0, 1.0
-    same_aspect = abs((width / height) / (w / h) - 1) < SAME_ASPECT
-    window = None if same_aspect or geometry is None else geometry.window(h, w)
+    # a square image of another size cut from its photo (`geometry` crop), else a resized copy
+    cut = geometry is not None and width == height and (w, h) != (width, height)
+    window = geometry.window(h, w) if cut else None
     if window is None:
         return 0.0, 0.0, width / w, height / h
     top, left, side = window

@@ -61,7 +61,10 @@ def test_boxes_of_a_photo_map_onto_its_released_square(tmp_path):
     (box,) = read_voc_boxes(xml, 224, 224, RELEASE)
     # the photo's centred square of 0.875 * 375 = 328 px starts at x = 86, y = 23; scale 224 / 328
     assert box == pytest.approx((112, 112, 146, 146), abs=1)
-    (stretched,) = read_voc_boxes(xml, 224, 224)                  # without a geometry: each axis scaled
+    write_voc_xml(tmp_path / "s.xml", "s.JPEG", 500, 500, "n0", [(250, 250, 500, 500)])   # a square photo is cut too
+    (box,) = read_voc_boxes(tmp_path / "s.xml", 224, 224, RELEASE)
+    assert box == pytest.approx((112, 112, 224, 224), abs=1)     # 0.875 * 500 = 438 px from 31: (250 - 31) * 224 / 438
+    (stretched,) = read_voc_boxes(xml, 224, 224, Geometry("squash"))   # a squashed copy: each axis scaled
     assert stretched[0] == pytest.approx(112, abs=1) and stretched[1] == pytest.approx(112, abs=1)
     assert stretched[2] - stretched[0] == pytest.approx(50 * 224 / 500, abs=1)
 

@@ -12,7 +12,7 @@ start another random pass over the same cells (so no two distinct patches ever o
 cell repeats only after all cells were used). The tiling is cropped at its top-left corner.
 The authors' code instead takes overlapping patches from the augmented, normalised query view:
 theirs come from the query's crop (scale 0.2-1), so at one d they hold less of the image than
-ours (about 1.4x less per side on average); ours get the query view's flip and colours
+ours (about 1.2x less per side against the photo); ours get the query view's flip and colours
 (`AugPlus.patch_view`) but not its crop.
 """
 
@@ -65,10 +65,34 @@ def patch_negatives(images: torch.Tensor, generator: torch.Generator,
     return torch.stack([patch_negative(img, d, generator)[0] for img, d in zip(images, sizes)])
 
 
-def patch_tilings(b: int, size: int, generator: torch.Generator,
-                  d_range: tuple[int, int] | None = None) -> torch.Tensor:
-    """(B, S, S): for each of b images of side S, the source pixel (y S + x) of every pixel of its
-    patch negative, drawn as `patch_negatives` draws it (the same random numbers): the tiling as
-    a gather map, so one draw can be applied to several views of an image."""
-    pixels = torch.arange(size * size).view(1, size, size, 1).expand(b, size, size, 1)
-    return patch_negatives(pixels, generator, d_range)[..., 0]
+def patch_tilings(b: int, size: int, generator: torch.Generator, d_range: tuple[int, int] | None = None,
+                  device: torch.device | str = "cpu") -> torch.Tensor:
+    """(B, S, S) int64 on `device`: for each of b images of side S, the source pixel (y S + x) of
+    every pixel of its patch negative, drawn as `patch_negatives` draws it (the same random numbers):
+    the tiling as a gather map, so one draw can be applied to several views of an image. The draws
+    (each image's d, grid offset and cell order: a few hundred numbers) are made on the CPU and
+    the map is computed on `device`, so no (B, S, S) map crosses to a GPU each step."""
+    lo, hi = d_range or patch_size_range(size)
+    sizes = torch.randint(lo, hi + 1, (b,), generator=generator).tolist()
+    max_tiles = math.ceil(size / lo) ** 2
+    d, offset = torch.tensor(sizes), torch.zeros(b, 2, dtype=torch.long)
+    chosen = torch.zeros(b, max_tiles, dtype=torch.long)
+    for k, dk in enumerate(sizes):                                            # the draws of `patch_negative`
+        per_side, tiles = size // dk, math.ceil(size / dk)
+        offset[k] = torch.tensor([int(torch.randint(0, size - per_side * dk + 1, (1,), generator=generator))
+                                  for _ in range(2)])
+        chosen[k, :tiles ** 2] = cell_order(per_side ** 2, tiles ** 2, generator)
+    return _tiling_map(d.to(device), offset.to(device), chosen.to(device), size)
+
+
+def _tiling_map(d: torch.Tensor, offset: torch.Tensor, chosen: torch.Tensor, size: int) -> torch.Tensor:
+    """(B, S, S) source pixels of the tilings with patch sides d (B,), grid offsets (B, 2) (y, x)
+    and cell orders chosen (B, T) (row-major tiles, cells row-major in the grid)."""
+    d = d.view(-1, 1, 1)
+    per_side, tiles = size // d, -(-size // d)                                 # (B, 1, 1) each
+    i = torch.arange(size, device=d.device)
+    ty, tx = i.view(1, -1, 1) // d, i.view(1, 1, -1) // d                      # the pixel's tile
+    cell = chosen.gather(1, (ty * tiles + tx).flatten(1)).view(-1, size, size)  # (B, S, S) its cell
+    y = offset[:, 0].view(-1, 1, 1) + cell // per_side * d + i.view(1, -1, 1) % d
+    x = offset[:, 1].view(-1, 1, 1) + cell % per_side * d + i.view(1, 1, -1) % d
+    return y * size + x

@@ -152,7 +152,7 @@ class SelfSupervised(Method):
         get the whole view, as the authors' loader gives them."""
         if kind == "texture":
             return torch.cat([self.views.apply(images, view) for view in views])
-        tiling = patch_tilings(len(images), images.shape[1], generator)          # (B, H, W)
+        tiling = patch_tilings(len(images), images.shape[1], generator, device=images.device)  # (B, H, W)
         return torch.cat([self.views.patch_view(images, view, tiling) for view in views])
 
     def negative_inputs(self, batch: dict[str, torch.Tensor], *views: ViewParams) -> torch.Tensor | None:

@@ -113,8 +113,14 @@ def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: 
 def run_derived_stage(kind: str, seg_store: Path, seg_manifest: Path, ds_cfg: dict[str, Any], seed: int,
                       out_store: Path, manifest_path: Path, workers: int) -> None:
     """Every shard on `workers` processes, then the gather (tests and benchmarks; the workflow
-    runs one job per shard)."""
+    runs one job per shard). Stylization on a GPU runs its shards in one process: one CUDA context
+    on the card instead of one per worker."""
     import tempfile
+
+    import torch
+
+    if kind == "stylized" and torch.cuda.is_available():
+        workers = 1
 
     n = zarr.open_group(seg_store, mode="r")["ids"].shape[0]
     count = -(-n // int(ds_cfg["block_images"]))
@@ -158,6 +164,9 @@ def _stylize(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, splits: np
     cfg = ds_cfg["stylized"]
     torch.set_num_threads(1)  # parallelism is across shards; one thread keeps the bytes machine-independent
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    # full float32 on a GPU (TF32 rounds products to 10 bits, and differently per card): the store's
+    # bytes then differ from a CPU build's only by float ordering
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     styles = load_styles(cfg["styles"], classes, seed)
     n, size = images.shape[:2]

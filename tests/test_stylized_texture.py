@@ -109,8 +109,15 @@ def test_stylize_works_at_the_image_size_when_work_size_is_null(monkeypatch):
     cfg = tiny_stores_config()
     cfg["stylized"].update(work_size=None, styles={"kind": "embedded", "per_class": 1, "size": 16})
     images = np.random.default_rng(0).integers(0, 256, (2, 80, 80, 3), dtype=np.uint8)
-    out = derived_stage._stylize(images, np.array([0, 1]), np.array(["a", "b"]), np.array(["train", "val"]),
-                                 CLASSES, cfg, 0)
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        out = derived_stage._stylize(images, np.array([0, 1]), np.array(["a", "b"]), np.array(["train", "val"]),
+                                     CLASSES, cfg, 0)
+        # full float32 on a GPU too: TF32 would make a GPU's store differ from a CPU's beyond float ordering
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
     assert out["images"].shape == (2, 80, 80, 3) and out["ok"].all() and sides == [80, 80]
 
 

@@ -85,3 +85,17 @@ def test_saved_states_hold_cpu_tensors_in_their_own_containers():
     assert type(out["model"]) is OrderedDict and out["epoch"] == 4
     assert out["model"]["w"].device.type == "cpu" and not out["model"]["w"].requires_grad
     assert torch.equal(out["optim"][0]["step"], torch.tensor(3.0))
+
+
+def test_batch_norm_statistics_are_broadcast_only_where_they_can_differ(monkeypatch):
+    """After each step rank 0's running statistics go to every process (DDP's broadcast_buffers),
+    except those of batch norms over the global batch, the same everywhere already."""
+    sent = []
+    monkeypatch.setattr(distributed, "world", lambda: 2)
+    monkeypatch.setattr(distributed.dist, "broadcast", lambda tensor, src: sent.append(tensor.numel()))
+    plain = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.BatchNorm2d(4))
+    distributed.broadcast_batch_norm_(plain)
+    assert sent == [8]                                                  # running mean and variance of 4 channels
+    sent.clear()
+    distributed.broadcast_batch_norm_(distributed.synchronise_batch_norm(plain, torch.device("cpu")))
+    assert sent == []

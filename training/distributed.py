@@ -148,11 +148,13 @@ def broadcast_batch_norm_(module: nn.Module) -> None:
     """Copy rank 0's batch-norm running statistics to every process, after each step: what
     DistributedDataParallel's `broadcast_buffers` does before each forward. Without it each
     process's running statistics would follow its own share of the batches, and every use of
-    them on a process (eval-mode scoring, ReBias's fixed G) would differ between processes."""
+    them on a process (eval-mode scoring, ReBias's fixed G) would differ between processes. Batch
+    norms over the global batch (`training.sync_bn`) are left out: their statistics are already
+    the same on every process."""
     if world() == 1:
         return
     stats = [t for m in module.modules() if isinstance(m, _BatchNorm) and m.track_running_stats
-             for t in (m.running_mean, m.running_var)]
+             and not isinstance(m, (nn.SyncBatchNorm, GlobalBatchNorm)) for t in (m.running_mean, m.running_var)]
     if not stats:
         return
     flat = torch.cat([t.reshape(-1) for t in stats])

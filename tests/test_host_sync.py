@@ -36,7 +36,8 @@ REMAINING = {
     "intrinsic_feature_enhancement": GROUP_MEANS | {
         ("bias_amplification.py", "if not member.any():"),
         ("bias_amplification.py", 'partnered = {"partner_conflicting_fraction": partner_bc.float().mean().detach(),'),
-        ("bias_amplification.py", 'x_bn = self.augment(self.train_rows.rows(partner.cpu().numpy())["images"].to(x.device))'),
+        ("bias_amplification.py",
+         'x_bn = self.augment(self.train_rows.rows(partner.cpu().numpy())["images"].to(x.device, non_blocking=True))'),
         ("amplification_parts.py", "for c in y.unique().tolist():")},
     # a gaussian blur's radius from the sigmas, which are drawn on the CPU: no device read
     "moco_v2": {("ssl_augment.py", "radius = max(1, int(math.ceil(3 * float(sigma.max()))))")},

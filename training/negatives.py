@@ -82,7 +82,7 @@ def patch_tilings(b: int, size: int, generator: torch.Generator, d_range: tuple[
         offset[k] = torch.tensor([int(torch.randint(0, size - per_side * dk + 1, (1,), generator=generator))
                                   for _ in range(2)])
         chosen[k, :tiles ** 2] = cell_order(per_side ** 2, tiles ** 2, generator)
-    return _tiling_map(d.to(device), offset.to(device), chosen.to(device), size)
+    return _tiling_map(*(t.to(device, non_blocking=True) for t in (d, offset, chosen)), size)
 
 
 def _tiling_map(d: torch.Tensor, offset: torch.Tensor, chosen: torch.Tensor, size: int) -> torch.Tensor:

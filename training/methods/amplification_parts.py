@@ -183,7 +183,7 @@ def draw_partners(members: torch.Tensor, labels: torch.Tensor, y: torch.Tensor, 
         inside = (own < len(pool)) & (pool[own.clamp_max(max(len(pool) - 1, 0))] == index[at]) if len(pool) \
             else torch.zeros_like(own, dtype=torch.bool)
         choices = len(pool) - inside.long()                                   # the pool without the anchor
-        u = torch.rand(len(at), generator=generator, dtype=torch.float64).to(y.device)
+        u = torch.rand(len(at), generator=generator, dtype=torch.float64).to(y.device, non_blocking=True)
         pick = (u * choices.clamp_min(1)).long()
         pick += (inside & (pick >= own)).long()                               # step over the anchor's own row
         ok = choices > 0

@@ -287,7 +287,7 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
                 loss_main: torch.Tensor, t: int) -> tuple[torch.Tensor, dict[str, float]]:
         """Eq. 13: lambda_main L_main + L_guide (Eq. 11) + L_BN (Eq. 12), with the partners of `_partners`."""
         partner, has = self._partners(y, index)
-        x_bn = self.augment(self.train_rows.rows(partner.cpu().numpy())["images"].to(x.device))
+        x_bn = self.augment(self.train_rows.rows(partner.cpu().numpy())["images"].to(x.device, non_blocking=True))
         weight_bn = self.bn_score.score[partner].clamp_min(0.0) if self.args["score_weight"] else torch.ones_like(w)
         s_bn = torch.where(has, weight_bn, torch.zeros_like(w))      # s(x^BN), clipped at 0; 0 without a partner
         head, through = self.network.head, self.args["guide_sim"] == "through_both"

@@ -74,7 +74,7 @@ class HEX(Method):
     def grey(self, x: torch.Tensor) -> torch.Tensor:
         """Normalised images (B, 3, H, W) -> grey levels (B, H, W) in [0, 1]."""
         aug = self.augmenter
-        rgb = (x * aug.std.to(x.device) + aug.mean.to(x.device)).clamp(0, 1)
+        rgb = (x * aug.std.to(x.device, non_blocking=True) + aug.mean.to(x.device, non_blocking=True)).clamp(0, 1)
         return torch.einsum("bchw,c->bhw", rgb, torch.tensor(_LUMA, device=x.device))
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:

@@ -117,7 +117,7 @@ def shuffled_across_processes(encode, x: torch.Tensor, g: torch.Generator) -> to
     permutation, broadcast) and unshuffled after: each process's BN sees a random 1/world of it."""
     rank, b = dist.get_rank(), len(x)
     everything = gather_rows(x)                                            # (world B, 3, H, W)
-    perm = torch.randperm(len(everything), generator=g).to(x.device)
+    perm = torch.randperm(len(everything), generator=g).to(x.device, non_blocking=True)
     dist.broadcast(perm, src=0)
     encoded = gather_rows(encode(everything[perm.view(-1, b)[rank]]))     # (world B, dim), permuted order
     return encoded[torch.argsort(perm).view(-1, b)[rank]]                  # (B, dim), this process's rows
@@ -295,7 +295,7 @@ class MoCoV2(SelfSupervised):
             return self.key(x)
         if world() > 1:
             return shuffled_across_processes(self.key, x, self.generator)
-        perm = torch.randperm(len(x), generator=self.generator).to(x.device)
+        perm = torch.randperm(len(x), generator=self.generator).to(x.device, non_blocking=True)
         shuffled = x[perm].contiguous(memory_format=torch.channels_last)  # indexing drops the layout the encoders want
         return self.key(shuffled)[torch.argsort(perm)]                    # (B, dim), rows of x again
 

@@ -59,17 +59,17 @@ def color_jitter(x: torch.Tensor, jitter: torch.Tensor) -> torch.Tensor:
     """Brightness, contrast, saturation and hue (YIQ rotation) of images x (B, 3, H, W) in [0, 1]
     by the parameters `jitter` (B, 4) of `sample_jitter`."""
     b = len(x)
-    f = jitter.to(x.device)
+    f = jitter.to(x.device, non_blocking=True)
     brightness, contrast, saturation = (f[:, i].view(b, 1, 1, 1) for i in range(3))
     x = (x * brightness).clamp(0, 1)
     x = (contrast * x + (1 - contrast) * gray(x).mean((2, 3), keepdim=True)).clamp(0, 1)
     x = (saturation * x + (1 - saturation) * gray(x)).clamp(0, 1)
     angle = f[:, 3] * 2 * math.pi
-    yiq = torch.einsum("ij,bjhw->bihw", RGB_TO_YIQ.to(x.device), x)
+    yiq = torch.einsum("ij,bjhw->bihw", RGB_TO_YIQ.to(x.device, non_blocking=True), x)
     cos, sin = torch.cos(angle).view(b, 1, 1), torch.sin(angle).view(b, 1, 1)
     i, q = yiq[:, 1], yiq[:, 2]
     yiq = torch.stack([yiq[:, 0], cos * i - sin * q, sin * i + cos * q], dim=1)
-    return torch.einsum("ij,bjhw->bihw", torch.linalg.inv(RGB_TO_YIQ).to(x.device), yiq).clamp(0, 1)
+    return torch.einsum("ij,bjhw->bihw", torch.linalg.inv(RGB_TO_YIQ).to(x.device, non_blocking=True), yiq).clamp(0, 1)
 
 
 def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
@@ -77,13 +77,13 @@ def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
     b, c, h, w = x.shape
     radius = max(1, int(math.ceil(3 * float(sigma.max()))))
     t = torch.arange(-radius, radius + 1, device=x.device, dtype=x.dtype)
-    s = sigma.to(x.device, x.dtype).clamp_min(1e-6).view(b, 1)
+    s = sigma.to(x.device, x.dtype, non_blocking=True).clamp_min(1e-6).view(b, 1)
     k = torch.exp(-t ** 2 / (2 * s ** 2))
     k = (k / k.sum(1, keepdim=True)).repeat_interleave(c, 0)              # (B*C, 2r+1)
     y = F.pad(x.reshape(1, b * c, h, w), (radius, radius, radius, radius), mode="reflect")
     y = F.conv2d(y, k.view(b * c, 1, 1, -1), groups=b * c)
     y = F.conv2d(y, k.view(b * c, 1, -1, 1), groups=b * c).view(b, c, h, w)
-    return torch.where((sigma > 0).to(x.device).view(b, 1, 1, 1), y, x)
+    return torch.where((sigma > 0).to(x.device, non_blocking=True).view(b, 1, 1, 1), y, x)
 
 
 def unit(images: torch.Tensor) -> torch.Tensor:
@@ -103,7 +103,7 @@ class AugPlus:
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         """[0, 1] images (B, 3, H, W) -> the network's normalised input, channels-last."""
-        x = (x - self.mean.to(x.device)) / self.std.to(x.device)
+        x = (x - self.mean.to(x.device, non_blocking=True)) / self.std.to(x.device, non_blocking=True)
         return x.contiguous(memory_format=torch.channels_last)
 
     def sample(self, b: int, size: int, g: torch.Generator) -> ViewParams:
@@ -132,11 +132,11 @@ class AugPlus:
         patches out of the augmented query; the view's crop is not applied (the patches come from
         the stored image). Normalised (B, 3, H, W) out."""
         x = unit(images)
-        flipped = (view.theta[:, 0, 0] < 0).to(x.device).view(-1, 1, 1, 1)
+        flipped = (view.theta[:, 0, 0] < 0).to(x.device, non_blocking=True).view(-1, 1, 1, 1)
         x = torch.where(flipped, x.flip(3), x)
         x = gaussian_blur(self._recolour(x, view), view.sigma)                 # (B, 3, H, W) in [0, 1]
         b, c, h, w = x.shape
-        index = tiling.to(x.device).view(b, 1, h * w).expand(b, c, h * w)
+        index = tiling.to(x.device, non_blocking=True).view(b, 1, h * w).expand(b, c, h * w)
         return self.normalize(x.reshape(b, c, h * w).gather(2, index).view(b, c, h, w))
 
     def plain(self, images: torch.Tensor) -> torch.Tensor:
@@ -151,4 +151,4 @@ class AugPlus:
     def _recolour(x: torch.Tensor, view: ViewParams) -> torch.Tensor:
         """The per-pixel steps of `view` (jitter, grey-scale) on [0, 1] images x (B, 3, H, W)."""
         x = color_jitter(x, view.jitter)
-        return torch.where(view.to_gray.to(x.device).view(-1, 1, 1, 1), gray(x).expand_as(x), x)
+        return torch.where(view.to_gray.to(x.device, non_blocking=True).view(-1, 1, 1, 1), gray(x).expand_as(x), x)

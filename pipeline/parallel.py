@@ -8,19 +8,21 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-import dask
-from dask.diagnostics import ProgressBar
-
 
 def run_blocks(fn: Callable[..., Any], blocks: Sequence[tuple], workers: int, label: str) -> list[Any]:
-    """`[fn(*args) for args in blocks]`, on `workers` processes (synchronously for 1)."""
+    """`[fn(*args) for args in blocks]`, on `workers` processes (in this one, in order, for 1: no
+    dask needed, as on the GPU test machine, which lacks it)."""
+    print(f"{label}: {len(blocks)} blocks on {workers} worker(s)", flush=True)
+    if workers <= 1:
+        return [fn(*args) for args in blocks]
+    import dask
+    from dask.diagnostics import ProgressBar
+
     tasks = [dask.delayed(fn)(*args) for args in blocks]
-    scheduler = "synchronous" if workers <= 1 else "processes"
-    print(f"{label}: {len(tasks)} blocks on {workers} worker(s)", flush=True)
     with ProgressBar(minimum=1.0, dt=1.0):
         # chunksize=1: a block is seconds of work, and dask's default batches 6 blocks per
         # submission, which leaves workers idle when there are few blocks.
-        return list(dask.compute(*tasks, scheduler=scheduler, num_workers=max(1, workers), chunksize=1))
+        return list(dask.compute(*tasks, scheduler="processes", num_workers=workers, chunksize=1))
 
 
 def worker_setup() -> None:

@@ -6,34 +6,41 @@ from __future__ import annotations
 import json
 import re
 
-from benchmarks.gpu_throughput import goal_lines, main
+from benchmarks.gpu_throughput import goal_lines
 
 
-def test_gpu_throughput_cpu_small_scale_prints_table_and_goals(tmp_path, capsys):
-    # no photos folder: the synthetic renders stand in, so the test does not need ../shared
-    main(["--device", "cpu", "--methods", "erm,clad,plain", "--size", "32", "--batch", "8", "--steps", "1",
-          "--warmup", "0", "--workers", "1", "--photos", str(tmp_path / "none")])
-    out = capsys.readouterr().out
-    assert "CPU small-scale run" in out and "NOT GPU figures" in out
-    assert "synthetic renders" in out
-    rows = {line.split()[0]: line for line in out.splitlines() if line.split()[:1] in (["erm"], ["clad"], ["plain"])}
-    assert set(rows) == {"erm", "clad", "plain"}
-    assert "resnet50" in rows["erm"] and "in memory" in rows["erm"] and "DataLoader, 1 workers" in rows["plain"]
-    assert rows["erm"].split()[-3] == "1.00x"  # ERM's cost relative to itself
-    for line in ("our ERM / plain loop images/s:", "data wait share: max", "cost relative to ERM", "CLAD / ERM:"):
-        assert line in out
+def test_the_device_check_runs_its_cpu_path_and_writes_the_measurements_block(tmp_path, capsys):
+    """`python -m benchmarks.device_check --device cpu`: every stage at tiny shapes (the CUDA tests
+    collected and skipped, the throughput rows in memory and streaming), one Markdown block."""
+    from benchmarks.device_check import main as device_check
+
+    assert device_check(["--device", "cpu", "--methods", "erm,clad,plain", "--out", str(tmp_path), "--commit", "abc1234"]) == 0
+    text = (tmp_path / "device_check.md").read_text()
+    assert text.startswith("### Device check, ") and ": CPU, commit abc1234" in text
+    assert re.search(r"CUDA tests \(`pytest -m cuda`\): \d+ skipped", text), text
+    in_memory = text.split("loader streaming")[0]
+    rows = {line.split("|")[1].strip(): line for line in in_memory.splitlines() if line.startswith("| ")}
+    assert {"erm", "clad", "plain"} <= set(rows) and "resnet50" in rows["erm"] and "in memory" in rows["erm"]
+    assert "| erm | resnet50 |" in text.split("loader streaming")[1] and "| streaming |" in text
+    for goal in ("our ERM / plain loop images/s:", "data wait share: max", "clad / erm step time:"):
+        assert goal in text
+    throughput = json.loads((tmp_path / "throughput.json").read_text())
+    assert throughput["device"] == "CPU" and throughput["size"] == 32 and not throughput["failures"]
+    assert "NOT GPU figures" in (tmp_path / "20-throughput.log").read_text()
+    assert text in capsys.readouterr().out
 
 
 def test_goal_verdicts():
-    def row(images_per_s, wait):
-        return {"images_per_s": images_per_s, "wait_share": wait}
+    def row(images_per_s, wait, step_ms):
+        return {"images_per_s": images_per_s, "wait_share": wait, "step_ms": step_ms}
 
-    lines = goal_lines({"erm": row(130.0, 0.01), "clad": row(60.0, 0.06), "plain": row(100.0, 0.3),
-                        "plain_amp": row(90.0, 0.2)})
+    lines = goal_lines({"erm": row(130.0, 0.01, 500.0), "clad": row(60.0, 0.06, 1100.0), "plain": row(100.0, 0.3, 640),
+                        "plain_amp": row(90.0, 0.2, 700), "moco_v2": row(200, 0.0, 640), "moco_v2_patch": row(190, 0.0, 700)})
     assert lines[0].startswith("our ERM / plain loop images/s: 1.30x against plain") and lines[0].endswith(": met")
     assert lines[1] == "data wait share: max 6.0 % (clad); goal <= 5 % for every method: NOT met (clad)"
-    assert lines[2] == "cost relative to ERM (ERM's images/s / the method's): clad 2.17x"
-    assert lines[3] == "CLAD / ERM: 2.17x; goal <= 2.1x: NOT met"
+    assert lines[2].startswith("cost relative to ERM (ERM's images/s / the method's): clad 2.17x")
+    assert lines[3] == "clad / erm step time: 2.20x; goal <= 1.15x: NOT met, by 91 %"
+    assert lines[4] == "moco_v2_patch / moco_v2 step time: 1.09x; goal <= 1.1x: met"
 
 
 def test_batched_seeds_computes_the_same_losses_three_ways_and_prints_ratios(capsys):

@@ -16,7 +16,6 @@ import pytest
 import torch
 
 from .conftest import ROOT
-from .test_workflow import snakemake
 
 WORLD = 2
 
@@ -251,6 +250,8 @@ def test_the_workflow_starts_torchrun_for_a_two_gpu_experiment(tmp_path):
         "method": "erm", "dataset": "in9", "train_variant": "original", "label": "DDP probe",
         "training": {"gpus": 2, "sync_bn": True}}}}))
     runs = tmp_path / "results" / "runs"
+    from .test_workflow import snakemake  # here: the CUDA tests import this module on a machine without Snakemake
+
     out = snakemake("-n", "-p", str(runs / "ddp_probe/seed0/model.pt"), str(runs / "base_in9/seed0/model.pt"),
                     "--cores", "2", "--configfile", "tests/data/tiny.yaml", str(extra),
                     "--config", f"results={tmp_path / 'results'}")

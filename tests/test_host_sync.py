@@ -21,7 +21,8 @@ TRAINING = Path(__file__).resolve().parents[1] / "training"
 #: Tensor methods that copy a value to the host (a bool mask's indexing also does, unseen here)
 HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "cpu", "numpy")
 #: (file, code) of the reads that remain, and why
-CLAD_PARTNERS = {("clad.py", "con = info_nce(z_a[found], z_p[found], negatives[found], self.args[\"tau\"], usable[found]) \\")}
+CLAD_PARTNERS = {("clad.py",
+                  'con = info_nce(z_a[found], z_p[found], negatives[found], self.args["tau"], usable[found]) \\')}
 GROUP_MEANS = {("bias_amplification.py", "if mask.any():")}  # logged per group only when the batch has it
 REMAINING = {
     # a batch of one class has no positive pair: CLAD contrasts only the anchors that have one

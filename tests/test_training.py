@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from training.evaluation import IN9_SUBCLASS_COUNTS, evaluate_run, in1k_to_in9, mapping_tensor
+from training.evaluation import IN9_SUBCLASS_COUNTS, evaluate_run, in1k_to_in9, mapping_tensor, scoring_batches
 from training.methods import METHODS
 from report.context import accuracy_table
 from training.trainer import train
@@ -182,3 +182,15 @@ def test_missing_or_altered_weights_are_clear_errors(tmp_path):
         Classifier("resnet18", 9, str(tmp_path / "w.pth"), "0" * 64)
     with pytest.raises(WeightsError, match="does not fit"):
         Classifier("resnet18", 9, str(tmp_path / "w.pth"))
+
+
+def test_the_learning_curve_monitor_reads_each_val_split_once(tmp_path, tiny_store, train_config, monkeypatch):
+    """Every curve point scores the val split; it is read from the store at the first point only."""
+    import training.trainer as trainer
+
+    made = []
+    monkeypatch.setattr(trainer, "scoring_batches", lambda *a, **k: made.append(a[0]) or scoring_batches(*a, **k))
+    monitor = trainer.Monitor({"original": tiny_store}, every_steps=1, batch_size=4)
+    train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "run", monitor=monitor)
+    points = [json.loads(r) for r in (tmp_path / "run" / "train_metrics.jsonl").read_text().splitlines()]
+    assert len({r["step"] for r in points if r["kind"] == "curve"}) >= 4 and made == [tiny_store]

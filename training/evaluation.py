@@ -29,19 +29,30 @@ IMAGENET_INPUT = 224
 IN9_SUBCLASS_COUNTS = (116, 52, 42, 36, 35, 27, 26, 20, 16)
 
 
+def scoring_batches(store: Path, split: str, batch_size: int, device: torch.device,
+                    limit: int | None = None) -> ZarrBatches:
+    """The in-order batches `predict_store` scores (pinned for a GPU); a caller scoring one split
+    again and again (the learning-curve monitor) keeps them, and the split is read once."""
+    return ZarrBatches(store, split, shuffle=False, fields=("images", "labels", "bias_labels"), prefetch=2,
+                       pin_memory=device.type == "cuda", **first_rows(batch_size, limit))
+
+
 def predict_store(predict: Callable[[torch.Tensor], torch.Tensor], store: Path, split: str, batch_size: int,
-                  augmenter: Augmenter, device: torch.device, limit: int | None = None) -> dict[str, np.ndarray]:
+                  augmenter: Augmenter, device: torch.device, limit: int | None = None,
+                  batches: ZarrBatches | None = None) -> dict[str, np.ndarray]:
     """{"pred", "labels", "bias_labels"} for every image of `store`/`split` (the first `limit`, if
-    given: smoke mode's `evaluation.max_images`), in store order."""
-    batches = ZarrBatches(store, split, shuffle=False, fields=("images", "labels", "bias_labels"), prefetch=2,
-                          **first_rows(batch_size, limit))
-    out: dict[str, list[np.ndarray]] = {"pred": [], "labels": [], "bias_labels": []}
+    given: smoke mode's `evaluation.max_images`), in store order; `batches` (`scoring_batches`)
+    when the caller keeps them. Predictions stay on the device until the last batch (one read)."""
+    batches = batches or scoring_batches(store, split, batch_size, device, limit)
+    preds: list[torch.Tensor] = []
+    out: dict[str, list[np.ndarray]] = {"labels": [], "bias_labels": []}
     for batch in batches.epoch(0):
-        out["pred"].append(predict(augmenter.normalize(batch["images"].to(device))).cpu().numpy())
+        preds.append(predict(augmenter.normalize(batch["images"].to(device, non_blocking=True))))
         for field in ("labels", "bias_labels"):
             out[field].append(batch[field].numpy())
     # an empty split (a smoke run's one image per class can leave Mixed-Same without a partner) scores NaN
-    return {k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in out.items()}
+    return {"pred": torch.cat(preds).cpu().numpy() if preds else np.empty(0, np.int64),
+            **{k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in out.items()}}
 
 
 def accuracy(result: dict[str, np.ndarray]) -> float:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from core.seeding import name_seed
 from . import distributed
 from .build import build_method, pick_device, precision
 from .data import ZarrBatches
-from .evaluation import group_metrics, predict_store, scored_accuracy
+from .evaluation import group_metrics, predict_store, scored_accuracy, scoring_batches
 from .methods import get_method
 from .methods import spec as method_spec
 from .methods.base import Method
@@ -61,6 +61,7 @@ class Monitor:
     every_steps: int
     batch_size: int = 256
     groups: bool = False
+    _batches: dict[str, ZarrBatches] = field(default_factory=dict, repr=False)  # each store's val split, read once
 
     def rows(self, method: Method, interval: dict[str, list], tags: dict[str, Any]) -> list[dict]:
         stats = [{"metric": k, "value": float(sum(v) / len(v))} for k, v in interval.items()]
@@ -74,8 +75,10 @@ class Monitor:
         method.eval()
         out = []
         for name, store in self.stores.items():
+            if name not in self._batches:
+                self._batches[name] = scoring_batches(store, "val", self.batch_size, device)
             result = predict_store(lambda x: method.predict(x).argmax(1), store, "val", self.batch_size,
-                                   method.augmenter, device)
+                                   method.augmenter, device, batches=self._batches[name])
             out.append({"metric": f"{name}_accuracy", **scored_accuracy(result)})
             if self.groups:
                 out += [{"metric": f"{name}_{k}", **v} for k, v in group_metrics(result, tags, name).items()

@@ -323,7 +323,7 @@ def test_a_local_run_runs_no_more_gpu_jobs_than_the_node_shows(paper_smoke):
     results, args = paper_smoke
     store = results / "datasets" / "in9" / "only_fg.zarr"
     out = snakemake(str(store), "--force", "--cores", "1", *args, env={"CUDA_VISIBLE_DEVICES": "0,1"})
-    assert re.search(r"Provided resources: .*\bgpu=2\b", out), out[-2000:]
+    assert re.search(r'Provided resources: .*\bgpu=(Resource\("gpu", )?2\b', out), out[-2000:]
 
 
 def _demo_shards(default_config: dict) -> int:

@@ -258,7 +258,7 @@ def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_n
 
     device = torch.device(device_name)
     cfg, experiment, seed = run_cfg["training"], run_cfg["experiment"], run_cfg["seed"]
-    configure_device(device, cfg.get("deterministic", True))  # as the trainer's pick_device
+    configure_device(device, cfg.get("deterministic", True), tf32=cfg.get("amp", True))  # as the trainer's pick_device
     loader_cfg = cfg.get("loader", {})
     method_cls = get_method(run_cfg["method"])
     # as train(): the same ZarrBatches arguments

@@ -55,11 +55,13 @@ def restore_backends(monkeypatch):
 
 
 def test_a_cuda_process_is_deterministic_by_default_and_benchmarks_kernels_otherwise(restore_backends):
-    build.configure_device(torch.device("cuda"), deterministic=True)
+    build.configure_device(torch.device("cuda"), deterministic=True, tf32=True)
     assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
     assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == build.CUBLAS_DETERMINISTIC
-    assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32    # with bf16 autocast
+    build.configure_device(torch.device("cuda"), deterministic=True)
+    assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32  # amp off: float32
     build.configure_device(torch.device("cuda"), deterministic=False)
     assert torch.backends.cudnn.benchmark and not torch.backends.cudnn.deterministic
     assert not torch.are_deterministic_algorithms_enabled()

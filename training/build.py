@@ -18,13 +18,13 @@ from .methods import get_method
 from .methods.base import Method, for_scoring
 
 
-def pick_device(deterministic: bool = True) -> torch.device:
+def pick_device(deterministic: bool = True, tf32: bool = False) -> torch.device:
     """The GPU if there is one (this process's own, cuda:LOCAL_RANK, under several processes), else
     the CPU; configured for the process (`configure_device`)."""
     if not torch.cuda.is_available():
         return torch.device("cpu")
     device = torch.device("cuda", torch.cuda.current_device()) if distributed.world() > 1 else torch.device("cuda")
-    configure_device(device, deterministic)
+    configure_device(device, deterministic, tf32)
     return device
 
 
@@ -34,10 +34,12 @@ CUBLAS_DETERMINISTIC = ":4096:8"
 MIN_BF16_CAPABILITY = (8, 0)
 
 
-def configure_device(device: torch.device, deterministic: bool) -> None:
+def configure_device(device: torch.device, deterministic: bool, tf32: bool = False) -> None:
     """Process-wide CUDA settings of a training or scoring process on `device` (nothing on the CPU,
-    which is deterministic anyway). TF32 for the float32 matrix products and convolutions left
-    outside autocast (tensor cores, 10-bit mantissa: deterministic, so equality holds);
+    which is deterministic anyway). `tf32`: TF32 for the float32 matrix products and convolutions
+    left outside bf16 autocast (tensor cores, a 10-bit mantissa; the trainer sets it with
+    `training.amp`, so a run with amp off computes in full float32, as that key promises: on an
+    H200, TF32 convolutions moved two processes' SyncBatchNorm run 1.6e-3 from one process's);
     `deterministic`: deterministic cuDNN / cuBLAS kernels and `torch.use_deterministic_algorithms`
     (warning, not failing, on an op without a deterministic kernel), so a resumed or repeated run
     ends with the same weights; otherwise `cudnn.benchmark`, whose pick of the fastest kernel per
@@ -45,7 +47,7 @@ def configure_device(device: torch.device, deterministic: bool) -> None:
     computation: cuBLAS reads its workspace setting when it starts."""
     if device.type != "cuda":
         return
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.deterministic = deterministic
     torch.backends.cudnn.benchmark = not deterministic
     if deterministic:

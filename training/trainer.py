@@ -114,7 +114,7 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                          f"into training.gpus = {world} equal shares; make it a multiple of gpus")
     if main:
         write_json(run_dir / "config.json", run_cfg)
-    device = pick_device(cfg.get("deterministic", True))
+    device = pick_device(cfg.get("deterministic", True), tf32=cfg.get("amp", True))
     loader_cfg = cfg.get("loader", {})
     method_cls = get_method(run_cfg["method"])
     aligned_stores = aligned_stores or {}

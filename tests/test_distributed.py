@@ -262,3 +262,47 @@ def test_the_workflow_starts_torchrun_for_a_two_gpu_experiment(tmp_path):
     assert 'OMP_NUM_THREADS=1 "${WORKBENCH_PYTHON:-python}" -m torch.distributed.run --standalone --nproc_per_node 2 ' \
            "-m training train" in ddp   # each process its configured thread
     assert "torch.distributed.run" not in one and '"${WORKBENCH_PYTHON:-python}" -m training train' in one
+
+
+def _bucket_worker(rank: int, folder: Path) -> None:
+    """Each of two gloo processes: gradients of a 4-layer net on its own rows, averaged by
+    `averaged_gradients` in buckets of one layer; saves what it saw."""
+    import torch.distributed as dist
+
+    from training.distributed import averaged_gradients
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{folder}/init", rank=rank, world_size=WORLD)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(*(torch.nn.Linear(8, 8) for _ in range(4)))
+    unused = torch.nn.Linear(8, 8)                                  # in the optimiser, never in the loss
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(rank))
+    own = torch.autograd.grad(net(x).square().sum(), list(net.parameters()))
+    sync = averaged_gradients([*net.parameters(), *unused.parameters()], bucket_bytes=8 * 8 * 4 + 8 * 4)
+    with sync:
+        net(x).square().sum().backward()
+        started_in_backward = len(sync.works)
+    averaged = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad(set_to_none=True)
+    with (all_used := averaged_gradients(net.parameters(), bucket_bytes=8 * 8 * 4 + 8 * 4)):
+        net(x).square().sum().backward()
+        all_started = len(all_used.works) == len(all_used.buckets) == 4
+    torch.save({"own": own, "averaged": averaged, "unused": [p.grad for p in unused.parameters()],
+                "buckets": len(sync.buckets), "started_in_backward": started_in_backward, "all_started": all_started,
+                "again": [p.grad for p in net.parameters()]}, folder / f"rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_gradients_are_averaged_bucket_by_bucket_while_backward_runs(tmp_path):
+    """Buckets of one layer each: those after the unused layer's (the first bucket, as the last
+    parameters) cannot start before it, so none starts during backward; the means are exact and the
+    unused layer keeps no gradient. Without the unused layer every bucket starts inside backward."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_bucket_worker, args=(tmp_path,), nprocs=WORLD)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
+    assert ranks[0]["buckets"] == 5 and ranks[0]["started_in_backward"] == 0 and ranks[0]["all_started"]
+    for k, mean in enumerate(ranks[0]["averaged"]):
+        torch.testing.assert_close(mean, (ranks[0]["own"][k] + ranks[1]["own"][k]) / 2)
+        assert torch.equal(mean, ranks[1]["averaged"][k]) and torch.equal(mean, ranks[0]["again"][k])
+    assert all(g is None for r in ranks for g in r["unused"])

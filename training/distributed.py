@@ -6,7 +6,7 @@ device. Per-sample state (loss EMAs, queues) is updated with the rows of every p
 (`gather_rows`), so it stays the same on every process.
 
 Without a process group (one process, the default) every helper here is a no-op and nothing
-changes: `world()` is 1, `gather_rows` returns its input, `all_reduce_mean_` does nothing.
+changes: `world()` is 1, `gather_rows` returns its input, `averaged_gradients` does nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import atexit
 import os
 from datetime import timedelta
-from typing import Iterable
+from typing import Any, Iterable
 
 import torch
 import torch.distributed as dist
@@ -97,34 +97,76 @@ def own_rows(x: torch.Tensor) -> torch.Tensor:
     return x.chunk(world())[rank()] if world() > 1 else x
 
 
-@torch.no_grad()
-def all_reduce_mean_(params: Iterable[nn.Parameter]) -> None:
-    """Replace each parameter's gradient by its mean over the processes (DistributedDataParallel's
-    all-reduce, in one flat bucket per dtype). A parameter without a gradient on some process
-    counts as zero there; one without a gradient on every process keeps none (Adam skips it, as it
-    would on one device)."""
-    if world() == 1:
-        return
-    params = [p for p in params if p.requires_grad]
-    by_dtype: dict[torch.dtype, list[nn.Parameter]] = {}
-    for p in params:
-        by_dtype.setdefault(p.dtype, []).append(p)
-    for group in by_dtype.values():
+#: gradient bytes per all-reduce (DistributedDataParallel's default bucket size): the first
+#: buckets are reduced while backward still computes the earlier layers' gradients
+BUCKET_BYTES = 25 * 2**20
+
+
+class averaged_gradients:
+    """`with averaged_gradients(params): loss.backward()` leaves each parameter's gradient the mean
+    over the processes (DistributedDataParallel's all-reduce), so the step is the one-device step
+    on the global batch. The parameters are cut into buckets of about `BUCKET_BYTES` in reverse
+    order (backward produces the last layers' gradients first); a bucket's all-reduce starts
+    asynchronously as soon as backward has produced all its gradients, and the buckets start in
+    one fixed order on every process (a bucket waits for the ones before it), so the collectives
+    pair up. At the end the rest start (a parameter without a gradient counts as zero there; one
+    without a gradient on every process keeps none, as Adam skips it on one device) and all are
+    awaited. Nothing happens with one process."""
+
+    def __init__(self, params: Iterable[nn.Parameter], bucket_bytes: int = BUCKET_BYTES):
+        self.buckets: list[list[nn.Parameter]] = []
+        if world() == 1:
+            return
+        size = 0
+        for p in reversed(list(dict.fromkeys(p for p in params if p.requires_grad))):  # each once
+            if not self.buckets or size + p.numel() * p.element_size() > bucket_bytes \
+                    or p.dtype != self.buckets[-1][0].dtype:
+                self.buckets.append([])
+                size = 0
+            self.buckets[-1].append(p)
+            size += p.numel() * p.element_size()
+
+    def __enter__(self) -> "averaged_gradients":
+        self.pending = [len(bucket) for bucket in self.buckets]
+        self.works: list[tuple[Any, torch.Tensor]] = []
+        self.hooks = [p.register_post_accumulate_grad_hook(lambda _, b=b: self._produced(b))
+                      for b, bucket in enumerate(self.buckets) for p in bucket]
+        return self
+
+    def _produced(self, b: int) -> None:
+        self.pending[b] -= 1
+        while len(self.works) < len(self.buckets) and self.pending[len(self.works)] == 0:
+            self._start(len(self.works))
+
+    @torch.no_grad()
+    def _start(self, b: int) -> None:
+        group = self.buckets[b]
         has = torch.tensor([p.grad is not None for p in group], dtype=group[0].dtype, device=group[0].device)
         flat = torch.cat([*(p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype,
                                                                                    device=p.device)
                             for p in group), has])
-        dist.all_reduce(flat)                       # one call: the gradients and who had one
-        used = flat[-len(group):] > 0
-        offset = 0
-        for p, any_grad in zip(group, used.tolist()):
-            if any_grad:
-                mean = flat[offset:offset + p.numel()].view_as(p).div_(world())
-                if p.grad is None:
-                    p.grad = mean.clone(memory_format=torch.preserve_format)
-                else:
-                    p.grad.copy_(mean)
-            offset += p.numel()
+        self.works.append((dist.all_reduce(flat, async_op=True), flat))  # the gradients and who had one
+
+    @torch.no_grad()
+    def __exit__(self, *exc) -> None:
+        for hook in self.hooks:
+            hook.remove()
+        if exc[0] is not None:
+            return
+        while len(self.works) < len(self.buckets):
+            self._start(len(self.works))
+        for group, (work, flat) in zip(self.buckets, self.works):
+            work.wait()
+            used = flat[-len(group):] > 0
+            offset = 0
+            for p, any_grad in zip(group, used.tolist()):   # once a step, after the wait
+                if any_grad:
+                    mean = flat[offset:offset + p.numel()].view_as(p).div_(world())
+                    if p.grad is None:
+                        p.grad = mean.clone(memory_format=torch.preserve_format)
+                    else:
+                        p.grad.copy_(mean)
+                offset += p.numel()
 
 
 @torch.no_grad()

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from ..data import Augmenter
-from ..distributed import all_reduce_mean_
+from ..distributed import averaged_gradients
 from ..models import build_network
 from .spec import module_specs
 
@@ -126,9 +126,9 @@ class Method(nn.Module):
         the step is the one-device step on the global batch; `across_processes=False` for a
         loss every process computes on the same rows (the self-supervised linear probe)."""
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if across_processes:
-            all_reduce_mean_(p for group in optimizer.param_groups for p in group["params"])
+        with averaged_gradients(p for group in optimizer.param_groups for p in group["params"]) \
+                if across_processes else contextlib.nullcontext():
+            loss.backward()
         optimizer.step()
 
     def autocast(self):

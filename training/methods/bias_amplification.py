@@ -29,7 +29,7 @@ from pipeline.fingerprint import read_fingerprint
 
 from .amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
                                   draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
-from ..distributed import (all_reduce_mean_, broadcast_batch_norm_, broadcast_state_, broadcast_tensor_, gather_rows,
+from ..distributed import (averaged_gradients, broadcast_batch_norm_, broadcast_state_, broadcast_tensor_, gather_rows,
                            own_rows, rank)
 from ..evaluation import accuracy, predict_store
 from ..models import build_network
@@ -94,8 +94,8 @@ class LfF(Method):
         """One step of f_b and f_d on their summed loss (gradients averaged across processes, as `Method.step`)."""
         for opt in self.optimizers():
             opt.zero_grad(set_to_none=True)
-        loss.backward()
-        all_reduce_mean_(p for opt in self.optimizers() for group in opt.param_groups for p in group["params"])
+        with averaged_gradients(p for opt in self.optimizers() for group in opt.param_groups for p in group["params"]):
+            loss.backward()
         for opt in self.optimizers():
             opt.step()
 

@@ -170,10 +170,12 @@ class averaged_gradients:
 
 
 @torch.no_grad()
-def broadcast_tensor_(x: torch.Tensor) -> None:
-    """Rank 0's `x` on every process (nothing with one)."""
+def sum_over_processes(x: torch.Tensor) -> torch.Tensor:
+    """x summed over the processes (x itself with one), the same on every process."""
     if world() > 1:
-        dist.broadcast(x.view(torch.uint8) if x.dtype == torch.bool else x, src=0)  # gloo has no bool
+        x = x.clone()
+        dist.all_reduce(x)
+    return x
 
 
 def broadcast_state_(module: nn.Module) -> None:

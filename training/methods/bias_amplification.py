@@ -29,8 +29,8 @@ from pipeline.fingerprint import read_fingerprint
 
 from .amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
                                   draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
-from ..distributed import (averaged_gradients, broadcast_batch_norm_, broadcast_state_, broadcast_tensor_, gather_rows,
-                           own_rows, rank)
+from ..distributed import (averaged_gradients, broadcast_batch_norm_, broadcast_state_, gather_rows, own_rows, rank,
+                           sum_over_processes, world)
 from ..evaluation import accuracy, predict_store
 from ..models import build_network
 from .base import Method
@@ -199,15 +199,16 @@ class LfFBiasEnsemble(LfF):
             best_steps.append(best_step)
             best_accs.append(best_acc)
             with torch.no_grad():
-                for batch in batches.in_order():
+                for i, batch in enumerate(batches.in_order()):
+                    if i % world() != rank():                  # each process scores its share of the rows
+                        continue
                     index, y = batch["index"].to(device), batch["labels"].to(device)
                     with self.autocast():
                         logits = member(self.augmenter.normalize(batch["images"].to(device))).float()
                     correct_prob[k, index] = F.softmax(logits, 1).gather(1, y[:, None]).squeeze(1)
                     wrong[k, index] = logits.argmax(1) != y
-        # rank 0's scores decide D^A everywhere: a one-ulp kernel difference must not split the ranks
-        broadcast_tensor_(correct_prob)
-        broadcast_tensor_(wrong)
+        # every row was scored by one process: the sums hold each row's scores, the same on every process
+        correct_prob, wrong = sum_over_processes(correct_prob), sum_over_processes(wrong.to(torch.uint8)).bool()
         return correct_prob, wrong, {"committee_best_step_mean": sum(best_steps) / k_members,
                                      "committee_best_step_min": float(min(best_steps)),
                                      "committee_valid_accuracy_mean": sum(best_accs) / k_members}

@@ -32,6 +32,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -86,10 +87,15 @@ def run_stage(name: str, argv: list[str], limit: float, log: Path) -> dict[str, 
     with open(log, "w") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
+        # its own process group: a stage that runs out of time takes its spawned rows, DataLoader workers
+        # and test processes with it, so they cannot slow the next stage
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
-            rc = subprocess.run(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, timeout=limit, env=env).returncode
+            rc = proc.wait(timeout=limit)
             note = "" if rc == 0 else f"exit {rc}"
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             rc, note = None, f"timed out after {limit:.0f} s"
     return {"name": name, "rc": rc, "seconds": round(time.perf_counter() - t0, 1), "note": note}
 

@@ -377,6 +377,14 @@ def table(results: dict[str, dict[str, Any]], archs: dict[str, str]) -> list[str
     return rows
 
 
+def write_json(path: Path, device: torch.device, args: argparse.Namespace, results: dict[str, dict[str, Any]],
+               archs: dict[str, str], failures: dict[str, str]) -> None:
+    """The rows measured so far, their networks and the goal lines, for `benchmarks.device_check`."""
+    path.write_text(json.dumps({"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
+                                "size": args.size, "stream": args.stream, "results": results, "networks": archs,
+                                "goals": goal_lines(results), "failures": failures}, indent=1))
+
+
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="auto", help="auto (cuda if available), cuda or cpu")
@@ -452,6 +460,8 @@ def main(argv: list[str] | None = None) -> None:
             except Exception as exc:  # one row's failure (out of memory) must not lose the others' figures
                 failures[name] = f"{type(exc).__name__}: {exc}"
                 print(f"  {name} FAILED: {failures[name]}", flush=True)
+            if args.json:  # after every row: a run stopped for time still leaves the rows it measured
+                write_json(args.json, device, args, results, archs, failures)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print()
@@ -468,10 +478,7 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(f"  {line}" for line in goal_lines(results)))
     print(f"total time: {time.perf_counter() - t_start:.0f} s")
     if args.json:
-        args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(device) if gpu else "CPU",
-                                         "size": args.size, "stream": args.stream, "results": results,
-                                         "networks": archs, "goals": goal_lines(results), "failures": failures},
-                                        indent=1))
+        write_json(args.json, device, args, results, archs, failures)
     if failures:
         raise SystemExit(f"failed rows: {', '.join(failures)}")
 

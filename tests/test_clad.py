@@ -148,3 +148,29 @@ def test_foreground_share():
     sal[1] = 1.0
     masks = np.array([[[1, 0], [0, 0]], [[1, 1], [0, 0]]])
     assert foreground_share(sal, masks).tolist() == pytest.approx([0.75, 0.5])
+
+
+def test_the_dictionary_enqueues_as_a_per_key_fifo(tmp_path):
+    """`NegativeDictionary.push` (every key at once, no host reads) against the plain per-key FIFO it
+    implements: random keys, batches larger than a queue, wrap-around, entries marked invalid."""
+    from training.methods.clad import NegativeDictionary
+
+    def fifo_push(d, feats, keys, rows):
+        size = d.feats.shape[1]
+        for key in torch.unique(keys).tolist():
+            f, r = feats[keys == key][-size:], rows[keys == key][-size:]
+            slots = (d.ptr[key] + torch.arange(len(f))) % size
+            d.feats[key, slots], d.rows[key, slots] = f, r
+            d.ptr[key] = (d.ptr[key] + len(f)) % size
+
+    g = torch.Generator().manual_seed(0)
+    for trial in range(60):
+        n_keys, size = 1 + trial % 4, 1 + trial % 5
+        reference, ours = NegativeDictionary(n_keys, size, 3), NegativeDictionary(n_keys, size, 3)
+        for m in (0, 3, 2 * size + 1, 7):
+            feats, keys = torch.randn(m, 3, generator=g), torch.randint(0, n_keys, (m,), generator=g)
+            rows, valid = torch.randint(0, 99, (m,), generator=g), torch.rand(m, generator=g) < 0.8
+            fifo_push(reference, feats[valid], keys[valid], rows[valid])
+            ours.push(feats, keys, rows, valid=valid)
+            assert torch.equal(reference.feats, ours.feats) and torch.equal(reference.rows, ours.rows)
+            assert torch.equal(reference.ptr, ours.ptr)

@@ -49,7 +49,7 @@ def small_stores(tmp_path_factory) -> dict:
 
 def _one_step(name: str, stores: dict):
     run = paper_run_configs([name], None, committee_steps=2)[name]
-    device = pick_device(run["training"].get("deterministic", True))
+    device = pick_device(run["training"].get("deterministic", True), tf32=run["training"].get("amp", True))
     cls = get_method(run["method"])
     batches = ZarrBatches(stores["original"], "train", run["training"]["batch_size"], shuffle=True, seed=0,
                           drop_last=True, fields=("images", "labels", "bias_labels", *cls.extra_fields),

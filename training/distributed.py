@@ -100,6 +100,9 @@ def own_rows(x: torch.Tensor) -> torch.Tensor:
 #: gradient bytes per all-reduce (DistributedDataParallel's default bucket size): the first
 #: buckets are reduced while backward still computes the earlier layers' gradients
 BUCKET_BYTES = 25 * 2**20
+#: set once batch norms over the global batch are in use (`synchronise_batch_norm`): their backward
+#: all-reduces, so gradient buckets start only after backward (`averaged_gradients`)
+_COLLECTIVES_IN_BACKWARD = False
 
 
 class averaged_gradients:
@@ -127,21 +130,27 @@ class averaged_gradients:
             size += p.numel() * p.element_size()
 
     def __enter__(self) -> "averaged_gradients":
-        self.pending = [len(bucket) for bucket in self.buckets]
+        self.pending = [{id(p) for p in bucket} for bucket in self.buckets]
         self.works: list[tuple[Any, torch.Tensor]] = []
-        self.hooks = [p.register_post_accumulate_grad_hook(lambda _, b=b: self._produced(b))
-                      for b, bucket in enumerate(self.buckets) for p in bucket]
+        # a batch norm over the global batch all-reduces inside backward: the buckets then all start after
+        # it, or a process whose bucket waits (a parameter without a gradient there) would pair its
+        # collectives with another's in another order
+        self.hooks = [] if _COLLECTIVES_IN_BACKWARD else [
+            p.register_post_accumulate_grad_hook(lambda param, b=b: self._produced(b, param))
+            for b, bucket in enumerate(self.buckets) for p in bucket]
         return self
 
-    def _produced(self, b: int) -> None:
-        self.pending[b] -= 1
-        while len(self.works) < len(self.buckets) and self.pending[len(self.works)] == 0:
+    def _produced(self, b: int, param: nn.Parameter) -> None:
+        self.pending[b].discard(id(param))  # a hook firing twice counts once
+        while len(self.works) < len(self.buckets) and not self.pending[len(self.works)]:
             self._start(len(self.works))
 
     @torch.no_grad()
     def _start(self, b: int) -> None:
         group = self.buckets[b]
-        has = torch.tensor([p.grad is not None for p in group], dtype=group[0].dtype, device=group[0].device)
+        # built on the host and sent without waiting (a device tensor made from a list waits for the GPU)
+        has = torch.tensor([p.grad is not None for p in group], dtype=group[0].dtype).to(group[0].device,
+                                                                                          non_blocking=True)
         flat = torch.cat([*(p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype,
                                                                                    device=p.device)
                             for p in group), has])
@@ -267,6 +276,8 @@ def _global_batch_norm(module: nn.Module) -> nn.Module:
 def synchronise_batch_norm(module: nn.Module, on: torch.device) -> nn.Module:
     """`module` with batch norm over the global batch (`training.sync_bn`): `nn.SyncBatchNorm`
     on CUDA, `GlobalBatchNorm` elsewhere. Parameters and buffers are shared with the originals."""
+    global _COLLECTIVES_IN_BACKWARD
+    _COLLECTIVES_IN_BACKWARD = True
     if on.type == "cuda":
         return nn.SyncBatchNorm.convert_sync_batchnorm(module)
     return _global_batch_norm(module)

@@ -35,8 +35,9 @@ def rbf_kernel(x: torch.Tensor, sigma: float | None) -> torch.Tensor:
     sq = (x * x).sum(1)
     d2 = (sq[:, None] + sq[None, :] - 2 * x @ x.T).clamp_min(0.0)  # (m, m)
     if sigma is None:
-        off_diagonal = ~torch.eye(len(x), dtype=torch.bool, device=x.device)
-        sigma = d2.detach()[off_diagonal].sqrt().median().clamp_min(1e-6)
+        m = len(x)  # the off-diagonal entries in row order, without a boolean mask (its indexing waits for a GPU)
+        off_diagonal = d2.detach().flatten()[1:].view(m - 1, m + 1)[:, :-1]
+        sigma = off_diagonal.sqrt().median().clamp_min(1e-6)
     return torch.exp(-d2 / (2 * sigma ** 2))
 
 

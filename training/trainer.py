@@ -155,7 +155,7 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
             method.train()
             # each process its own augmentations; one process keeps the seed it always had
             method.generator.manual_seed(name_seed("augment", experiment, seed, epoch, *([rank] if world > 1 else [])))
-            sums: dict[str, torch.Tensor] = {}  # on the device
+            sums: dict[str, torch.Tensor | float] = {}  # device tensors or host numbers
             counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
             interval: dict[str, list[torch.Tensor]] = {}  # statistics since the last curve point
             steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
@@ -165,8 +165,9 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                 stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
                 distributed.broadcast_batch_norm_(method)  # rank 0's running statistics, as DDP's buffers
                 for key, value in stats.items():
-                    # kept on the device (float64, the sum a Python float would give) and read once an epoch
-                    value = torch.as_tensor(value, dtype=torch.float64, device=device)
+                    # a device tensor stays there (float64: the sum a Python float would give), read once an
+                    # epoch; a host number stays a host number
+                    value = value.double() if isinstance(value, torch.Tensor) else float(value)
                     sums[key] = sums.get(key, 0.0) + value
                     counts[key] = counts.get(key, 0) + 1
                     interval.setdefault(key, []).append(value)
@@ -216,7 +217,10 @@ def on_cpu(state: Any) -> Any:
     if isinstance(state, torch.Tensor):
         return state.detach().cpu()
     if isinstance(state, dict):
-        return type(state)((k, on_cpu(v)) for k, v in state.items())
+        out = type(state)((k, on_cpu(v)) for k, v in state.items())
+        if hasattr(state, "_metadata"):  # a state dict's module versions
+            out._metadata = state._metadata
+        return out
     if isinstance(state, (list, tuple)):
         return type(state)(on_cpu(v) for v in state)
     return state
@@ -235,7 +239,9 @@ def _resume(ckpt_path: Path, method: Method, schedulers, run_hash: str) -> tuple
     config (hash `run_hash`), else (0, [])."""
     if not ckpt_path.exists():
         return 0, []
-    state = torch.load(ckpt_path, map_location=next(method.parameters()).device, weights_only=False)
+    # on the CPU: `load_state_dict` copies the weights to their device, and optimiser step counts stay host
+    # tensors, as in an uninterrupted run (on the GPU each would be read back every step)
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     if state.get("config_hash") != run_hash:
         if distributed.is_main():
             print(f"{ckpt_path} was made with config {state.get('config_hash')}, this run's config is {run_hash} "

@@ -31,6 +31,11 @@ def for_scoring() -> Iterator[None]:
         _FOR_SCORING.reset(token)
 
 
+def _forget_host_counts(module: "Method", incompatible_keys) -> None:
+    """After a state is loaded, `host_count` reads the counters anew."""
+    module._host_counts.clear()
+
+
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of `values` (B,) over `mask` (B,) bool, 0 where the mask is empty: a statistic of some
     rows without reading the mask back to the host (`values[mask].mean()` needs its size)."""
@@ -78,7 +83,7 @@ class Method(nn.Module):
         self.total_steps = 1      # the run's optimiser steps (`training.run_length`), set by the trainer
         self.autocast_dtype: torch.dtype | None = None
         self._host_counts: dict[str, int] = {}  # `host_count`'s copies, dropped when a state is loaded
-        self.register_load_state_dict_post_hook(lambda module, keys: module._host_counts.clear())
+        self.register_load_state_dict_post_hook(_forget_host_counts)
 
     def host_count(self, name: str) -> int:
         """The step-counter buffer `name` (checkpointed with the weights, on the device) as a Python
@@ -88,10 +93,11 @@ class Method(nn.Module):
             self._host_counts[name] = int(getattr(self, name))
         return self._host_counts[name]
 
-    def count_step(self, name: str) -> None:
-        """One more step on the counter `name`, in the buffer and in its host copy."""
-        self._host_counts[name] = self.host_count(name) + 1
-        getattr(self, name).add_(1)
+    def count_step(self, name: str, by: int = 1, modulo: int | None = None) -> None:
+        """Advance the counter `name` by `by` (modulo `modulo`), in the buffer and in its host copy."""
+        value = self.host_count(name) + by
+        self._host_counts[name] = value if modulo is None else value % modulo
+        getattr(self, name).fill_(self._host_counts[name])
 
     def build_biased_network(self, arch: str) -> nn.Module:
         """A randomly initialised network of `arch` (e.g. ReBias's biased-by-design G)."""

@@ -55,19 +55,31 @@ class NegativeDictionary(nn.Module):
         self.register_buffer("ptr", torch.zeros(keys, dtype=torch.long))
 
     @torch.no_grad()
-    def push(self, feats: torch.Tensor, keys: torch.Tensor, rows: torch.Tensor) -> None:
-        """Enqueue feats (M, D) under `keys` (M,) in batch order; the oldest entries leave first
-        (more than `size` new entries under one key: the last `size` stay). All keys at once, on
-        the device, without reading the keys back to the host."""
-        size, n_keys = self.feats.shape[1], self.feats.shape[0]
-        same = F.one_hot(keys, n_keys)                                   # (M, K)
+    def push(self, feats: torch.Tensor, keys: torch.Tensor, rows: torch.Tensor,
+             valid: torch.Tensor | None = None) -> None:
+        """Enqueue feats (M, D) under `keys` (M,) in batch order, those `valid` (M,) marks (all by
+        default); the oldest entries leave first (more than `size` new entries under one key: the
+        last `size` stay). Every slot of every key at once, on the device, without reading anything
+        back to the host (a boolean mask's indexing would): slot s of key k takes the new entry of
+        rank (s - ptr[k]) mod size among those kept, if there is one."""
+        n_keys, size = self.feats.shape[:2]
+        m = len(keys)
+        if m == 0:
+            return
+        valid = torch.ones_like(keys, dtype=torch.bool) if valid is None else valid
+        same = F.one_hot(keys, n_keys) * valid[:, None]                  # (M, K)
         rank = (same.cumsum(0) * same).sum(1) - 1                        # (M,) place among its key's entries
         count = same.sum(0)                                              # (K,) new entries per key
-        rank = rank - (count - size).clamp_min(0)[keys]                  # the first ones beyond `size` drop out
-        kept = rank >= 0
-        slots = (self.ptr[keys] + rank) % size
-        self.feats[keys[kept], slots[kept]] = feats[kept].detach().to(self.feats.dtype)
-        self.rows[keys[kept], slots[kept]] = rows[kept]
+        # entry_of[k * M + r]: the batch position of key k's r-th new entry (the invalid ones to slots of their own)
+        where = torch.where(valid, keys * m + rank, n_keys * m + torch.arange(m, device=keys.device))
+        entry_of = torch.zeros(n_keys * m + m, dtype=torch.long, device=keys.device).scatter_(
+            0, where, torch.arange(m, device=keys.device))
+        j = (torch.arange(size, device=keys.device)[None, :] - self.ptr[:, None]) % size   # (K, N) rank among the kept
+        taken = j < count.clamp_max(size)[:, None]                       # (K, N) slots that get a new entry
+        r = j + (count - size).clamp_min(0)[:, None]                     # its rank among all the key's new entries
+        source = entry_of[(torch.arange(n_keys, device=keys.device)[:, None] * m + r).clamp_max(n_keys * m - 1)]
+        self.feats.copy_(torch.where(taken[..., None], feats[source].to(self.feats.dtype), self.feats))
+        self.rows.copy_(torch.where(taken, rows[source], self.rows))
         self.ptr.copy_((self.ptr + count.clamp_max(size)) % size)
 
     def negatives(self, keys: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,8 +140,7 @@ class CLAD(Method):
         keys = bg_labels if self.keyed_negatives else torch.zeros_like(bg_labels)
         # paper order: the batch's positives enter the dictionary, then negatives are drawn; with several
         # processes, every process's positives in rank order (the global batch's), so the dictionaries stay equal
-        every = gather_rows(found)
-        self.dictionary.push(gather_rows(z_p.detach())[every], gather_rows(keys)[every], gather_rows(rows)[every])
+        self.dictionary.push(gather_rows(z_p.detach()), gather_rows(keys), gather_rows(rows), valid=gather_rows(found))
         negatives, usable = self.dictionary.negatives(y if self.keyed_negatives else torch.zeros_like(y), rows)
         ce = F.cross_entropy(logits_a, y)
         con = info_nce(z_a[found], z_p[found], negatives[found], self.args["tau"], usable[found]) \

@@ -303,10 +303,12 @@ class MoCoV2(SelfSupervised):
     def enqueue(self, keys: torch.Tensor) -> None:
         """Replace the oldest entries of the queue by `keys` (B, dim)."""
         k = len(self.queue)
-        keys = keys[-k:]
-        slots = (self.queue_ptr + torch.arange(len(keys), device=keys.device)) % k
-        self.queue[slots] = F.normalize(keys.float(), dim=1)
-        self.queue_ptr.copy_((self.queue_ptr + len(keys)) % k)
+        keys = F.normalize(keys[-k:].float(), dim=1)
+        ptr, n = self.host_count("queue_ptr"), len(keys)   # slices from a host pointer: no index read back
+        first = min(n, k - ptr)
+        self.queue[ptr:ptr + first] = keys[:first]
+        self.queue[:n - first] = keys[first:]
+        self.count_step("queue_ptr", n, k)
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         images = batch["images"]                                          # (B, H, W, 3) uint8

@@ -229,7 +229,8 @@ def on_cpu(state: Any) -> Any:
 def _save_checkpoint(path: Path, method: Method, schedulers, next_epoch: int, history: list[dict],
                      run_hash: str) -> None:
     with atomic_path(path) as tmp:
-        torch.save({"method": on_cpu(method.state_dict()), "optimizers": [on_cpu(o.state_dict()) for o in method.optimizers()],
+        torch.save({"method": on_cpu(method.state_dict()),
+                    "optimizers": [on_cpu(o.state_dict()) for o in method.optimizers()],
                     "schedulers": [s.state_dict() for s in schedulers], "next_epoch": next_epoch,
                     "history": history, "config_hash": run_hash}, tmp)
 

@@ -95,7 +95,8 @@ def choose_partners(labels: torch.Tensor, generator: torch.Generator) -> tuple[t
     Returns (partner (B,), found (B,) bool); `found` is False only when the batch holds no
     other class, and then `partner` must not be used.
     """
-    scores = torch.rand(len(labels), len(labels), generator=generator).to(labels.device, non_blocking=True)  # drawn on the CPU
+    # drawn on the CPU (its generator), sent without waiting
+    scores = torch.rand(len(labels), len(labels), generator=generator).to(labels.device, non_blocking=True)
     best, partner = scores.masked_fill(labels[:, None] == labels[None, :], -1.0).max(1)
     return partner, best >= 0
 

@@ -39,6 +39,14 @@ def cell_order(n_cells: int, n_needed: int, generator: torch.Generator) -> torch
     return torch.cat([torch.randperm(n_cells, generator=generator) for _ in range(passes)])[:n_needed]
 
 
+def draw_tiling(s: int, d: int, generator: torch.Generator) -> tuple[tuple[int, int], torch.Tensor]:
+    """The random numbers of one patch tiling of an S x S image with patch side d: the grid's offset
+    (y, x) and the cell of each of the ceil(S/d)^2 tiles (`cell_order`), in that order from `generator`."""
+    per_side, tiles = s // d, math.ceil(s / d)
+    oy, ox = (int(torch.randint(0, s - per_side * d + 1, (1,), generator=generator)) for _ in range(2))
+    return (oy, ox), cell_order(per_side ** 2, tiles ** 2, generator)
+
+
 def patch_negative(image: torch.Tensor, d: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """One patch negative of image (S, S, C) with patch side d.
 
@@ -47,10 +55,10 @@ def patch_negative(image: torch.Tensor, d: int, generator: torch.Generator) -> t
     """
     s = image.shape[0]
     per_side, tiles = s // d, math.ceil(s / d)                     # cells per grid side, tiles per side
-    oy, ox = (int(torch.randint(0, s - per_side * d + 1, (1,), generator=generator)) for _ in range(2))
+    (oy, ox), chosen = draw_tiling(s, d, generator)
     grid = image[oy:oy + per_side * d, ox:ox + per_side * d]       # (n d, n d, C)
     cells = grid.reshape(per_side, d, per_side, d, -1).permute(0, 2, 1, 3, 4).reshape(per_side ** 2, d, d, -1)
-    chosen = cell_order(per_side ** 2, tiles ** 2, generator).to(image.device)
+    chosen = chosen.to(image.device)
     tiled = cells[chosen].reshape(tiles, tiles, d, d, -1).permute(0, 2, 1, 3, 4).reshape(tiles * d, tiles * d, -1)
     sources = torch.stack([oy + chosen.cpu() // per_side * d, ox + chosen.cpu() % per_side * d], dim=1)
     return tiled[:s, :s], sources
@@ -78,10 +86,9 @@ def patch_tilings(b: int, size: int, generator: torch.Generator, d_range: tuple[
     d, offset = torch.tensor(sizes), torch.zeros(b, 2, dtype=torch.long)
     chosen = torch.zeros(b, max_tiles, dtype=torch.long)
     for k, dk in enumerate(sizes):                                            # the draws of `patch_negative`
-        per_side, tiles = size // dk, math.ceil(size / dk)
-        offset[k] = torch.tensor([int(torch.randint(0, size - per_side * dk + 1, (1,), generator=generator))
-                                  for _ in range(2)])
-        chosen[k, :tiles ** 2] = cell_order(per_side ** 2, tiles ** 2, generator)
+        (oy, ox), cells = draw_tiling(size, dk, generator)
+        offset[k] = torch.tensor([oy, ox])
+        chosen[k, :len(cells)] = cells
     return _tiling_map(*(t.to(device, non_blocking=True) for t in (d, offset, chosen)), size)
 
 

@@ -137,9 +137,10 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
                 problems.append(f"{here}: declares a deviation but {run or 'the config'} runs the paper's value "
                                 f"{got!r}; remove the deviation")
     skipped = [n["key"] for n in protocol.get("not_compared", [])] + list(EXECUTION_SETTINGS)
+    unsettings = {*path_keys(config), *unread_keys(config)}  # one walk of the config for every run
     for run, keys in covered.items():
         rc = slices.run_config(config, run_name(config, run), config["seeds"][0])
-        keys = keys | _not_dataset_settings(config, rc["dataset"])
+        keys = keys | _not_dataset_settings(config, rc["dataset"], unsettings)
         for section in COVERED_SECTIONS:
             for leaf in _leaves(rc[section], section):
                 if leaf == section:  # an empty section (a method without arguments)
@@ -150,13 +151,13 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
     return problems
 
 
-def _not_dataset_settings(config: dict[str, Any], dataset: str) -> set[str]:
+def _not_dataset_settings(config: dict[str, Any], dataset: str, unsettings: set[str]) -> set[str]:
     """`dataset_config.<key>` of `dataset`'s section that are no settings: the user's file paths
-    (the data, checked elsewhere), keys `x-read-when` leaves unread, and `STORAGE_KEYS`."""
+    and the keys `x-read-when` leaves unread (`unsettings`, dotted keys of the config), and
+    `STORAGE_KEYS`."""
     prefix = f"datasets.{dataset}."
     section = config["datasets"][dataset]
-    out = {"dataset_config." + k.removeprefix(prefix) for k in (*path_keys(config), *unread_keys(config))
-           if k.startswith(prefix)}
+    out = {"dataset_config." + k.removeprefix(prefix) for k in unsettings if k.startswith(prefix)}
     return out | {leaf for leaf in _leaves(section, "dataset_config") if leaf.rsplit(".", 1)[-1] in STORAGE_KEYS}
 
 

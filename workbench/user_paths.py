@@ -49,14 +49,19 @@ def _exists(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) ->
 _PROPERTIES = jsonschema.Draft202012Validator.VALIDATORS["properties"]
 
 
+def _read(properties: dict[str, Any], instance: dict[str, Any]) -> dict[str, Any]:
+    """The `properties` the config reads: those whose `x-read-when` its siblings meet."""
+    return {k: v for k, v in properties.items()
+            if all(instance.get(sibling, properties.get(sibling, {}).get("default")) in values
+                   for sibling, values in v.get(WHEN_KEYWORD, {}).items())}
+
+
 def _read_properties(validator: Any, properties: dict[str, Any], instance: Any,
                      schema: dict[str, Any]) -> Iterator[ValidationError]:
     """`properties`, leaving out the keys the config does not read (`x-read-when`): a paper config's
     alternative source (ImageNet beside the IN-9 folder) need not exist."""
     if isinstance(instance, dict):
-        properties = {k: v for k, v in properties.items()
-                      if all(instance.get(sibling, properties.get(sibling, {}).get("default")) in values
-                             for sibling, values in v.get(WHEN_KEYWORD, {}).items())}
+        properties = _read(properties, instance)
     yield from _PROPERTIES(validator, properties, instance, schema)
 
 
@@ -76,9 +81,7 @@ def _unread_properties(validator: Any, properties: dict[str, Any], instance: Any
     """`properties` reporting each key of the instance that `x-read-when` leaves unread (an error
     at that key), then descending into the keys read."""
     if isinstance(instance, dict):
-        read = {k: v for k, v in properties.items()
-                if all(instance.get(sibling, properties.get(sibling, {}).get("default")) in values
-                       for sibling, values in v.get(WHEN_KEYWORD, {}).items())}
+        read = _read(properties, instance)
         for key in sorted(set(properties) - set(read)):
             if key in instance:
                 yield ValidationError("not read", path=[key], validator=WHEN_KEYWORD)
@@ -94,13 +97,8 @@ def _unread_validator() -> jsonschema.protocols.Validator:
 def unread_keys(config: dict[str, Any]) -> set[str]:
     """Dotted keys of `config` its `x-read-when` conditions leave unread (an alternative source's
     section, a style folder of embedded styles)."""
-    def walk(errors: Iterator[ValidationError]) -> Iterator[ValidationError]:
-        for error in errors:
-            if error.validator == WHEN_KEYWORD:
-                yield error
-            yield from walk(iter(error.context or ()))
-
-    return {".".join(map(str, e.absolute_path)) for e in walk(_unread_validator().iter_errors(config))}
+    errors = _keyword_errors(_unread_validator().iter_errors(config), WHEN_KEYWORD)
+    return {".".join(map(str, e.absolute_path)) for e in errors}
 
 
 @cache
@@ -113,12 +111,17 @@ def _validator(mode: str) -> jsonschema.protocols.Validator:
     return extended(load_schema())
 
 
-def _path_errors(errors: Iterator[ValidationError]) -> Iterator[ValidationError]:
-    """The `x-path` errors among `errors`, those inside a failed `oneOf` / `anyOf` branch included."""
+def _keyword_errors(errors: Iterator[ValidationError], keyword: str) -> Iterator[ValidationError]:
+    """The errors of `keyword` among `errors`, those inside a failed `oneOf` / `anyOf` branch included."""
     for error in errors:
-        if error.validator == PATH_KEYWORD:
+        if error.validator == keyword:
             yield error
-        yield from _path_errors(iter(error.context or ()))
+        yield from _keyword_errors(iter(error.context or ()), keyword)
+
+
+def _path_errors(errors: Iterator[ValidationError]) -> Iterator[ValidationError]:
+    """The `x-path` errors among `errors`."""
+    return _keyword_errors(errors, PATH_KEYWORD)
 
 
 def missing_paths(config: dict[str, Any]) -> list[str]:

@@ -91,7 +91,8 @@ def _unread_properties(validator: Any, properties: dict[str, Any], instance: Any
 
 @cache
 def _unread_validator() -> jsonschema.protocols.Validator:
-    return jsonschema.validators.extend(jsonschema.Draft202012Validator, {"properties": _unread_properties})(load_schema())
+    extended = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"properties": _unread_properties})
+    return extended(load_schema())
 
 
 def unread_keys(config: dict[str, Any]) -> set[str]:

@@ -13,9 +13,9 @@ is validated against config/schema.yaml and the methods' declarations before any
 import sys
 
 sys.path.insert(0, workflow.basedir)
-from workbench.config import ConfigError, resolve_config
-from workbench.resources import local_gpu_cap
-from workbench.user_paths import missing_paths
+from debias_workbench.workflow.config import ConfigError, resolve_config
+from debias_workbench.workflow.resources import local_gpu_cap
+from debias_workbench.workflow.user_paths import missing_paths
 
 
 configfile: "config/config.yaml"

@@ -35,7 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state, vmap
 
-from training.models import SmallCNN
+from debias_workbench.training.models import SmallCNN
 
 
 def grouped_network(models: list[SmallCNN]) -> nn.Module:

@@ -18,8 +18,8 @@ import time
 import torch
 import yaml
 
-from training.losses import info_nce
-from training.methods import METHODS
+from debias_workbench.training.losses import info_nce
+from debias_workbench.training.methods import METHODS
 
 from .loader import ROOT
 

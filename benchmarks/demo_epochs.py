@@ -33,9 +33,9 @@ from pathlib import Path
 import torch
 import yaml
 
-from workbench.config import deep_merge, resolve_config
-from workbench.resources import JOB_ENVIRONMENT
-from workbench.slices import run_config
+from debias_workbench.workflow.config import deep_merge, resolve_config
+from debias_workbench.workflow.resources import JOB_ENVIRONMENT
+from debias_workbench.workflow.slices import run_config
 
 from .loader import ROOT
 
@@ -127,7 +127,7 @@ def _run_costs(run: dict, results: Path, baseline: dict, epochs: int) -> dict[st
 _TRAIN = """
 import json, sys
 from pathlib import Path
-from training.trainer import train
+from debias_workbench.training.trainer import train
 run_dir = Path(sys.argv[1])
 train(json.loads((run_dir / "run.json").read_text()), Path(sys.argv[2]), run_dir,
       {k: Path(v) for k, v in json.loads(sys.argv[3]).items()})

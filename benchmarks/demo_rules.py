@@ -34,7 +34,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from core.phases import PHASES_LINE
+from debias_workbench.core.phases import PHASES_LINE
 
 #: the phases `core.phases` records, in the order of a job's life
 PHASES = ("imports", "store_checks", "loading", "setup", "epochs", "scoring", "saving", "other")

@@ -20,10 +20,10 @@ import cv2
 import numpy as np
 import yaml
 
-from pipeline.imageio import load_rgb
-from pipeline.segment_stage import run_segment_stage
-from pipeline.segmentation import fallback_box, grabcut
-from pipeline.sources import list_source_items
+from debias_workbench.pipeline.imageio import load_rgb
+from debias_workbench.pipeline.segment_stage import run_segment_stage
+from debias_workbench.pipeline.segmentation import fallback_box, grabcut
+from debias_workbench.pipeline.sources import list_source_items
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -67,12 +67,12 @@ import yaml
 import zarr
 from PIL import Image
 
-from core.seeding import name_rng, name_seed
-from pipeline.imageio import load_rgb
-from pipeline.sources.synthetic import render_sample
-from pipeline.store import atomic_store, create_array
-from workbench.config import deep_merge, resolve_config
-from workbench.slices import run_config
+from debias_workbench.core.seeding import name_rng, name_seed
+from debias_workbench.pipeline.imageio import load_rgb
+from debias_workbench.pipeline.sources.synthetic import render_sample
+from debias_workbench.pipeline.store import atomic_store, create_array
+from debias_workbench.workflow.config import deep_merge, resolve_config
+from debias_workbench.workflow.slices import run_config
 
 from .loader import ROOT
 
@@ -250,11 +250,11 @@ def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_n
     """One method through the trainer's path, in this process: `training.trainer.train`'s
     ZarrBatches arguments, `build_method`, `setup`, the epoch's augmentation seed and `update` on
     the batch moved with non_blocking copies, as that loop does."""
-    from training.build import build_method
-    from training.data import ZarrBatches
-    from training.methods import get_method
+    from debias_workbench.training.build import build_method
+    from debias_workbench.training.data import ZarrBatches
+    from debias_workbench.training.methods import get_method
 
-    from training.build import configure_device
+    from debias_workbench.training.build import configure_device
 
     device = torch.device(device_name)
     cfg, experiment, seed = run_cfg["training"], run_cfg["experiment"], run_cfg["seed"]

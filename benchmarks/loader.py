@@ -28,11 +28,11 @@ import numpy as np
 import zarr
 from PIL import Image
 
-from pipeline.fingerprint import write_fingerprint
-from pipeline.imageio import load_rgb
-from pipeline.sources.synthetic import render_sample
-from pipeline.store import create_array
-from training.data import UNITS_PER_CLASS, ZarrBatches
+from debias_workbench.pipeline.fingerprint import write_fingerprint
+from debias_workbench.pipeline.imageio import load_rgb
+from debias_workbench.pipeline.sources.synthetic import render_sample
+from debias_workbench.pipeline.store import create_array
+from debias_workbench.training.data import UNITS_PER_CLASS, ZarrBatches
 
 
 ROOT = Path(__file__).resolve().parents[1]

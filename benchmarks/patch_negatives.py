@@ -18,9 +18,9 @@ import time
 import torch
 import yaml
 
-from training.build import pick_device
-from training.methods.ssl import MoCoV2
-from training.negatives import patch_negatives
+from debias_workbench.training.build import pick_device
+from debias_workbench.training.methods.ssl import MoCoV2
+from debias_workbench.training.negatives import patch_negatives
 
 from .stylize_texture import ROOT
 

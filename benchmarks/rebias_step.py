@@ -18,8 +18,8 @@ import time
 import torch
 import yaml
 
-from training.losses import hsic
-from training.methods import METHODS
+from debias_workbench.training.losses import hsic
+from debias_workbench.training.methods import METHODS
 
 from .loader import ROOT
 

@@ -29,8 +29,8 @@ import argparse
 import numpy as np
 from scipy import special
 
-from core.statistics import RunValue, difference, run_value
-from training.evaluation import scored_share
+from debias_workbench.core.statistics import RunValue, difference, run_value
+from debias_workbench.training.evaluation import scored_share
 
 #: standard deviation of the per-image logits: seeds disagree on ~3 % of images
 SPREAD = 20.0

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from pipeline.derived_stage import run_derived_stage
-from pipeline.segment_stage import run_segment_stage
-from pipeline.sources import list_source_items
+from debias_workbench.pipeline.derived_stage import run_derived_stage
+from debias_workbench.pipeline.segment_stage import run_segment_stage
+from debias_workbench.pipeline.sources import list_source_items
 
 ROOT = Path(__file__).resolve().parents[1]
 #: IN-9 train + val images (Xiao et al. 2021: 5,045 + 450 per class), and ImageNet-1k train + val

@@ -36,7 +36,7 @@ rule analysis:
     benchmark:
         f"{R}/benchmarks/analysis/analysis_{{analysis}}.tsv",
     shell:
-        "OMP_NUM_THREADS={threads} {params.py} -m training analyse --analysis {wildcards.analysis} "
+        "OMP_NUM_THREADS={threads} {params.py} -m debias_workbench analyse --analysis {wildcards.analysis} "
         "--config {input.config} --models {input.models} --stores {params.stores} --out {output.rows} "
         "> {log} 2>&1"
 
@@ -63,7 +63,7 @@ rule analysis_saliency:
     benchmark:
         f"{R}/benchmarks/analysis_saliency/analysis_saliency.tsv",
     shell:
-        "OMP_NUM_THREADS={threads} {params.py} -m training analyse --analysis saliency "
+        "OMP_NUM_THREADS={threads} {params.py} -m debias_workbench analyse --analysis saliency "
         "--config {input.config} --models {input.models} --stores {params.stores} --out {output.rows} "
         "--arrays {output.arrays} > {log} 2>&1"
 
@@ -90,6 +90,6 @@ rule analysis_texture:
     benchmark:
         f"{R}/benchmarks/analysis_texture/analysis_texture.tsv",
     shell:
-        "OMP_NUM_THREADS={threads} {params.py} -m training analyse --analysis texture "
+        "OMP_NUM_THREADS={threads} {params.py} -m debias_workbench analyse --analysis texture "
         "--config {input.config} --models {input.models} --stores {params.stores} --out {output.rows} "
         "> {log} 2>&1"

@@ -7,15 +7,15 @@ import re
 import sys
 from pathlib import Path
 
-from pipeline import variants
-from pipeline.segment_stage import shard_count
-from pipeline.sources.listing import folder_fingerprint
-from pipeline.datasets import get_family
-from workbench import job_server
-from workbench import resources as res
-from workbench.config import (background_challenge_runs, dataset_family, dataset_variants, packs, runs, scoring,
+from debias_workbench.pipeline import variants
+from debias_workbench.pipeline.segment_stage import shard_count
+from debias_workbench.pipeline.sources.listing import folder_fingerprint
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.workflow import job_server
+from debias_workbench.workflow import resources as res
+from debias_workbench.workflow.config import (background_challenge_runs, dataset_family, dataset_variants, packs, runs, scoring,
                               scoring_packs)
-from workbench.slices import (analysis_config, config_provenance, dataset_job_config, imagenet_evaluation_config,
+from debias_workbench.workflow.slices import (analysis_config, config_provenance, dataset_job_config, imagenet_evaluation_config,
                               official_evaluation_config, report_config, run_config, scoring_config,
                               slice_file)
 

@@ -25,5 +25,5 @@ rule evaluate_imagenet_model:
     benchmark:
         f"{R}/benchmarks/evaluate_imagenet_model/evaluate_base_in.tsv",
     shell:
-        "OMP_NUM_THREADS={threads} {params.py} -m training evaluate-imagenet --config {input.config} "
+        "OMP_NUM_THREADS={threads} {params.py} -m debias_workbench evaluate-imagenet --config {input.config} "
         "--stores {params.stores} --out {output} > {log} 2>&1"

@@ -27,7 +27,7 @@ rule in9_synthetic_source:
     benchmark:
         f"{R}/benchmarks/in9_synthetic_source/{{dataset}}_synthetic_source.tsv",
     shell:
-        "{params.py} -m pipeline source --family in9 --config {input.config} --out {output} > {log} 2>&1"
+        "{params.py} -m debias_workbench generate source --family in9 --config {input.config} --out {output} > {log} 2>&1"
 
 
 checkpoint in9_list:
@@ -53,7 +53,7 @@ checkpoint in9_list:
     benchmark:
         f"{R}/benchmarks/in9_list/{{dataset}}_list.tsv",
     shell:
-        "{params.py} -m pipeline list --family in9 --config {input.config} --out {output.listing} "
+        "{params.py} -m debias_workbench generate list --family in9 --config {input.config} --out {output.listing} "
         "--inputs {params.synthetic} > {log} 2>&1"
 
 
@@ -77,7 +77,7 @@ rule in9_segment_shard:
     benchmark:
         f"{R}/benchmarks/in9_segment_shard/{{dataset}}_segment_{{shard}}.tsv",
     shell:
-        "{params.py} -m pipeline segment-shard --family in9 --config {input.config} --shard {wildcards.shard} "
+        "{params.py} -m debias_workbench generate segment-shard --family in9 --config {input.config} --shard {wildcards.shard} "
         "--inputs {input.listing} --out {output} > {log} 2>&1"
 
 
@@ -104,7 +104,7 @@ rule in9_segment:
     benchmark:
         f"{R}/benchmarks/in9_segment/{{dataset}}_segment.tsv",
     shell:
-        "{params.py} -m pipeline segment-gather --family in9 --config {input.config} --out {output.store} "
+        "{params.py} -m debias_workbench generate segment-gather --family in9 --config {input.config} --out {output.store} "
         "--inputs {input.listing} {input.shards} > {log} 2>&1"
 
 
@@ -133,7 +133,7 @@ rule in9_variant:
     benchmark:
         f"{R}/benchmarks/in9_variant/{{dataset}}_variant_{{variant}}.tsv",
     shell:
-        "{params.py} -m pipeline variant --family in9 --config {input.config} --workers {threads} "
+        "{params.py} -m debias_workbench generate variant --family in9 --config {input.config} --workers {threads} "
         "--variant {wildcards.variant} --out {output.store} --inputs {input.store} {input.manifest} > {log} 2>&1"
 
 
@@ -161,5 +161,5 @@ rule in9_external:
     benchmark:
         f"{R}/benchmarks/in9_external/{{dataset}}_variant_{{variant}}.tsv",
     shell:
-        "{params.py} -m pipeline variant --family in9 --config {input.config} --variant {wildcards.variant} "
+        "{params.py} -m debias_workbench generate variant --family in9 --config {input.config} --variant {wildcards.variant} "
         "--out {output.store} --inputs {input.folder} > {log} 2>&1"

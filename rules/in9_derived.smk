@@ -30,7 +30,7 @@ for _derived, _gpu in (("stylized", True), ("texture", False), ("corrupted", Fal
         benchmark:
             f"{R}/benchmarks/in9_{_derived}_shard/{{dataset}}_{{derived}}_{{shard}}.tsv",
         shell:
-            "{params.py} -m pipeline derived-shard --family in9 --config {input.config} --variant {wildcards.derived} "
+            "{params.py} -m debias_workbench generate derived-shard --family in9 --config {input.config} --variant {wildcards.derived} "
             "--shard {wildcards.shard} --inputs {input.store} --out {output} > {log} 2>&1"
 
 
@@ -58,5 +58,5 @@ rule in9_derived:
     benchmark:
         f"{R}/benchmarks/in9_derived/{{dataset}}_variant_{{derived}}.tsv",
     shell:
-        "{params.py} -m pipeline derived-gather --family in9 --config {input.config} --variant {wildcards.derived} "
+        "{params.py} -m debias_workbench generate derived-gather --family in9 --config {input.config} --variant {wildcards.derived} "
         "--out {output.store} --inputs {input.store} {input.manifest} {input.shards} > {log} 2>&1"

@@ -35,6 +35,6 @@ rule report:
     benchmark:
         f"{R}/benchmarks/report/report.tsv",
     shell:
-        "{params.py} -m report --config {input.config} --metrics {input.metrics} "
+        "{params.py} -m debias_workbench report --config {input.config} --metrics {input.metrics} "
         "--segmentation-quality {input.quality} --manifests {input.manifests} --stores {params.stores} "
         "--saliency-arrays {input.saliency} --out-dir {params.out_dir} > {log} 2>&1"

@@ -29,5 +29,5 @@ rule dataset_variant:
     benchmark:
         f"{R}/benchmarks/dataset_variant/{{dataset}}_variant_{{variant}}.tsv",
     shell:
-        "{params.py} -m pipeline variant --family {params.family} --config {input.config} "
+        "{params.py} -m debias_workbench generate variant --family {params.family} --config {input.config} "
         "--variant {wildcards.variant} --out {output.store} > {log} 2>&1"

@@ -50,7 +50,7 @@ def tiny_stores_config() -> dict:
 @pytest.fixture(scope="session")
 def tiny_stores(tmp_path_factory) -> dict[str, Path]:
     """original, only_bg_t, mixed_rand and stylized stores of `tiny_stores_config()`."""
-    from pipeline.datasets import get_family
+    from debias_workbench.pipeline.datasets import get_family
 
     cfg = tiny_stores_config()
     root = tmp_path_factory.mktemp("data")
@@ -72,7 +72,7 @@ def tiny_store(tiny_stores) -> Path:
 
 def debug_batch(method, stores: dict[str, Path], batch_size: int = 6) -> dict:
     """One training batch of the tiny stores with every field `method` needs."""
-    from training.data import ZarrBatches
+    from debias_workbench.training.data import ZarrBatches
 
     aligned = {field: stores[variant] for field, variant in method.aligned_variants.items()}
     loader = ZarrBatches(stores["original"], "train", batch_size, shuffle=True,

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torchvision
 
-from pipeline.annotations import write_voc_xml
+from debias_workbench.pipeline.annotations import write_voc_xml
 
 IN9_CLASSES = ["00_dog", "01_bird", "02_wheeled_vehicle", "03_reptile", "04_carnivore", "05_insect",
                "06_musical_instrument", "07_primate", "08_fish"]
@@ -86,7 +86,7 @@ def write_idx(path: Path, array: np.ndarray, gz: bool = True) -> None:
 
 def make_mnist_idx(root: Path, train_per_class: int, test_per_class: int) -> dict[str, str]:
     """MNIST's four idx.gz files with scikit-learn's digits scaled to 28 px; the source keys."""
-    from pipeline.mnist import sklearn_digits_28
+    from debias_workbench.pipeline.mnist import sklearn_digits_28
 
     images, labels = sklearn_digits_28()
     picks = {"train": [], "test": []}
@@ -170,7 +170,7 @@ def make_imagenet_tree(root: Path, photos: Path | None, classes_with_images: int
     (posterised copies) for the same classes plus one outside wnid each, and `paintings/` (three
     class-free style images). `photos`: ../shared/data/in9-photos-dev, whose `<wnid>_<name>.JPEG`
     photos are used for the CMC classes they show (shrunk to 160 px); else drawn pictures."""
-    from pipeline.sources.imagenet_subset import cmc_imagenet100_wnids
+    from debias_workbench.pipeline.sources.imagenet_subset import cmc_imagenet100_wnids
 
     per_class = per_class or {"train": 2, "val": 1}
     rng = np.random.default_rng(4)
@@ -235,7 +235,7 @@ def write_paper_paths(root: Path, photos: Path | None) -> Path:
     keys with smoke mode on."""
     import yaml
 
-    from pipeline.adain import packaged_weights
+    from debias_workbench.pipeline.adain import packaged_weights
 
     in9, boxes = make_in9_folder(root / "bg_challenge", photos, {"train": 3, "val": 2})
     weights = root / "models" / "resnet50-random.pth"

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.errors import PipelineError, SkipItem
-from pipeline.annotations import read_voc_boxes, write_voc_xml
-from pipeline.datasets import get_family
-from pipeline.imageio import load_rgb
-from pipeline.sources import list_source_items
+from debias_workbench.core.errors import PipelineError, SkipItem
+from debias_workbench.pipeline.annotations import read_voc_boxes, write_voc_xml
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.pipeline.imageio import load_rgb
+from debias_workbench.pipeline.sources import list_source_items
 
 from .standins import IN9_CLASSES
 

@@ -67,7 +67,7 @@ def test_demo_rules_prints_rules_phases_and_epochs_before_and_after(tmp_path, ca
     import sys
 
     from benchmarks.demo_rules import main as demo_rules
-    from core.phases import phase, summary
+    from debias_workbench.core.phases import phase, summary
 
     with phase("epochs"):
         with phase("saving"):

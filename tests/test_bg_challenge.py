@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import zarr
 
-from pipeline.datasets import get_family
-from workbench.config import ConfigError, resolve_config
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.workflow.config import ConfigError, resolve_config
 
 from .conftest import CLASSES
 from .standins import make_official_folder, official_cfg

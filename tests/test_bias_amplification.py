@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from training.methods.amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
+from debias_workbench.training.methods.amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
                                          draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
 
 
@@ -136,9 +136,9 @@ def test_partners_share_the_class_and_are_never_the_anchor():
 def test_committee_votes_with_each_members_best_validation_checkpoint(default_config, tiny_stores, monkeypatch):
     """BiasEnsemble scores each member at its best-validation checkpoint: with val accuracies
     10, 50, 20, 30 after steps 1-4, the member of step 2 votes, exactly as a member trained 2 steps."""
-    from training.build import build_method
-    from training.data import ZarrBatches
-    from training.methods.bias_amplification import LfFBiasEnsemble
+    from debias_workbench.training.build import build_method
+    from debias_workbench.training.data import ZarrBatches
+    from debias_workbench.training.methods.bias_amplification import LfFBiasEnsemble
 
     batches = ZarrBatches(tiny_stores["original"], "train", 6, shuffle=True, drop_last=True)
     accuracies = iter([10.0, 50.0, 20.0, 30.0])
@@ -156,8 +156,8 @@ def test_committee_votes_with_each_members_best_validation_checkpoint(default_co
 def _guided_losses(default_config, tiny_stores, **method_args) -> dict[str, float]:
     """One guided step (t = T2) of a Park et al. method set up on the tiny store; returns the
     step's statistics and its loss."""
-    from training.build import build_method
-    from training.data import ZarrBatches
+    from debias_workbench.training.build import build_method
+    from debias_workbench.training.data import ZarrBatches
 
     method = build_method(_run(default_config, "intrinsic_feature_enhancement", committee_size=1, committee_steps=1,
                                t1=0, t2=0, **method_args), 9, torch.device("cpu"))
@@ -177,7 +177,7 @@ def _guided_losses(default_config, tiny_stores, **method_args) -> dict[str, floa
 def test_a_sample_without_a_partner_gets_no_guidance(default_config, tiny_stores):
     """With an empty partner set nobody has a partner: the loss is lambda_main L_main alone (before,
     L_guide.cls added w CE(f(x)) = L_main a second time)."""
-    from training.methods.bias_amplification import IntrinsicFeatureEnhancement
+    from debias_workbench.training.methods.bias_amplification import IntrinsicFeatureEnhancement
 
     empty = IntrinsicFeatureEnhancement._partners
     IntrinsicFeatureEnhancement._partners = lambda self, y, index: (torch.zeros_like(y), torch.zeros_like(y, dtype=torch.bool))
@@ -212,14 +212,14 @@ def test_table3_switches_pick_the_terms_of_eq13(default_config, tiny_stores, swi
 def no_shared_committee(monkeypatch):
     """Each test trains its own BiasEnsemble committees (a committee cached by an earlier test of this
     process would stand in for the one a test means to train, a resumed run's for instance)."""
-    from training.methods import bias_amplification
+    from debias_workbench.training.methods import bias_amplification
 
     monkeypatch.setattr(bias_amplification, "_COMMITTEES", {})
 
 
 def _run(default_config, method: str, **method_args):
-    from workbench.config import resolve_config
-    from workbench.slices import run_config
+    from debias_workbench.workflow.config import resolve_config
+    from debias_workbench.workflow.slices import run_config
 
     cfg = resolve_config(default_config)
     cfg["experiments"]["amp"] = {"method": method, "dataset": "in9", "train_variant": "original", "label": method,
@@ -234,9 +234,9 @@ def test_intrinsic_feature_enhancement_trains_resumes_and_loads(tiny_stores, def
     epoch resumes to the same weights and per-row state; model.pt loads into a fresh method."""
     import json
 
-    from training.build import build_method
-    from training.evaluation import load_trained
-    from training.trainer import train
+    from debias_workbench.training.build import build_method
+    from debias_workbench.training.evaluation import load_trained
+    from debias_workbench.training.trainer import train
 
     run = _run(default_config, "intrinsic_feature_enhancement", committee_size=3, committee_steps=4, t1=1, t2=2,
                confidence=0.5)
@@ -265,7 +265,7 @@ def test_a_run_in_iterations_ends_at_its_step_and_resumes(tiny_stores, default_c
     before it trains, naming the argument (the config check does the same from the config alone)."""
     import json
 
-    from training.trainer import train
+    from debias_workbench.training.trainer import train
 
     run = _run(default_config, "intrinsic_feature_enhancement", committee_size=3, committee_steps=4, t1=1, t2=5,
                confidence=0.5)
@@ -284,7 +284,7 @@ def test_a_run_in_iterations_ends_at_its_step_and_resumes(tiny_stores, default_c
 
 
 def test_biased_model_skips_a_batch_without_aligned_samples(default_config, tiny_stores):
-    from training.build import build_method
+    from debias_workbench.training.build import build_method
 
     method = build_method(_run(default_config, "lff_be"), 9, torch.device("cpu"))
     method.flags = RowFlags(conflicting=torch.zeros(4), aligned=torch.tensor([False, False, True, True]),
@@ -303,8 +303,8 @@ def test_lff_be_and_park_share_one_committee_as_good_as_their_own(tiny_stores, d
     train one committee (named by its identity, not by either run) and vote with the same D^A; Park et
     al. trained on its own, committee and all, trains the same committee, draws the same numbers after
     its set-up (its partners' seed) and ends with the same weights as when it shared one."""
-    from training.methods import bias_amplification
-    from training.trainer import train
+    from debias_workbench.training.methods import bias_amplification
+    from debias_workbench.training.trainer import train
 
     trained, committees, partner_seeds = [], [], []
     own = bias_amplification.LfFBiasEnsemble._committee

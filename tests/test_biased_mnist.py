@@ -7,8 +7,8 @@ import struct
 import numpy as np
 import pytest
 
-from core.errors import PipelineError
-from pipeline.mnist import COLOURS, assign_colours, colourise, read_idx, sklearn_digits_28
+from debias_workbench.core.errors import PipelineError
+from debias_workbench.pipeline.mnist import COLOURS, assign_colours, colourise, read_idx, sklearn_digits_28
 
 
 @pytest.mark.parametrize("rho", [0.99, 0.995, 0.997, 0.999, 0.1])
@@ -64,7 +64,7 @@ def test_sklearn_digits_become_mnist_like():
 def test_family_builds_stores_in_the_workbench_format(tmp_path):
     import zarr
 
-    from pipeline.datasets import get_family
+    from debias_workbench.pipeline.datasets import get_family
 
     cfg = {"family": "biased_mnist", "source": {"kind": "sklearn_digits", "test_fraction": 0.2, "copies": 1},
            "rhos": [0.99], "unbiased_rho": 0.1, "chunk_images": 64}
@@ -86,7 +86,7 @@ def test_family_builds_stores_in_the_workbench_format(tmp_path):
 
 
 def test_jittered_copies_are_new_seeded_digits():
-    from pipeline.mnist import jittered_copies
+    from debias_workbench.pipeline.mnist import jittered_copies
 
     rng = np.random.default_rng(0)
     digits = np.zeros((5, 28, 28), np.uint8)

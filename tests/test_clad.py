@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from training.analysis import (corner_crops, decision_consistency, feature_similarity, foreground_share,
+from debias_workbench.training.analysis import (corner_crops, decision_consistency, feature_similarity, foreground_share,
                                smoothgrad)
-from training.losses import info_nce
-from training.methods import METHODS
-from training.methods.clad import CLAD, NegativeDictionary, choose_partners
-from training.trainer import train
-from workbench.slices import run_config
+from debias_workbench.training.losses import info_nce
+from debias_workbench.training.methods import METHODS
+from debias_workbench.training.methods.clad import CLAD, NegativeDictionary, choose_partners
+from debias_workbench.training.trainer import train
+from debias_workbench.workflow.slices import run_config
 
 from .conftest import debug_batch
 
@@ -153,7 +153,7 @@ def test_foreground_share():
 def test_the_dictionary_enqueues_as_a_per_key_fifo(tmp_path):
     """`NegativeDictionary.push` (every key at once, no host reads) against the plain per-key FIFO it
     implements: random keys, batches larger than a queue, wrap-around, entries marked invalid."""
-    from training.methods.clad import NegativeDictionary
+    from debias_workbench.training.methods.clad import NegativeDictionary
 
     def fifo_push(d, feats, keys, rows):
         size = d.feats.shape[1]

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import zarr
 
-from pipeline.stroke_colours import MEAN_COLOURS, colour_strokes, conflicting_colours, independent_colours
-from pipeline.datasets import get_family
+from debias_workbench.pipeline.stroke_colours import MEAN_COLOURS, colour_strokes, conflicting_colours, independent_colours
+from debias_workbench.pipeline.datasets import get_family
 
 
 def test_conflicting_counts_are_exact_per_class():

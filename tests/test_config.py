@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from workbench.config import ConfigError, deep_merge, resolve_config, validate_config
+from debias_workbench.workflow.config import ConfigError, deep_merge, resolve_config, validate_config
 
 from .conftest import PAPER_CONFIGS, ROOT
 
@@ -94,7 +94,7 @@ def test_snakemake_stops_at_start_on_a_bad_value(tmp_path):
 
 
 def test_sweeps_become_experiments_and_reuse_the_base_run(default_config):
-    from workbench.config import expand_sweeps, runs
+    from debias_workbench.workflow.config import expand_sweeps, runs
 
     default_config["sweeps"] = yaml.safe_load((ROOT / "config" / "imagenet9.yaml").read_text())["sweeps"]
     cfg = expand_sweeps(default_config)
@@ -111,7 +111,7 @@ def test_sweeps_become_experiments_and_reuse_the_base_run(default_config):
 
 
 def test_u2net_comparison_adds_a_dataset_and_clad_runs(default_config):
-    from workbench.config import expand_segmentation_comparison
+    from debias_workbench.workflow.config import expand_segmentation_comparison
 
     assert expand_segmentation_comparison(default_config) == default_config  # not configured: nothing added
     cfg = copy.deepcopy(default_config)
@@ -173,7 +173,7 @@ def test_a_grid_methods_own_seeds_split_its_packs(default_config):
     """rebias_mnist: the baselines take the grid's one seed, Vanilla and ReBias three; the seed-0
     job trains all six methods, the seed-1 and seed-2 jobs those two. The runs declared on their
     own are packs of one; `pack` splits a grid's jobs further."""
-    from workbench.config import expand_grids, packs, runs
+    from debias_workbench.workflow.config import expand_grids, packs, runs
 
     config = expand_grids(validate_config(copy.deepcopy(default_config)))
     by_name = {p.name: p for p in packs(config)}
@@ -198,7 +198,7 @@ def test_every_run_is_scored_by_exactly_one_scoring_pack_with_its_siblings(defau
     """A scoring job scores every seed of one experiment trained alone (one rule per distinct seed list:
     Base (SIN9)'s five seeds apart from the three of the others), or every seed of a grid pack on one
     train variant; the Background Challenge runs also score the official images when that dataset is set."""
-    from workbench.config import background_challenge_runs, expand_grids, runs, scoring_packs
+    from debias_workbench.workflow.config import background_challenge_runs, expand_grids, runs, scoring_packs
 
     config = expand_grids(validate_config(copy.deepcopy(default_config)))
     scored = [(m.format(**{w: v}), s) for p in scoring_packs(config) for w, values in p.constraints.items()

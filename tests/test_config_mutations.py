@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from workbench.config import ConfigError, resolve_config
+from debias_workbench.workflow.config import ConfigError, resolve_config
 
 MUTATIONS = 200
 Path_ = tuple  # a dotted key as a tuple of dict keys and list indices

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import zarr
 
-from core.errors import PipelineError
-from pipeline.corruptions import assign_pairs, check_work_size, corrupt_image, corruption_names
-from pipeline.datasets import get_family
-from training.evaluation import severity_rows
+from debias_workbench.core.errors import PipelineError
+from debias_workbench.pipeline.corruptions import assign_pairs, check_work_size, corrupt_image, corruption_names
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.training.evaluation import severity_rows
 
 from .conftest import tiny_stores_config
 from .test_stylized_texture import _tree_digest

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from benchmarks.gpu_throughput import CASES, image_pool, paper_run_configs, write_stores
-from training.build import build_method, pick_device
-from training.data import ZarrBatches
-from training.evaluation import predict_store
-from training.methods import get_method
-from training.trainer import train
-from workbench.slices import run_config
+from debias_workbench.training.build import build_method, pick_device
+from debias_workbench.training.data import ZarrBatches
+from debias_workbench.training.evaluation import predict_store
+from debias_workbench.training.methods import get_method
+from debias_workbench.training.trainer import train
+from debias_workbench.workflow.slices import run_config
 
 from .test_distributed import WORLD, SAME_INPUTS, _assert_ranks_equal, _run, _worker
 
@@ -105,7 +105,7 @@ def test_a_resumed_cuda_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_pa
 def default_config_resolved(default_config: dict) -> dict:
     import copy
 
-    from workbench.config import resolve_config
+    from debias_workbench.workflow.config import resolve_config
 
     return resolve_config(copy.deepcopy(default_config))
 

@@ -10,9 +10,9 @@ from collections import OrderedDict
 import pytest
 import torch
 
-from training import build, distributed
-from training.trainer import on_cpu
-from workbench.resources import local_gpu_cap, visible_gpus
+from debias_workbench.training import build, distributed
+from debias_workbench.training.trainer import on_cpu
+from debias_workbench.workflow.resources import local_gpu_cap, visible_gpus
 
 
 @pytest.mark.parametrize("shown, count", [("0,1", 2), ("", 0), ("-1", 0), ("2,-1,3", 1), ("GPU-5f1c,GPU-77aa", 2)])

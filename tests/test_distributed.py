@@ -24,8 +24,8 @@ def _run(default_config: dict, experiment: str, spec: dict | None = None, **trai
     """The run config of `experiment` (added from `spec` when given) with `training` overrides, in
     float32 (`amp: false`): the comparisons below are exact or at float32 tolerance, and bfloat16
     (on CPUs that have it) rounds a batch of 6 rows differently from two of 3."""
-    from workbench.config import resolve_config
-    from workbench.slices import run_config
+    from debias_workbench.workflow.config import resolve_config
+    from debias_workbench.workflow.slices import run_config
 
     cfg = resolve_config(copy.deepcopy(default_config))
     if spec:
@@ -43,7 +43,7 @@ def _worker(rank: int, folder: Path, stores: dict[str, Path], jobs: list[tuple[s
 
     import torch.distributed as dist
 
-    import training.trainer as trainer
+    import debias_workbench.training.trainer as trainer
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{folder}/init", rank=rank, world_size=WORLD)
@@ -140,7 +140,7 @@ def float32_rounding_floor(run: dict, store: Path, reference: dict, folder: Path
     convolutions block the batch otherwise than its AVX2 ones: 6.8e-7 against 3.8e-5 here, on a
     floor of 1.5e-5 and 3.8e-5), so the tolerance is this floor, measured on the machine the test
     runs on, not a constant."""
-    import training.trainer as trainer
+    import debias_workbench.training.trainer as trainer
 
     build = trainer.build_method
     trainer.build_method = _nudged_by_one_ulp(build)
@@ -158,7 +158,7 @@ def test_two_processes_with_sync_bn_match_one_on_the_same_global_batches(two_pro
     float32 rounding (the runs are pinned to float32, `_run`; the tolerance is 10x what one ulp in
     every starting weight grows to over the same 6 steps on this machine). Without synchronised BN
     each rank normalises its own 3 images and the weights move apart: over 100x that floor."""
-    from training.trainer import train
+    from debias_workbench.training.trainer import train
 
     run = _run(default_config, "base_in9", **SAME_INPUTS)
     one = torch.load(train(run, tiny_stores["original"], tmp_path / "one"))["state_dict"]
@@ -212,7 +212,7 @@ def test_torchrun_on_the_cpu_writes_one_model(tmp_path, tiny_stores, default_con
     config = tmp_path / "job.json"
     config.write_text(json.dumps({"runs": [run]}))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(WORLD),
-           "-m", "training", "train", "--config", str(config), "--train-store", str(tiny_stores["original"]),
+           "-m", "debias_workbench", "train", "--config", str(config), "--train-store", str(tiny_stores["original"]),
            "--runs-dir", str(tmp_path / "runs")]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -224,14 +224,14 @@ def test_torchrun_on_the_cpu_writes_one_model(tmp_path, tiny_stores, default_con
 
 
 def test_one_process_run_refuses_a_two_gpu_config(tmp_path, tiny_store, default_config):
-    from training.trainer import train
+    from debias_workbench.training.trainer import train
 
     with pytest.raises(ValueError, match="nproc_per_node 2"):
         train(_run(default_config, "base_in9", gpus=2), tiny_store, tmp_path)
 
 
 def test_a_two_gpu_job_asks_for_both_on_one_node_in_less_time(default_config):
-    from workbench import resources as res
+    from debias_workbench.workflow import resources as res
 
     one = _run(default_config, "base_in9")
     two = _run(default_config, "base_in9", gpus=2)
@@ -255,13 +255,13 @@ def test_the_workflow_starts_torchrun_for_a_two_gpu_experiment(tmp_path):
     out = snakemake("-n", "-p", str(runs / "ddp_probe/seed0/model.pt"), str(runs / "base_in9/seed0/model.pt"),
                     "--cores", "2", "--configfile", "tests/data/tiny.yaml", str(extra),
                     "--config", f"results={tmp_path / 'results'}")
-    commands = [line for line in out.splitlines() if " -m training train " in line]
+    commands = [line for line in out.splitlines() if " -m debias_workbench train " in line]
     assert len(commands) == 2, out[-3000:]
     ddp = next(c for c in commands if "ddp_probe" in c)
     one = next(c for c in commands if "base_in9" in c)
     assert 'OMP_NUM_THREADS=1 "${WORKBENCH_PYTHON:-python}" -m torch.distributed.run --standalone --nproc_per_node 2 ' \
-           "-m training train" in ddp   # each process its configured thread
-    assert "torch.distributed.run" not in one and '"${WORKBENCH_PYTHON:-python}" -m training train' in one
+           "-m debias_workbench train" in ddp   # each process its configured thread
+    assert "torch.distributed.run" not in one and '"${WORKBENCH_PYTHON:-python}" -m debias_workbench train' in one
 
 
 def _bucket_worker(rank: int, folder: Path) -> None:
@@ -269,7 +269,7 @@ def _bucket_worker(rank: int, folder: Path) -> None:
     `averaged_gradients` in buckets of one layer; saves what it saw."""
     import torch.distributed as dist
 
-    from training.distributed import averaged_gradients
+    from debias_workbench.training.distributed import averaged_gradients
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{folder}/init", rank=rank, world_size=WORLD)

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import zarr
 
-from core.errors import StoreError
-from pipeline.__main__ import main as pipeline_main
-from pipeline.fingerprint import BLOCK_ROWS, FILE, check_store, verify
-from pipeline.store import atomic_store, create_array
-from training.data import ZarrBatches
+from debias_workbench.core.errors import StoreError
+from debias_workbench.cli import main as workbench
+from debias_workbench.pipeline.fingerprint import BLOCK_ROWS, FILE, check_store, verify
+from debias_workbench.pipeline.store import atomic_store, create_array
+from debias_workbench.training.data import ZarrBatches
 
 N = 2 * BLOCK_ROWS + 500  # three digest blocks
 
@@ -104,9 +104,9 @@ def test_verify_command_exit_codes_and_messages(tmp_path, capsys):
     good = build(tmp_path / "good.zarr", 32, "none")
     bad = build(tmp_path / "bad.zarr", 32, "none")
     chunk_file(bad, "images", 0, 32).unlink()
-    assert pipeline_main(["verify", str(good)]) == 0
+    assert workbench(["verify", str(good)]) == 0
     assert capsys.readouterr().out == f"{good}: ok, fingerprint {digest(good)[:16]}\n"
-    assert pipeline_main(["verify", str(good), str(bad), str(tmp_path / "missing.zarr")]) == 1
+    assert workbench(["verify", str(good), str(bad), str(tmp_path / "missing.zarr")]) == 1
     out = capsys.readouterr().out
     assert f"{bad}: BAD\n  array train/images: " in out and "rows 0-1023 differ" in out
     assert f"{tmp_path / 'missing.zarr'} does not exist" in out
@@ -117,7 +117,7 @@ def test_training_names_the_bad_store_without_a_traceback(tmp_path):
     chunk_file(store, "images", 64, 32).unlink()
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"runs": []}))
-    proc = subprocess.run([sys.executable, "-m", "training", "evaluate", "--config", str(config), "--models",
+    proc = subprocess.run([sys.executable, "-m", "debias_workbench", "evaluate", "--config", str(config), "--models",
                            str(tmp_path / "m.pt"), "--stores", f"original={store}", "--out", str(tmp_path / "e.jsonl")],
                           capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert proc.returncode == 2, proc.stderr

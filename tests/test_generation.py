@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from pipeline.datasets import get_family
-from pipeline.fingerprint import FILE, compute
-from pipeline.variants import VARIANTS
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.pipeline.fingerprint import FILE, compute
+from debias_workbench.pipeline.variants import VARIANTS
 
 from .conftest import needs_shared
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipeline.annotations import read_voc_boxes, write_voc_xml
-from pipeline.datasets.released_bias_folders import read_folder
-from pipeline.derived_stage import work_patch_side
-from pipeline.imageio import Geometry
-from pipeline.segment_stage import segment_item
-from pipeline.segmentation import make_segmenter
-from pipeline.sources import SourceItem
+from debias_workbench.pipeline.annotations import read_voc_boxes, write_voc_xml
+from debias_workbench.pipeline.datasets.released_bias_folders import read_folder
+from debias_workbench.pipeline.derived_stage import work_patch_side
+from debias_workbench.pipeline.imageio import Geometry
+from debias_workbench.pipeline.segment_stage import segment_item
+from debias_workbench.pipeline.segmentation import make_segmenter
+from debias_workbench.pipeline.sources import SourceItem
 
 TEXTURE = {"patch": 96, "small_patch": 48}
 RELEASE = Geometry("crop", 0.875)  # Xiao et al.'s Resize 256 + CenterCrop 224

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from training.data import ZarrBatches
-from training.methods import METHODS
+from debias_workbench.training.data import ZarrBatches
+from debias_workbench.training.methods import METHODS
 
 from .conftest import debug_batch
 from .test_training import FIRST_UPDATE_TRAINS_F, train_config  # noqa: F401 (a fixture)
 
-TRAINING = Path(__file__).resolve().parents[1] / "training"
+TRAINING = Path(__file__).resolve().parents[1] / "debias_workbench" / "training"
 #: Tensor methods that copy a value to the host (and indexing with a boolean mask, below)
 HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "cpu", "numpy")
 #: (file, code) of the reads that remain, and why

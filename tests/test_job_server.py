@@ -1,6 +1,6 @@
 """A local run's warm interpreter (`workbench.job_server`): a job forked from it is the job a process
 of its own would have run (same bytes, status, streams), a signal or a kill of its client ends it,
-anything but `python -m training` / `pipeline` and a missing server run as before, and the server ends with
+anything but `python -m debias_workbench` generation and training commands and a missing server run as before, and the server ends with
 the process that started it."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from workbench import job_server
+from debias_workbench.workflow import job_server
 
 from .conftest import ROOT
 
@@ -36,18 +36,18 @@ def server(tmp_path_factory):
 
 
 def _train_args(tiny_stores, tmp_path: Path, name: str, default_config: dict, **training) -> list[str]:
-    """`-m training train` of Base (IN9) on the tiny store, its runs in tmp_path/name."""
+    """`-m debias_workbench train` of Base (IN9) on the tiny store, its runs in tmp_path/name."""
     import copy
 
-    from workbench.config import resolve_config
-    from workbench.slices import run_config
+    from debias_workbench.workflow.config import resolve_config
+    from debias_workbench.workflow.slices import run_config
 
     cfg = resolve_config(copy.deepcopy(default_config))
     run = run_config(cfg, "base_in9", 0)
     run["training"].update(training)
     job = tmp_path / f"{name}.json"
     job.write_text(json.dumps({"runs": [run]}))
-    return ["-m", "training", "train", "--config", str(job), "--train-store", str(tiny_stores["original"]),
+    return ["-m", "debias_workbench", "train", "--config", str(job), "--train-store", str(tiny_stores["original"]),
             "--runs-dir", str(tmp_path / name)]
 
 
@@ -68,19 +68,20 @@ def test_a_served_job_writes_the_bytes_and_the_log_of_a_job_of_its_own(server, t
 def test_a_failing_job_returns_its_status_and_other_commands_run_as_before(server, tmp_path):
     environ, _proc, _log = server
     warm = environ["WORKBENCH_PYTHON"]
-    missing = subprocess.run([warm, "-m", "training", "train", "--config", str(tmp_path / "none.json"), "--train-store",
+    missing = subprocess.run([warm, "-m", "debias_workbench", "train", "--config", str(tmp_path / "none.json"), "--train-store",
                               str(tmp_path), "--runs-dir", str(tmp_path)], env=environ, capture_output=True, text=True)
     assert missing.returncode == 1 and "FileNotFoundError" in missing.stderr and "none.json" in missing.stderr
-    usage = subprocess.run([warm, "-m", "training", "nonsense"], env=environ, capture_output=True, text=True)
-    assert usage.returncode == 2 and "invalid choice" in usage.stderr
+    usage = subprocess.run([warm, "-m", "debias_workbench", "train", "--nonsense"], env=environ, capture_output=True,
+                           text=True)  # a served job's argparse error
+    assert usage.returncode == 2 and "workbench train: error: the following arguments are required" in usage.stderr
     plain = subprocess.run([warm, "-c", "import sys; print(sys.executable)"], env=environ, capture_output=True, text=True)
     assert plain.returncode == 0 and plain.stdout.strip() == sys.executable  # ran in the real interpreter
-    verify = subprocess.run([warm, "-m", "pipeline", "verify", str(tmp_path / "no.zarr")], env=environ,
+    verify = subprocess.run([warm, "-m", "debias_workbench", "verify", str(tmp_path / "no.zarr")], env=environ,
                             capture_output=True, text=True)  # a served pipeline job: its output and status
     assert verify.returncode == 1 and f"{tmp_path / 'no.zarr'}: BAD" in verify.stdout
     gone = {**environ, job_server.SOCKET_VARIABLE: str(tmp_path / "no.sock")}  # no server there: run alone
-    alone = subprocess.run([warm, "-m", "training", "nonsense"], env=gone, capture_output=True, text=True)
-    assert alone.returncode == 2 and "invalid choice" in alone.stderr
+    alone = subprocess.run([warm, "-m", "debias_workbench", "nonsense"], env=gone, capture_output=True, text=True)
+    assert alone.returncode == 2 and "unknown command 'nonsense'" in alone.stderr
 
 
 def _served_children(proc: subprocess.Popen) -> list[psutil.Process]:
@@ -108,7 +109,7 @@ def test_a_signal_or_a_kill_of_the_client_ends_its_job(server, tiny_stores, tmp_
 
 def test_the_server_ends_with_the_process_that_started_it(tmp_path):
     """A server whose Snakemake is gone (killed) does not outlive it."""
-    code = ("import os, sys, time; from pathlib import Path; from workbench import job_server; "
+    code = ("import os, sys, time; from pathlib import Path; from debias_workbench.workflow import job_server; "
             f"proc = job_server.start(Path({str(tmp_path / 'server.log')!r})); print(proc.pid, flush=True); "
             "time.sleep(600)")
     owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT,
@@ -154,7 +155,7 @@ def test_a_job_that_fails_at_its_start_leaves_the_others_running(server, tiny_st
     sock.connect(environ[job_server.SOCKET_VARIABLE])
     err = tmp_path / "err.txt"
     with open(err, "w") as stderr:
-        job_server._send(sock, {"argv": [sys.executable, "-m", "training", "train"], "cwd": str(tmp_path / "gone"),
+        job_server._send(sock, {"argv": [sys.executable, "-m", "debias_workbench", "train"], "cwd": str(tmp_path / "gone"),
                                 "env": dict(environ)}, [0, 1, stderr.fileno()])
     started, _ = job_server._receive(sock)
     ended, _ = job_server._receive(sock)

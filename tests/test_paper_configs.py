@@ -13,8 +13,8 @@ import pytest
 import torch
 import yaml
 
-from workbench.config import deep_merge
-from workbench.user_paths import named_paths
+from debias_workbench.workflow.config import deep_merge
+from debias_workbench.workflow.user_paths import named_paths
 
 from .conftest import PAPER_CONFIGS, ROOT
 from .standins import write_paper_paths

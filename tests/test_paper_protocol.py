@@ -9,8 +9,8 @@ import copy
 import pytest
 import yaml
 
-from workbench.config import deep_merge, resolve_config
-from workbench.protocol import check, report_protocols
+from debias_workbench.workflow.config import deep_merge, resolve_config
+from debias_workbench.workflow.protocol import check, report_protocols
 
 from .conftest import PAPER_CONFIGS, ROOT
 
@@ -74,8 +74,8 @@ def test_a_protocol_catches_drift_stale_deviations_and_uncovered_keys(default_co
 def test_the_report_prints_the_protocol_table(default_config):
     """The report's table: one row per setting with the paper's value, this run's and the source, and the
     reason where they differ."""
-    from report.build import protocol_table
-    from report.document import Document
+    from debias_workbench.report.build import protocol_table
+    from debias_workbench.report.document import Document
 
     config = _hand_made(default_config)
     config["protocols"]["demo"]["settings"][0]["paper"] = 0.5

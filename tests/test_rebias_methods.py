@@ -6,7 +6,7 @@ import copy
 import pytest
 import torch
 
-from training.methods import METHODS
+from debias_workbench.training.methods import METHODS
 
 from .conftest import debug_batch
 
@@ -58,7 +58,7 @@ def test_biased_is_g_alone(cfg):
 
 
 def test_hex_projection_removes_the_nglcm_subspace():
-    from training.methods.hex import project_out
+    from debias_workbench.training.methods.hex import project_out
 
     g = torch.Generator().manual_seed(0)
     f_p, f_g = torch.randn(64, 9, generator=g), torch.randn(64, 9, generator=g)
@@ -69,7 +69,7 @@ def test_hex_projection_removes_the_nglcm_subspace():
 
 def test_nglcm_counts_grey_level_pairs():
     """With sharp level assignments the NGLCM is the classic normalised co-occurrence matrix."""
-    from training.methods.hex import NGLCM
+    from debias_workbench.training.methods.hex import NGLCM
 
     nglcm = NGLCM(levels=2)
     with torch.no_grad():

@@ -4,7 +4,7 @@ SimpleConvNet sees one pixel, the 7x7 one a 25-pixel window."""
 import pytest
 import torch
 
-from training.methods.rebias_nets import BagNet18, SimpleConvNet
+from debias_workbench.training.methods.rebias_nets import BagNet18, SimpleConvNet
 
 
 def _receptive_field(feature_map, size: int) -> int:

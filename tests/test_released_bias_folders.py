@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import zarr
 
-from core.errors import PipelineError
-from pipeline.datasets import get_family
+from debias_workbench.core.errors import PipelineError
+from debias_workbench.pipeline.datasets import get_family
 
 
 def _release(root: Path) -> dict:

@@ -1,9 +1,9 @@
 """The CLAD and ReBias report sections on hand-made rows: numbers, verdicts and 'not run' notes."""
 
-from report.sections.clad import bg_gap_verdict, table3, table5, table6
-from core.statistics import RunValue
-from report.document import Document
-from report.sections.rebias import table1, table2, verdict
+from debias_workbench.report.sections.clad import bg_gap_verdict, table3, table5, table6
+from debias_workbench.core.statistics import RunValue
+from debias_workbench.report.document import Document
+from debias_workbench.report.sections.rebias import table1, table2, verdict
 
 
 def _gap_table(base, clad):
@@ -180,7 +180,7 @@ def test_rebias_table2_names_the_texture_network(default_config):
 def test_segmentation_summary_counts_xiao_et_al_grabcut_failures(tmp_path):
     import json
 
-    from report.sections.datasets import segmentation as _segmentation
+    from debias_workbench.report.sections.datasets import segmentation as _segmentation
 
     base = {"area_fraction": 0.2, "box_source": "xml", "bg_t_status": "ok"}
     records = [{**base, "mask_status": "ok", "mask_box_fraction": 0.5},
@@ -231,11 +231,11 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
     import yaml
     from importlib import resources
 
-    from report.sections.ssl import ssl_runs, ssl_sections
+    from debias_workbench.report.sections.ssl import ssl_runs, ssl_sections
 
     config = _ssl_config()
     assert [r["experiment"] for r in ssl_runs(config)] == ["moco", "moco_patch2", "moco_patch3", "byol"]
-    paper = yaml.safe_load(resources.files("report").joinpath("paper_numbers.yaml").read_text())
+    paper = yaml.safe_load(resources.files("debias_workbench.report").joinpath("paper_numbers.yaml").read_text())
     cols = lambda acc: {"original": [acc, acc + 2], "stylized": [20.0, 21.0], "mixed_rand": [40.0, 41.0],
                         "sketch": [30.0, 30.5], "shape_bias": [30.0, 32.0]}
     table = {"MoCo-v2": cols(60.0), "+ Patch": cols(70.0), "+ Patch α3": cols(50.0), "BYOL": cols(55.0),
@@ -259,9 +259,9 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
 
 
 def test_the_reports_config_slice_places_the_demos_ssl_runs_in_table_1_order(default_config):
-    from report.sections.ssl import ssl_runs
-    from workbench.config import resolve_config
-    from workbench.slices import config_provenance, report_config
+    from debias_workbench.report.sections.ssl import ssl_runs
+    from debias_workbench.workflow.config import resolve_config
+    from debias_workbench.workflow.slices import config_provenance, report_config
 
     config = resolve_config(default_config)
     runs = ssl_runs(report_config(config, config_provenance(config, ["config/config.yaml"], {})))
@@ -271,8 +271,8 @@ def test_the_reports_config_slice_places_the_demos_ssl_runs_in_table_1_order(def
 
 
 def _park(default_config):
-    from workbench.config import resolve_config
-    from workbench.slices import config_provenance, report_config
+    from debias_workbench.workflow.config import resolve_config
+    from debias_workbench.workflow.slices import config_provenance, report_config
 
     config = resolve_config(default_config)
     return report_config(config, config_provenance(config, ["config/config.yaml"], {}))
@@ -301,13 +301,13 @@ def _park_rows(config, unbiased, grid="park_cmnist"):
 def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config, tmp_path):
     import yaml
 
-    from report.sections.amplification import _percent, amplification_sections, selected_and_oracle
-    from workbench.config import deep_merge
+    from debias_workbench.report.sections.amplification import _percent, amplification_sections, selected_and_oracle
+    from debias_workbench.workflow.config import deep_merge
 
     four_ratios = {"datasets": {"colored_mnist": {"conflict_percents": [0.5, 1, 2, 5]}},   # the paper's, not the demo's
                    "grids": {"park_cmnist": {"train_variants": ["conflict_0.5", "conflict_1", "conflict_2", "conflict_5"]}}}
     config = _park(deep_merge(default_config, four_ratios))
-    paper = yaml.safe_load(open("report/paper_numbers.yaml"))
+    paper = yaml.safe_load(open("debias_workbench/report/paper_numbers.yaml"))
     score = {"vanilla": 40.0, "rebias": 41.0, "lff": 50.0, "lff_be": 55.0, "ours": 60.0}
     rows = _park_rows(config, lambda key, p, seed: score[key] + p + seed)
     cells = selected_and_oracle(rows, config, "park_cmnist", "accuracy")
@@ -334,11 +334,11 @@ def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config
 def test_park_table3_shows_each_rows_switches_beside_the_papers_row(default_config, tmp_path):
     import yaml
 
-    from report.sections.amplification import amplification_sections
-    from workbench.config import deep_merge
+    from debias_workbench.report.sections.amplification import amplification_sections
+    from debias_workbench.workflow.config import deep_merge
 
     config = _park(deep_merge(default_config, yaml.safe_load(open("config/park_ablation.yaml"))))
-    paper = yaml.safe_load(open("report/paper_numbers.yaml"))
+    paper = yaml.safe_load(open("debias_workbench/report/paper_numbers.yaml"))
     score = {"vanilla": 40.0, "lff_be": 50.0, "from_d": 52.0, "from_cand": 53.0, "no_weight": 54.0, "no_guide": 51.0,
              "no_bn": 50.5, "full": 60.0, "through_both": 55.0, "target_raw": 45.0}
     rows = _park_rows(config, lambda key, p, seed: score[key] + p + seed, grid="park_ablation")
@@ -378,9 +378,9 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
     import yaml
     from importlib import resources
 
-    from report.helpers import MIN_IMAGES, counted_values, value_cell
-    from report.sections.ssl import ssl_sections
-    from report.sections.texture import shape_bias_table, texture_sections
+    from debias_workbench.report.helpers import MIN_IMAGES, counted_values, value_cell
+    from debias_workbench.report.sections.ssl import ssl_sections
+    from debias_workbench.report.sections.texture import shape_bias_table, texture_sections
 
     assert MIN_IMAGES == 30
     labels = {"base_in9": "Base (IN9)", "base_sin9": "Base (SIN9)", "s_clad": "S-CLAD", "s_clad_plus": "S-CLAD+"}
@@ -393,7 +393,7 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
     assert counted_values(rows, "shape_bias", labels)["Base (IN9)"]["shape_bias"] == [20.0, 22.0]
     accuracy = {"original": [90.0, 91.0], "stylized": [60.0, 62.0]}
     table = {label: {**accuracy, **cols} for label, cols in shape_bias.items()}
-    paper = yaml.safe_load(resources.files("report").joinpath("paper_numbers.yaml").read_text())
+    paper = yaml.safe_load(resources.files("debias_workbench.report").joinpath("paper_numbers.yaml").read_text())
     doc = Document("t")
     texture_sections(doc, default_config, table, paper, {}, tmp_path)
     md = doc.markdown()
@@ -415,7 +415,7 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
 def test_ge_table1_says_which_probe_ran_and_which_columns_are_missing():
     """Under the ImageNet-100 Table 1: the probe that ran, -C's one corruption per image, and the paper's
     columns this run cannot show without the user's folders."""
-    from report.sections.ssl import _table1_caption
+    from debias_workbench.report.sections.ssl import _table1_caption
 
     text = _table1_caption([{"probe_augment": True}], ["ImageNet-S", "ImageNet-R"])
     assert "fresh crop-and-flip views every epoch" in text and "No ImageNet-S / ImageNet-R column" in text

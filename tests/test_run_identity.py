@@ -4,6 +4,7 @@ their run, and the config layer and the cluster profile decide from the config a
 import copy
 import json
 import re
+from pathlib import Path
 import subprocess
 import sys
 
@@ -11,11 +12,11 @@ import pytest
 import torch
 import yaml
 
-from training.methods import METHODS, REGISTRY, spec
-from training.trainer import train
-from workbench.config import ConfigError, deep_merge, resolve_config
-from workbench.schema import load_schema
-from workbench.slices import config_provenance, report_config, run_config
+from debias_workbench.training.methods import METHODS, REGISTRY, spec
+from debias_workbench.training.trainer import train
+from debias_workbench.workflow.config import ConfigError, deep_merge, resolve_config
+from debias_workbench.workflow.schema import load_schema
+from debias_workbench.workflow.slices import config_provenance, report_config, run_config
 
 from .conftest import ROOT
 
@@ -72,27 +73,40 @@ def test_every_method_declares_its_arguments_beside_its_class():
 
 #: which project packages each layer may import: each only those below it
 LAYERS = {"core": set(), "pipeline": {"core"}, "training": {"core", "pipeline"},
-          "report": {"core", "pipeline", "training"}, "workbench": {"core", "pipeline", "training"}}
+          "report": {"core", "pipeline", "training"}, "workflow": {"core", "pipeline", "training"}}
+PACKAGE = ROOT / "debias_workbench"
+
+
+def imported_layers(path: Path) -> set[str]:
+    """The layers a module imports: `debias_workbench.<layer>` and `from ..<layer>` (relative)."""
+    text = path.read_text()
+    named = re.findall(r"^\s*(?:from|import) debias_workbench\.(\w+)", text, re.M)
+    depth = len(path.relative_to(PACKAGE).parts) - 1  # a relative import with this many dots leaves the layer
+    relative = re.findall(r"^\s*from \.{%d}(\w+)" % (depth + 1), text, re.M) if depth else []
+    return (set(named) | set(relative)) & set(LAYERS)
 
 
 def test_each_layer_imports_only_the_layers_below_it_and_the_config_layer_no_torch():
     """A helper added to `pipeline/` and imported by `core/`, or a `training` module importing
     the workflow layer, would fail here (an import cycle in waiting)."""
-    code = ("import sys, core.atomic, core.provenance, core.seeding, core.errors; "
-            "assert not {'torch', 'zarr', 'pipeline', 'training'} & set(sys.modules), 'core imports too much'; "
-            "import workbench.config, workbench.slices, workbench.resources, pipeline.datasets, report.build; "
-            "assert 'torch' not in sys.modules, 'torch imported by the config layer or the report'; "
-            "import training.evaluation, training.trainer")
+    code = ("import sys; from debias_workbench.core import atomic, provenance, seeding, errors; "
+            "assert not {'torch', 'zarr', 'debias_workbench.pipeline', 'debias_workbench.training'} & set(sys.modules), "
+            "'core imports too much'; "
+            "from debias_workbench.workflow import config, slices, resources; "
+            "from debias_workbench.pipeline import datasets; from debias_workbench.report import build; "
+            "from debias_workbench import cli; "
+            "assert 'torch' not in sys.modules, 'torch imported by the config layer, the report or the command'; "
+            "from debias_workbench.training import evaluation, trainer")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
     for layer, allowed in LAYERS.items():
-        for path in (ROOT / layer).rglob("*.py"):
-            imported = set(re.findall(r"^\s*(?:from|import) (\w+)", path.read_text(), re.M)) & set(LAYERS)
+        for path in (PACKAGE / layer).rglob("*.py"):
+            imported = imported_layers(path)
             assert imported <= allowed | {layer}, f"{path} imports {sorted(imported - allowed - {layer})}"
     assert "pipeline.config" not in (ROOT / "Snakefile").read_text()
 
 
 def test_every_schema_key_has_a_description_and_a_default_and_the_configuration_reference_is_current():
-    from workbench.reference import REFERENCE_PAGE, reference_markdown, schema_keys, updated_page
+    from debias_workbench.workflow.reference import REFERENCE_PAGE, reference_markdown, schema_keys, updated_page
 
     schema = load_schema()
     keys = list(schema_keys(schema))
@@ -102,7 +116,7 @@ def test_every_schema_key_has_a_description_and_a_default_and_the_configuration_
         if not re.fullmatch(r"datasets\.<\w+ dataset>", key):  # the dataset families' headings have none
             assert "default" in sub, f"{key} has no default"
     text = REFERENCE_PAGE.read_text()
-    assert updated_page(text, reference_markdown()) == text, "docs/configuration.md: run python -m workbench.reference"
+    assert updated_page(text, reference_markdown()) == text, "docs/configuration.md: run workbench config-reference"
 
 
 def test_schema_defaults_are_the_embedded_config(default_config):
@@ -114,7 +128,7 @@ def test_schema_defaults_are_the_embedded_config(default_config):
 
 
 def test_runtime_and_memory_follow_the_config(default_config):
-    from workbench import resources
+    from debias_workbench.workflow import resources
 
     cfg = resolve_config(copy.deepcopy(default_config))
     run = run_config(cfg, "base_in9", 0)

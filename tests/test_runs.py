@@ -8,11 +8,11 @@ import sys
 
 import yaml
 
-from report.context import ReportContext
-from report.document import Document
-from report.sections import SECTIONS
-from report.sections.runs import other_runs
-from workbench.config import resolve_config, scoring
+from debias_workbench.report.context import ReportContext
+from debias_workbench.report.document import Document
+from debias_workbench.report.sections import SECTIONS
+from debias_workbench.report.sections.runs import other_runs
+from debias_workbench.workflow.config import resolve_config, scoring
 
 from .conftest import ROOT
 
@@ -72,8 +72,8 @@ def test_the_section_registry_names_each_section_once_and_declares_known_row_kin
 def test_every_family_declares_its_section_under_its_own_name():
     """A family whose <module>.yaml is missing, or copied from another family without renaming its
     `family` constant, would validate configs of the wrong family."""
-    from pipeline.datasets import FAMILIES
-    from workbench.schema import family_def, load_schema
+    from debias_workbench.pipeline.datasets import FAMILIES
+    from debias_workbench.workflow.schema import family_def, load_schema
 
     schema = load_schema()
     for name, cls in FAMILIES.items():

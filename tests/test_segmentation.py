@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from core.errors import PipelineError
-from pipeline.segmentation import U2NetSegmenter, boxes_mask, fallback_box, grabcut
-from pipeline.sources.synthetic import render_sample
+from debias_workbench.core.errors import PipelineError
+from debias_workbench.pipeline.segmentation import U2NetSegmenter, boxes_mask, fallback_box, grabcut
+from debias_workbench.pipeline.sources.synthetic import render_sample
 
 
 def test_grabcut_recovers_a_synthetic_object():
@@ -49,7 +49,7 @@ def test_u2net_without_model_is_a_clear_error(tmp_path, monkeypatch):
 
 def test_u2net_segments_a_photo(monkeypatch):
     from .conftest import needs_shared
-    from pipeline.imageio import load_rgb
+    from debias_workbench.pipeline.imageio import load_rgb
     import cv2
 
     model = needs_shared("models/u2netp.onnx")

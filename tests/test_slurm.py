@@ -1,5 +1,5 @@
 """The SLURM path for real: a slice of the tiny workflow through `--executor slurm` on a one-node
-SLURM cluster on this machine (`workbench/local_slurm.py`), against the same slice run with
+SLURM cluster on this machine (`devtools/local_slurm.py`), against the same slice run with
 `--cores 2`. Only the documented overlay (`profiles/slurm-local`) adapts the workflow profile
 to the cluster. Skips, saying why, where SLURM cannot be installed or started (no root, no apt)."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from workbench import local_slurm
+from devtools import local_slurm
 
 from .conftest import ROOT
 from .test_generation import store_digest

@@ -4,9 +4,9 @@ import copy
 
 import yaml
 
-from workbench.config import deep_merge, resolve_config
-from workbench.slices import run_config
-from workbench.smoke import BATCH, METHOD_COUNTS, STEPS_PER_EPOCH, apply_smoke
+from debias_workbench.workflow.config import deep_merge, resolve_config
+from debias_workbench.workflow.slices import run_config
+from debias_workbench.workflow.smoke import BATCH, METHOD_COUNTS, STEPS_PER_EPOCH, apply_smoke
 
 from .conftest import ROOT
 

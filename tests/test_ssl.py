@@ -14,7 +14,7 @@ from .conftest import debug_batch
 
 
 def test_moco_nce_matches_a_per_sample_computation():
-    from training.losses import moco_nce
+    from debias_workbench.training.losses import moco_nce
 
     g = torch.Generator().manual_seed(0)
     q, k, ns = (torch.randn(5, 8, generator=g) for _ in range(3))
@@ -33,7 +33,7 @@ def test_moco_nce_matches_a_per_sample_computation():
 
 
 def test_byol_loss_matches_equation_2_per_sample():
-    from training.losses import byol_loss
+    from debias_workbench.training.losses import byol_loss
 
     g = torch.Generator().manual_seed(1)
     p, z, ns = (torch.randn(4, 6, generator=g) for _ in range(3))
@@ -52,7 +52,7 @@ def test_byol_loss_matches_equation_2_per_sample():
 
 @pytest.mark.parametrize("size,d", [(32, 5), (32, 8), (224, 72), (224, 16), (64, 30)])
 def test_patch_negative_tiles_non_overlapping_patches_from_inside_the_image(size, d):
-    from training.negatives import patch_negative
+    from debias_workbench.training.negatives import patch_negative
 
     g = torch.Generator().manual_seed(size * 100 + d)
     image = torch.randint(0, 256, (size, size, 3), dtype=torch.uint8, generator=g)
@@ -74,7 +74,7 @@ def test_patch_negative_tiles_non_overlapping_patches_from_inside_the_image(size
 
 
 def test_patch_negative_of_a_dividing_size_is_a_permutation_of_the_cells():
-    from training.negatives import patch_negative
+    from debias_workbench.training.negatives import patch_negative
 
     image = torch.arange(32 * 32 * 3, dtype=torch.int32).reshape(32, 32, 3)
     negative, sources = patch_negative(image, 8, torch.Generator().manual_seed(3))
@@ -84,7 +84,7 @@ def test_patch_negative_of_a_dividing_size_is_a_permutation_of_the_cells():
 
 
 def test_patch_sizes_scale_the_papers_range_and_are_drawn_per_image():
-    from training.negatives import patch_negatives, patch_size_range
+    from debias_workbench.training.negatives import patch_negatives, patch_size_range
 
     assert patch_size_range(224) == (16, 72) and patch_size_range(32) == (2, 10) and patch_size_range(112) == (8, 36)
     images = torch.randint(0, 256, (6, 32, 32, 3), dtype=torch.uint8)
@@ -97,9 +97,9 @@ def test_patch_sizes_scale_the_papers_range_and_are_drawn_per_image():
 def ssl_method(name: str, default_config, batch_size: int = 6, training: dict | None = None, **method_args):
     """A freshly built `name` for batches of `batch_size` (MoCo: queue 16; shuffled BN in 2 splits where the
     default 8 does not divide the batch)."""
-    from training.build import build_method
-    from workbench.config import resolve_config
-    from workbench.slices import run_config
+    from debias_workbench.training.build import build_method
+    from debias_workbench.workflow.config import resolve_config
+    from debias_workbench.workflow.slices import run_config
 
     cfg = resolve_config(default_config)
     moco = {"queue_size": 16, **({"bn_splits": 2} if batch_size % 8 else {})} if name.startswith("moco") else {}
@@ -114,7 +114,7 @@ def ssl_method(name: str, default_config, batch_size: int = 6, training: dict | 
                                        ("moco_v2_texture", {"alpha": 2.0}),
                                        ("byol", {"negative": "patch", "alpha": 0.05})])
 def test_negatives_get_no_gradient_and_are_never_enqueued(name, args, tiny_stores, default_config, monkeypatch):
-    from training.methods import ssl
+    from debias_workbench.training.methods import ssl
 
     method = ssl_method(name, default_config, **args)
     batch = debug_batch(method, {**tiny_stores, "texture": tiny_stores["stylized"]})
@@ -243,7 +243,7 @@ def test_both_encoders_split_their_batch_norm_as_the_one_gpu_demo(default_config
     """The query encoder's BN is per sub-batch too (the demo's ModelBase; MoCo's per-GPU BN): a block
     of query rows is normalised together, so the query of image i shares about 1/s of its BN batch
     with its key's sub-batch of the permuted batch."""
-    from training.methods.ssl import SplitBatchNorm2d
+    from debias_workbench.training.methods.ssl import SplitBatchNorm2d
 
     split = ssl_method("moco_v2", default_config, batch_size=8, bn_splits=4)
     for encoder in (split.network, split.key_network):
@@ -258,8 +258,8 @@ def test_a_patch_tiling_map_is_the_patch_negative_and_is_cut_from_the_augmented_
     """`patch_tilings` draws exactly what `patch_negatives` draws; `patch_view` flips, recolours and
     blurs the stored image and then tiles it, so no blur runs across a seam (the authors cut their
     patches from the augmented query)."""
-    from training.negatives import patch_negatives, patch_tilings
-    from training.methods.ssl_augment import ViewParams, gaussian_blur, unit
+    from debias_workbench.training.negatives import patch_negatives, patch_tilings
+    from debias_workbench.training.methods.ssl_augment import ViewParams, gaussian_blur, unit
 
     images = torch.randint(0, 256, (3, 32, 32, 3), dtype=torch.uint8)
     tiling = patch_tilings(3, 32, torch.Generator().manual_seed(5))
@@ -286,7 +286,7 @@ def test_shuffled_bn_needs_a_batch_size_that_its_splits_divide(default_config):
 
 def test_the_linear_probe_fits_every_training_row(tiny_stores, default_config, monkeypatch):
     """The trainer's loader drops the last partial batch; the probe must still see every row once."""
-    from training.data import ZarrBatches
+    from debias_workbench.training.data import ZarrBatches
 
     method = ssl_method("moco_v2", default_config, batch_size=8, probe_epochs=1, probe_milestones=[1])
     batches = ZarrBatches(tiny_stores["original"], "train", 8, shuffle=True, drop_last=True)
@@ -302,7 +302,7 @@ def test_the_augmented_probe_sees_fresh_crops_every_epoch(tiny_stores, default_c
     """`probe_augment` (the authors' main_lincls.py): each of the probe's epochs passes the training loader's
     batches through the frozen backbone as new crop-and-flip views (the cached probe passes every row once,
     unaugmented); seeded, so two probes of one model end alike, and it fits another head than the cached probe."""
-    from training.data import ZarrBatches
+    from debias_workbench.training.data import ZarrBatches
 
     batches = ZarrBatches(tiny_stores["original"], "train", 8, shuffle=True, drop_last=True, name="probe")
     heads, passes = [], []
@@ -329,9 +329,9 @@ def test_the_augmented_probe_sees_fresh_crops_every_epoch(tiny_stores, default_c
 def test_a_probe_that_fits_worse_than_the_class_shares_is_called_so(lr, fits, tiny_stores, default_config, capsys):
     """The class-prior loss is -mean(log share of each row's class); a probe whose lr overshoots ends
     above it, is named in the log, and the report says so (`report.sections.ssl._probe_fit`)."""
-    from report.document import Document
-    from report.sections.ssl import _probe_fit
-    from training.data import ZarrBatches
+    from debias_workbench.report.document import Document
+    from debias_workbench.report.sections.ssl import _probe_fit
+    from debias_workbench.training.data import ZarrBatches
 
     method = ssl_method("moco_v2", default_config, batch_size=8, probe_epochs=5, probe_milestones=[4], probe_lr=lr)
     batches = ZarrBatches(tiny_stores["original"], "train", 8, shuffle=True, drop_last=True)
@@ -353,10 +353,10 @@ def test_a_probe_that_fits_worse_than_the_class_shares_is_called_so(lr, fits, ti
 
 
 def test_moco_v2_trains_and_its_linear_probe_is_the_head(tiny_stores, default_config, tmp_path):
-    from training.evaluation import accuracy, predict_store
-    from training.trainer import train
-    from workbench.config import resolve_config
-    from workbench.slices import run_config
+    from debias_workbench.training.evaluation import accuracy, predict_store
+    from debias_workbench.training.trainer import train
+    from debias_workbench.workflow.config import resolve_config
+    from debias_workbench.workflow.slices import run_config
 
     cfg = resolve_config(default_config)
     cfg["experiments"]["moco"] = {"method": "moco_v2", "dataset": "in9", "train_variant": "original", "label": "MoCo",
@@ -372,7 +372,7 @@ def test_moco_v2_trains_and_its_linear_probe_is_the_head(tiny_stores, default_co
     assert set(probe) == {"probe_loss", "probe_train_accuracy", "probe_prior_loss"}
     assert probe["probe_train_accuracy"] > 100 / 9 and probe["probe_loss"] < probe["probe_prior_loss"]
     assert any(r["metric"] == "sim_nonsemantic" for r in rows)
-    from training.build import build_method
+    from debias_workbench.training.build import build_method
 
     method = build_method(run, 9, torch.device("cpu"))
     method.load_state_dict(a["state_dict"])
@@ -387,7 +387,7 @@ def _shuffle_across_two_processes(rank: int, init_file: str) -> None:
     permutation and every process gets its own rows back."""
     import torch.distributed as dist
 
-    from training.methods.ssl import shuffled_across_processes
+    from debias_workbench.training.methods.ssl import shuffled_across_processes
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     everything = torch.arange(16.0).view(8, 2)                            # rows 0-3 on rank 0, 4-7 on rank 1

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core.statistics import (RunValue, difference, group_bootstrap_se, mean_interval, pack_hits, proportion_se,
+from debias_workbench.core.statistics import (RunValue, difference, group_bootstrap_se, mean_interval, pack_hits, proportion_se,
                              run_value, unpack_hits)
 
 
@@ -111,7 +111,7 @@ def test_run_value_reads_se_or_derives_it():
 
 
 def test_group_metrics_name_the_worst_group_size_and_its_error():
-    from training.evaluation import group_metrics
+    from debias_workbench.training.evaluation import group_metrics
 
     labels = np.array([0] * 40 + [1] * 40 + [0] * 8)
     bias = np.array([0] * 40 + [1] * 40 + [1] * 8)           # group (0, 1): 8 bias-conflicting images
@@ -128,7 +128,7 @@ def test_group_metrics_name_the_worst_group_size_and_its_error():
 
 def _scored(correct: np.ndarray, seed: int) -> RunValue:
     """The report's RunValue of a scoring row over per-image `correct` (the row as training.evaluation writes it)."""
-    from training.evaluation import scored_share
+    from debias_workbench.training.evaluation import scored_share
 
     return run_value({"metric": "accuracy", "seed": seed, **scored_share(correct)})
 

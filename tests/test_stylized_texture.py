@@ -15,13 +15,13 @@ import torch
 import zarr
 from PIL import Image
 
-from core.errors import PipelineError
-from pipeline import adain
-from pipeline.datasets import get_family
-from pipeline import derived_stage
-from pipeline.derived_stage import example_patches, patch_sides, work_side
-from pipeline.styles import CUE_CONFLICT_SPLITS, StyleSet, choose_style, load_styles
-from pipeline.texture_synthesis import TextureJob, Tool, make_tool, synthesize
+from debias_workbench.core.errors import PipelineError
+from debias_workbench.pipeline import adain
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.pipeline import derived_stage
+from debias_workbench.pipeline.derived_stage import example_patches, patch_sides, work_side
+from debias_workbench.pipeline.styles import CUE_CONFLICT_SPLITS, StyleSet, choose_style, load_styles
+from debias_workbench.pipeline.texture_synthesis import TextureJob, Tool, make_tool, synthesize
 
 from .conftest import CLASSES, debug_batch, needs_shared, tiny_stores_config
 
@@ -234,7 +234,7 @@ def _jobs(names: list[str]) -> list[TextureJob]:
 def test_texture_wrapper_contains_a_failing_a_hanging_and_a_garbage_writing_tool(tmp_path, monkeypatch):
     """The fake CLI exits 3 on one image, hangs on another, writes garbage for a third: those
     three come back as reasons naming their image, the others as textures."""
-    import pipeline.texture_synthesis as ts
+    import debias_workbench.pipeline.texture_synthesis as ts
 
     names = ["ok_1", "fail_me", "ok_2", "hang_me", "garbage_me", "ok_3"]
     real_save = Image.Image.save
@@ -299,7 +299,7 @@ def test_embark_style_binary_gets_its_arguments_and_a_failure_is_a_skipped_item(
 
 
 def test_sketch_stand_in_keeps_the_outline_only(tiny_stores):
-    from pipeline.variants import sketch
+    from debias_workbench.pipeline.variants import sketch
 
     image = np.full((1, 32, 32, 3), 120, np.uint8)
     image[0, :, ::4] = 250  # a striped background: must not show
@@ -310,7 +310,7 @@ def test_sketch_stand_in_keeps_the_outline_only(tiny_stores):
 
 
 def test_shape_bias_counts_only_shape_or_texture_decisions():
-    from training.evaluation import shape_bias
+    from debias_workbench.training.evaluation import shape_bias
 
     result = {"labels": np.array([0, 0, 1, 1, 2, 2]), "bias_labels": np.array([1, 2, 0, 2, 0, 1]),
               "pred": np.array([0, 2, 0, 2, 2, 8])}
@@ -319,9 +319,9 @@ def test_shape_bias_counts_only_shape_or_texture_decisions():
 
 
 def test_s_clad_keys_its_dictionary_by_the_positives_style_class(tiny_stores, default_config):
-    from training.build import build_method
-    from workbench.config import resolve_config
-    from workbench.slices import run_config
+    from debias_workbench.training.build import build_method
+    from debias_workbench.workflow.config import resolve_config
+    from debias_workbench.workflow.slices import run_config
 
     cfg = resolve_config(default_config)
     run = run_config(cfg, "s_clad", 0)

@@ -7,11 +7,11 @@ import json
 import pytest
 import torch
 
-from training.evaluation import IN9_SUBCLASS_COUNTS, evaluate_run, in1k_to_in9, mapping_tensor, scoring_batches
-from training.methods import METHODS
-from report.context import accuracy_table
-from training.trainer import train
-from workbench.slices import evaluation_config, imagenet_evaluation_config, run_config
+from debias_workbench.training.evaluation import IN9_SUBCLASS_COUNTS, evaluate_run, in1k_to_in9, mapping_tensor, scoring_batches
+from debias_workbench.training.methods import METHODS
+from debias_workbench.report.context import accuracy_table
+from debias_workbench.training.trainer import train
+from debias_workbench.workflow.slices import evaluation_config, imagenet_evaluation_config, run_config
 
 from .conftest import debug_batch, needs_shared
 
@@ -57,7 +57,7 @@ FIRST_UPDATE_TRAINS_F = {"learned_mixin_h": {"g_pretrain_epochs": 0}, "moco_v2":
 def test_every_method_runs_one_update_that_changes_weights(name, tiny_stores, train_config):
     """One step moves the trained network's first layer (the self-supervised methods leave the
     head, their linear probe, to `finish`)."""
-    from training.data import ZarrBatches
+    from debias_workbench.training.data import ZarrBatches
 
     method = METHODS[name](9, train_config["training"], FIRST_UPDATE_TRAINS_F.get(name, {}))
     method.setup(ZarrBatches(tiny_stores["original"], "train", 6, shuffle=True))  # as the trainer does
@@ -75,7 +75,7 @@ def test_evaluation_rows(tmp_path, tiny_store, train_config):
     rows (shuffled or misaligned) and images left out or counted twice."""
     import zarr
 
-    from training.evaluation import load_trained
+    from debias_workbench.training.evaluation import load_trained
 
     model = train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "run")
     rows = evaluate_run(model, evaluation_config(train_config), {"original": tiny_store})
@@ -111,8 +111,8 @@ def test_accuracy_rows_of_a_model_of_known_accuracy(tiny_store):
     the first 5 rows (smoke mode's `max_images`, in one batch) 3 of 5: catches a wrong denominator, labels
     compared in another order than the images, a row skipped or scored twice, and a `limit` that
     reads other rows than the first ones."""
-    from training.data import Augmenter
-    from training.evaluation import accuracy_rows
+    from debias_workbench.training.data import Augmenter
+    from debias_workbench.training.evaluation import accuracy_rows
 
     wrong = set(range(0, 18, 3))
     identity = Augmenter([0.0] * 3, [1.0] * 3)
@@ -162,7 +162,7 @@ def test_bg_gap_is_mixed_same_minus_mixed_rand_per_seed():
 def test_base_in_scores_a_1000_class_model_through_the_mapping(tmp_path, tiny_store, train_config):
     import torchvision
 
-    from training.evaluation import evaluate_imagenet_model
+    from debias_workbench.training.evaluation import evaluate_imagenet_model
 
     mapping = needs_shared("data/in_to_in9.json")
     torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "r18.pth")
@@ -173,7 +173,7 @@ def test_base_in_scores_a_1000_class_model_through_the_mapping(tmp_path, tiny_st
 
 
 def test_missing_or_altered_weights_are_clear_errors(tmp_path):
-    from training.models import Classifier, WeightsError
+    from debias_workbench.training.models import Classifier, WeightsError
 
     with pytest.raises(WeightsError, match="not found at .*nope.pth.*nothing is downloaded"):
         Classifier("resnet18", 9, str(tmp_path / "nope.pth"))
@@ -186,7 +186,7 @@ def test_missing_or_altered_weights_are_clear_errors(tmp_path):
 
 def test_the_learning_curve_monitor_reads_each_val_split_once(tmp_path, tiny_store, train_config, monkeypatch):
     """Every curve point scores the val split; it is read from the store at the first point only."""
-    import training.trainer as trainer
+    import debias_workbench.training.trainer as trainer
 
     made = []
     monkeypatch.setattr(trainer, "scoring_batches", lambda *a, **k: made.append(a[0]) or scoring_batches(*a, **k))

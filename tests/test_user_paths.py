@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workbench.schema import load_schema
-from workbench.user_paths import PATH_KEYWORD, WHEN_KEYWORD, missing_paths
+from debias_workbench.workflow.schema import load_schema
+from debias_workbench.workflow.user_paths import PATH_KEYWORD, WHEN_KEYWORD, missing_paths
 
 from .conftest import PAPER_CONFIGS, ROOT
 

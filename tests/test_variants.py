@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import zarr
 
-from core.atomic import write_json
-from core.errors import SkipItem
-from pipeline import variants
-from pipeline.variant_stage import run_variant_stage
+from debias_workbench.core.atomic import write_json
+from debias_workbench.core.errors import SkipItem
+from debias_workbench.pipeline import variants
+from debias_workbench.pipeline.variant_stage import run_variant_stage
 
 
 def _image(h=6, w=6, offset=0):
@@ -203,7 +203,7 @@ def test_background_biased_counts_are_exact_per_class():
 
 
 def test_background_biased_store_puts_each_foreground_on_its_assigned_class(tmp_path, tiny_stores):
-    from pipeline.datasets import get_family
+    from debias_workbench.pipeline.datasets import get_family
 
     from .conftest import tiny_stores_config
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import zarr
 
-from core.errors import PipelineError
-from pipeline.datasets import get_family
-from pipeline.bird_composites import is_waterbird
+from debias_workbench.core.errors import PipelineError
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.pipeline.bird_composites import is_waterbird
 
 from .standins import make_places
 

@@ -125,7 +125,7 @@ def test_the_report_shows_every_experiment_with_the_numbers_of_its_metric_rows(p
     n_seeds must follow from its values)."""
     import yaml
 
-    from workbench.config import deep_merge, resolve_config
+    from debias_workbench.workflow.config import deep_merge, resolve_config
 
     results, args = paper_smoke
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -233,7 +233,7 @@ def test_a_report_key_reruns_only_the_report(paper_smoke, tmp_path):
 
 
 def test_the_interpreter_and_the_checkout_reach_jobs_through_the_environment():
-    from workbench.resources import PYTHON_COMMAND, interpreter_environment
+    from debias_workbench.workflow.resources import PYTHON_COMMAND, interpreter_environment
 
     assert interpreter_environment("/co", "/venv/bin/python", {}) == {"WORKBENCH_PYTHON": "/venv/bin/python",
                                                                        "PYTHONPATH": "/co"}

@@ -1,0 +1,37 @@
+"""Digests of files and configs, and the code version recorded beside every output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import debias_workbench
+
+
+def file_digest(path: Path, algorithm: str) -> str:
+    """Hex digest of a file (md5/sha256), read in 1 MiB blocks."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def config_hash(cfg: Any) -> str:
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def code_version() -> str:
+    """Package version plus the git commit of the checkout (with +dirty if modified)."""
+    root = Path(debias_workbench.__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                                text=True, check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+        return f"{debias_workbench.__version__}+{commit}{'.dirty' if dirty else ''}"
+    except (OSError, subprocess.SubprocessError):
+        return debias_workbench.__version__

@@ -1,0 +1,1 @@
+"""Dataset generation: source enumeration, segmentation, variant building, zarr stores."""

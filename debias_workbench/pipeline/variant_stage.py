@@ -1,0 +1,125 @@
+"""Stage 2 of IN-9 generation: one variant's zarr store from the segmented intermediate store.
+
+Store layout (the format later stages and issues rely on):
+  <variant>.zarr/{train,val}/images       (N, H, W, 3) uint8
+                            /labels       (N,) int64
+                            /bias_labels  (N,) int64  background's class; -1 when unknown
+                            /ids          (N,) str    source image ids
+                            /masks        (N, H, W) uint8, for variants that show the foreground
+  attrs: classes, bias_classes, variant, family, image_size, provenance
+Beside it, `<variant>.manifest.json`: per split, inputs = outputs + skipped, with reasons.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from debias_workbench.core.atomic import write_json
+from debias_workbench.core.errors import SkipItem
+from debias_workbench.core.provenance import code_version, config_hash
+from debias_workbench.core.seeding import name_rng
+
+from . import variants
+from .parallel import run_blocks, worker_setup
+from .store import atomic_store, create_array, rows_per_block
+
+
+def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg: dict[str, Any], seed: int,
+                      out_store: Path, manifest_path: Path, workers: int, family: str = "in9") -> None:
+    seg = zarr.open_group(seg_store, mode="r")
+    ids, splits = seg["ids"][:], seg["splits"][:]
+    labels, ok = seg["labels"][:], seg["ok"][:].astype(bool)
+    classes = list(seg.attrs["classes"])
+    size = int(seg.attrs["image_size"])
+    upstream = json.loads(Path(seg_manifest).read_text())
+    manifest: dict[str, Any] = {}
+    with atomic_store(out_store) as tmp:
+        group = zarr.open_group(tmp, mode="w")
+        group.attrs.update({"classes": classes, "bias_classes": classes, "variant": variant, "family": family,
+                            "image_size": size, "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
+                                                               "code_version": code_version()}})
+        blocks = []
+        for split in sorted(set(splits.tolist())):
+            rows = np.nonzero(ok & (splits == split))[0]
+            partners, bias, kept, skipped = _pair(variant, rows, ids, labels, len(classes), seed)
+            manifest[split] = {"inputs": upstream[split]["inputs"], "outputs": len(kept),
+                               "skipped": upstream[split]["skipped"] + skipped}
+            sub = group.create_group(split)
+            n = len(kept)
+            chunk = int(ds_cfg["chunk_images"])
+            create_array(sub, "images", (n, size, size, 3), np.uint8, chunk, codec=ds_cfg["image_codec"])
+            if variant in variants.WITH_FOREGROUND:
+                create_array(sub, "masks", (n, size, size), np.uint8, chunk)
+            create_array(sub, "labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = labels[kept]
+            create_array(sub, "bias_labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = bias
+            create_array(sub, "ids", (n,), str, max(n, 1), max(n, 1))[:] = ids[kept]
+            block = rows_per_block(sub["images"].chunks[0], int(ds_cfg["block_images"]))
+            for start in range(0, n, block):
+                stop = min(n, start + block)
+                blocks.append((str(seg_store), str(tmp), split, variant, start, kept[start:stop], partners[start:stop]))
+        run_blocks(_compose_block, blocks, workers, f"variant {variant}")
+    write_json(manifest_path, manifest)
+
+
+def _pair(variant: str, rows: np.ndarray, ids: np.ndarray, labels: np.ndarray, n_classes: int, seed: int):
+    """Partner row (or -1), bias label, kept rows and skipped records for one split."""
+    if variant not in variants.MIXED and not variant.startswith(variants.BG_CONFLICT):
+        no_background = variant in ("only_fg", "sketch")
+        bias = np.full(len(rows), -1, np.int64) if no_background else labels[rows].astype(np.int64)
+        return np.full(len(rows), -1, np.int64), bias, rows, []
+    by_class = [rows[labels[rows] == c] for c in range(n_classes)]
+    background = np.full(len(ids), -1, np.int64)
+    if variant.startswith(variants.BG_CONFLICT):
+        ratio = float(variant.removeprefix(variants.BG_CONFLICT)) / 100
+        background[rows] = variants.background_classes(labels[rows], ids[rows], n_classes, ratio, seed)
+    partners, kept, skipped = [], [], []
+    for row in rows:
+        rng = name_rng(seed, "partner", variant, ids[row])  # by name: independent of row order
+        try:
+            partners.append(variants.choose_partner(variant, int(labels[row]), int(row), by_class, rng,
+                                                    int(background[row])))
+            kept.append(row)
+        except SkipItem as exc:
+            skipped.append({"id": str(ids[row]), "path": None, "reason": exc.reason})
+    partners_arr = np.array(partners, np.int64)
+    return partners_arr, labels[partners_arr].astype(np.int64), np.array(kept, np.int64), skipped
+
+
+def _compose_block(seg_store: str, out_store: str, split: str, variant: str, start: int, rows: np.ndarray,
+                   partners: np.ndarray) -> None:
+    worker_setup()
+    seg = zarr.open_group(seg_store, mode="r")
+    image, fg = _rows(seg["images"], rows), _rows(seg["masks"], rows)
+    if variant == "original":
+        out = image
+    elif variant == "only_fg":
+        out = variants.only_fg(image, fg)
+    elif variant == "no_fg":
+        out = variants.no_fg(image, fg)
+    elif variant == "only_bg_b":
+        out = variants.only_bg_b(image, _rows(seg["box_masks"], rows))
+    elif variant == "sketch":
+        out = variants.sketch(image, fg)
+    elif variant == "only_bg_t":
+        out = _rows(seg["bg_t"], rows)
+    else:
+        unique, inverse = np.unique(partners, return_inverse=True)
+        # partners are scattered: one read per row (the intermediate store has 1-image chunks)
+        background = np.stack([seg["bg_t"][int(r)] for r in unique])[inverse]
+        out = variants.composite(background, image, fg)
+    group = zarr.open_group(out_store, mode="r+")[split]
+    stop = start + len(rows)
+    group["images"][start:stop] = out
+    if "masks" in group:
+        group["masks"][start:stop] = fg
+
+
+def _rows(array: zarr.Array, rows: np.ndarray) -> np.ndarray:
+    """array[rows] for sorted rows, read as one contiguous slice (zarr's fancy indexing is slow)."""
+    lo = int(rows[0])
+    return array[lo:int(rows[-1]) + 1][rows - lo]

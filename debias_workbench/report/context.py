@@ -1,0 +1,117 @@
+"""What every report section reads: the config, the tidy rows split by what they score, and the
+tables aggregated from them once (`ReportContext`)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from debias_workbench.core.statistics import RunValue, run_value
+
+from .helpers import by_label, experiment_labels, read_rows, sweep_only_experiments
+from .sections.texture import shape_bias_table
+
+Table = dict[str, dict[str, list[float]]]  # {model label: {column: [value per seed]}}
+
+
+def accuracy_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> Table:
+    """{model label: {variant or "bg_gap": [value per seed]}} from eval rows, aggregated per
+    experiment and shown under its label (`labels`: experiment -> label).
+
+    BG-GAP = acc(MIXED_SAME) - acc(MIXED_RAND), computed per seed, then aggregated.
+    """
+    per_run: dict[tuple[str, int], dict[str, RunValue]] = defaultdict(dict)
+    for r in rows:  # BG-GAP rows of the runs are recomputed here from the accuracies they derive from
+        if r.get("kind") == "eval" and r["metric"] == "accuracy":
+            per_run[(r["experiment"], r["seed"])][r["variant"]] = run_value(r)
+    table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for (experiment, seed), accs in sorted(per_run.items()):
+        for variant, value in accs.items():
+            table[experiment][variant].append(value)
+        if "mixed_same" in accs and "mixed_rand" in accs:
+            same, rand = accs["mixed_same"], accs["mixed_rand"]
+            # Mixed-Same and Mixed-Rand hold the same foregrounds row for row: the gap per image
+            aligned = (same.per_image is not None and rand.per_image is not None
+                       and len(same.per_image) == len(rand.per_image))
+            table[experiment]["bg_gap"].append(RunValue(same - rand, seed, math.hypot(same.se, rand.se), same.n,
+                                                        same.per_image - rand.per_image if aligned else None))
+    return by_label(table, labels)
+
+
+@dataclass
+class ReportContext:
+    """The inputs of the report and the row sets and tables its sections share.
+
+    `all_rows`: every tidy row, labelled; `rows`: those of the main evaluation dataset's runs
+    (no grid run, no official-test-image row, no run scored on a dataset of its own);
+    `table`: their accuracies (sweep runs included), `main`: without the sweep-only runs,
+    `with_bias`: `main` plus the shape-bias columns; `elsewhere` / `other_tables`: the rows and
+    accuracies of the runs scored on another dataset (`eval_dataset`: ImageNet-100), by dataset."""
+
+    config: dict[str, Any]
+    out_dir: Path
+    stores: dict[str, Path]
+    quality_file: Path
+    manifest_files: list[Path]
+    saliency_arrays: Path | None
+    paper: dict[str, Any]
+    labels: dict[str, str]
+    all_rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+    official_table: Table
+    elsewhere: dict[str, list[dict[str, Any]]]
+    scored_elsewhere: frozenset[str]
+    table: Table = field(default_factory=dict)
+    main: Table = field(default_factory=dict)
+    shape_bias: Table = field(default_factory=dict)
+    with_bias: Table = field(default_factory=dict)
+    other_tables: dict[str, Table] = field(default_factory=dict)
+
+    @property
+    def dataset(self) -> dict[str, Any]:
+        """The main evaluation dataset's config section."""
+        return self.config["datasets"][self.config["evaluation"]["dataset"]]
+
+
+def paper_numbers() -> dict[str, Any]:
+    """The papers' own numbers the tables quote (report/paper_numbers.yaml)."""
+    return yaml.safe_load(resources.files("report").joinpath("paper_numbers.yaml").read_text())
+
+
+def build_context(config: dict[str, Any], metric_files: list[Path], quality_file: Path, manifest_files: list[Path],
+                  stores: dict[str, Path], out_dir: Path, saliency_arrays: Path | None = None) -> ReportContext:
+    all_rows = read_rows(metric_files)
+    labels = experiment_labels(config)
+    for r in all_rows:  # rows carry no labels: display names come from this report's config
+        if "experiment" in r:
+            r["label"] = labels.get(r["experiment"], r["experiment"])
+    official = config["evaluation"].get("official_dataset")
+    is_official = lambda r: official is not None and r.get("dataset") == official  # noqa: E731
+    is_grid = lambda r: config["experiments"].get(r.get("experiment", ""), {}).get("grid")  # noqa: E731
+    elsewhere: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in all_rows:
+        if (r.get("kind") == "eval" and not is_grid(r)
+                and r.get("dataset") not in (None, config["evaluation"]["dataset"], official)):
+            elsewhere[r["dataset"]].append(r)
+    scored_elsewhere = frozenset(r["experiment"] for d_rows in elsewhere.values() for r in d_rows)
+    rows = [r for r in all_rows if not is_grid(r) and not is_official(r)
+            and not (r.get("kind") == "eval" and r.get("experiment") in scored_elsewhere)]
+    ctx = ReportContext(config=config, out_dir=out_dir, stores=stores, quality_file=quality_file,
+                        manifest_files=manifest_files, saliency_arrays=saliency_arrays, paper=paper_numbers(),
+                        labels=labels, all_rows=all_rows, rows=rows,
+                        official_table=accuracy_table([r for r in all_rows if is_official(r)], labels),
+                        elsewhere=dict(sorted(elsewhere.items())), scored_elsewhere=scored_elsewhere)
+    ctx.table = accuracy_table(rows, labels)
+    swept = {config["experiments"][e]["label"] for e in sweep_only_experiments(config)}  # in their own figures only
+    ctx.main = {label: cols for label, cols in ctx.table.items() if label not in swept}
+    # shape bias per seed where it counts enough decisions, else their number (sections.texture.shape_bias_table)
+    ctx.shape_bias = {label: cols for label, cols in shape_bias_table(rows, labels).items() if label in ctx.main}
+    ctx.with_bias = {label: {**cols, **ctx.shape_bias.get(label, {})} for label, cols in ctx.main.items()}
+    ctx.other_tables = {dataset: accuracy_table(d_rows, labels) for dataset, d_rows in ctx.elsewhere.items()}
+    return ctx

@@ -1,0 +1,32 @@
+"""Runs declared on their own and scored on a dataset no paper section lays out (e.g. an experiment
+on a Colored MNIST dataset): one table per dataset, the columns its family declares
+(`DatasetFamily.headline`), so every run's numbers reach the report."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from debias_workbench.pipeline.datasets import DEFAULT_FAMILY
+
+from ..helpers import COLUMN_TITLES, headline, mean_std, model_order
+from .ssl import ssl_runs
+
+if TYPE_CHECKING:
+    from ..context import ReportContext
+    from ..document import Document
+
+
+def other_runs(doc: Document, ctx: ReportContext) -> None:
+    shown = {r["label"] for r in ssl_runs(ctx.config)}  # the self-supervised ones have Ge et al.'s table
+    for dataset, table in ctx.other_tables.items():
+        labels = [label for label in model_order(table) if label not in shown]
+        if not labels:
+            continue
+        columns, titles = headline(ctx.config["datasets"][dataset].get("family", DEFAULT_FAMILY))
+        if not columns:
+            columns = sorted({c for label in labels for c in table[label]})
+            titles = [COLUMN_TITLES.get(c, c) for c in columns]
+        doc.heading(f"Runs scored on `{dataset}`: accuracy (%)")
+        doc.para("Mean ± sample std over seeds, on the test sets the dataset's family declares.")
+        doc.table(["Model", *titles], [[label, *[mean_std(table[label].get(c, [])) for c in columns]]
+                                       for label in labels])

@@ -1,0 +1,217 @@
+"""Report sections of the CLAD supplementary's texture part (Secs. IV-V): Tables 7-9, the shape
+bias (Geirhos et al. 2019) with its figure, and a picture of the stylized / texture / sketch
+images beside ORIGINAL.
+
+The reference model of the texture comparison is Base (SIN9): trained on Stylized IN-9, where a
+texture says nothing about the class, it must recognise the shapes on Stylized IN-9 val before a
+higher shape bias of S-CLAD can mean anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import zarr
+
+from debias_workbench.pipeline.derived_stage import work_side
+
+from debias_workbench.core.statistics import difference
+from ..document import Document
+from ..helpers import (headline, MIN_IMAGES, capability_line, counted_values, mean_std, model_order, save_figure,
+                      too_few_column, value_cell)
+
+TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]
+TEXTURE_HEADER = ["Original ↑", "Stylized IN-9 ↑", "IN-9-Sketch (stand-in) ↑", "IN-9-Texture", "Shape bias (%)"]
+TEXTURE_VARIANTS = ("stylized", "texture", "sketch")
+
+
+#: the Background Challenge columns beside the texture ones (Table 9)
+BG_COLUMNS, BG_HEADER = headline("in9")
+SHAPE_BIAS_TOO_FEW = too_few_column("shape_bias")
+
+
+def shape_bias_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+    """{model label: {"shape_bias": [shape bias per seed], SHAPE_BIAS_TOO_FEW: [decisions per seed]}}
+    from the eval rows (`labels`: experiment -> label): a seed whose shape bias counts fewer than
+    `MIN_IMAGES` decisions (Geirhos et al.: only the images classified as the shape or the texture
+    class count) gives its count, not its value (`helpers.counted_values`)."""
+    return counted_values(rows, "shape_bias", labels)
+
+
+def texture_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[str, list[float]]],
+                     paper: dict[str, Any], stores: dict[str, Path], out_dir: Path, chance: float = 100 / 9) -> None:
+    """`table`: {model label: {test set, "shape_bias" or SHAPE_BIAS_TOO_FEW: [value per seed]}}
+    (the shape-bias columns as `shape_bias_table` gives them)."""
+    doc.heading("Texture bias – CLAD supplementary Secs. IV–V")
+    variants = config["datasets"][config["evaluation"]["dataset"]]["variants"]
+    if "stylized" not in variants:
+        doc.para("Not run: the evaluation dataset builds no `stylized` variant. Add `stylized` (and `texture`, "
+                 "`sketch`) to its `variants` and give it a `stylized:` section (see config/config.yaml).")
+        return
+    _describe(doc, config)
+    _verdict(doc, table, chance)
+    _texture_table(doc, "Table 7 – S-CLAD / S-CLAD+ vs the baselines (%)", table,
+                   ["Base (IN9)", "Base (SIN9)", "S-CLAD", "S-CLAD+"], paper["clad_table7"])
+    _texture_table(doc, "Table 8 – CLAD / CLAD+ on the texture test sets (%)", table,
+                   ["Base (IN9)", "CLAD", "CLAD+"], paper["clad_table8"])
+    _table9(doc, table, paper["clad_table9"])
+    _shape_bias_figure(doc, table, paper["geirhos_shape_bias"], out_dir / "shape_bias.png")
+    _image_grid(doc, stores, config, out_dir / "texture_grid.png")
+
+
+def _describe(doc: Document, config: dict[str, Any]) -> None:
+    ds = config["datasets"][config["evaluation"]["dataset"]]
+    sty = ds["stylized"]
+    styles = ("each class's own textures drawn by the embedded source's background generator "
+              f"({sty['styles']['per_class']} per class)" if sty["styles"]["kind"] == "embedded"
+              else f"the texture images under `{sty['styles']['root']}`, one folder per class")
+    text = (f"Stylized IN-9: every image stylized by AdaIN (α = {sty['alpha']:g}, at "
+            f"{work_side(ds['image_size'], sty['work_size'])} px) with a style drawn from {styles}: of any class on "
+            "train, so the texture says nothing about the label, and of another class on val, the cue-conflict set: "
+            "shape of class A, texture of class B ≠ A; the shape bias counts, over the decisions for A or B, the "
+            f"share for A (not shown from fewer than {MIN_IMAGES} such decisions). ")
+    if "texture" in ds.get("variants", []):
+        tex = ds["texture"]
+        text += (f"IN-9-Texture: a texture synthesized by `{tex['tool']}` from each image's central patch and one "
+                 "random patch (Ge et al. 2021): no shape is left, so accuracy there measures texture use. ")
+    text += ("IN-9-Sketch is not available offline (ImageNet-Sketch is a separate download): the *sketch* column is "
+             "a stand-in, the edges of the segmented foreground drawn black on white, and is labelled as such.")
+    doc.para(text)
+
+
+def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: float) -> None:
+    """Does S-CLAD raise the shape bias (and Stylized IN-9 accuracy) of Base (IN9)? Only after
+    Base (SIN9) is shown to recognise shapes on the stylized images; a shape bias from fewer than
+    `MIN_IMAGES` decisions is named, never compared."""
+    reference = table.get("Base (SIN9)", {}).get("stylized", [])
+    base = table.get("Base (IN9)", {})
+    if not reference or not (base.get("shape_bias") or base.get(SHAPE_BIAS_TOO_FEW)):
+        doc.para("Capability check: no Base (SIN9) or Base (IN9) run on Stylized IN-9 in this configuration, so "
+                 "whether this benchmark can judge texture debiasing is unknown.")
+        return
+    capable, line = capability_line("Base (SIN9)", "on Stylized IN-9 val", reference, chance,
+                                    "to recognise shapes under a foreign texture")
+    doc.para(line)
+    doc.para(f"Shape bias of Base (SIN9) vs Base (IN9): {_shape_bias_versus(table['Base (SIN9)'], base)}; "
+             "Geirhos et al. found 81 vs 22 % for ResNet-50 on real images.")
+    if not capable:
+        doc.para("Do S-CLAD / S-CLAD+ reduce the texture bias of Base (IN9) here? Not informative: the reference "
+                 "model does not recognise shapes under a foreign texture on these images.")
+        return
+    lines = []
+    for label in ("S-CLAD", "S-CLAD+"):
+        cols = table.get(label, {})
+        if not (cols.get("shape_bias") or cols.get(SHAPE_BIAS_TOO_FEW)):
+            continue
+        lines.append(f"{label}: shape bias {_shape_bias_versus(cols, base)}; Stylized IN-9 "
+                     f"{mean_std(cols.get('stylized', []))} vs {mean_std(base.get('stylized', []))} % "
+                     f"({difference(cols.get('stylized', []), base.get('stylized', [])).text()}); Original "
+                     f"{mean_std(cols.get('original', []))} vs {mean_std(base.get('original', []))} %.")
+    if lines:
+        doc.para("Against Base (IN9): " + " ".join(lines) + " Computed from the numbers, nothing is tuned to it.")
+
+
+def _shape_bias_versus(ours: dict[str, list[float]], base: dict[str, list[float]]) -> str:
+    """"ours vs base % (comparison)"; not compared where either side has no seed with at least
+    `MIN_IMAGES` counted decisions."""
+    text = f"{value_cell(ours, 'shape_bias')} vs {value_cell(base, 'shape_bias')} %"
+    if ours.get("shape_bias") and base.get("shape_bias"):
+        return f"{text} ({difference(ours['shape_bias'], base['shape_bias']).text()})"
+    return f"{text} (not compared: fewer than {MIN_IMAGES} shape or texture decisions)"
+
+
+def _texture_table(doc: Document, title: str, table: dict[str, dict[str, list[float]]], models: list[str],
+                   paper: dict[str, Any]) -> None:
+    doc.heading(title)
+    present = [m for m in models if m in table]
+    rows = [["Ours", m, *[value_cell(table[m], c) for c in TEXTURE_COLUMNS]] for m in present]
+    cols = paper["columns"]
+    for prow in paper["rows"]:
+        values = dict(zip(cols, prow["values"]))
+        rows.append(["Paper", prow["model"], *[f"{values[c]:.1f}" if c in values else "–" for c in TEXTURE_COLUMNS]])
+    doc.table(["", "Model", *TEXTURE_HEADER], rows)
+    missing = [m for m in models if m not in table]
+    if missing:
+        doc.para(f"No runs of {', '.join(missing)} in this configuration.")
+
+
+def _table9(doc: Document, table: dict[str, dict[str, list[float]]], paper: dict[str, Any]) -> None:
+    doc.heading("Table 9 – S-CLAD / S-CLAD+ on the Background Challenge (%)")
+    present = [m for m in ("Base (IN9)", "S-CLAD", "S-CLAD+") if m in table]
+    rows = [["Ours", m, *[mean_std(table[m].get(c, [])) for c in BG_COLUMNS]] for m in present]
+    rows += [["Paper", r["model"], *[f"{v:.1f}" for v in r["values"]]] for r in paper["rows"]]
+    doc.table(["", "Model", *BG_HEADER], rows)
+
+
+def _shape_bias_figure(doc: Document, table: dict[str, dict[str, list[float]]], geirhos: dict[str, float],
+                       path: Path) -> None:
+    """Shape bias per model: the figure from the seeds with at least `MIN_IMAGES` counted decisions
+    only; the table beneath also lists the models whose seeds all have fewer, as too few."""
+    listed = [m for m in model_order(table) if table[m].get("shape_bias") or table[m].get(SHAPE_BIAS_TOO_FEW)]
+    if not listed:
+        return
+    doc.heading("Shape bias on the cue-conflict images")
+    shape_bias = {m: table[m]["shape_bias"] for m in listed if table[m].get("shape_bias")}
+    if shape_bias:
+        _plot_shape_bias(shape_bias, geirhos, path)
+        doc.image(path.name, "Bars: mean over seeds (dots: each seed) on Stylized IN-9 val; grey lines: Geirhos et "
+                             "al.'s ResNet-50 and human figures on real cue-conflict images, for orientation only.")
+    doc.table(["Model", "Shape bias (%)", "Seeds"],
+              [[m, value_cell(table[m], "shape_bias"), str(len(table[m].get("shape_bias", [])))] for m in listed])
+
+
+def _plot_shape_bias(shape_bias: dict[str, list[float]], geirhos: dict[str, float], path: Path) -> None:
+    labels = model_order(shape_bias)
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(labels) + 1.9))
+    means = [np.mean(shape_bias[m]) for m in labels]
+    errs = [np.std(shape_bias[m], ddof=1) if len(shape_bias[m]) > 1 else 0.0 for m in labels]
+    ax.barh(range(len(labels)), means, xerr=errs, color="tab:blue", capsize=3)
+    for k, m in enumerate(labels):
+        ax.plot(shape_bias[m], [k] * len(shape_bias[m]), "k.", markersize=4)
+    for (name, value), style in zip(geirhos.items(), ("--", "-.", ":")):
+        ax.axvline(value, color="grey", linestyle=style, linewidth=1, label=f"{name} (Geirhos et al.): {value} %")
+    ax.axvline(50, color="black", linewidth=0.6)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("shape bias (%): shape decisions / (shape + texture decisions)")
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.45, -0.18), ncol=2, frameon=False)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+
+
+def _image_grid(doc: Document, stores: dict[str, Path], config: dict[str, Any], path: Path, n_images: int = 6) -> None:
+    columns = [v for v in ("original", *TEXTURE_VARIANTS) if v in stores]
+    classes = config["datasets"][config["evaluation"]["dataset"]]["classes"]
+    groups = {v: zarr.open_group(str(stores[v]), mode="r")["val"] for v in columns}
+    n = groups["stylized"]["labels"].shape[0] if "stylized" in groups else 0
+    if not n:
+        return
+    # one image of each of the first classes, the same images in every column (matched by id)
+    labels = groups["stylized"]["labels"][:]
+    picks = [int(np.nonzero(labels == c)[0][0]) for c in np.unique(labels)[:n_images]]
+    ids = groups["stylized"]["ids"][:][picks]
+    fig, axes = plt.subplots(len(picks), len(columns), figsize=(1.5 * len(columns), 1.5 * len(picks) + 0.3),
+                             squeeze=False)
+    for j, variant in enumerate(columns):
+        where = {str(i): k for k, i in enumerate(groups[variant]["ids"][:])}
+        for i, image_id in enumerate(ids):
+            ax = axes[i][j]
+            ax.axis("off")
+            if str(image_id) in where:
+                ax.imshow(groups[variant]["images"][where[str(image_id)]], interpolation="nearest")
+            if variant == "stylized":
+                style = int(groups["stylized"]["bias_labels"][picks[i]])
+                ax.set_title(f"texture: {classes[style]}", fontsize=6)
+            elif variant == "original":
+                ax.set_title(classes[int(labels[picks[i]])], fontsize=6)
+        axes[0][j].text(0.5, 1.35, variant.upper() + (" (stand-in)" if variant == "sketch" else ""), fontsize=7,
+                        ha="center", transform=axes[0][j].transAxes)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=130)
+    doc.heading("Stylized, texture and sketch images beside ORIGINAL")
+    doc.image(path.name, "The same validation images in each variant; above each stylized image, the class whose "
+                         "texture it was given (the cue conflict).")

@@ -1,0 +1,398 @@
+"""Self-supervised pre-training with non-semantic negatives (Ge et al., NeurIPS 2021), then the
+linear probe on the frozen backbone.
+
+MoCo-v2 (Chen et al. 2020): a query encoder (the backbone + a 2-layer MLP head), a momentum
+key encoder, a FIFO queue of K keys, temperature T and the aug-plus views. BYOL (Grill et al.
+2020): an online backbone + projector + predictor against an EMA target, symmetrised over the
+two views. A non-semantic negative x_ns of each image (Sec. 2.2-2.3) enters the loss through
+Eq. (1) (MoCo) or Eq. (2) (BYOL): the patch negative is made anew every step from the stored
+image (`training.negatives`), the texture negative is the image's IN-9-Texture copy, read
+row-aligned. Each negative is seen in the colours of the view it is contrasted with (Sec. 3.3:
+"the expected color distribution of our patch-based negatives is identical to that of the query
+images"; the authors tile the augmented query, and augment the texture image with the query's
+random state): the patch tiling of the stored image gets that view's sampled colour jitter,
+grey-scale and blur and its flip before the tiling (`AugPlus.patch_view`: not its crop), the
+texture image that view's whole augmentation, crop and flip included. Negatives go through the key (target)
+encoder, get no gradient and are never enqueued.
+
+MoCo's shuffled batch norm (He et al. 2020, Sec. 3.3; `shuffle_bn`, on by default): the key
+encoder's BN statistics must not come from the same batch as the query's, or the model finds
+its positive key by them. On one device, as the authors' one-GPU CIFAR-10 demo does, both
+encoders compute BN statistics per sub-batch (`SplitBatchNorm2d`, `bn_splits` of them: the
+per-GPU BN of MoCo's 8 GPUs, which normalises each GPU's queries over its own share too), and
+the key batch is permuted before the key encoder and unpermuted after, so a query's sub-batch
+and its key's share about 1/bn_splits of their images; the non-semantic negatives go through
+the key encoder the same way, with their own permutation (as in the authors' builder). At the
+demo's batch of 64, 8 splits leave 8 images per BN batch (MoCo: 32). With several processes
+(`training.gpus`, `training.distributed`) it is MoCo's own multi-GPU code: the key batch is
+shuffled across the processes as its builder's `_batch_shuffle_ddp` does
+(`shuffled_across_processes`), each process's BN normalises its own share (queries: the
+process's own rows; no split), every process enqueues the keys of the whole global batch in
+rank order (`concat_all_gather` in `_dequeue_and_enqueue`), and the gradients are averaged before
+each step (`Method.step`), so the queue and the weights stay the same on every process.
+
+After pre-training, `finish` fits the linear probe (the authors' protocol: SGD lr 10, batch 128,
+momentum 0.9, 60 epochs, lr x 0.1 at epochs 30, 40, 50, the last epoch's head) on the frozen backbone's features of
+every training image; the features are computed once, without augmentation (the paper's probe
+augments each epoch; on cached features 60 epochs take seconds). The probe is
+`network.head`, so every evaluation of the workbench scores the model as it scores any other.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+from debias_workbench.core.seeding import name_seed
+
+from ..data import Augmenter
+from ..distributed import gather_rows, is_main, world
+from ..losses import byol_loss, moco_nce
+from ..negatives import patch_tilings
+from .ssl_augment import AugPlus, ViewParams
+from .base import Method
+
+#: the linear probe's training crop with `probe_augment` (torchvision RandomResizedCrop's default scale, main_lincls.py)
+PROBE_CROP = (0.08, 1.0)
+
+
+class SplitBatchNorm2d(nn.BatchNorm2d):
+    """Batch norm with statistics per sub-batch: the per-GPU BN of MoCo's shuffled BN (He et al.
+    2020, Sec. 3.3) on one device, as the authors' one-GPU demo emulates it. In training mode the
+    batch is cut into s blocks of consecutive rows (the demo takes rows j, j+s, j+2s, ...: any fixed
+    partition of a shuffled batch does the same job), each normalised by `F.batch_norm` with its own
+    statistics, and the running statistics are the mean of the s blocks' updates. Blocks keep the
+    native kernel and the channels-last layout (the demo's reshape into s C channels needs a copy
+    each way: +40 % per MoCo step on a CPU, measured). In eval mode it is `nn.BatchNorm2d`
+    (running statistics). Parameters and buffers are BatchNorm2d's, so state dicts load either way."""
+
+    def __init__(self, num_features: int, splits: int, **kwargs: Any):
+        super().__init__(num_features, **kwargs)
+        self.splits = splits
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return super().forward(x)
+        n, s = len(x), self.splits
+        if n % s:
+            raise ValueError(f"split batch norm: a batch of {n} does not split into {s} equal sub-batches")
+        self.num_batches_tracked.add_(1)
+        factor = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+        # each sub-batch its own running statistics, updated from the common ones; their mean is the new state
+        running = [(self.running_mean.clone(), self.running_var.clone()) for _ in range(s)]
+        out = torch.cat([F.batch_norm(block, mean, var, self.weight, self.bias, True, factor, self.eps)
+                         for block, (mean, var) in zip(x.chunk(s), running)])            # (B, C, H, W)
+        with torch.no_grad():
+            self.running_mean.copy_(torch.stack([mean for mean, _ in running]).mean(0))
+            self.running_var.copy_(torch.stack([var for _, var in running]).mean(0))
+        return out
+
+
+def split_batch_norm(module: nn.Module, splits: int) -> nn.Module:
+    """A copy of `module` whose `nn.BatchNorm2d` layers are `SplitBatchNorm2d`s of `splits`
+    sub-batches, with the same parameters and buffers."""
+    twin = copy.deepcopy(module)
+    for name, bn in list(twin.named_modules()):
+        if type(bn) is nn.BatchNorm2d:
+            if not (bn.affine and bn.track_running_stats):
+                raise ValueError(f"{name}: split batch norm needs an affine batch norm with running statistics")
+            split = SplitBatchNorm2d(bn.num_features, splits, eps=bn.eps, momentum=bn.momentum)
+            split.load_state_dict(bn.state_dict())
+            twin.set_submodule(name, split.to(bn.weight.device))
+    return twin
+
+
+# Several processes: MoCo's own shuffled BN across devices (its builder's _batch_shuffle_ddp and
+# _batch_unshuffle_ddp).
+
+@torch.no_grad()
+def shuffled_across_processes(encode, x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """encode(x) (B, dim) with the global batch shuffled across processes before `encode` (rank 0's
+    permutation, broadcast) and unshuffled after: each process's BN sees a random 1/world of it."""
+    rank, b = dist.get_rank(), len(x)
+    everything = gather_rows(x)                                            # (world B, 3, H, W)
+    perm = torch.randperm(len(everything), generator=g).to(x.device, non_blocking=True)
+    dist.broadcast(perm, src=0)
+    encoded = gather_rows(encode(everything[perm.view(-1, b)[rank]]))     # (world B, dim), permuted order
+    return encoded[torch.argsort(perm).view(-1, b)[rank]]                  # (B, dim), this process's rows
+
+
+def mlp(d_in: int, d_hidden: int, d_out: int, batch_norm: bool) -> nn.Sequential:
+    """Linear-(BN)-ReLU-Linear: MoCo-v2's head has no BN, BYOL's projector and predictor do."""
+    middle = [nn.BatchNorm1d(d_hidden)] if batch_norm else []
+    return nn.Sequential(nn.Linear(d_in, d_hidden), *middle, nn.ReLU(inplace=True), nn.Linear(d_hidden, d_out))
+
+
+class SelfSupervised(Method):
+    """Shared parts: aug-plus views, the non-semantic negative, the momentum copy, the linear probe."""
+
+    def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
+        super().__init__(num_classes, train_cfg, method_args)
+        if self.args["negative"] not in ("none", "patch", "texture"):
+            raise ValueError(f"negative must be none, patch or texture, not {self.args['negative']!r}")
+        if (self.args["negative"] == "texture") != ("textures" in self.aligned_variants):
+            raise ValueError(f"{type(self).__name__} takes negative: {'texture' if self.aligned_variants else 'none or patch'}"
+                             " (texture negatives are the moco_v2_texture method, which reads IN-9-Texture)")
+        norm = train_cfg["normalize"]
+        self.views = AugPlus(norm["mean"], norm["std"])
+        self.register_buffer("steps_done", torch.zeros((), dtype=torch.long))
+
+    def nonsemantic(self, kind: str, images: torch.Tensor, views: list[ViewParams],
+                    generator: torch.Generator) -> torch.Tensor:
+        """Normalised non-semantic negatives (len(views) B, 3, H, W) of uint8 `images` (B, H, W, 3),
+        once per query view in `views`, in that view's colours (Sec. 3.3): "patch": the view's flip,
+        jitter, grey-scale and blur on the stored image, then one patch tiling drawn from
+        `generator` and shared by the views; "texture": `images` are the IN-9-Texture copies and
+        get the whole view, as the authors' loader gives them."""
+        if kind == "texture":
+            return torch.cat([self.views.apply(images, view) for view in views])
+        tiling = patch_tilings(len(images), images.shape[1], generator, device=images.device)  # (B, H, W)
+        return torch.cat([self.views.patch_view(images, view, tiling) for view in views])
+
+    def negative_inputs(self, batch: dict[str, torch.Tensor], *views: ViewParams) -> torch.Tensor | None:
+        """The method's non-semantic negative of each image of the batch once per query view in
+        `views` (`nonsemantic`, from self.generator), or None without one."""
+        kind = self.args["negative"]
+        if kind == "none":
+            return None
+        return self.nonsemantic(kind, batch["textures" if kind == "texture" else "images"], list(views), self.generator)
+
+    @staticmethod
+    @torch.no_grad()
+    def momentum_update(online: nn.Module, target: nn.Module, m: float) -> None:
+        """target <- m target + (1 - m) online, parameter by parameter (buffers copied)."""
+        for p_t, p_o in zip(target.parameters(), online.parameters()):
+            p_t.mul_(m).add_(p_o.detach(), alpha=1 - m)
+        for b_t, b_o in zip(target.buffers(), online.buffers()):
+            b_t.copy_(b_o)
+
+    @staticmethod
+    def frozen_copy(module: nn.Module) -> nn.Module:
+        twin = copy.deepcopy(module)
+        for p in twin.parameters():
+            p.requires_grad_(False)
+        return twin
+
+    def backbone_parameters(self) -> list[nn.Parameter]:
+        """The network's parameters without the probe (`network.head`), which pre-training never uses."""
+        head = {id(p) for p in self.network.head.parameters()}
+        return [p for p in self.network.parameters() if id(p) not in head]
+
+    def finish(self, batches) -> dict[str, float]:
+        """Fit the linear probe (`network.head`) on the frozen backbone (eval mode); returns its final
+        training loss and accuracy on the unaugmented training images, and the loss of predicting
+        the training class shares (`probe_prior_loss`, the entropy of the labels: the best a
+        constant does). With `probe_augment` as the authors' main_lincls.py: every epoch a fresh
+        RandomResizedCrop (0.08-1) + flip of every training image through the backbone, in the
+        training loader's batches; without it, on features of the unaugmented images computed once
+        (seconds instead of 60 passes of the backbone: the demo's probe)."""
+        device = next(self.parameters()).device
+        self.eval()
+        feats, labels = [], []
+        with torch.no_grad():
+            for batch in batches.in_order():  # every training row once, the last partial batch too
+                feats.append(self.features(self.views.plain(batch["images"].to(device))))
+                labels.append(batch["labels"].to(device))
+        x, y = torch.cat(feats), torch.cat(labels)
+        head = self.network.head
+        nn.init.normal_(head.weight, std=0.01)
+        nn.init.zeros_(head.bias)
+        opt = torch.optim.SGD(head.parameters(), lr=self.args["probe_lr"], momentum=0.9, weight_decay=0.0)
+        sched = torch.optim.lr_scheduler.MultiStepLR(opt, self.args["probe_milestones"], 0.1)
+        g = torch.Generator().manual_seed(name_seed("probe", type(self).__name__, self.args["probe_epochs"]))
+        if self.args["probe_augment"]:
+            self._probe_on_views(batches.renamed(f"{batches.name}/probe"), opt, sched, g)
+        else:
+            bs = self.args["probe_batch_size"]
+            for _ in range(self.args["probe_epochs"]):
+                order = torch.randperm(len(y), generator=g).to(device)
+                for start in range(0, len(y), bs):
+                    rows = order[start:start + bs]
+                    loss = F.cross_entropy(head(x[rows]), y[rows])
+                    self.step(opt, loss, across_processes=False)  # every process has every row's features
+                sched.step()
+        with torch.no_grad():
+            logits = head(x)
+            shares = torch.bincount(y, minlength=logits.shape[1]).float() / len(y)
+            stats = {"probe_loss": float(F.cross_entropy(logits, y)),
+                     "probe_train_accuracy": float((logits.argmax(1) == y).float().mean() * 100),
+                     "probe_prior_loss": float(-(shares[y]).log().mean())}
+        if not math.isfinite(stats["probe_loss"]):
+            raise FloatingPointError(f"the linear probe diverged (lr {self.args['probe_lr']}): lower probe_lr")
+        if stats["probe_loss"] >= stats["probe_prior_loss"] and is_main():
+            # SGD's lr of the paper (10) is for ResNet-50 features on ImageNet-100: on other features it can
+            # overshoot; collapsed features leave no probe better than the class shares at any lr
+            print(f"warning: the linear probe fits its training rows no better than the class shares (loss "
+                  f"{stats['probe_loss']:.3g} >= {stats['probe_prior_loss']:.3g}): either probe_lr (now "
+                  f"{self.args['probe_lr']:g}) is too high for these features, or they hold no class information "
+                  "(collapse); its accuracies do not measure the features", flush=True)
+        return stats
+
+    def _probe_on_views(self, batches, opt: torch.optim.Optimizer, sched, g: torch.Generator) -> None:
+        """`probe_epochs` epochs of the probe on fresh crop-and-flip views of the training batches (each
+        process its share of every global batch; the gradients averaged across processes)."""
+        device = next(self.parameters()).device
+        norm = self.cfg["normalize"]
+        crop = Augmenter(norm["mean"], norm["std"], PROBE_CROP, hflip=True)
+        for epoch in range(self.args["probe_epochs"]):
+            for batch in batches.epoch(epoch):
+                with torch.no_grad():
+                    z = self.features(crop(batch["images"].to(device), g))
+                loss = F.cross_entropy(self.network.head(z), batch["labels"].to(device))
+                self.step(opt, loss)
+            sched.step()
+
+
+class MoCoV2(SelfSupervised):
+    """MoCo-v2 with an optional non-semantic negative, Eq. (1). `method_args`: alpha, tau, queue_size,
+    momentum, proj_dim, negative (none | patch), shuffle_bn, bn_splits, probe_*."""
+
+    def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
+        super().__init__(num_classes, train_cfg, method_args)
+        if train_cfg.get("sync_bn", False) and train_cfg.get("gpus", 1) > 1 and self.args["shuffle_bn"]:
+            raise ValueError("training.sync_bn: true contradicts MoCo's shuffled batch norm (its key statistics must "
+                             "come from another set of images than the queries'): set method_args.shuffle_bn: false "
+                             "or training.sync_bn: false for this experiment")
+        d = self.network.feature_dim
+        self.projector = mlp(d, d, self.args["proj_dim"], batch_norm=False)
+        splits = self.key_bn_splits(train_cfg["batch_size"])
+        if splits > 1:  # both encoders, as the authors' one-GPU demo (and MoCo's per-GPU BN, queries included)
+            self.network = split_batch_norm(self.network, splits)
+        self.key_network, self.key_projector = self.frozen_copy(self.network), self.frozen_copy(self.projector)
+        queue = F.normalize(torch.randn(self.args["queue_size"], self.args["proj_dim"]), dim=1)
+        self.register_buffer("queue", queue)                 # (K, dim): MoCo starts from random keys
+        self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
+        self.optimizer = self.make_optimizer([*self.backbone_parameters(), *self.projector.parameters()])
+
+    def key_bn_splits(self, batch_size: int) -> int:
+        """Sub-batches of the encoders' BN: `bn_splits` with shuffled BN on one process, else 1.
+        A batch size that is not a multiple of bn_splits is an error (no silent fallback)."""
+        if not self.args["shuffle_bn"] or world() > 1:
+            return 1
+        splits = self.args["bn_splits"]
+        if batch_size % splits:
+            raise ValueError(f"MoCo's shuffled batch norm splits each key batch into bn_splits = {splits} equal "
+                             f"sub-batches: batch_size {batch_size} is not a multiple of it; change batch_size "
+                             "or bn_splits (or set shuffle_bn: false)")
+        return splits
+
+    def key(self, x: torch.Tensor) -> torch.Tensor:
+        """Keys (B, dim) of normalised images x, in x's order and batch (no shuffling)."""
+        return self.key_projector(self.key_network.features(x))
+
+    @torch.no_grad()
+    def shuffled_key(self, x: torch.Tensor) -> torch.Tensor:
+        """Keys (B, dim) of x with shuffled BN (He et al. Sec. 3.3): on one process x is permuted
+        (self.generator), keyed by the split-BN key encoder and unpermuted; across processes it is
+        `shuffled_across_processes`. Without `shuffle_bn`, `key(x)`."""
+        if not self.args["shuffle_bn"]:
+            return self.key(x)
+        if world() > 1:
+            return shuffled_across_processes(self.key, x, self.generator)
+        perm = torch.randperm(len(x), generator=self.generator).to(x.device, non_blocking=True)
+        shuffled = x[perm].contiguous(memory_format=torch.channels_last)  # indexing drops the layout the encoders want
+        return self.key(shuffled)[torch.argsort(perm)]                    # (B, dim), rows of x again
+
+    @torch.no_grad()
+    def enqueue(self, keys: torch.Tensor) -> None:
+        """Replace the oldest entries of the queue by `keys` (B, dim)."""
+        k = len(self.queue)
+        keys = F.normalize(keys[-k:].float(), dim=1)
+        ptr, n = self.host_count("queue_ptr"), len(keys)   # slices from a host pointer: no index read back
+        first = min(n, k - ptr)
+        self.queue[ptr:ptr + first] = keys[:first]
+        self.queue[:n - first] = keys[first:]
+        self.count_step("queue_ptr", n, k)
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        images = batch["images"]                                          # (B, H, W, 3) uint8
+        b, size = images.shape[:2]
+        p_q, p_k = self.views.sample(b, size, self.generator), self.views.sample(b, size, self.generator)
+        v_q, v_k = self.views.apply(images, p_q), self.views.apply(images, p_k)  # (B, 3, H, W) each
+        ns = self.negative_inputs(batch, p_q)                             # (B, 3, H, W) in v_q's colours
+        with self.autocast():
+            q = self.projector(self.network.features(v_q))               # (B, dim)
+            with torch.no_grad():
+                self.momentum_update(self.network, self.key_network, self.args["momentum"])
+                self.momentum_update(self.projector, self.key_projector, self.args["momentum"])
+                k = self.shuffled_key(v_k)                                # (B, dim)
+                z_ns = self.shuffled_key(ns) if ns is not None else None  # (B, dim), no gradient
+        loss = moco_nce(q, k, self.queue, self.args["tau"], z_ns, self.args["alpha"])
+        self.step(self.optimizer, loss)
+        self.enqueue(gather_rows(k))  # every process's keys, in rank order; negatives are never enqueued
+        self.count_step("steps_done")
+        stats = {"loss": loss.detach()}
+        with torch.no_grad():
+            qn = F.normalize(q.float(), dim=1)
+            stats["sim_positive"] = (qn * F.normalize(k.float(), dim=1)).sum(1).mean()
+            if z_ns is not None:
+                stats["sim_nonsemantic"] = (qn * F.normalize(z_ns.float(), dim=1)).sum(1).mean()
+        return stats
+
+    @torch.no_grad()
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """The contrastive embedding (B, dim) of normalised images x, L2-normalised (Figs. 2-3)."""
+        with self.autocast():
+            return F.normalize(self.projector(self.network.features(x)).float(), dim=1)
+
+
+class MoCoV2Texture(MoCoV2):
+    """MoCo-v2 with the texture negative: the image's IN-9-Texture copy (read row-aligned)."""
+
+
+class BYOL(SelfSupervised):
+    """BYOL with an optional patch negative, Eq. (2). `method_args`: alpha, momentum (tau_base,
+    raised to 1 with BYOL's cosine schedule), proj_dim, hidden_dim, negative (none | patch), probe_*.
+
+    Our reading of Eq. (2) in the symmetrised loss (the BYOL variant has no public code): the
+    term of view 1's prediction has view 1 as its query, so its negative gets view 1's colours,
+    and the term of view 2's prediction a second copy of the same tiling in view 2's colours."""
+
+    def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
+        super().__init__(num_classes, train_cfg, method_args)
+        d, h, p = self.network.feature_dim, self.args["hidden_dim"], self.args["proj_dim"]
+        self.projector, self.predictor = mlp(d, h, p, batch_norm=True), mlp(p, h, p, batch_norm=True)
+        self.target_network, self.target_projector = self.frozen_copy(self.network), self.frozen_copy(self.projector)
+        self.optimizer = self.make_optimizer([*self.backbone_parameters(), *self.projector.parameters(),
+                                              *self.predictor.parameters()])
+
+    def target_momentum(self) -> float:
+        """BYOL's tau = 1 - (1 - tau_base) (cos(pi k / K) + 1) / 2 at step k of K."""
+        total = max(1, self.total_steps)
+        k = min(self.host_count("steps_done"), total)
+        return 1 - (1 - self.args["momentum"]) * (math.cos(math.pi * k / total) + 1) / 2
+
+    def target(self, x: torch.Tensor) -> torch.Tensor:
+        return self.target_projector(self.target_network.features(x))
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        images = batch["images"]                                               # (B, H, W, 3) uint8
+        b, size = images.shape[:2]
+        p_1, p_2 = self.views.sample(b, size, self.generator), self.views.sample(b, size, self.generator)
+        views = torch.cat([self.views.apply(images, p_1), self.views.apply(images, p_2)])  # (2B, 3, H, W)
+        ns = self.negative_inputs(batch, p_1, p_2)                             # (2B, 3, H, W), row i as views[i]
+        with self.autocast():
+            p = self.predictor(self.projector(self.network.features(views)))   # (2B, proj)
+            with torch.no_grad():
+                z = self.target(views)                                         # (2B, proj)
+                z_ns = self.target(ns) if ns is not None else None            # (2B, proj), no gradient
+        z_swapped = torch.cat([z[b:], z[:b]])  # view 1 predicts view 2's target and vice versa
+        loss = 2 * byol_loss(p, z_swapped, z_ns, self.args["alpha"])           # symmetrised: L(v1,v2) + L(v2,v1)
+        self.step(self.optimizer, loss)
+        m = self.target_momentum()
+        self.momentum_update(self.network, self.target_network, m)
+        self.momentum_update(self.projector, self.target_projector, m)
+        self.count_step("steps_done")
+        return {"loss": loss.detach(), "target_momentum": m}
+
+    @torch.no_grad()
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """The online prediction (B, proj), L2-normalised: the space Eq. (2) compares in."""
+        with self.autocast():
+            return F.normalize(self.predictor(self.projector(self.network.features(x))).float(), dim=1)

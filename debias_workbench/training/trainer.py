@@ -1,0 +1,258 @@
+"""Training loop: seeds, device choice, per-epoch checkpoints, resume after a kill, metrics.
+
+A run directory holds `config.json` (the run's resolved config, its identity), `checkpoint.pt`
+while the run trains (rewritten atomically after every epoch: networks, optimisers, schedulers,
+the metric rows so far, next epoch, the hash of the run's config) and, once finished, `model.pt`
+(weights plus the run's config) and `train_metrics.jsonl` (one tidy row per epoch and metric).
+The checkpoint is not a declared workflow output, so Snakemake keeps it when it cleans up a
+failed job; it is removed once `model.pt` is written (a paper-scale ResNet-50's is 300 MB, and a
+forced rerun of a finished run trains it again instead of resuming at its end).
+Re-running a killed run resumes from the last completed epoch and ends with the same weights as
+an uninterrupted run; a checkpoint made with another config is ignored and the run starts over.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from debias_workbench.core.atomic import atomic_path, write_json
+from debias_workbench.core.phases import phase
+from debias_workbench.core.provenance import config_hash
+from debias_workbench.core.seeding import name_seed
+
+from . import distributed
+from .build import build_method, pick_device, precision
+from .data import ZarrBatches
+from .evaluation import group_metrics, predict_store, scored_accuracy, scoring_batches
+from .methods import get_method
+from .methods import spec as method_spec
+from .methods.base import Method
+from .run_length import run_length, switches_outside
+
+
+def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[torch.optim.lr_scheduler.LRScheduler]:
+    sched = cfg["schedule"]
+    out = []
+    for opt in method.optimizers():
+        if sched["name"] == "step":
+            out.append(torch.optim.lr_scheduler.MultiStepLR(opt, sched.get("milestones", []), sched.get("gamma", 0.1)))
+        elif sched["name"] == "cosine":
+            out.append(torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs))
+        else:
+            out.append(torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1.0))
+    return out
+
+
+@dataclass
+class Monitor:
+    """Learning curves (ReBias Fig. 4): every `every_steps` training steps, the accuracy on the
+    val split of each of `stores` (with `groups`, also its `group_metrics`: the points model
+    selection chooses from) and the mean of each training statistic since the last point."""
+
+    stores: dict[str, Path]
+    every_steps: int
+    batch_size: int = 256
+    groups: bool = False
+    _batches: dict[str, ZarrBatches] = field(default_factory=dict, repr=False)  # each store's val split, read once
+
+    def rows(self, method: Method, interval: dict[str, list], tags: dict[str, Any]) -> list[dict]:
+        stats = [{"metric": k, "value": float(sum(v) / len(v))} for k, v in interval.items()]
+        return [{"kind": "curve", **tags, **row} for row in stats + self.accuracies(method, tags)]
+
+    def accuracies(self, method: Method, tags: dict[str, Any]) -> list[dict[str, Any]]:
+        """[{"metric": f"{name}_accuracy", "value", "n", "se"}]: accuracy (%) on the val split of each
+        store, its number of images and test-image standard error (and f"{name}_<group metric>"
+        where defined), in eval mode."""
+        device = next(method.parameters()).device
+        method.eval()
+        out = []
+        for name, store in self.stores.items():
+            if name not in self._batches:
+                self._batches[name] = scoring_batches(store, "val", self.batch_size, device)
+            result = predict_store(lambda x: method.predict(x).argmax(1), store, "val", self.batch_size,
+                                   method.augmenter, device, batches=self._batches[name])
+            out.append({"metric": f"{name}_accuracy", **scored_accuracy(result)})
+            if self.groups:
+                out += [{"metric": f"{name}_{k}", **v} for k, v in group_metrics(result, tags, name).items()
+                        if math.isfinite(v["value"])]
+        method.train()
+        return out
+
+
+def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_stores: dict[str, Path] | None = None,
+          stop_after_epochs: int | None = None, monitor: Monitor | None = None) -> Path:
+    """Train the run `run_cfg` (its resolved config: `workbench.slices.run_config`) on
+    `train_store`; returns the path of `model.pt`.
+
+    `aligned_stores` gives, for each of the method's `aligned_variants` fields, the store of
+    that variant. `monitor` adds learning-curve rows (kind "curve") every few steps.
+    `stop_after_epochs` ends the process early (as a kill would) - used by the resume test.
+    The run's config is written to `run_dir/config.json`; a checkpoint made with another
+    config is not resumed from.
+
+    With `training.gpus` N > 1 the run is N processes (`python -m torch.distributed.run`, see
+    `training.distributed`): each trains on its share of every global batch with the gradients
+    averaged, draws its augmentations from its own seed, and only rank 0 writes files.
+    """
+    distributed.init_from_env()
+    world, rank, main = distributed.world(), distributed.rank(), distributed.is_main()
+    cfg, experiment, seed = run_cfg["training"], run_cfg["experiment"], run_cfg["seed"]
+    if cfg.get("gpus", 1) != world:
+        raise ValueError(f"{experiment} seed {seed} asks for training.gpus = {cfg.get('gpus', 1)} but runs in {world} "
+                         f"process(es): start it with `python -m torch.distributed.run --standalone --nproc_per_node "
+                         f"{cfg.get('gpus', 1)} -m training train ...` (the workflow's train rule does)")
+    if cfg["batch_size"] % world:
+        raise ValueError(f"{experiment}: training.batch_size {cfg['batch_size']} (the global batch) does not split "
+                         f"into training.gpus = {world} equal shares; make it a multiple of gpus")
+    if main:
+        write_json(run_dir / "config.json", run_cfg)
+    device = pick_device(cfg.get("deterministic", True), tf32=cfg.get("amp", True))
+    loader_cfg = cfg.get("loader", {})
+    method_cls = get_method(run_cfg["method"])
+    aligned_stores = aligned_stores or {}
+    if missing := set(method_cls.aligned_variants) - set(aligned_stores):
+        raise ValueError(f"method {run_cfg['method']!r} needs the stores of {method_cls.aligned_variants}; "
+                         f"missing {sorted(missing)}")
+    with phase("loading"):  # the store's split read (into memory when it fits: training.loader.in_memory_max_gb)
+        batches = ZarrBatches(train_store, "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
+                              drop_last=True, read_chunks=loader_cfg.get("read_chunks", 1),
+                              window_gb=loader_cfg.get("window_gb", 1.0),
+                              in_memory_max_gb=loader_cfg.get("in_memory_max_gb", 4.0),
+                              prefetch=loader_cfg.get("prefetch_batches", 2),
+                              fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
+                              pin_memory=device.type == "cuda", aligned=aligned_stores,
+                              max_batches=cfg.get("steps_per_epoch"), shard=(rank, world) if world > 1 else None)
+    with phase("setup"):  # the method built, its set-up (BiasEnsemble's committee), the checkpoint resumed
+        method = build_method(run_cfg, len(batches.classes), device)
+        distributed.broadcast_state_(method)
+        length = run_length(cfg, len(batches))
+        if outside := switches_outside(run_cfg["method_args"], method_spec(run_cfg["method"]).within_run, length):
+            raise ValueError(f"{experiment}: method_args " + "; ".join(outside.values())
+                             + f" ({length.steps_per_epoch} steps an epoch): set training.iterations to the paper's "
+                             "run length, or move the switch")
+        method.steps_per_epoch, method.total_steps = length.steps_per_epoch, length.steps
+        prepared = method.setup(batches)
+        schedulers = make_schedulers(method, cfg, length.epochs)
+        ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "train_metrics.jsonl"
+        run_hash = config_hash(run_cfg)
+        start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
+    # the precision is the machine's choice as much as the config's (training.build.cpu_has_native_bf16): kept with every row
+    tags = {"experiment": experiment, "method": run_cfg["method"], "seed": seed, "precision": precision(method)}
+    if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
+        history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
+    with phase("epochs"):  # the steps, the checkpoints (saving) and monitors (scoring) taken out; a method's finish
+        for epoch in range(start_epoch, length.epochs):
+            if stop_after_epochs is not None and epoch >= stop_after_epochs:
+                return run_dir / "model.pt"
+            method.train()
+            # each process its own augmentations; one process keeps the seed it always had
+            method.generator.manual_seed(name_seed("augment", experiment, seed, epoch, *([rank] if world > 1 else [])))
+            sums: dict[str, torch.Tensor | float] = {}  # device tensors or host numbers
+            counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
+            interval: dict[str, list[torch.Tensor]] = {}  # statistics since the last curve point
+            steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
+            for batch in tqdm(batches.epoch(epoch, length.steps_in_epoch(epoch)), total=length.steps_in_epoch(epoch),
+                              desc=f"{experiment} s{seed} e{epoch}",
+                              leave=False, mininterval=5, disable=None if main else True):
+                stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
+                distributed.broadcast_batch_norm_(method)  # rank 0's running statistics, as DDP's buffers
+                for key, value in stats.items():
+                    # a device tensor stays there (float64: the sum a Python float would give), read once an
+                    # epoch; a host number stays a host number
+                    value = value.double() if isinstance(value, torch.Tensor) else float(value)
+                    sums[key] = sums.get(key, 0.0) + value
+                    counts[key] = counts.get(key, 0) + 1
+                    interval.setdefault(key, []).append(value)
+                steps += 1
+                if monitor and main and (epoch * len(batches) + steps) % monitor.every_steps == 0:
+                    t_mon = time.perf_counter()
+                    with phase("scoring"):
+                        point = {**tags, "epoch": epoch, "step": epoch * len(batches) + steps}
+                        history += monitor.rows(method, interval, point)
+                    interval, monitor_seconds = {}, monitor_seconds + time.perf_counter() - t_mon
+            epoch_sums = {k: float(v) for k, v in sums.items()}  # the epoch's one read: waits for the device
+            for sched in schedulers:
+                sched.step()
+            elapsed = time.perf_counter() - t0 - monitor_seconds
+            row_stats = {**distributed.mean_over_processes(epoch_sums, counts), "epoch_seconds": elapsed,
+                         "images_per_second": steps * cfg["batch_size"] / max(elapsed, 1e-9),
+                         "lr": method.optimizers()[0].param_groups[0]["lr"]}
+            if any(not math.isfinite(v) for v in row_stats.values()):
+                raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} "
+                                         f"at epoch {epoch}")
+            history += [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v}
+                        for k, v in row_stats.items()]
+            if main:
+                print(f"{experiment} seed {seed} epoch {epoch}: "
+                      + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items()), flush=True)
+                with phase("saving"):
+                    _save_checkpoint(ckpt_path, method, schedulers, epoch + 1, history, run_hash)
+            distributed.barrier()  # no process runs ahead of the last checkpoint
+        if final := method.finish(batches):
+            history += [{"kind": "train", **tags, "epoch": length.epochs, "metric": k, "value": v}
+                        for k, v in final.items()]
+    model_path = run_dir / "model.pt"
+    if main:
+        with phase("saving"), atomic_path(metrics_path) as tmp:
+            tmp.write_text("".join(json.dumps(row) + "\n" for row in history))
+        with phase("saving"), atomic_path(model_path) as tmp:
+            torch.save({"state_dict": on_cpu(method.state_dict()), "run_config": run_cfg, "config_hash": run_hash,
+                        "classes": batches.classes}, tmp)
+        ckpt_path.unlink(missing_ok=True)
+    distributed.barrier()  # the others return once model.pt exists
+    return model_path
+
+
+def on_cpu(state: Any) -> Any:
+    """`state` (nested dicts and lists of tensors) with every tensor copied to the CPU: saved files
+    then load on any machine without `map_location` (a GPU's tensors would need one on a CPU)."""
+    if isinstance(state, torch.Tensor):
+        return state.detach().cpu()
+    if isinstance(state, dict):
+        out = type(state)((k, on_cpu(v)) for k, v in state.items())
+        if hasattr(state, "_metadata"):  # a state dict's module versions
+            out._metadata = state._metadata
+        return out
+    if isinstance(state, (list, tuple)):
+        return type(state)(on_cpu(v) for v in state)
+    return state
+
+
+def _save_checkpoint(path: Path, method: Method, schedulers, next_epoch: int, history: list[dict],
+                     run_hash: str) -> None:
+    with atomic_path(path) as tmp:
+        torch.save({"method": on_cpu(method.state_dict()),
+                    "optimizers": [on_cpu(o.state_dict()) for o in method.optimizers()],
+                    "schedulers": [s.state_dict() for s in schedulers], "next_epoch": next_epoch,
+                    "history": history, "config_hash": run_hash}, tmp)
+
+
+def _resume(ckpt_path: Path, method: Method, schedulers, run_hash: str) -> tuple[int, list[dict]]:
+    """(next epoch, metric rows so far) from the last checkpoint if it was made with this run's
+    config (hash `run_hash`), else (0, [])."""
+    if not ckpt_path.exists():
+        return 0, []
+    # on the CPU: `load_state_dict` copies the weights to their device, and optimiser step counts stay host
+    # tensors, as in an uninterrupted run (on the GPU each would be read back every step)
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    if state.get("config_hash") != run_hash:
+        if distributed.is_main():
+            print(f"{ckpt_path} was made with config {state.get('config_hash')}, this run's config is {run_hash} "
+                  f"(see {ckpt_path.parent / 'config.json'}): starting over from epoch 0", flush=True)
+        return 0, []
+    method.load_state_dict(state["method"])
+    for opt, opt_state in zip(method.optimizers(), state["optimizers"]):
+        opt.load_state_dict(opt_state)
+    for sched, sched_state in zip(schedulers, state["schedulers"]):
+        sched.load_state_dict(sched_state)
+    if distributed.is_main():
+        print(f"resumed from {ckpt_path} at epoch {state['next_epoch']}", flush=True)
+    return state["next_epoch"], state["history"]

@@ -1,0 +1,227 @@
+"""Cluster resources of every job, in one place: the partition follows from whether the job asks
+for a GPU, and runtime and memory from the config (images, image size, epochs, architecture).
+
+The estimates are deliberately generous (a job killed for time is retried with twice the
+runtime, `attempt`); `profiles/slurm/config.yaml` can still override any rule with
+`set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter, and the GPU jobs
+running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied by the Snakefile).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from debias_workbench.pipeline.datasets import DEFAULT_FAMILY, get_family
+
+#: environment of every job's process: glibc's malloc keeps the memory it frees for the next step
+#: (it otherwise hands large freed blocks back to the kernel at once, and a CPU training loop
+#: page-faults its activations in anew every step: on the demo's IN-9 training about 1.0 M -> 0.15 M
+#: page faults and a fifth less CPU, docs/measurements.md). Read by glibc at process start (other C
+#: libraries ignore it); rules/common.smk puts it in the workflow's environment, not in the rules'
+#: commands, so it is no rule parameter and results made without it are not rerun.
+JOB_ENVIRONMENT = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824",
+                   "MALLOC_TOP_PAD_": "67108864"}
+
+#: the command text every rule starts its Python with; the interpreter itself comes from the
+#: environment (`interpreter_environment`), with `python` as the fallback so that a command printed
+#: by `snakemake -p` runs in a shell as is
+PYTHON_COMMAND = '"${WORKBENCH_PYTHON:-python}"'
+
+
+def interpreter_environment(basedir: str, python: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The variables rules/common.smk puts in the workflow's environment so that every job runs
+    `python` (the interpreter that runs Snakemake, or "python" inside a job's conda environment)
+    with the checkout `basedir` first on PYTHONPATH (after it, what `environ` already holds there).
+    They travel in the environment, not in the command text: Snakemake records a job's params and
+    shell command, and a path there would rerun every job when the same workflow is started
+    through another path to the interpreter (`snakemake` vs `python -m snakemake`, another venv)."""
+    paths = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"WORKBENCH_PYTHON": python,
+            "PYTHONPATH": os.pathsep.join(paths if paths[:1] == [basedir] else [basedir, *paths])}
+
+
+#: GPU seconds per training image at 224 px for ResNet-18 (forward + backward, mixed precision)
+#: times 3 for headroom; other architectures scale by their relative cost
+SECONDS_PER_IMAGE_224 = 0.006
+ARCH_COST = {"resnet18": 1.0, "resnet34": 2.0, "resnet50": 2.5, "bagnet18": 1.5, "simple_cnn7": 0.5, "simple_cnn1": 0.1}
+#: methods that run two networks or two forward passes per step
+METHOD_COST = {"clad": 2.0, "clad_plus": 2.0, "clad_trivial": 2.0, "clad_plus_trivial": 2.0, "rebias": 2.0,
+               "rubi": 1.5, "learned_mixin_h": 1.5, "hex": 1.2, "moco_v2": 3.0, "moco_v2_texture": 3.5, "byol": 3.0,
+               "lff": 2.0, "lff_be": 2.5, "intrinsic_feature_enhancement": 3.5}
+#: share of a linear speed-up that N GPUs of one node give a training run (the gradient
+#: all-reduce is not overlapped with the backward pass, and the loader and the per-sample
+#: state are not sharded; deliberately low, as the estimates are generous)
+MULTI_GPU_EFFICIENCY = 0.8
+#: CPU seconds to decode, resize and GrabCut one image at 224 px with 10 iterations (x3 headroom)
+SEGMENT_SECONDS_224 = 0.6
+
+
+def partition(config: dict[str, Any], gpu: bool) -> str:
+    """The SLURM partition of a job: the GPU partition exactly when it asks for a GPU."""
+    return config["cluster"]["gpu_partition" if gpu else "cpu_partition"]
+
+
+Estimate = Callable[[Any], tuple[float, float]]  # wildcards -> (runtime in minutes, memory in MB)
+
+
+def visible_gpus() -> int:
+    """GPUs this node shows its processes: the devices CUDA_VISIBLE_DEVICES lists where it is set
+    (up to the first invalid entry, as CUDA reads it), else the GPUs `nvidia-smi -L` lists, else 0.
+    No torch import: the Snakefile asks before planning."""
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if shown is not None:
+        count = 0
+        for entry in shown.split(","):
+            if not entry.strip() or entry.strip().startswith("-"):
+                break
+            count += 1
+        return count
+    if (smi := shutil.which("nvidia-smi")) is None:
+        return 0
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in listing.splitlines())
+
+
+def local_gpu_cap(given: int | None) -> int | None:
+    """The `gpu` resource a local run (`snakemake --cores N`) gets: what the user gave
+    (`--resources gpu=K`), else the node's visible GPUs, so that GPU jobs (training, scoring,
+    stylization, each `gpu=1`, or `training.gpus`) never share a GPU; None (no cap) on a node
+    without GPUs, where those jobs run on the CPU and `--cores` limits them."""
+    if given is not None:
+        return given
+    return visible_gpus() or None
+
+
+def rule_resources(config: dict[str, Any], gpu: bool, estimate: Estimate,
+                   gpus: Callable[[Any], int] | None = None) -> dict[str, Any]:
+    """`resources:` of a rule (`resources: **rule_resources(...)`): its partition, `gpu=1` if it
+    needs one, and each job's memory and runtime from `estimate`, the runtime doubling with
+    each retry. Training rules give `gpus` (wildcards -> the run's `training.gpus`): the job
+    then asks for that many GPUs on one node (`python -m torch.distributed.run` starts one
+    process per GPU there)."""
+    out: dict[str, Any] = {
+        "slurm_partition": partition(config, gpu),
+        "mem_mb": lambda wildcards: int(estimate(wildcards)[1]),
+        "runtime": lambda wildcards, attempt: max(5, round(estimate(wildcards)[0])) * attempt,
+    }
+    if gpu:
+        out["gpu"] = gpus if gpus is not None else 1
+        if gpus is not None:
+            out["nodes"] = 1
+    return out
+
+
+def gpus(runs: list[dict[str, Any]]) -> int:
+    """The `training.gpus` of a training job's runs (run configs), which one launcher starts."""
+    asked = {run["training"].get("gpus", 1) for run in runs}
+    if len(asked) > 1:
+        raise ValueError(f"runs {[run['experiment'] for run in runs]} train in one job (a pack) but ask for different "
+                         f"training.gpus {sorted(asked)}: set gpus once for all of them (for a grid: grids.<name>.training)")
+    return asked.pop()
+
+
+def launcher(python: str, gpus: int, threads: int) -> str:
+    """The command that starts a training job's Python `python`: itself for one device; for
+    `gpus` N > 1, torch's launcher as a module of the same interpreter (`torchrun`) with N
+    processes on this node, each with `threads` CPU threads (its OMP_NUM_THREADS overrides the
+    job's, which counts the threads of all N)."""
+    if gpus == 1:
+        return python
+    return f"OMP_NUM_THREADS={threads} {python} -m torch.distributed.run --standalone --nproc_per_node {gpus}"
+
+
+def dataset_images(ds_cfg: dict[str, Any], split: str = "train") -> int:
+    """Images of a dataset's split, from its config (its family's estimate)."""
+    return get_family(ds_cfg.get("family", DEFAULT_FAMILY)).expected_images(ds_cfg, split)
+
+
+def image_side(ds_cfg: dict[str, Any]) -> int:
+    return int(ds_cfg.get("image_size", 28))
+
+
+def image_mb(ds_cfg: dict[str, Any], images: int) -> float:
+    return images * image_side(ds_cfg) ** 2 * 3 / 2**20
+
+
+def loader_mb(ds_cfg: dict[str, Any], loader: dict[str, Any], images: int) -> float:
+    """Memory of one image field of the training loader (`training.data.ZarrBatches`): the split where
+    it fits in `in_memory_max_gb`, else two streamed windows (one read ahead), each of `window_gb`
+    and at least 8 read units per class (`training.data.UNITS_PER_CLASS`)."""
+    split = image_mb(ds_cfg, images)
+    if split <= loader.get("in_memory_max_gb", 4.0) * 1024:
+        return split
+    unit = image_mb(ds_cfg, ds_cfg.get("chunk_images", 32) * loader.get("read_chunks", 1))
+    return 2 * max(loader.get("window_gb", 1.0) * 1024, 8 * len(ds_cfg.get("classes", [])) * unit)
+
+
+def training(runs: list[dict[str, Any]]) -> tuple[float, float]:
+    """A job training `runs` (run configs) one after the other, each on its `training.gpus`
+    GPUs: N of them take 1 / (N x `MULTI_GPU_EFFICIENCY`) of the one-GPU compute time, and N
+    processes N times the memory (each caches the training split)."""
+    minutes, mem = 0.0, 0.0
+    for run in runs:
+        ds, cfg = run["dataset_config"], run["training"]
+        images, gpus = dataset_images(ds), cfg.get("gpus", 1)
+        per_image = SECONDS_PER_IMAGE_224 * (image_side(ds) / 224) ** 2 * ARCH_COST.get(cfg["arch"], 2.5)
+        seen = cfg["iterations"] * cfg["batch_size"] if cfg.get("iterations") else cfg["epochs"] * images
+        compute = seen * per_image * METHOD_COST.get(run["method"], 1.0) / 60
+        minutes += 10 + (compute / (gpus * MULTI_GPU_EFFICIENCY) if gpus > 1 else compute)
+        mem = max(mem, gpus * (4000 + loader_mb(ds, cfg.get("loader", {}), images) * (1 + len(run["aligned_variants"]))))
+    return minutes, mem
+
+
+def evaluation(config: dict[str, Any], stores: int, models: int = 1, dataset: str | None = None) -> tuple[float, float]:
+    """A job scoring `models` on `stores` val sets of `dataset` (default: the evaluation dataset)."""
+    ds = config["datasets"][dataset or config["evaluation"]["dataset"]]
+    images = dataset_images(ds, "val") * stores * models
+    return (10 + images * SECONDS_PER_IMAGE_224 * (image_side(ds) / 224) ** 2 / 60,
+            4000 + image_mb(ds, dataset_images(ds, "val")) * 2)
+
+
+def segment_shard(config: dict[str, Any], dataset: str) -> tuple[float, float]:
+    ds = config["datasets"][dataset]
+    seconds = ds["block_images"] * SEGMENT_SECONDS_224 * (image_side(ds) / 224) ** 2 * ds["segmentation"]["iterations"] / 10
+    return 5 + seconds / 60, 1000 + image_mb(ds, ds["block_images"]) * 4
+
+
+#: seconds per image at 224 px: AdaIN encoder + decoder on a GPU; G'MIC texture synthesis on one
+#: core; an ImageNet-C corruption on one core (glass blur and zoom blur are the slow ones)
+STYLIZE_GPU_SECONDS_224 = 0.01
+TEXTURE_SECONDS_224 = 0.3
+CORRUPT_SECONDS_224 = 0.05
+PER_IMAGE_SECONDS_224 = {"stylized": STYLIZE_GPU_SECONDS_224, "texture": TEXTURE_SECONDS_224,
+                         "corrupted": CORRUPT_SECONDS_224}
+
+
+def derived_shard(config: dict[str, Any], dataset: str, variant: str) -> tuple[float, float]:
+    """One shard of a derived variant: AdaIN (a GPU job), texture synthesis or corruption (CPU), at
+    its work size."""
+    ds = config["datasets"][dataset]
+    side = ds[variant].get("work_size") or image_side(ds)
+    per_image = PER_IMAGE_SECONDS_224[variant]
+    return 5 + ds["block_images"] * per_image * (side / 224) ** 2 / 60, 3000 + image_mb(ds, ds["block_images"]) * 4
+
+
+#: below this many images a variant store is a few seconds of work: one process builds it, so a
+#: 2-core machine does not hold a core idle waiting to give the job both
+PARALLEL_VARIANT_IMAGES = 20_000
+
+
+def variant_threads(config: dict[str, Any], dataset: str) -> int:
+    """Worker processes of one variant job: 8 for real data, 1 for the small embedded set."""
+    ds = config["datasets"][dataset]
+    return 8 if dataset_images(ds) + dataset_images(ds, "val") >= PARALLEL_VARIANT_IMAGES else 1
+
+
+def generation(config: dict[str, Any], dataset: str) -> tuple[float, float]:
+    """A CPU job over a whole dataset (listing, gather, one variant store)."""
+    ds = config["datasets"][dataset]
+    images = dataset_images(ds) + dataset_images(ds, "val")
+    return 10 + images * 0.01 * (image_side(ds) / 224) ** 2 / 60, 2000 + image_mb(ds, 256) * 8

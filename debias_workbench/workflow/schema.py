@@ -1,0 +1,40 @@
+"""The workflow's schema: `config/schema.yaml` with every registered dataset family's section
+(`DatasetFamily.schema()`, declared beside the family's module) merged in, so a new family is its
+module, its section and one registry line, and is validated and documented like the others."""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from debias_workbench.pipeline.datasets import DEFAULT_FAMILY, FAMILIES
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+
+
+def family_def(family: str) -> str:
+    """The `$defs` name of a family's dataset section."""
+    return f"{family}_dataset"
+
+
+@cache
+def _load(path: Path) -> dict[str, Any]:
+    schema = yaml.safe_load(path.read_text())
+    for name, cls in FAMILIES.items():
+        schema["$defs"][family_def(name)] = cls.schema()
+    # a dataset without `family` is an in9 one; every other family is picked by its name
+    choice: dict[str, Any] = {"$ref": f"#/$defs/{family_def(DEFAULT_FAMILY)}"}
+    for name in reversed([n for n in FAMILIES if n != DEFAULT_FAMILY]):
+        choice = {"if": {"required": ["family"], "properties": {"family": {"const": name}}},
+                  "then": {"$ref": f"#/$defs/{family_def(name)}"}, "else": choice}
+    schema["$defs"]["dataset"] = choice
+    return schema
+
+
+def load_schema(path: Path = SCHEMA_PATH) -> dict[str, Any]:
+    """The complete schema (a copy: callers may change it)."""
+    return copy.deepcopy(_load(Path(path)))

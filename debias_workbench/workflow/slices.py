@@ -1,0 +1,158 @@
+"""Each job's config slice: exactly the part of the resolved config its outputs depend on.
+
+A job reads its slice from a JSON file whose name is the slice's hash
+(`<results>/configs/<kind>/<hash>.json`, written when the DAG is built). Snakemake reruns a job
+when the set of its input files changes, so a config edit reruns exactly the jobs whose slice
+it changes: a report-only key reruns the report; one experiment's optimiser reruns that
+experiment's training and what reads its models. Reverting an edit points back at the old file,
+which is older than the outputs made with it, so nothing reruns needlessly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from debias_workbench.core.atomic import write_text_atomic
+from debias_workbench.training.methods import spec
+
+from .config import dataset_family, deep_merge, scoring
+from . import protocol  # protocol reads run_config from here: the module, not its names
+
+#: in9 dataset sections read only by the jobs of the variant of the same name
+DERIVED_SECTIONS = ("stylized", "texture", "corrupted")
+#: training keys that change how fast a run goes, not what it computes
+SPEED_ONLY_TRAINING_KEYS = ("threads",)
+#: what the report needs of each experiment (labels are for display only; method_args place the
+#: self-supervised runs in Ge et al.'s Table 1 by their negative and alpha)
+REPORT_EXPERIMENT_KEYS = ("label", "method", "method_args", "dataset", "train_variant", "seeds", "grid",
+                          "grid_method")
+
+
+def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, Any]:
+    """A training run's identity: its merged training config, its method and resolved
+    `method_args`, its dataset and train variant, its seed (not its label), and what its
+    declaration adds: row `tags` and the monitors `curves` / `model_selection` (scored during
+    training at the evaluation batch size)."""
+    exp = config["experiments"][experiment]
+    training = deep_merge(config["training"], exp.get("training", {}))
+    for key in SPEED_ONLY_TRAINING_KEYS:
+        training.pop(key, None)
+    declared = spec(exp["method"])
+    out = {"experiment": experiment, "seed": seed, "method": exp["method"],
+           "method_args": {**declared.defaults, **exp.get("method_args", {})}, "training": training,
+           "dataset": exp["dataset"],
+           "dataset_config": dataset_section(config, exp["dataset"], [exp["train_variant"], *declared.aligned_variants.values()]),
+           "train_variant": exp["train_variant"], "aligned_variants": declared.aligned_variants}
+    if "tags" in exp:  # absent (a run declared on its own): its hash stays what it was before tags existed
+        out["tags"] = dict(exp["tags"])
+    for monitor in ("curves", "model_selection"):
+        if monitor in exp:
+            out[monitor] = {**exp[monitor], "batch_size": config["evaluation"]["batch_size"]}
+    return out
+
+
+def scoring_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:
+    """How `experiment`'s runs are scored (`workbench.config.scoring`): the evaluation settings, the
+    dataset its rows are tagged with, and whether it gets the group metrics."""
+    dataset, _sets, groups = scoring(config, experiment)
+    return {**evaluation_config(config), "dataset": dataset, **({"group_metrics": True} if groups else {})}
+
+
+def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
+    ev = config["evaluation"]
+    limit = {"max_images": ev["max_images"]} if ev.get("max_images") else {}  # absent: real runs keep their hash
+    return {"dataset": ev["dataset"], "split": ev["split"], "batch_size": ev["batch_size"], **limit}
+
+
+def official_evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Scoring on the official Background Challenge test images (`evaluation.official_dataset`)."""
+    return {**evaluation_config(config), "dataset": config["evaluation"]["official_dataset"], "split": "val"}
+
+
+def imagenet_evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
+    return {**evaluation_config(config), "imagenet_model": config["evaluation"]["imagenet_model"]}
+
+
+def analysis_config(config: dict[str, Any], analysis: str) -> dict[str, Any]:
+    """The evaluation settings plus the analysis' own keys (the models are the job's inputs)."""
+    out: dict[str, Any] = {"evaluation": evaluation_config(config)}
+    if analysis == "fivecrop":
+        out["fivecrop_fraction"] = config["analyses"]["fivecrop_fraction"]
+    elif analysis in ("saliency", "texture"):
+        out[analysis] = {k: v for k, v in config["analyses"][analysis].items() if k != "experiments"}
+    return out
+
+
+def dataset_section(config: dict[str, Any], dataset: str, variants: list[str]) -> dict[str, Any]:
+    """`dataset`'s config section as jobs about `variants` see it: for the in9 family without the
+    list of variants and of background-biased percentages (no generation step reads them: a
+    `bg_conflict_<p>` job reads p from its name) and without the sections of derived variants
+    not among `variants`, so adding a variant or editing Stylized IN-9's settings reruns only
+    the jobs that make or read those stores."""
+    section = config["datasets"][dataset]
+    if dataset_family(config, dataset) != "in9":
+        return section
+    return {k: v for k, v in section.items()
+            if k not in ("variants", "bg_conflict_percents", "external") and (k not in DERIVED_SECTIONS or k in variants)}
+
+
+def dataset_job_config(config: dict[str, Any], dataset: str, variant: str | None = None) -> dict[str, Any]:
+    """What a generation step of `dataset` (about `variant`, if one) depends on: its config section
+    (see `dataset_section`) and the seed."""
+    return {"dataset": dataset, "config": dataset_section(config, dataset, [variant] if variant else []),
+            "seed": config["seed"]}
+
+
+def _results_only(node: Any) -> Any:
+    """A config (or a part of it) without what changes no result: the `cluster` section and the
+    speed-only training keys (`SPEED_ONLY_TRAINING_KEYS`, wherever a `training` section sits)."""
+    if not isinstance(node, dict):
+        return node
+    out = {k: _results_only(v) for k, v in node.items() if k != "cluster"}
+    if isinstance(out.get("training"), dict):
+        out["training"] = {k: v for k, v in out["training"].items() if k not in SPEED_ONLY_TRAINING_KEYS}
+    return out
+
+
+def config_provenance(config: dict[str, Any], files: list[str], overrides: dict[str, Any]) -> dict[str, Any]:
+    """What a report names as the config it was built from: the config `files` in the order they were
+    merged, the `--config` `overrides` and the SHA-256 of the resolved config, each without what
+    changes no result (`_results_only`), so a report cannot be taken for another config's and a
+    cluster's or a thread count's edit does not rebuild it."""
+    text = json.dumps(_results_only(config), sort_keys=True, default=str)
+    return {"files": files, "overrides": _results_only(overrides), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def report_config(config: dict[str, Any], provenance: dict[str, Any]) -> dict[str, Any]:
+    """The report's keys, the experiments' display names and the shape of the tables, and the
+    config's `provenance` (`config_provenance`: the report names its config files and hash, so a
+    config edit that reaches any job rebuilds it); no training or method settings themselves
+    (their changes reach the report through the metric files)."""
+    experiments = {name: {k: exp[k] for k in REPORT_EXPERIMENT_KEYS if k in exp}
+                   for name, exp in config["experiments"].items()}
+    for exp in experiments.values():
+        exp.setdefault("seeds", config["seeds"])
+    grids = {name: {k: v for k, v in grid.items() if k != "training"} for name, grid in config.get("grids", {}).items()}
+    for grid in grids.values():
+        grid["methods"] = {k: {"method": m["method"], "label": m["label"]} for k, m in grid["methods"].items()}
+    return {"seeds": config["seeds"], "report": config["report"], "evaluation": config["evaluation"],
+            "analyses": config["analyses"], "datasets": config["datasets"],
+            "training": {k: config["training"][k] for k in ("arch", "epochs")}, "experiments": experiments,
+            "grids": grids, "sweeps": config.get("sweeps", {}), "sweep_points": config.get("sweep_points", {}),
+            "provenance": provenance,
+            **({"protocols": protocol.report_protocols(config)} if config.get("protocols") else {}),  # absent: hash unchanged
+            **({"smoke": True} if config.get("smoke") else {})}  # absent when false: real reports keep their hash
+
+
+def slice_file(results: str, kind: str, cfg: dict[str, Any], keep_order: bool = False) -> str:
+    """Path of the JSON file of `cfg` under `<results>/configs/<kind>/`, named by its hash and
+    written if absent. `keep_order`: keep the key order (the report lists models in config order)."""
+    text = json.dumps(cfg, indent=1, sort_keys=not keep_order) + "\n"
+    path = Path(results) / "configs" / kind / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    if not path.exists():
+        write_text_atomic(path, text)
+    return str(path)
+

@@ -5,8 +5,8 @@
     snakemake --executor slurm --workflow-profile profiles/slurm all
     snakemake --cores 8 results/datasets/in9/mixed_rand.zarr  # one dataset variant
 
-One rule file per stage under rules/; the rules only call `python -m pipeline` and
-`python -m training`, each with its job's own config slice (workbench/slices.py). The config
+One rule file per stage under rules/; the rules only call the `workbench` command (as `python -m
+debias_workbench`), each job with its own config slice (debias_workbench/workflow/slices.py). The config
 is validated against config/schema.yaml and the methods' declarations before anything runs.
 """
 
@@ -34,6 +34,7 @@ if workflow.local_exec and not workflow.remote_exec and "gpu" not in workflow.gl
 
 
 include: "rules/common.smk"
+include: "rules/job_configs.smk"
 include: "rules/in9_data.smk"
 include: "rules/in9_derived.smk"
 include: "rules/whole_variants.smk"
@@ -48,5 +49,6 @@ localrules:
 
 
 rule all:
+    default_target: True
     input:
         REPORT_FILES,

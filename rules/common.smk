@@ -16,10 +16,10 @@ from debias_workbench.workflow import resources as res
 from debias_workbench.workflow.config import (background_challenge_runs, dataset_family, dataset_variants, packs, runs, scoring,
                               scoring_packs)
 from debias_workbench.workflow.slices import (analysis_config, config_provenance, dataset_job_config, imagenet_evaluation_config,
-                              official_evaluation_config, report_config, run_config, scoring_config,
-                              slice_file)
+                              official_evaluation_config, report_config, run_config, scoring_config, JobConfigs)
 
 R = config["results"]
+JOB_CONFIGS = JobConfigs(R)  # every job's config file, written by rule job_config when the job is to run
 # the config files in the order Snakemake merged them (the Snakefile's `configfile`, then --configfile's),
 # each once, relative to the working directory where inside it, and the --config overrides: the report names them
 _GIVEN = [str(f) for f in workflow.config_settings.configfiles]
@@ -67,7 +67,7 @@ def datasets_of(family):
 
 def dataset_config_file(dataset):
     """The job config of every generation step of `dataset` (its section and the seed)."""
-    return slice_file(R, "datasets", dataset_job_config(config, dataset))
+    return JOB_CONFIGS.path("datasets", dataset_job_config(config, dataset))
 
 
 def variant_store(dataset, variant):
@@ -163,7 +163,7 @@ def derived_inputs(wildcards):
 
 def derived_config_file(wildcards):
     """A derived variant's job config: the dataset section with that variant's own section."""
-    return slice_file(R, "datasets", dataset_job_config(config, wildcards.dataset, wildcards.derived))
+    return JOB_CONFIGS.path("datasets", dataset_job_config(config, wildcards.dataset, wildcards.derived))
 
 
 def pack_runs(pack, wildcards):
@@ -181,9 +181,9 @@ def pack_scored(pack, wildcards):
 def scoring_inputs(pack, wildcards):
     """A scoring job's config and test stores, and where its runs are scored on the official images
     too, that scoring's config and stores."""
-    official = {"official_config": slice_file(R, "evaluate", official_evaluation_config(config)),
+    official = {"official_config": JOB_CONFIGS.path("evaluate", official_evaluation_config(config)),
                 "official_stores": list(OFFICIAL_STORES.values())} if pack.official else {}
-    return {"config": slice_file(R, "evaluate", scoring_config(config, pack_scored(pack, wildcards))),
+    return {"config": JOB_CONFIGS.path("evaluate", scoring_config(config, pack_scored(pack, wildcards))),
             "stores": list(test_stores(pack_scored(pack, wildcards)).values()), **official}
 
 
@@ -196,7 +196,7 @@ def train_inputs(pack, wildcards):
     aligned = {field: variant for run in runs_ for field, variant in run["aligned_variants"].items()}
     monitored = any("curves" in run or "model_selection" in run for run in runs_)
     weights = [os.path.expanduser(run["training"]["pretrained"]) for run in runs_ if run["training"].get("pretrained")]
-    return {"config": slice_file(R, "train", {"runs": runs_}),  # the job: its runs, trained one after the other
+    return {"config": JOB_CONFIGS.path("train", {"runs": runs_}),  # the job: its runs, trained one after the other
             "store": variant_store(first["dataset"], first["train_variant"]),
             **{field: variant_store(first["dataset"], variant) for field, variant in aligned.items()},
             **({f"test_{name}": path for name, path in test_stores(first["experiment"]).items()} if monitored else {}),
@@ -213,7 +213,7 @@ def named_inputs_args(input, prefix=""):
 
 
 def analysis_config_file(analysis):
-    return slice_file(R, "analyses", {"analysis": analysis, **analysis_config(config, analysis)})
+    return JOB_CONFIGS.path("analyses", {"analysis": analysis, **analysis_config(config, analysis)})
 
 
 wildcard_constraints:
@@ -222,32 +222,3 @@ wildcard_constraints:
     experiment=one_of(list(config["experiments"])),
     seed=r"\d+",
     shard=r"\d+",
-
-
-def pack_jobs(pack):
-    """The wildcards of every job of `pack` that the config asks for."""
-    if "experiment" in pack.constraints:
-        return [{"experiment": e, "seed": str(s)} for e, s in RUNS if e in pack.constraints["experiment"]]
-    return [{"variant": v, "seed": s} for v in pack.constraints["variant"] for s in pack.constraints["seed"]]
-
-
-def write_job_configs():
-    """Write the config file of every job before the DAG is built. Input functions name (and
-    write) them too, but Snakemake caches a folder's listing once it has looked into it, so a
-    file written there afterwards could be reported missing (seen with several targets given)."""
-    for dataset in config["datasets"]:
-        dataset_config_file(dataset)
-        for variant in dataset_variants(config, dataset):
-            if variant in config["datasets"][dataset]:  # a derived variant: its section is its jobs' slice
-                slice_file(R, "datasets", dataset_job_config(config, dataset, variant))
-    for pack in PACKS:
-        for wildcards in pack_jobs(pack):
-            train_inputs(pack, wildcards)
-    for pack in SCORING_PACKS:
-        for value in next(iter(pack.constraints.values())):
-            scoring_inputs(pack, {next(iter(pack.constraints)): value})
-    for analysis in ("consistency", "fivecrop"):
-        analysis_config_file(analysis)
-
-
-write_job_configs()

@@ -8,7 +8,7 @@ EVAL_STORE_ARGS = store_args(EVAL_STORES)
 rule evaluate_imagenet_model:
     """Base (IN): a 1000-class ImageNet model scored through the IN-1k -> IN-9 mapping."""
     input:
-        config=slice_file(R, "evaluate_imagenet", imagenet_evaluation_config(config)),
+        config=JOB_CONFIGS.path("evaluate_imagenet", imagenet_evaluation_config(config)),
         stores=list(EVAL_STORES.values()),
     output:
         f"{R}/runs/base_in/eval.jsonl",

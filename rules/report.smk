@@ -13,7 +13,7 @@ OTHER_EVAL_DATASETS = sorted({scoring(config, e)[0] for e in config["experiments
 
 rule report:
     input:
-        config=slice_file(R, "report", report_config(config, PROVENANCE), keep_order=True),
+        config=JOB_CONFIGS.path("report", report_config(config, PROVENANCE), keep_order=True),
         metrics=EVAL_FILES + TRAIN_FILES + ANALYSIS_FILES,
         saliency=rules.analysis_saliency.output.arrays,
         quality=f"{R}/intermediate/{EVAL_DATASET}/segmentation_quality.jsonl",

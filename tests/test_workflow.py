@@ -28,16 +28,24 @@ def snakemake(*args, cwd=ROOT, timeout=900, ok=True, env=None):
 
 
 def planned(output: str) -> dict[str, int]:
-    """{rule: job count} of a dry run's job table ({} when nothing is to be done)."""
+    """{rule: job count} of a dry run's job table ({} when nothing is to be done), without the
+    `job_config` jobs (a new config file for each job whose config changed: one per rerun job or fewer)."""
     if "Job stats:" not in output:
         return {}
     table = output.split("Job stats:", 1)[1].split("total", 1)[0]
-    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "job_config"}
+
+
+def tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    """{path: (size, mtime)} of every file under `root` but Snakemake's own folder and Python's caches."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")
+            if p.is_file() and ".snakemake" not in p.parts and "__pycache__" not in p.parts}
 
 
 def job_blocks(output: str) -> list[tuple[str, str]]:
-    """(rule, resources line) of every job a dry run lists."""
-    return re.findall(r"^(?:rule|checkpoint|localrule) (\w+):\n(?:    .*\n)*?    resources: (.*)$", output, re.M)
+    """(rule, resources line) of every job a dry run lists, but the job configs' (run by Snakemake itself)."""
+    blocks = re.findall(r"^(?:rule|checkpoint|localrule) (\w+):\n(?:    .*\n)*?    resources: (.*)$", output, re.M)
+    return [(rule, resources) for rule, resources in blocks if rule != "job_config"]  # as `planned`
 
 
 class _Tables(HTMLParser):
@@ -333,6 +341,24 @@ def _demo_shards(default_config: dict) -> int:
     synthetic = in9["source"]["synthetic"]
     images = len(in9["classes"]) * (synthetic["train_per_class"] + synthetic["val_per_class"])
     return math.ceil(images / in9["block_images"])
+
+
+def test_a_dry_run_and_the_linter_write_nothing_in_a_fresh_checkout(tmp_path):
+    """`snakemake -n` and `--lint` on the tracked files alone (a fresh clone): no file changed or
+    added, no results/ folder; the job configs are written by the job_config rule when jobs run."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip(f"{ROOT} is not a git checkout: the test copies its tracked files")
+    checkout = tmp_path / "checkout"
+    for name in filter(None, listed.stdout.split("\0")):
+        if (ROOT / name).is_file():
+            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, checkout / name)
+    before = tree_state(checkout)
+    assert "job_config" in snakemake("-n", "all", "--cores", "2", cwd=checkout)
+    snakemake("--lint", cwd=checkout)
+    assert not (checkout / "results").exists()
+    assert tree_state(checkout) == before
 
 
 def test_dry_run_lists_the_whole_graph(default_config, tmp_path):

@@ -328,7 +328,7 @@ SWITCH_VARIABLE = "WORKBENCH_WARM_JOBS"
 
 
 #: the rules whose jobs a server does not run (`served`: the report)
-UNSERVED_RULES = ("all", "report")
+UNSERVED_RULES = ("all", "report", "job_config")
 
 
 def wanted(local: bool, own_environments: bool, touch: bool, rules: list[str],

@@ -1,7 +1,8 @@
 """Each job's config slice: exactly the part of the resolved config its outputs depend on.
 
 A job reads its slice from a JSON file whose name is the slice's hash
-(`<results>/configs/<kind>/<hash>.json`, written when the DAG is built). Snakemake reruns a job
+(`<results>/configs/<kind>/<hash>.json`, written by the `job_config` rule before the job runs, so
+that parsing the workflow, `snakemake -n` included, writes nothing). Snakemake reruns a job
 when the set of its input files changes, so a config edit reruns exactly the jobs whose slice
 it changes: a report-only key reruns the report; one experiment's optimiser reruns that
 experiment's training and what reads its models. Reverting an edit points back at the old file,
@@ -147,12 +148,26 @@ def report_config(config: dict[str, Any], provenance: dict[str, Any]) -> dict[st
             **({"smoke": True} if config.get("smoke") else {})}  # absent when false: real reports keep their hash
 
 
-def slice_file(results: str, kind: str, cfg: dict[str, Any], keep_order: bool = False) -> str:
-    """Path of the JSON file of `cfg` under `<results>/configs/<kind>/`, named by its hash and
-    written if absent. `keep_order`: keep the key order (the report lists models in config order)."""
-    text = json.dumps(cfg, indent=1, sort_keys=not keep_order) + "\n"
-    path = Path(results) / "configs" / kind / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
-    if not path.exists():
-        write_text_atomic(path, text)
-    return str(path)
+class JobConfigs:
+    """The config files a workflow's jobs read, named by their content's hash and kept in memory
+    until the `job_config` rule (rules/common.smk) writes one for a job that is to run."""
+
+    def __init__(self, results: str) -> None:
+        self.results = results
+        self.texts: dict[str, str] = {}
+
+    def path(self, kind: str, cfg: dict[str, Any], keep_order: bool = False) -> str:
+        """Path of the JSON file of `cfg` under `<results>/configs/<kind>/`, named by its hash.
+        `keep_order`: keep the key order (the report lists models in config order)."""
+        text = json.dumps(cfg, indent=1, sort_keys=not keep_order) + "\n"
+        path = str(Path(self.results) / "configs" / kind / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json")
+        self.texts[path] = text
+        return path
+
+    def write(self, path: str) -> None:
+        """Write the file `path` names (atomically): a job config this workflow's config makes."""
+        if path not in self.texts:
+            raise KeyError(f"{path} is no job config of this workflow's config: the workflow writes the configs "
+                           "of the jobs it plans; ask for a job's output, not its config file")
+        write_text_atomic(Path(path), self.texts[path])
 

@@ -3,7 +3,11 @@
 from debias_workbench.report.sections.clad import bg_gap_verdict, table3, table5, table6
 from debias_workbench.core.statistics import RunValue
 from debias_workbench.report.document import Document
+from debias_workbench.report.roles import ROLES
 from debias_workbench.report.sections.rebias import table1, table2, verdict
+
+#: every role played by the experiment the papers name it after (the demo config's labels)
+PAPER_ROLES = {role: model.paper_name for role, model in ROLES.items()}
 
 
 def _gap_table(base, clad):
@@ -16,19 +20,19 @@ def test_bg_gap_verdict_follows_the_numbers():
                              ([5.0, 6.0, 4.0], [20.0, 22.0, 21.0], "so CLAD widens the gap"),
                              ([10.0, 14.0, 12.0], [11.0, 13.0, 12.5], "cannot tell whether CLAD changes the gap")):
         doc = Document("t")
-        bg_gap_verdict(doc, _gap_table(base, clad))
+        bg_gap_verdict(doc, _gap_table(base, clad), None, PAPER_ROLES)
         assert word in doc.markdown()
         # Mixed-Rand is 60 vs 50 here: the gap did not shrink by using the background less alone
         assert "using the background less" not in doc.markdown()
     table = _gap_table([20.0, 22.0, 21.0], [5.0, 6.0, 4.0])
     table["CLAD"]["mixed_rand"] = [40.0, 41.0, 39.0]   # falls against 50: the gap shrank by using the background less
     doc = Document("t")
-    bg_gap_verdict(doc, table)
+    bg_gap_verdict(doc, table, None, PAPER_ROLES)
     assert "Its Mixed-Rand accuracy falls (lower: -10.0 points" in doc.markdown()
     assert "using the background less, not from recognising the foreground better" in doc.markdown()
     table["CLAD"]["mixed_rand"] = [43.0, 62.0, 50.0]   # +1.7 with a wide spread: the seeds cannot tell
     doc = Document("t")
-    bg_gap_verdict(doc, table)
+    bg_gap_verdict(doc, table, None, PAPER_ROLES)
     assert "These seeds cannot tell whether its Mixed-Rand accuracy rises (cannot tell: +1.7 points" in doc.markdown()
     assert "may come from CLAD using the background less" in doc.markdown() and "falls" not in doc.markdown()
 
@@ -39,11 +43,11 @@ def test_bg_gap_verdict_is_drawn_on_the_official_images_where_given():
     says which images it used."""
     regenerated, official = _gap_table([20.0, 22.0, 21.0], [5.0, 6.0, 4.0]), _gap_table([5.0, 6.0, 4.0], [20.0, 22.0, 21.0])
     doc = Document("t")
-    bg_gap_verdict(doc, regenerated, official)
+    bg_gap_verdict(doc, regenerated, official, PAPER_ROLES)
     assert "drawn on the official Background Challenge test images" in doc.markdown()
     assert "so CLAD widens the gap" in doc.markdown()
     doc = Document("t")
-    bg_gap_verdict(doc, regenerated, {})
+    bg_gap_verdict(doc, regenerated, {}, PAPER_ROLES)
     assert "drawn on the Mixed-Same / Mixed-Rand images regenerated here" in doc.markdown()
     assert "so CLAD reduces the gap" in doc.markdown()
 
@@ -52,17 +56,17 @@ def test_bg_gap_verdict_comes_from_the_confidence_interval():
     """One seed each: no seed spread, so "cannot tell" whatever the difference; with three seeds
     the 95 % interval of the difference (Welch's t here: the table's values carry no seeds) decides."""
     doc = Document("t")
-    bg_gap_verdict(doc, _gap_table([8.1], [5.0]))
+    bg_gap_verdict(doc, _gap_table([8.1], [5.0]), None, PAPER_ROLES)
     text = doc.markdown()
     assert ("CLAD vs Base (IN9): cannot tell: -3.1 points (one seed on a side: seed spread unknown, 1 vs 1 seeds)"
             in text)
     assert "reduces" not in text and "using the background less" not in text
     doc = Document("t")
-    bg_gap_verdict(doc, _gap_table([20.0, 22.0, 21.0], [5.0, 6.0, 4.0]))
+    bg_gap_verdict(doc, _gap_table([20.0, 22.0, 21.0], [5.0, 6.0, 4.0]), None, PAPER_ROLES)
     assert ("CLAD vs Base (IN9): lower: -16.0 points (95 % CI -18.3 to -13.7, 3 vs 3 seeds), so CLAD reduces the gap"
             in doc.markdown())
     doc = Document("t")
-    bg_gap_verdict(doc, _gap_table([5.0, 6.0, 4.0], [20.0, 22.0, 21.0]))
+    bg_gap_verdict(doc, _gap_table([5.0, 6.0, 4.0], [20.0, 22.0, 21.0]), None, PAPER_ROLES)
     assert "higher: +16.0 points (95 % CI +13.7 to +18.3, 3 vs 3 seeds), so CLAD widens the gap" in doc.markdown()
 
 
@@ -74,8 +78,8 @@ def test_table3_and_table6_show_ours_beside_the_paper():
               "value": v} for k, v in (("whole", 80.0), ("top_left", 70.0), ("top_right", 72.0),
                                        ("bottom_left", 74.0), ("bottom_right", 76.0), ("drop", 7.0))]
     doc = Document("t")
-    table3(doc, rows, {"rows": [{"model": "CLAD", "values": [0.914, 0.915]}]})
-    table6(doc, rows, {"CLAD": 4.5}, 0.875)
+    table3(doc, rows, {"rows": [{"model": "CLAD", "values": [0.914, 0.915]}]}, PAPER_ROLES)
+    table6(doc, rows, {"CLAD": 4.5}, 0.875, PAPER_ROLES)
     md = doc.markdown()
     assert "| CLAD | 0.800 ± 0.141 | 0.700 ± 0.141 | 0.914 | 0.915 |" in md
     assert "| CLAD | 80.0 | 73.0 | 7.0 | 4.5 |" in md
@@ -141,13 +145,13 @@ def test_clad_verdict_is_not_informative_when_base_mr_does_not_recognise_the_for
     table = _gap_table([20.0, 22.0, 21.0], [5.0, 6.0, 4.0])
     table["Base (MR)"] = {"only_fg": [14.0, 15.0, 16.0]}
     doc = Document("t")
-    bg_gap_verdict(doc, table)
+    bg_gap_verdict(doc, table, None, PAPER_ROLES)
     text = doc.markdown()
     assert "Base (MR) reaches 15.0 ± 1.0 % on ONLY_FG" in text and "**not informative**" in text
     assert "CLAD reduces" not in text
     table["Base (MR)"] = {"only_fg": [70.0, 72.0, 71.0]}
     doc = Document("t")
-    bg_gap_verdict(doc, table)
+    bg_gap_verdict(doc, table, None, PAPER_ROLES)
     assert "it learns to recognise the foreground" in doc.markdown() and "CLAD reduces" in doc.markdown()
 
 
@@ -241,7 +245,7 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
     table = {"MoCo-v2": cols(60.0), "+ Patch": cols(70.0), "+ Patch α3": cols(50.0), "BYOL": cols(55.0),
              "Base (IN9)": cols(90.0)}
     doc = Document("t")
-    ssl_sections(doc, config, table, _ssl_rows([0.6, 0.5, 0.3]), paper, tmp_path)
+    ssl_sections(doc, config, table, _ssl_rows([0.6, 0.5, 0.3]), paper, tmp_path, PAPER_ROLES)
     md = doc.markdown()
     assert "| + Patch (α = 2) | 71.0 ± 1.4 |" in md and "| Supervised – Base (IN9) | 91.0 ± 1.4 |" in md
     assert "| + Patch-based α = 2 | 79.35 |" in md                       # the paper's row, quoted
@@ -250,11 +254,11 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
     assert "patch negative: 0.600 → 0.500 → 0.300 (falls as α rises)" in md
     assert (tmp_path / "ssl_similarity.png").stat().st_size > 0 and (tmp_path / "ssl_alpha_curve.png").stat().st_size > 0
     doc = Document("t")
-    ssl_sections(doc, config, table, _ssl_rows([0.6, 0.7, 0.3]), paper, tmp_path)
+    ssl_sections(doc, config, table, _ssl_rows([0.6, 0.7, 0.3]), paper, tmp_path, PAPER_ROLES)
     assert "(does not fall monotonically as α rises)" in doc.markdown()
     table["MoCo-v2"]["original"] = [12.0, 13.0]                           # at chance: no verdict
     doc = Document("t")
-    ssl_sections(doc, config, table, [], paper, tmp_path)
+    ssl_sections(doc, config, table, [], paper, tmp_path, PAPER_ROLES)
     assert "**not informative**" in doc.markdown() and "original higher" not in doc.markdown()
 
 
@@ -395,7 +399,7 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
     table = {label: {**accuracy, **cols} for label, cols in shape_bias.items()}
     paper = yaml.safe_load(resources.files("debias_workbench.report").joinpath("paper_numbers.yaml").read_text())
     doc = Document("t")
-    texture_sections(doc, default_config, table, paper, {}, tmp_path)
+    texture_sections(doc, default_config, table, paper, {}, tmp_path, PAPER_ROLES)
     md = doc.markdown()
     assert "| Ours | S-CLAD | 90.5 ± 0.7 | 61.0 ± 1.4 | – | – | too few images (1, 2) |" in md
     assert "S-CLAD: shape bias too few images (1, 2) vs 21.0 ± 1.4 % (not compared: fewer than 30" in md
@@ -408,7 +412,7 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
                                        "label": "MoCo-v2"}}}
     doc = Document("t")
     ssl_sections(doc, config, {"MoCo-v2": {**accuracy, "shape_bias": [], "shape_bias_too_few": [3]}}, [], paper,
-                 tmp_path)
+                 tmp_path, PAPER_ROLES)
     assert "| MoCo-v2 | 90.5 ± 0.7 | – | 61.0 ± 1.4 | – | – | – | – | too few images (3) |" in doc.markdown()
 
 

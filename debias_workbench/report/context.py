@@ -15,6 +15,7 @@ import yaml
 from debias_workbench.core.statistics import RunValue, run_value
 
 from .helpers import by_label, experiment_labels, read_rows, sweep_only_experiments
+from .roles import role_labels
 from .sections.texture import shape_bias_table
 
 Table = dict[str, dict[str, list[float]]]  # {model label: {column: [value per seed]}}
@@ -72,6 +73,7 @@ class ReportContext:
     shape_bias: Table = field(default_factory=dict)
     with_bias: Table = field(default_factory=dict)
     other_tables: dict[str, Table] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)  #: {role: label} of the verdicts' models (report.roles)
 
     @property
     def dataset(self) -> dict[str, Any]:
@@ -81,7 +83,7 @@ class ReportContext:
 
 def paper_numbers() -> dict[str, Any]:
     """The papers' own numbers the tables quote (report/paper_numbers.yaml)."""
-    return yaml.safe_load(resources.files("report").joinpath("paper_numbers.yaml").read_text())
+    return yaml.safe_load(resources.files("debias_workbench.report").joinpath("paper_numbers.yaml").read_text())
 
 
 def build_context(config: dict[str, Any], metric_files: list[Path], quality_file: Path, manifest_files: list[Path],
@@ -114,4 +116,5 @@ def build_context(config: dict[str, Any], metric_files: list[Path], quality_file
     ctx.shape_bias = {label: cols for label, cols in shape_bias_table(rows, labels).items() if label in ctx.main}
     ctx.with_bias = {label: {**cols, **ctx.shape_bias.get(label, {})} for label, cols in ctx.main.items()}
     ctx.other_tables = {dataset: accuracy_table(d_rows, labels) for dataset, d_rows in ctx.elsewhere.items()}
+    ctx.roles = role_labels(config, ctx.main)
     return ctx

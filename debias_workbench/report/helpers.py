@@ -19,6 +19,12 @@ from debias_workbench.core.statistics import mean_interval, run_value  # noqa: E
 from debias_workbench.pipeline.datasets import get_family  # noqa: E402
 
 
+#: the label of the ImageNet-trained model's row (`evaluation.imagenet_model`; it is no experiment)
+IMAGENET_LABEL = "Base (IN)"
+#: the roles (`report.roles`) in the papers' table order
+ORDER = ("base_in9", "base_mr", "clad_plus", "clad", "clad_plus_trivial", "clad_trivial", "base_sin9", "s_clad_plus",
+         "s_clad")
+
 #: table column titles of the test sets and metrics (the arrow: which way is better)
 COLUMN_TITLES = {"original": "Original ↑", "only_fg": "Only-FG ↑", "mixed_rand": "Mixed-Rand ↑",
                  "mixed_same": "Mixed-Same ↑", "only_bg_t": "Only-BG-T ↓", "bg_gap": "BG-Gap ↓",
@@ -130,7 +136,7 @@ def mean_std(values: list[float], digits: int = 1) -> str:
 
 def experiment_labels(config: dict[str, Any]) -> dict[str, str]:
     """{experiment: display label}, the ImageNet model's row included."""
-    return {"base_in": "Base (IN)", **{name: exp["label"] for name, exp in config["experiments"].items()}}
+    return {"base_in": IMAGENET_LABEL, **{name: exp["label"] for name, exp in config["experiments"].items()}}
 
 
 def by_label(table: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
@@ -158,10 +164,11 @@ def metric_table(rows: list[dict[str, Any]], kind: str, analysis: str | None = N
     return by_label(table, labels)
 
 
-def model_order(labels) -> list[str]:
-    preferred = ["Base (IN)", "Base (IN9)", "Base (MR)", "CLAD+", "CLAD", "CLAD+ (Trivial)", "CLAD (Trivial)",
-                 "Base (SIN9)", "S-CLAD+", "S-CLAD"]
+def model_order(labels, roles: dict[str, str]) -> list[str]:
+    """`labels` in the papers' table order: the ImageNet model, then the models playing `ORDER`'s
+    roles (`roles`: role -> label, `report.roles`), then the others by label."""
     labels = list(labels)
+    preferred = [IMAGENET_LABEL, *(roles[r] for r in ORDER if r in roles)]
     return [m for m in preferred if m in labels] + sorted(m for m in labels if m not in preferred)
 
 

@@ -18,6 +18,7 @@ from debias_workbench.core.statistics import difference
 from ..document import Document
 from ..helpers import (capability_line, headline, mean_std, metric_table, model_order, save_figure,
                        sweep_only_experiments)
+from ..roles import paper_name, played
 
 TABLE2_COLUMNS, TABLE2_HEADER = headline("in9")
 CLAD_METHODS = ("clad", "clad_plus")
@@ -30,27 +31,28 @@ GAP_VERDICTS = {"lower": "so {label} reduces the gap", "higher": "so {label} wid
                 "cannot tell": "so these runs cannot tell whether {label} changes the gap"}
 
 
-def table2(doc: Document, table, paper: dict[str, Any]) -> None:
+def table2(doc: Document, table, paper: dict[str, Any], roles: dict[str, str]) -> None:
     doc.heading("Table 2 – Background Challenge accuracy (%)")
-    rows = [["Ours (this run)", *row] for row in model_rows(table, TABLE2_COLUMNS)]
+    rows = [["Ours (this run)", *row] for row in model_rows(table, TABLE2_COLUMNS, roles)]
     for prow in paper["rows"]:
         rows.append([f"{prow['type']} (paper)", prow["model"],
                      *["–" if v is None else f"{v:.1f}" for v in prow["values"]]])
     doc.table(["Type", "Model", *TABLE2_HEADER], rows)
     gaps = {label: np.mean(table[label]["bg_gap"]) for label in table if table[label].get("bg_gap")}
-    if "Base (IN9)" in gaps and "Base (MR)" in gaps:
-        doc.para(f"BG-GAP of Base (IN9) here: {gaps['Base (IN9)']:.1f} points; of Base (MR): {gaps['Base (MR)']:.1f} "
+    base, mixed = roles.get("base_in9"), roles.get("base_mr")
+    if base in gaps and mixed in gaps:
+        doc.para(f"BG-GAP of {base} here: {gaps[base]:.1f} points; of {mixed}: {gaps[mixed]:.1f} "
                  "points. A positive gap means the model gains accuracy from a background of the right class; a "
-                 "negative one that it does better on random backgrounds (Base (MR) is trained on MIXED_RAND-style "
+                 f"negative one that it does better on random backgrounds ({mixed} is trained on MIXED_RAND-style "
                  "composites, so MIXED_RAND is its own training distribution).")
 
 
-def model_rows(table, columns: list[str]) -> list[list[str]]:
+def model_rows(table, columns: list[str], roles: dict[str, str]) -> list[list[str]]:
     """One row per model (in report order): its label and mean ± std of each column."""
-    return [[label, *[mean_std(table[label].get(c, [])) for c in columns]] for label in model_order(table)]
+    return [[label, *[mean_std(table[label].get(c, [])) for c in columns]] for label in model_order(table, roles)]
 
 
-def official(doc: Document, official: str | None, table) -> None:
+def official(doc: Document, official: str | None, table, roles: dict[str, str]) -> None:
     """Table 2's columns on the official Background Challenge test images, read as released."""
     doc.heading("Background Challenge, official test images (%)")
     if official is None:
@@ -60,15 +62,15 @@ def official(doc: Document, official: str | None, table) -> None:
         return
     doc.para(f"The same models on dataset `{official}`: the released test images read as they are (resized to the "
              "models' input size), without our segmentation or compositing.")
-    doc.table(["Model", *TABLE2_HEADER], model_rows(table, TABLE2_COLUMNS))
+    doc.table(["Model", *TABLE2_HEADER], model_rows(table, TABLE2_COLUMNS, roles))
 
 
-def all_variants(doc: Document, table, variants: list[str]) -> None:
+def all_variants(doc: Document, table, variants: list[str], roles: dict[str, str]) -> None:
     doc.heading("Accuracy on every variant (%)")
-    doc.table(["Model", *variants], model_rows(table, variants))
+    doc.table(["Model", *variants], model_rows(table, variants, roles))
 
 
-def figure5(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
+def figure5(doc: Document, table, paper: dict[str, Any], path: Path, roles: dict[str, str]) -> None:
     fig, ax = plt.subplots(figsize=(8, 5))
     col = paper["columns"]
     for prow in paper["rows"]:
@@ -79,7 +81,7 @@ def figure5(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
                 ax.annotate(prow["model"], (same, rand), fontsize=6, color="grey")
     # a colour and marker per model: the demo plots 13 models, more than one colour cycle
     styles = itertools.cycle(itertools.product("osD^v", plt.get_cmap("tab10").colors))
-    for (marker, colour), label in zip(styles, model_order(table)):
+    for (marker, colour), label in zip(styles, model_order(table, roles)):
         same, rand = table[label].get("mixed_same"), table[label].get("mixed_rand")
         if same and rand:
             ax.errorbar(np.mean(same), np.mean(rand), xerr=np.std(same), yerr=np.std(rand), fmt=marker, color=colour,
@@ -98,43 +100,45 @@ def figure5(doc: Document, table, paper: dict[str, Any], path: Path) -> None:
 
 
 def bg_gap_verdict(doc: Document, regenerated: dict[str, dict[str, list[float]]],
-                   official: dict[str, dict[str, list[float]]] | None = None, chance: float = 100 / 9) -> None:
+                   official: dict[str, dict[str, list[float]]] | None, roles: dict[str, str],
+                   chance: float = 100 / 9) -> None:
     """Says plainly, from the numbers, whether CLAD / CLAD+ reduce the BG-GAP of Base (IN9) -
     after checking that the benchmark can judge at all: Base (MR), which sees no useful
     background, must recognise the foreground (ONLY_FG well above chance). The verdict is drawn
     on the official Background Challenge test images where they were scored (the paper's Table 2
     is on those), else on the regenerated variants, and says which."""
-    use_official = bool(official) and bool(official.get("Base (IN9)", {}).get("bg_gap"))
+    base_label, reference = roles.get("base_in9"), roles.get("base_mr")
+    use_official = bool(official) and bool(official.get(base_label, {}).get("bg_gap"))
     table = official if use_official else regenerated
-    base = table.get("Base (IN9)", {}).get("bg_gap")
+    base = table.get(base_label, {}).get("bg_gap")
     if not base:
         return
     doc.para("The verdict below is drawn on " + ("the official Background Challenge test images (Xiao et al.'s "
              "release, as the paper's Table 2)." if use_official else "the Mixed-Same / Mixed-Rand images regenerated "
              "here (no official test images were given: `evaluation.official_dataset`)."))
-    only_fg = table.get("Base (MR)", {}).get("only_fg", [])
+    only_fg = table.get(reference, {}).get("only_fg", [])
     if only_fg:
-        capable, line = capability_line("Base (MR)", "on ONLY_FG", only_fg, chance, "to recognise the foreground")
+        capable, line = capability_line(reference, "on ONLY_FG", only_fg, chance, "to recognise the foreground")
         doc.para(line)
         if not capable:
-            doc.para("Does CLAD reduce the BG-GAP of Base (IN9) here? Not informative: the reference model does not "
+            doc.para(f"Does CLAD reduce the BG-GAP of {base_label} here? Not informative: the reference model does not "
                      "recognise the objects, so a smaller gap could only come from using the background less.")
             return
     else:
-        doc.para("Capability check: no Base (MR) run with ONLY_FG accuracy in this configuration, so whether the "
+        doc.para("Capability check: no Base (MR) run (ERM on MIXED_RAND) with ONLY_FG accuracy in this configuration, so whether the "
                  "benchmark can judge the methods is unknown.")
     lines = []
-    for label in ("CLAD", "CLAD+"):
+    for label in played(roles, ("clad", "clad_plus"))[0]:
         gap = table.get(label, {}).get("bg_gap")
         if not gap:
             continue
         judged = difference(gap, base)  # "lower" only where its 95 % interval lies below 0
         verdict = GAP_VERDICTS[judged.verdict].format(label=label)
-        rand, base_rand = table[label].get("mixed_rand", []), table["Base (IN9)"].get("mixed_rand", [])
-        line = (f"BG-GAP (lower is better), {label} vs Base (IN9): {judged.text()}, {verdict}"
+        rand, base_rand = table[label].get("mixed_rand", []), table[base_label].get("mixed_rand", [])
+        line = (f"BG-GAP (lower is better), {label} vs {base_label}: {judged.text()}, {verdict}"
                 + f" ({mean_std(gap)} vs {mean_std(base)} points); Mixed-Rand accuracy {mean_std(rand)} vs "
                 f"{mean_std(base_rand)}, Original {mean_std(table[label].get('original', []))} vs "
-                f"{mean_std(table['Base (IN9)'].get('original', []))}.")
+                f"{mean_std(table[base_label].get('original', []))}.")
         if judged.verdict == "lower":  # a smaller gap: from recognising the foreground, or using the background less?
             rand_change = difference(rand, base_rand)
             if rand_change.verdict == "lower":
@@ -149,7 +153,7 @@ def bg_gap_verdict(doc: Document, regenerated: dict[str, dict[str, list[float]]]
         doc.para(" ".join(lines) + " The verdict is computed from the numbers above; nothing is tuned to it.")
 
 
-def table3(doc: Document, rows: list[dict[str, Any]], paper: dict[str, Any]) -> None:
+def table3(doc: Document, rows: list[dict[str, Any]], paper: dict[str, Any], roles: dict[str, str]) -> None:
     doc.heading("Table 3 – Feature similarity and decision consistency, ORIGINAL vs MIXED-RAND")
     ours = metric_table(rows, "analysis", "consistency")
     if not ours:
@@ -157,8 +161,8 @@ def table3(doc: Document, rows: list[dict[str, Any]], paper: dict[str, Any]) -> 
         return
     paper_rows = {r["model"]: r["values"] for r in paper["rows"]}
     out = []
-    for label in model_order(ours):
-        p = paper_rows.get(label)
+    for label in model_order(ours, roles):
+        p = paper_rows.get(paper_name(label, roles))
         out.append([label, mean_std(ours[label]["feature_similarity"], 3),
                     mean_std(ours[label]["decision_consistency"], 3),
                     f"{p[0]:.3f}" if p else "–", f"{p[1]:.3f}" if p else "–"])
@@ -169,10 +173,11 @@ def table3(doc: Document, rows: list[dict[str, Any]], paper: dict[str, Any]) -> 
              "background).")
 
 
-def table4(doc: Document, table: dict[str, dict[str, list[float]]], paper: dict[str, Any]) -> None:
+def table4(doc: Document, table: dict[str, dict[str, list[float]]], paper: dict[str, Any],
+           roles: dict[str, str]) -> None:
     doc.heading("Table 4 – Dictionary negatives vs trivial negatives (%)")
-    labels = [m for m in ("CLAD", "CLAD (Trivial)", "CLAD+", "CLAD+ (Trivial)") if m in table]
-    if not any("Trivial" in m for m in labels):
+    labels = played(roles, ("clad", "clad_trivial", "clad_plus", "clad_plus_trivial"))[0]
+    if not ({"clad_trivial", "clad_plus_trivial"} & set(roles)):
         doc.para("No trivial-negative run (methods clad_trivial / clad_plus_trivial) in this configuration.")
         return
     rows = [["Ours", m, *[mean_std(table[m].get(c, [])) for c in TABLE2_COLUMNS]] for m in labels]
@@ -209,7 +214,8 @@ def table5(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], pa
              "every model is evaluated on the same GrabCut-built test variants.")
 
 
-def table6(doc: Document, rows: list[dict[str, Any]], paper: dict[str, float], fraction: float) -> None:
+def table6(doc: Document, rows: list[dict[str, Any]], paper: dict[str, float], fraction: float,
+           roles: dict[str, str]) -> None:
     doc.heading("Table 6 – Accuracy drop (%) after corner cropping, ORIGINAL")
     ours = metric_table(rows, "analysis", "fivecrop")
     if not ours:
@@ -218,15 +224,15 @@ def table6(doc: Document, rows: list[dict[str, Any]], paper: dict[str, float], f
     out = [[label, mean_std(ours[label]["accuracy_whole"]),
             mean_std([np.mean(v) for v in zip(*(ours[label][f"accuracy_{c}"] for c in
                                                 ("top_left", "top_right", "bottom_left", "bottom_right")))]),
-            mean_std(ours[label]["accuracy_drop"]), f"{paper[label]:.1f}" if label in paper else "–"]
-           for label in model_order(ours)]
+            mean_std(ours[label]["accuracy_drop"]), f"{paper[paper_name(label, roles)]:.1f}" if paper_name(label, roles) in paper else "–"]
+           for label in model_order(ours, roles)]
     doc.table(["Model", "Whole image", "Corner crops (mean of 4)", "Drop ↓ (ours)", "Drop ↓ (paper)"], out)
     doc.para(f"FiveCrop's four corner crops, side {fraction:g} of the image side, fed at their own size; the "
              "drop is the accuracy on whole images minus the mean accuracy over the four corners.")
 
 
 def figure6(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], arrays_path: Path | None,
-            out_dir: Path) -> None:
+            out_dir: Path, roles: dict[str, str]) -> None:
     doc.heading("Fig. 6 – SmoothGrad saliency")
     shares = metric_table(rows, "analysis", "saliency")
     if not shares or arrays_path is None or not Path(arrays_path).exists():
@@ -256,7 +262,7 @@ def figure6(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], a
                          "ORIGINAL validation images; the outline is the GrabCut foreground mask.")
     doc.table(["Model", "Saliency inside the foreground", "Foreground area (blind-map share)"],
               [[label, mean_std(shares[label]["saliency_in_foreground"], 3),
-                mean_std(shares[label]["foreground_area"], 3)] for label in model_order(shares)])
+                mean_std(shares[label]["foreground_area"], 3)] for label in model_order(shares, roles)])
     doc.para("Our quantitative reading of Fig. 6 (the paper shows pictures only): the share of saliency mass on the "
              "foreground mask, averaged over the images and seeds; a map that ignored the object would score the "
              "foreground's area.")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def other_runs(doc: Document, ctx: ReportContext) -> None:
     shown = {r["label"] for r in ssl_runs(ctx.config)}  # the self-supervised ones have Ge et al.'s table
     for dataset, table in ctx.other_tables.items():
-        labels = [label for label in model_order(table) if label not in shown]
+        labels = [label for label in model_order(table, ctx.roles) if label not in shown]
         if not labels:
             continue
         columns, titles = headline(ctx.config["datasets"][dataset].get("family", DEFAULT_FAMILY))

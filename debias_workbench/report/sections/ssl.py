@@ -62,8 +62,8 @@ def similarity_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[flo
 
 
 def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[str, list[float]]],
-                 rows: list[dict[str, Any]], paper: dict[str, Any], out_dir: Path, chance: float = 100 / 9,
-                 scored_elsewhere: frozenset[str] = frozenset()) -> None:
+                 rows: list[dict[str, Any]], paper: dict[str, Any], out_dir: Path, roles: dict[str, str],
+                 chance: float = 100 / 9, scored_elsewhere: frozenset[str] = frozenset()) -> None:
     """The section of the runs scored on the evaluation dataset (IN-9): every self-supervised
     experiment but those in `scored_elsewhere` (their `eval_dataset` is another one)."""
     runs = [r for r in ssl_runs(config) if r["experiment"] not in scored_elsewhere]
@@ -82,7 +82,7 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
              "Background Challenge's Mixed-Rand; the paper's ImageNet-S and -R are not available offline.")
     # value_cell: a shape bias from too few decisions shows as such, not as a number
     body = [[display(r), *[value_cell(table.get(r["label"], {}), c) for c in COLUMNS]] for r in runs]
-    supervised = "Base (IN9)"
+    supervised = roles.get("base_in9")
     if supervised in table:
         body.append([f"Supervised – {supervised}", *[value_cell(table[supervised], c) for c in COLUMNS]])
     doc.table(["Model (ours, linear probe)", *HEADER], body)

@@ -22,6 +22,7 @@ from debias_workbench.core.statistics import difference
 from ..document import Document
 from ..helpers import (headline, MIN_IMAGES, capability_line, counted_values, mean_std, model_order, save_figure,
                       too_few_column, value_cell)
+from ..roles import played
 
 TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]
 TEXTURE_HEADER = ["Original ↑", "Stylized IN-9 ↑", "IN-9-Sketch (stand-in) ↑", "IN-9-Texture", "Shape bias (%)"]
@@ -42,7 +43,8 @@ def shape_bias_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> dict
 
 
 def texture_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[str, list[float]]],
-                     paper: dict[str, Any], stores: dict[str, Path], out_dir: Path, chance: float = 100 / 9) -> None:
+                     paper: dict[str, Any], stores: dict[str, Path], out_dir: Path, roles: dict[str, str],
+                     chance: float = 100 / 9) -> None:
     """`table`: {model label: {test set, "shape_bias" or SHAPE_BIAS_TOO_FEW: [value per seed]}}
     (the shape-bias columns as `shape_bias_table` gives them)."""
     doc.heading("Texture bias – CLAD supplementary Secs. IV–V")
@@ -52,13 +54,13 @@ def texture_sections(doc: Document, config: dict[str, Any], table: dict[str, dic
                  "`sketch`) to its `variants` and give it a `stylized:` section (see config/config.yaml).")
         return
     _describe(doc, config)
-    _verdict(doc, table, chance)
+    _verdict(doc, table, roles, chance)
     _texture_table(doc, "Table 7 – S-CLAD / S-CLAD+ vs the baselines (%)", table,
-                   ["Base (IN9)", "Base (SIN9)", "S-CLAD", "S-CLAD+"], paper["clad_table7"])
+                   played(roles, ("base_in9", "base_sin9", "s_clad", "s_clad_plus")), paper["clad_table7"])
     _texture_table(doc, "Table 8 – CLAD / CLAD+ on the texture test sets (%)", table,
-                   ["Base (IN9)", "CLAD", "CLAD+"], paper["clad_table8"])
-    _table9(doc, table, paper["clad_table9"])
-    _shape_bias_figure(doc, table, paper["geirhos_shape_bias"], out_dir / "shape_bias.png")
+                   played(roles, ("base_in9", "clad", "clad_plus")), paper["clad_table8"])
+    _table9(doc, table, played(roles, ("base_in9", "s_clad", "s_clad_plus"))[0], paper["clad_table9"])
+    _shape_bias_figure(doc, table, paper["geirhos_shape_bias"], out_dir / "shape_bias.png", roles)
     _image_grid(doc, stores, config, out_dir / "texture_grid.png")
 
 
@@ -82,27 +84,28 @@ def _describe(doc: Document, config: dict[str, Any]) -> None:
     doc.para(text)
 
 
-def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: float) -> None:
+def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], roles: dict[str, str], chance: float) -> None:
     """Does S-CLAD raise the shape bias (and Stylized IN-9 accuracy) of Base (IN9)? Only after
     Base (SIN9) is shown to recognise shapes on the stylized images; a shape bias from fewer than
     `MIN_IMAGES` decisions is named, never compared."""
-    reference = table.get("Base (SIN9)", {}).get("stylized", [])
-    base = table.get("Base (IN9)", {})
+    reference_label, base_label = roles.get("base_sin9"), roles.get("base_in9")
+    reference = table.get(reference_label, {}).get("stylized", [])
+    base = table.get(base_label, {})
     if not reference or not (base.get("shape_bias") or base.get(SHAPE_BIAS_TOO_FEW)):
         doc.para("Capability check: no Base (SIN9) or Base (IN9) run on Stylized IN-9 in this configuration, so "
                  "whether this benchmark can judge texture debiasing is unknown.")
         return
-    capable, line = capability_line("Base (SIN9)", "on Stylized IN-9 val", reference, chance,
+    capable, line = capability_line(reference_label, "on Stylized IN-9 val", reference, chance,
                                     "to recognise shapes under a foreign texture")
     doc.para(line)
-    doc.para(f"Shape bias of Base (SIN9) vs Base (IN9): {_shape_bias_versus(table['Base (SIN9)'], base)}; "
+    doc.para(f"Shape bias of {reference_label} vs {base_label}: {_shape_bias_versus(table[reference_label], base)}; "
              "Geirhos et al. found 81 vs 22 % for ResNet-50 on real images.")
     if not capable:
-        doc.para("Do S-CLAD / S-CLAD+ reduce the texture bias of Base (IN9) here? Not informative: the reference "
+        doc.para(f"Do S-CLAD / S-CLAD+ reduce the texture bias of {base_label} here? Not informative: the reference "
                  "model does not recognise shapes under a foreign texture on these images.")
         return
     lines = []
-    for label in ("S-CLAD", "S-CLAD+"):
+    for label in played(roles, ("s_clad", "s_clad_plus"))[0]:
         cols = table.get(label, {})
         if not (cols.get("shape_bias") or cols.get(SHAPE_BIAS_TOO_FEW)):
             continue
@@ -111,7 +114,7 @@ def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], chance: fl
                      f"({difference(cols.get('stylized', []), base.get('stylized', [])).text()}); Original "
                      f"{mean_std(cols.get('original', []))} vs {mean_std(base.get('original', []))} %.")
     if lines:
-        doc.para("Against Base (IN9): " + " ".join(lines) + " Computed from the numbers, nothing is tuned to it.")
+        doc.para(f"Against {base_label}: " + " ".join(lines) + " Computed from the numbers, nothing is tuned to it.")
 
 
 def _shape_bias_versus(ours: dict[str, list[float]], base: dict[str, list[float]]) -> str:
@@ -123,48 +126,49 @@ def _shape_bias_versus(ours: dict[str, list[float]], base: dict[str, list[float]
     return f"{text} (not compared: fewer than {MIN_IMAGES} shape or texture decisions)"
 
 
-def _texture_table(doc: Document, title: str, table: dict[str, dict[str, list[float]]], models: list[str],
-                   paper: dict[str, Any]) -> None:
+def _texture_table(doc: Document, title: str, table: dict[str, dict[str, list[float]]],
+                   models: tuple[list[str], list[str]], paper: dict[str, Any]) -> None:
+    """`models`: (the labels of the roles some experiment plays, the papers' names of the others: `roles.played`)."""
     doc.heading(title)
-    present = [m for m in models if m in table]
+    present = [m for m in models[0] if m in table]
     rows = [["Ours", m, *[value_cell(table[m], c) for c in TEXTURE_COLUMNS]] for m in present]
     cols = paper["columns"]
     for prow in paper["rows"]:
         values = dict(zip(cols, prow["values"]))
         rows.append(["Paper", prow["model"], *[f"{values[c]:.1f}" if c in values else "–" for c in TEXTURE_COLUMNS]])
     doc.table(["", "Model", *TEXTURE_HEADER], rows)
-    missing = [m for m in models if m not in table]
+    missing = [m for m in models[0] if m not in table] + models[1]
     if missing:
         doc.para(f"No runs of {', '.join(missing)} in this configuration.")
 
 
-def _table9(doc: Document, table: dict[str, dict[str, list[float]]], paper: dict[str, Any]) -> None:
+def _table9(doc: Document, table: dict[str, dict[str, list[float]]], models: list[str], paper: dict[str, Any]) -> None:
     doc.heading("Table 9 – S-CLAD / S-CLAD+ on the Background Challenge (%)")
-    present = [m for m in ("Base (IN9)", "S-CLAD", "S-CLAD+") if m in table]
+    present = [m for m in models if m in table]
     rows = [["Ours", m, *[mean_std(table[m].get(c, [])) for c in BG_COLUMNS]] for m in present]
     rows += [["Paper", r["model"], *[f"{v:.1f}" for v in r["values"]]] for r in paper["rows"]]
     doc.table(["", "Model", *BG_HEADER], rows)
 
 
 def _shape_bias_figure(doc: Document, table: dict[str, dict[str, list[float]]], geirhos: dict[str, float],
-                       path: Path) -> None:
+                       path: Path, roles: dict[str, str]) -> None:
     """Shape bias per model: the figure from the seeds with at least `MIN_IMAGES` counted decisions
     only; the table beneath also lists the models whose seeds all have fewer, as too few."""
-    listed = [m for m in model_order(table) if table[m].get("shape_bias") or table[m].get(SHAPE_BIAS_TOO_FEW)]
+    listed = [m for m in model_order(table, roles) if table[m].get("shape_bias") or table[m].get(SHAPE_BIAS_TOO_FEW)]
     if not listed:
         return
     doc.heading("Shape bias on the cue-conflict images")
     shape_bias = {m: table[m]["shape_bias"] for m in listed if table[m].get("shape_bias")}
     if shape_bias:
-        _plot_shape_bias(shape_bias, geirhos, path)
+        _plot_shape_bias(shape_bias, geirhos, path, roles)
         doc.image(path.name, "Bars: mean over seeds (dots: each seed) on Stylized IN-9 val; grey lines: Geirhos et "
                              "al.'s ResNet-50 and human figures on real cue-conflict images, for orientation only.")
     doc.table(["Model", "Shape bias (%)", "Seeds"],
               [[m, value_cell(table[m], "shape_bias"), str(len(table[m].get("shape_bias", [])))] for m in listed])
 
 
-def _plot_shape_bias(shape_bias: dict[str, list[float]], geirhos: dict[str, float], path: Path) -> None:
-    labels = model_order(shape_bias)
+def _plot_shape_bias(shape_bias: dict[str, list[float]], geirhos: dict[str, float], path: Path, roles: dict[str, str]) -> None:
+    labels = model_order(shape_bias, roles)
     fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(labels) + 1.9))
     means = [np.mean(shape_bias[m]) for m in labels]
     errs = [np.std(shape_bias[m], ddof=1) if len(shape_bias[m]) > 1 else 0.0 for m in labels]

@@ -1,0 +1,67 @@
+"""The models a verdict compares, named by what they are, never by their display label.
+
+A table's rows are keyed by the experiments' `label`s, which are display text the user may change;
+a verdict asks for "the ERM model trained on ORIGINAL" (`Role`), and `role_labels` says which row
+that is in this report. Renaming a label changes the words, never the verdicts
+(tests/test_report_roles.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from collections.abc import Iterable
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Role:
+    """A model by its method and the variant it trains on (of the main evaluation dataset)."""
+
+    method: str
+    train_variant: str
+    paper_name: str  #: what the papers call it: said where no experiment plays the role
+
+
+#: the reference and compared models of the CLAD, texture and self-supervised tables
+ROLES: dict[str, Role] = {
+    "base_in9": Role("erm", "original", "Base (IN9)"),
+    "base_mr": Role("erm", "mixed_rand", "Base (MR)"),
+    "base_sin9": Role("erm", "stylized", "Base (SIN9)"),
+    "clad": Role("clad", "original", "CLAD"),
+    "clad_plus": Role("clad_plus", "original", "CLAD+"),
+    "clad_trivial": Role("clad_trivial", "original", "CLAD (Trivial)"),
+    "clad_plus_trivial": Role("clad_plus_trivial", "original", "CLAD+ (Trivial)"),
+    "s_clad": Role("s_clad", "original", "S-CLAD"),
+    "s_clad_plus": Role("s_clad_plus", "original", "S-CLAD+"),
+}
+
+
+def role_experiments(config: dict[str, Any], shown: Iterable[str]) -> dict[str, str]:
+    """{role: experiment} for the roles some experiment of the table `shown` (its row labels) plays:
+    the one with the role's method and train variant, the first in config order where several do
+    (tests/test_report_roles.py holds every shipped config to one each)."""
+    shown = set(shown)
+    found: dict[str, str] = {}
+    for name, exp in config["experiments"].items():
+        for role, want in ROLES.items():
+            if exp["label"] in shown and (exp["method"], exp.get("train_variant")) == (want.method, want.train_variant):
+                found.setdefault(role, name)
+    return found
+
+
+def role_labels(config: dict[str, Any], shown: Iterable[str]) -> dict[str, str]:
+    """{role: display label} of `role_experiments`; a role no shown experiment plays is absent, so a
+    lookup `table.get(roles.get(role), {})` finds nothing and the verdict says the model is missing."""
+    return {role: config["experiments"][name]["label"] for role, name in role_experiments(config, shown).items()}
+
+
+def played(roles: dict[str, str], wanted: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(the labels of the `wanted` roles some experiment plays, in order; the papers' names of the others)."""
+    wanted = list(wanted)
+    return [roles[r] for r in wanted if r in roles], [ROLES[r].paper_name for r in wanted if r not in roles]
+
+
+def paper_name(label: str, roles: dict[str, str]) -> str:
+    """What the papers call the model shown as `label`: its role's name (their tables' rows are
+    looked up by it), or the label where it plays no role."""
+    return next((ROLES[role].paper_name for role, shown in roles.items() if shown == label), label)

@@ -71,6 +71,7 @@ from debias_workbench.core.seeding import name_rng, name_seed
 from debias_workbench.pipeline.imageio import load_rgb
 from debias_workbench.pipeline.sources.synthetic import render_sample
 from debias_workbench.pipeline.store import atomic_store, create_array
+from debias_workbench.training.settings import TrainingSettings
 from debias_workbench.workflow.config import deep_merge, resolve_config
 from debias_workbench.workflow.slices import run_config
 
@@ -258,15 +259,13 @@ def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_n
 
     device = torch.device(device_name)
     cfg, experiment, seed = run_cfg["training"], run_cfg["experiment"], run_cfg["seed"]
-    configure_device(device, cfg.get("deterministic", True), tf32=cfg.get("amp", True))  # as the trainer's pick_device
-    loader_cfg = cfg.get("loader", {})
+    settings = TrainingSettings.of(cfg)
+    configure_device(device, settings.deterministic, tf32=settings.amp)  # as the trainer's pick_device
     method_cls = get_method(run_cfg["method"])
     # as train(): the same ZarrBatches arguments
     batches = ZarrBatches(stores["original"], "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
-                          drop_last=True, read_chunks=loader_cfg.get("read_chunks", 1),
-                          window_gb=loader_cfg.get("window_gb", 1.0),
-                          in_memory_max_gb=0.0 if stream else loader_cfg.get("in_memory_max_gb", 4.0),
-                          prefetch=loader_cfg.get("prefetch_batches", 2),
+                          drop_last=True, **{**settings.loader.batches_args(),
+                                             **({"in_memory_max_gb": 0.0} if stream else {})},
                           fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
                           pin_memory=device.type == "cuda",
                           aligned={f: stores[v] for f, v in method_cls.aligned_variants.items()})

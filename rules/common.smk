@@ -29,7 +29,7 @@ PROVENANCE = config_provenance(config, list(dict.fromkeys(_SHOWN)), dict(workflo
 RUNS = runs(config)  # every (experiment, seed): what every declaration (experiments, sweeps, grids) expands to
 PACKS = packs(config)  # the runs trained in one process (rules/runs.smk): PACKS[0] holds those trained alone
 SCORING_PACKS = scoring_packs(config)  # the runs scored in one process: every seed of an experiment, or of a grid pack
-THREADS = config["training"].get("threads", 2)
+THREADS = config["training"]["threads"]  # config/config.yaml sets it (the schema: 1)
 # The interpreter that runs Snakemake, or the job's own environment's under --use-conda; the
 # checkout is importable either way (conda environments do not install the project). Both reach
 # the jobs through the environment, so that no job's params or command name a path

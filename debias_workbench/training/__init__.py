@@ -1,1 +1,1 @@
-"""Models, debiasing methods, the trainer, evaluation and the report."""
+"""Models, debiasing methods, the trainer, evaluation and the analyses of trained models."""

@@ -16,6 +16,7 @@ from debias_workbench.core.seeding import name_seed
 from . import distributed
 from .methods import get_method
 from .methods.base import Method, for_scoring
+from .settings import TrainingSettings
 
 
 def pick_device(deterministic: bool = True, tf32: bool = False) -> torch.device:
@@ -87,9 +88,10 @@ def build_method(run_cfg: dict[str, Any], num_classes: int, device: torch.device
     torch.manual_seed(name_seed("init", run_cfg["experiment"], run_cfg["seed"]))  # weight init depends on names only
     with for_scoring() if scoring else contextlib.nullcontext():
         method = get_method(run_cfg["method"])(num_classes, run_cfg["training"], run_cfg["method_args"])
-    if method.cfg.get("amp", True) and native_bf16(device):
+    settings = TrainingSettings.of(method.cfg)
+    if settings.amp and native_bf16(device):
         method.autocast_dtype = torch.bfloat16
-    if distributed.world() > 1 and method.cfg.get("sync_bn", False):  # statistics of the global batch
+    if distributed.world() > 1 and settings.sync_bn:  # statistics of the global batch
         method = distributed.synchronise_batch_norm(method, device)
     if device.type == "cuda":  # the inputs are channels-last (`Augmenter.apply`): so are the convolutions' weights,
         return method.to(device, memory_format=torch.channels_last)  # else each call converts them

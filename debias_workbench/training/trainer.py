@@ -35,7 +35,8 @@ from .evaluation import group_metrics, predict_store, scored_accuracy, scoring_b
 from .methods import get_method
 from .methods import spec as method_spec
 from .methods.base import Method
-from .run_length import run_length, switches_outside
+from .run_length import RunLength, run_length, switches_outside
+from .settings import TrainingSettings
 
 
 def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[torch.optim.lr_scheduler.LRScheduler]:
@@ -87,9 +88,23 @@ class Monitor:
         return out
 
 
+@dataclass
+class RunState:
+    """A run between its set-up and its end: the method, its schedulers, its length and the metric
+    rows so far (`history`, restored from the checkpoint when the run resumes)."""
+
+    method: Method
+    schedulers: list[torch.optim.lr_scheduler.LRScheduler]
+    length: RunLength
+    tags: dict[str, Any]
+    run_hash: str
+    start_epoch: int
+    history: list[dict]
+
+
 def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_stores: dict[str, Path] | None = None,
           stop_after_epochs: int | None = None, monitor: Monitor | None = None) -> Path:
-    """Train the run `run_cfg` (its resolved config: `workbench.slices.run_config`) on
+    """Train the run `run_cfg` (its resolved config: `workflow.slices.run_config`) on
     `train_store`; returns the path of `model.pt`.
 
     `aligned_stores` gives, for each of the method's `aligned_variants` fields, the store of
@@ -103,110 +118,137 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     averaged, draws its augmentations from its own seed, and only rank 0 writes files.
     """
     distributed.init_from_env()
-    world, rank, main = distributed.world(), distributed.rank(), distributed.is_main()
-    cfg, experiment, seed = run_cfg["training"], run_cfg["experiment"], run_cfg["seed"]
-    if cfg.get("gpus", 1) != world:
-        raise ValueError(f"{experiment} seed {seed} asks for training.gpus = {cfg.get('gpus', 1)} but runs in {world} "
-                         f"process(es): start it with `python -m torch.distributed.run --standalone --nproc_per_node "
-                         f"{cfg.get('gpus', 1)} -m training train ...` (the workflow's train rule does)")
-    if cfg["batch_size"] % world:
-        raise ValueError(f"{experiment}: training.batch_size {cfg['batch_size']} (the global batch) does not split "
-                         f"into training.gpus = {world} equal shares; make it a multiple of gpus")
-    if main:
+    settings = TrainingSettings.of(run_cfg["training"])
+    _check_processes(run_cfg, settings)
+    if distributed.is_main():
         write_json(run_dir / "config.json", run_cfg)
-    device = pick_device(cfg.get("deterministic", True), tf32=cfg.get("amp", True))
-    loader_cfg = cfg.get("loader", {})
+    device = pick_device(settings.deterministic, tf32=settings.amp)
+    batches = _training_batches(run_cfg, settings, train_store, aligned_stores or {}, device)
+    with phase("setup"):  # the method built, its set-up (BiasEnsemble's committee), the checkpoint resumed
+        state = _set_up(run_cfg, batches, device, run_dir / "checkpoint.pt")
+    with phase("epochs"):  # the steps, the checkpoints (saving) and monitors (scoring) taken out; a method's finish
+        for epoch in range(state.start_epoch, state.length.epochs):
+            if stop_after_epochs is not None and epoch >= stop_after_epochs:
+                return run_dir / "model.pt"
+            state.history += _train_epoch(state, batches, epoch, settings, device, monitor)
+            if distributed.is_main():
+                with phase("saving"):
+                    _save_checkpoint(run_dir / "checkpoint.pt", state.method, state.schedulers, epoch + 1,
+                                     state.history, state.run_hash)
+            distributed.barrier()  # no process runs ahead of the last checkpoint
+        if final := state.method.finish(batches):
+            state.history += [{"kind": "train", **state.tags, "epoch": state.length.epochs, "metric": k, "value": v}
+                              for k, v in final.items()]
+    return _save_outputs(run_dir, run_cfg, state, batches.classes)
+
+
+def _check_processes(run_cfg: dict[str, Any], settings: TrainingSettings) -> None:
+    """The run is started as `training.gpus` processes, and its global batch splits among them."""
+    experiment, world = run_cfg["experiment"], distributed.world()
+    if settings.gpus != world:
+        raise ValueError(f"{experiment} seed {run_cfg['seed']} asks for training.gpus = {settings.gpus} but runs in "
+                         f"{world} process(es): start it with `python -m torch.distributed.run --standalone "
+                         f"--nproc_per_node {settings.gpus} -m debias_workbench train ...` (the workflow's train rule does)")
+    if settings.batch_size % world:
+        raise ValueError(f"{experiment}: training.batch_size {settings.batch_size} (the global batch) does not split "
+                         f"into training.gpus = {world} equal shares; make it a multiple of gpus")
+
+
+def _training_batches(run_cfg: dict[str, Any], settings: TrainingSettings, train_store: Path,
+                      aligned_stores: dict[str, Path], device: torch.device) -> ZarrBatches:
+    """The run's training split, with the fields its method reads and the stores of its aligned variants."""
     method_cls = get_method(run_cfg["method"])
-    aligned_stores = aligned_stores or {}
     if missing := set(method_cls.aligned_variants) - set(aligned_stores):
         raise ValueError(f"method {run_cfg['method']!r} needs the stores of {method_cls.aligned_variants}; "
                          f"missing {sorted(missing)}")
+    world, rank = distributed.world(), distributed.rank()
     with phase("loading"):  # the store's split read (into memory when it fits: training.loader.in_memory_max_gb)
-        batches = ZarrBatches(train_store, "train", cfg["batch_size"], shuffle=True, seed=seed, name=experiment,
-                              drop_last=True, read_chunks=loader_cfg.get("read_chunks", 1),
-                              window_gb=loader_cfg.get("window_gb", 1.0),
-                              in_memory_max_gb=loader_cfg.get("in_memory_max_gb", 4.0),
-                              prefetch=loader_cfg.get("prefetch_batches", 2),
-                              fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
-                              pin_memory=device.type == "cuda", aligned=aligned_stores,
-                              max_batches=cfg.get("steps_per_epoch"), shard=(rank, world) if world > 1 else None)
-    with phase("setup"):  # the method built, its set-up (BiasEnsemble's committee), the checkpoint resumed
-        method = build_method(run_cfg, len(batches.classes), device)
-        distributed.broadcast_state_(method)
-        length = run_length(cfg, len(batches))
-        if outside := switches_outside(run_cfg["method_args"], method_spec(run_cfg["method"]).within_run, length):
-            raise ValueError(f"{experiment}: method_args " + "; ".join(outside.values())
-                             + f" ({length.steps_per_epoch} steps an epoch): set training.iterations to the paper's "
-                             "run length, or move the switch")
-        method.steps_per_epoch, method.total_steps = length.steps_per_epoch, length.steps
-        prepared = method.setup(batches)
-        schedulers = make_schedulers(method, cfg, length.epochs)
-        ckpt_path, metrics_path = run_dir / "checkpoint.pt", run_dir / "train_metrics.jsonl"
-        run_hash = config_hash(run_cfg)
-        start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
+        return ZarrBatches(train_store, "train", settings.batch_size, shuffle=True, seed=run_cfg["seed"],
+                           name=run_cfg["experiment"], drop_last=True, **settings.loader.batches_args(),
+                           fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
+                           pin_memory=device.type == "cuda", aligned=aligned_stores,
+                           max_batches=settings.steps_per_epoch, shard=(rank, world) if world > 1 else None)
+
+
+def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device, ckpt_path: Path) -> RunState:
+    """The method built and set up on the training split, its schedulers, and the checkpoint resumed."""
+    experiment = run_cfg["experiment"]
+    method = build_method(run_cfg, len(batches.classes), device)
+    distributed.broadcast_state_(method)
+    length = run_length(run_cfg["training"], len(batches))
+    if outside := switches_outside(run_cfg["method_args"], method_spec(run_cfg["method"]).within_run, length):
+        raise ValueError(f"{experiment}: method_args " + "; ".join(outside.values())
+                         + f" ({length.steps_per_epoch} steps an epoch): set training.iterations to the paper's "
+                         "run length, or move the switch")
+    method.steps_per_epoch, method.total_steps = length.steps_per_epoch, length.steps
+    prepared = method.setup(batches)
+    schedulers = make_schedulers(method, run_cfg["training"], length.epochs)
+    run_hash = config_hash(run_cfg)
+    start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
     # the precision is the machine's choice as much as the config's (training.build.cpu_has_native_bf16): kept with every row
-    tags = {"experiment": experiment, "method": run_cfg["method"], "seed": seed, "precision": precision(method)}
+    tags = {"experiment": experiment, "method": run_cfg["method"], "seed": run_cfg["seed"], "precision": precision(method)}
     if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
         history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
-    with phase("epochs"):  # the steps, the checkpoints (saving) and monitors (scoring) taken out; a method's finish
-        for epoch in range(start_epoch, length.epochs):
-            if stop_after_epochs is not None and epoch >= stop_after_epochs:
-                return run_dir / "model.pt"
-            method.train()
-            # each process its own augmentations; one process keeps the seed it always had
-            method.generator.manual_seed(name_seed("augment", experiment, seed, epoch, *([rank] if world > 1 else [])))
-            sums: dict[str, torch.Tensor | float] = {}  # device tensors or host numbers
-            counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
-            interval: dict[str, list[torch.Tensor]] = {}  # statistics since the last curve point
-            steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
-            for batch in tqdm(batches.epoch(epoch, length.steps_in_epoch(epoch)), total=length.steps_in_epoch(epoch),
-                              desc=f"{experiment} s{seed} e{epoch}",
-                              leave=False, mininterval=5, disable=None if main else True):
-                stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
-                distributed.broadcast_batch_norm_(method)  # rank 0's running statistics, as DDP's buffers
-                for key, value in stats.items():
-                    # a device tensor stays there (float64: the sum a Python float would give), read once an
-                    # epoch; a host number stays a host number
-                    value = value.double() if isinstance(value, torch.Tensor) else float(value)
-                    sums[key] = sums.get(key, 0.0) + value
-                    counts[key] = counts.get(key, 0) + 1
-                    interval.setdefault(key, []).append(value)
-                steps += 1
-                if monitor and main and (epoch * len(batches) + steps) % monitor.every_steps == 0:
-                    t_mon = time.perf_counter()
-                    with phase("scoring"):
-                        point = {**tags, "epoch": epoch, "step": epoch * len(batches) + steps}
-                        history += monitor.rows(method, interval, point)
-                    interval, monitor_seconds = {}, monitor_seconds + time.perf_counter() - t_mon
-            epoch_sums = {k: float(v) for k, v in sums.items()}  # the epoch's one read: waits for the device
-            for sched in schedulers:
-                sched.step()
-            elapsed = time.perf_counter() - t0 - monitor_seconds
-            row_stats = {**distributed.mean_over_processes(epoch_sums, counts), "epoch_seconds": elapsed,
-                         "images_per_second": steps * cfg["batch_size"] / max(elapsed, 1e-9),
-                         "lr": method.optimizers()[0].param_groups[0]["lr"]}
-            if any(not math.isfinite(v) for v in row_stats.values()):
-                raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} "
-                                         f"at epoch {epoch}")
-            history += [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v}
-                        for k, v in row_stats.items()]
-            if main:
-                print(f"{experiment} seed {seed} epoch {epoch}: "
-                      + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items()), flush=True)
-                with phase("saving"):
-                    _save_checkpoint(ckpt_path, method, schedulers, epoch + 1, history, run_hash)
-            distributed.barrier()  # no process runs ahead of the last checkpoint
-        if final := method.finish(batches):
-            history += [{"kind": "train", **tags, "epoch": length.epochs, "metric": k, "value": v}
-                        for k, v in final.items()]
-    model_path = run_dir / "model.pt"
+    return RunState(method, schedulers, length, tags, run_hash, start_epoch, history)
+
+
+def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: TrainingSettings,
+                 device: torch.device, monitor: Monitor | None) -> list[dict]:
+    """One epoch's steps (and the monitor's points within it); its rows: the curve points and the
+    epoch's mean statistics, speed and learning rate."""
+    method, tags, world, rank = state.method, state.tags, distributed.world(), distributed.rank()
+    experiment, seed, main = tags["experiment"], tags["seed"], distributed.is_main()
+    method.train()
+    # each process its own augmentations; one process keeps the seed it always had
+    method.generator.manual_seed(name_seed("augment", experiment, seed, epoch, *([rank] if world > 1 else [])))
+    sums: dict[str, torch.Tensor | float] = {}  # device tensors or host numbers
+    counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
+    interval: dict[str, list[torch.Tensor]] = {}  # statistics since the last curve point
+    rows: list[dict] = []
+    steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
+    in_epoch = state.length.steps_in_epoch(epoch)
+    for batch in tqdm(batches.epoch(epoch, in_epoch), total=in_epoch, desc=f"{experiment} s{seed} e{epoch}",
+                      leave=False, mininterval=5, disable=None if main else True):
+        stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
+        distributed.broadcast_batch_norm_(method)  # rank 0's running statistics, as DDP's buffers
+        for key, value in stats.items():
+            # a device tensor stays there (float64: the sum a Python float would give), read once an
+            # epoch; a host number stays a host number
+            value = value.double() if isinstance(value, torch.Tensor) else float(value)
+            sums[key] = sums.get(key, 0.0) + value
+            counts[key] = counts.get(key, 0) + 1
+            interval.setdefault(key, []).append(value)
+        steps += 1
+        if monitor and main and (epoch * len(batches) + steps) % monitor.every_steps == 0:
+            t_mon = time.perf_counter()
+            with phase("scoring"):
+                rows += monitor.rows(method, interval, {**tags, "epoch": epoch, "step": epoch * len(batches) + steps})
+            interval, monitor_seconds = {}, monitor_seconds + time.perf_counter() - t_mon
+    epoch_sums = {k: float(v) for k, v in sums.items()}  # the epoch's one read: waits for the device
+    for sched in state.schedulers:
+        sched.step()
+    elapsed = time.perf_counter() - t0 - monitor_seconds
+    row_stats = {**distributed.mean_over_processes(epoch_sums, counts), "epoch_seconds": elapsed,
+                 "images_per_second": steps * settings.batch_size / max(elapsed, 1e-9),
+                 "lr": method.optimizers()[0].param_groups[0]["lr"]}
+    if any(not math.isfinite(v) for v in row_stats.values()):
+        raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} at epoch {epoch}")
     if main:
-        with phase("saving"), atomic_path(metrics_path) as tmp:
-            tmp.write_text("".join(json.dumps(row) + "\n" for row in history))
+        print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items()),
+              flush=True)
+    return rows + [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
+
+
+def _save_outputs(run_dir: Path, run_cfg: dict[str, Any], state: RunState, classes: list[str]) -> Path:
+    """`train_metrics.jsonl` and `model.pt` (rank 0), the checkpoint removed; the others wait for them."""
+    model_path = run_dir / "model.pt"
+    if distributed.is_main():
+        with phase("saving"), atomic_path(run_dir / "train_metrics.jsonl") as tmp:
+            tmp.write_text("".join(json.dumps(row) + "\n" for row in state.history))
         with phase("saving"), atomic_path(model_path) as tmp:
-            torch.save({"state_dict": on_cpu(method.state_dict()), "run_config": run_cfg, "config_hash": run_hash,
-                        "classes": batches.classes}, tmp)
-        ckpt_path.unlink(missing_ok=True)
+            torch.save({"state_dict": on_cpu(state.method.state_dict()), "run_config": run_cfg,
+                        "config_hash": state.run_hash, "classes": classes}, tmp)
+        (run_dir / "checkpoint.pt").unlink(missing_ok=True)
     distributed.barrier()  # the others return once model.pt exists
     return model_path
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from debias_workbench.pipeline.datasets import DEFAULT_FAMILY, get_family
+from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
 #: environment of every job's process: glibc's malloc keeps the memory it frees for the next step
 #: (it otherwise hands large freed blocks back to the kernel at once, and a CPU training loop
@@ -120,7 +121,7 @@ def rule_resources(config: dict[str, Any], gpu: bool, estimate: Estimate,
 
 def gpus(runs: list[dict[str, Any]]) -> int:
     """The `training.gpus` of a training job's runs (run configs), which one launcher starts."""
-    asked = {run["training"].get("gpus", 1) for run in runs}
+    asked = {TrainingSettings.of(run["training"]).gpus for run in runs}
     if len(asked) > 1:
         raise ValueError(f"runs {[run['experiment'] for run in runs]} train in one job (a pack) but ask for different "
                          f"training.gpus {sorted(asked)}: set gpus once for all of them (for a grid: grids.<name>.training)")
@@ -150,15 +151,15 @@ def image_mb(ds_cfg: dict[str, Any], images: int) -> float:
     return images * image_side(ds_cfg) ** 2 * 3 / 2**20
 
 
-def loader_mb(ds_cfg: dict[str, Any], loader: dict[str, Any], images: int) -> float:
+def loader_mb(ds_cfg: dict[str, Any], loader: LoaderSettings, images: int) -> float:
     """Memory of one image field of the training loader (`training.data.ZarrBatches`): the split where
     it fits in `in_memory_max_gb`, else two streamed windows (one read ahead), each of `window_gb`
     and at least 8 read units per class (`training.data.UNITS_PER_CLASS`)."""
     split = image_mb(ds_cfg, images)
-    if split <= loader.get("in_memory_max_gb", 4.0) * 1024:
+    if split <= loader.in_memory_max_gb * 1024:
         return split
-    unit = image_mb(ds_cfg, ds_cfg.get("chunk_images", 32) * loader.get("read_chunks", 1))
-    return 2 * max(loader.get("window_gb", 1.0) * 1024, 8 * len(ds_cfg.get("classes", [])) * unit)
+    unit = image_mb(ds_cfg, ds_cfg.get("chunk_images", 32) * loader.read_chunks)
+    return 2 * max(loader.window_gb * 1024, 8 * len(ds_cfg.get("classes", [])) * unit)
 
 
 def training(runs: list[dict[str, Any]]) -> tuple[float, float]:
@@ -168,12 +169,13 @@ def training(runs: list[dict[str, Any]]) -> tuple[float, float]:
     minutes, mem = 0.0, 0.0
     for run in runs:
         ds, cfg = run["dataset_config"], run["training"]
-        images, gpus = dataset_images(ds), cfg.get("gpus", 1)
+        settings = TrainingSettings.of(cfg)
+        images, gpus = dataset_images(ds), settings.gpus
         per_image = SECONDS_PER_IMAGE_224 * (image_side(ds) / 224) ** 2 * ARCH_COST.get(cfg["arch"], 2.5)
         seen = cfg["iterations"] * cfg["batch_size"] if cfg.get("iterations") else cfg["epochs"] * images
         compute = seen * per_image * METHOD_COST.get(run["method"], 1.0) / 60
         minutes += 10 + (compute / (gpus * MULTI_GPU_EFFICIENCY) if gpus > 1 else compute)
-        mem = max(mem, gpus * (4000 + loader_mb(ds, cfg.get("loader", {}), images) * (1 + len(run["aligned_variants"]))))
+        mem = max(mem, gpus * (4000 + loader_mb(ds, settings.loader, images) * (1 + len(run["aligned_variants"]))))
     return minutes, mem
 
 

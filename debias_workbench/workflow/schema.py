@@ -11,9 +11,8 @@ from typing import Any
 
 import yaml
 
+from debias_workbench.core.schema_defaults import SCHEMA_PATH
 from debias_workbench.pipeline.datasets import DEFAULT_FAMILY, FAMILIES
-
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 
 
 def family_def(family: str) -> str:

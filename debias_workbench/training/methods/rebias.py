@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..losses import hsic
+from ..settings import TrainingSettings
 from .base import Method
 
 
@@ -40,7 +41,7 @@ rows) and the gradients are averaged: not the one-device estimate on B rows."""
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
-        rows = train_cfg["batch_size"] // train_cfg.get("gpus", 1)
+        rows = train_cfg["batch_size"] // TrainingSettings.of(train_cfg).gpus
         if self.args["estimator"] == "unbiased" and rows < 4:
             raise ValueError(f"the unbiased HSIC estimator divides by m(m-3) over each process's {rows} rows "
                              "(training.batch_size / training.gpus): give every process at least 4")

@@ -55,6 +55,7 @@ from ..data import Augmenter
 from ..distributed import gather_rows, is_main, world
 from ..losses import byol_loss, moco_nce
 from ..negatives import patch_tilings
+from ..settings import TrainingSettings
 from .ssl_augment import AugPlus, ViewParams
 from .base import Method
 
@@ -255,7 +256,8 @@ class MoCoV2(SelfSupervised):
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
-        if train_cfg.get("sync_bn", False) and train_cfg.get("gpus", 1) > 1 and self.args["shuffle_bn"]:
+        settings = TrainingSettings.of(train_cfg)
+        if settings.sync_bn and settings.gpus > 1 and self.args["shuffle_bn"]:
             raise ValueError("training.sync_bn: true contradicts MoCo's shuffled batch norm (its key statistics must "
                              "come from another set of images than the queries'): set method_args.shuffle_bn: false "
                              "or training.sync_bn: false for this experiment")

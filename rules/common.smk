@@ -13,8 +13,8 @@ from debias_workbench.pipeline.sources.listing import folder_fingerprint
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.workflow import job_server
 from debias_workbench.workflow import resources as res
-from debias_workbench.workflow.config import (background_challenge_runs, dataset_family, dataset_variants, packs, runs, scoring,
-                              scoring_packs)
+from debias_workbench.workflow.config import background_challenge_runs, packs, runs, scoring, scoring_packs
+from debias_workbench.workflow.lookup import dataset_family, dataset_variants
 from debias_workbench.workflow.slices import (analysis_config, config_provenance, dataset_job_config, imagenet_evaluation_config,
                               official_evaluation_config, report_config, run_config, scoring_config, JobConfigs)
 

@@ -15,12 +15,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from debias_workbench.core.atomic import atomic_path  # noqa: E402
+from debias_workbench.core.names import IMAGENET_LABEL  # noqa: E402
 from debias_workbench.core.statistics import mean_interval, run_value  # noqa: E402
 from debias_workbench.pipeline.datasets import get_family  # noqa: E402
 
 
-#: the label of the ImageNet-trained model's row (`evaluation.imagenet_model`; it is no experiment)
-IMAGENET_LABEL = "Base (IN)"
 #: the roles (`report.roles`) in the papers' table order
 ORDER = ("base_in9", "base_mr", "clad_plus", "clad", "clad_plus_trivial", "clad_trivial", "base_sin9", "s_clad_plus",
          "s_clad")

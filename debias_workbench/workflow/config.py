@@ -1,5 +1,7 @@
-"""Validation of the workflow config against its schema (`workbench.schema`: config/schema.yaml and the
-dataset families' sections), with messages naming the key; expansion of the declarations into runs."""
+"""Validation of the workflow config against its schema (`workflow.schema`: config/schema.yaml and the
+dataset families' sections) and its cross references (`workflow.checks`), with messages naming the
+key; expansion of the declarations (sweeps, grids, Table 5's U2-Net runs) into runs, and the runs'
+packing into jobs."""
 
 from __future__ import annotations
 
@@ -11,17 +13,12 @@ from typing import Any
 import jsonschema
 
 from debias_workbench.pipeline.datasets import get_family
-from debias_workbench.pipeline.variants import BG_CONFLICT, EXTERNAL, NEEDS_FOREGROUND
-from debias_workbench.training.methods import REGISTRY
 from debias_workbench.training.methods import spec as method_spec
-from debias_workbench.training.run_length import run_length, switches_outside
 
+from .checks import cross_reference_problems, label_problems, switch_problems
+from .lookup import dataset_family, dataset_variants, deep_merge, test_sets
 from .schema import load_schema
 from .smoke import apply_smoke
-
-#: label of the ImageNet-model row (evaluation.imagenet_model), reserved
-BASE_IN_LABEL = "Base (IN)"
-
 
 class ConfigError(ValueError):
     pass
@@ -31,7 +28,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     """Raise `ConfigError` listing every invalid key (as a dotted path) with the rule it breaks."""
     errors = sorted(_validator().iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     _raise_problems([f"{'.'.join(map(str, e.absolute_path)) or '<top level>'}: {e.message}" for e in errors])
-    _check_cross_references(config)
+    _raise_problems(cross_reference_problems(config))
     return config
 
 
@@ -49,205 +46,16 @@ def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
     if config.get("smoke"):  # smoke mode's counts must be valid too
         config = validate_config(apply_smoke(config))
     out = expand_grids(expand_sweeps(expand_segmentation_comparison(config)))
-    problems: list[str] = []
-    _check_labels(out, problems)  # expansion adds labels ("CLAD lambda=0.25", "CLAD (U2-Net)")
-    _check_switches(out, problems)  # on every run as it trains: grid cells and sweep values included
-    _raise_problems(problems)
+    # expansion adds labels ("CLAD lambda=0.25", "CLAD (U2-Net)"); switches are checked on every run as it
+    # trains: grid cells and sweep values included
+    _raise_problems(label_problems(out) + switch_problems(out))
     return out
-
-
-def _check_switches(config: dict[str, Any], problems: list[str]) -> None:
-    """Every method argument that names a point of the run (`x-within-run`: Park et al.'s T1, T2)
-    falls inside it: the run's steps from `training.iterations`, or its epochs times the batches of
-    the training split the dataset family expects (an estimate for folder sources: the trainer
-    checks again with the real count)."""
-    for name, exp in config["experiments"].items():
-        if exp["method"] not in REGISTRY or not (within := method_spec(exp["method"]).within_run):
-            continue
-        training = deep_merge(config["training"], exp.get("training", {}))
-        ds = config["datasets"][exp["dataset"]]
-        images = get_family(dataset_family(config, exp["dataset"])).expected_images(ds, "train")
-        batches = images // training["batch_size"]
-        if training.get("steps_per_epoch"):
-            batches = min(batches, training["steps_per_epoch"])
-        args = {**method_spec(exp["method"]).defaults, **exp.get("method_args", {})}
-        where = (f"grids.{exp['grid']}.methods.{exp['grid_method']}" if "grid" in exp else f"experiments.{name}")
-        for arg, outside in switches_outside(args, within, run_length(training, batches)).items():
-            how = ("training.iterations" if training.get("iterations") else
-                   f"{training['epochs']} epochs of about {batches:,} batches of {training['batch_size']} "
-                   f"({images:,} training images expected)")
-            problem = (f"{where}.method_args.{arg}: {outside} ({how}); set training.iterations to the paper's run "
-                       f"length, or move the switch inside the run")
-            if problem not in problems:  # a grid method's train variants share it
-                problems.append(problem)
 
 
 def _raise_problems(problems: list[str]) -> None:
     """Raise `ConfigError` listing every problem (each names its dotted key), if any."""
     if problems:
         raise ConfigError("invalid workflow config:\n" + "\n".join(f"  {p}" for p in problems))
-
-
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """`base` with `override` applied key by key (nested dicts merged, other values replaced)."""
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-def dataset_family(config: dict[str, Any], dataset: str) -> str:
-    return config["datasets"][dataset].get("family", "in9")
-
-
-def dataset_variants(config: dict[str, Any], dataset: str) -> list[str]:
-    """The variant stores the workflow builds for `dataset`."""
-    return get_family(dataset_family(config, dataset)).variants(config["datasets"][dataset])
-
-
-def test_sets(config: dict[str, Any], dataset: str, train_variant: str) -> dict[str, str]:
-    """{test set name: variant} a run trained on `train_variant` is scored on (its family's declaration)."""
-    return get_family(dataset_family(config, dataset)).test_sets(config["datasets"][dataset], train_variant)
-
-
-def _check_method(where: str, method_name: str, method_args: dict, dataset: str | None, variant: str | None,
-                  config: dict[str, Any], problems: list[str]) -> None:
-    """A registered method, `method_args` of the types and ranges it declares, and the variants
-    it reads built by its dataset."""
-    if method_name not in REGISTRY:
-        problems.append(f"{where}.method: {method_name!r} is not a registered method {sorted(REGISTRY)}")
-        return
-    declared = method_spec(method_name)
-    for error in jsonschema.Draft202012Validator(declared.schema()).iter_errors(method_args):
-        key = ".".join(map(str, error.absolute_path))
-        if error.validator == "additionalProperties":
-            problems.append(f"{where}.method_args: {error.message}; {method_name!r} takes {sorted(declared.args)}")
-        else:
-            problems.append(f"{where}.method_args.{key}: {error.message}")
-    if dataset is None:
-        return
-    built = dataset_variants(config, dataset)
-    if variant not in built:
-        problems.append(f"{where}.train_variant: {variant!r} is not a variant dataset {dataset!r} builds "
-                        f"({built}); pick one of those or add it to datasets.{dataset}.variants")
-    for needed in declared.aligned_variants.values():
-        if needed not in built:
-            problems.append(f"{where}.method: {method_name!r} reads variant {needed!r}, which dataset "
-                            f"{dataset!r} does not build (it builds {built}); add it to datasets.{dataset}.variants")
-
-
-def _check_labels(config: dict[str, Any], problems: list[str]) -> None:
-    """Labels name rows in the report's tables: two experiments with one label would read as one."""
-    seen: dict[str, str] = {BASE_IN_LABEL: "evaluation.imagenet_model"}
-    for name, exp in config["experiments"].items():
-        if "grid" in exp:  # a grid method's runs share its label (checked per grid below)
-            continue
-        if exp["label"] in seen:
-            problems.append(f"experiments.{name}.label: {exp['label']!r} is also the label of {seen[exp['label']]}; "
-                            "give each experiment its own label")
-        seen.setdefault(exp["label"], f"experiments.{name}")
-    for grid_name, grid in config.get("grids", {}).items():
-        seen_grid: dict[str, str] = {}
-        for key, method in grid["methods"].items():
-            if method["label"] in seen_grid:
-                problems.append(f"grids.{grid_name}.methods.{key}.label: {method['label']!r} is also the label of "
-                                f"{seen_grid[method['label']]}; give each method its own label")
-            seen_grid.setdefault(method["label"], key)
-
-
-def _check_cross_references(config: dict[str, Any]) -> None:
-    problems: list[str] = []
-    for name, exp in config["experiments"].items():
-        known = exp["dataset"] in config["datasets"]
-        if not known:
-            problems.append(f"experiments.{name}.dataset: {exp['dataset']!r} is not in `datasets`")
-        _check_method(f"experiments.{name}", exp["method"], exp.get("method_args", {}),
-                      exp["dataset"] if known else None, exp["train_variant"], config, problems)
-    for name, grid in config.get("grids", {}).items():
-        if grid["dataset"] not in config["datasets"]:
-            problems.append(f"grids.{name}.dataset: {grid['dataset']!r} is not in `datasets`")
-            continue
-        built = dataset_variants(config, grid["dataset"])
-        if missing := [v for v in grid["train_variants"] if v not in built]:
-            problems.append(f"grids.{name}.train_variants: {missing} are not built by dataset {grid['dataset']!r} "
-                            f"(it builds {built})")
-        for key, spec in grid["methods"].items():
-            _check_method(f"grids.{name}.methods.{key}", spec["method"], spec.get("method_args", {}), None, None,
-                          config, problems)
-        sets = test_sets(config, grid["dataset"], grid["train_variants"][0])
-        curves = grid.get("curves", {})
-        if curves and curves["test_set"] not in sets:
-            problems.append(f"grids.{name}.curves.test_set: {curves['test_set']!r} is not a test set of "
-                            f"{grid['dataset']!r} ({sorted(sets)})")
-        if unknown := set(curves.get("methods", [])) - set(grid["methods"]):
-            problems.append(f"grids.{name}.curves.methods: {sorted(unknown)} are not methods of the grid")
-        if grid["figure_variant"] not in grid["train_variants"]:
-            problems.append(f"grids.{name}.figure_variant: {grid['figure_variant']!r} is not in its train_variants")
-        if grid.get("report") in ("park", "park_ablation") and ({"valid", "unbiased"} - set(sets)
-                                                                 or not grid.get("model_selection")):
-            problems.append(f"grids.{name}.report: {grid['report']} needs a dataset with `valid` and `unbiased` test sets (a "
-                            f"colored_mnist one; {grid['dataset']!r} has {sorted(sets)}) and `model_selection`")
-    for name, sweep in config.get("sweeps", {}).items():
-        base = config["experiments"].get(sweep["experiment"])
-        if base is None:
-            problems.append(f"sweeps.{name}.experiment: {sweep['experiment']!r} is not in `experiments`")
-        elif base["method"] in REGISTRY and sweep["arg"] not in method_spec(base["method"]).args:
-            problems.append(f"sweeps.{name}.arg: {base['method']!r} takes no argument {sweep['arg']!r} "
-                            f"(it takes {sorted(method_spec(base['method']).args)})")
-    for analysis in ("saliency", "texture"):
-        for name in config["analyses"][analysis]["experiments"]:
-            if name not in config["experiments"]:
-                problems.append(f"analyses.{analysis}.experiments: {name!r} is not in `experiments`")
-    ev = config["evaluation"]["dataset"]
-    if ev not in config["datasets"]:
-        problems.append(f"evaluation.dataset: {ev!r} is not in `datasets`")
-    elif dataset_family(config, ev) != "in9":
-        problems.append(f"evaluation.dataset: {ev!r} is a {dataset_family(config, ev)} dataset; the Background "
-                        "Challenge evaluation needs an in9 dataset (grids evaluate on their own test sets)")
-    official = config["evaluation"].get("official_dataset")
-    if official is not None:
-        if official not in config["datasets"] or dataset_family(config, official) != "bg_challenge":
-            problems.append(f"evaluation.official_dataset: {official!r} is not a bg_challenge dataset of `datasets`")
-        elif ev in config["datasets"]:
-            for key in ("classes", "image_size"):
-                if config["datasets"][official][key] != config["datasets"][ev][key]:
-                    problems.append(f"datasets.{official}.{key}: must equal datasets.{ev}.{key} (the models' "
-                                    f"{'classes' if key == 'classes' else 'input size'})")
-    in9 = [d for d in config["datasets"] if dataset_family(config, d) == "in9"]
-    for name in in9:  # without segmentation the mask is the box: nothing can be cut out along a foreground
-        ds = config["datasets"][name]
-        if ds["segmentation"]["method"] == "none" and (cut := [v for v in dataset_variants(config, name)
-                                                           if v in NEEDS_FOREGROUND or v.startswith(BG_CONFLICT)]):
-            problems.append(f"datasets.{name}.variants: {cut} are made from the foreground mask, which "
-                            "`segmentation.method: none` does not compute; remove them or segment (grabcut, u2net)")
-    for name, exp in config["experiments"].items():
-        if exp["dataset"] not in in9:
-            continue
-        target = exp.get("eval_dataset") or ev
-        if target not in in9:
-            if exp.get("eval_dataset"):
-                problems.append(f"experiments.{name}.eval_dataset: {target!r} is not an in9 dataset of `datasets`")
-        elif config["datasets"][target]["classes"] != config["datasets"][exp["dataset"]]["classes"]:
-            problems.append(f"experiments.{name}: trained on {exp['dataset']!r} "
-                            f"({len(config['datasets'][exp['dataset']]['classes'])} classes) but scored on {target!r} "
-                            f"({len(config['datasets'][target]['classes'])} classes); set "
-                            f"experiments.{name}.eval_dataset to a dataset with the same classes (e.g. its own)")
-        if exp["train_variant"] in EXTERNAL:
-            problems.append(f"experiments.{name}.train_variant: {exp['train_variant']!r} is a test set read as "
-                            "released (val split only); train on a variant the workflow builds")
-        stylized = config["datasets"][exp["dataset"]].get("stylized") or {}
-        if (exp["method"] in REGISTRY and "stylized" in method_spec(exp["method"]).aligned_variants.values()
-                and stylized.get("styles", {}).get("kind") == "flat"):
-            problems.append(f"experiments.{name}: method {exp['method']!r} pairs images by their style's class, and "
-                            f"the flat styles of datasets.{exp['dataset']}.stylized have none; use styles of kind "
-                            "folder")
-    for analysis in ("saliency", "texture"):
-        for name in config["analyses"][analysis]["experiments"]:
-            if (config["experiments"].get(name) or {}).get("eval_dataset") not in (None, ev):
-                problems.append(f"analyses.{analysis}.experiments: {name!r} is scored on another dataset than "
-                                f"evaluation.dataset ({ev!r}); the analyses read only that one's stores")
-    _check_labels(config, problems)
-    _raise_problems(problems)
 
 
 #: a grid trains its own architecture on its own dataset: it never inherits the top-level

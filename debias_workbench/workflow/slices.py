@@ -19,7 +19,8 @@ from typing import Any
 from debias_workbench.core.atomic import write_text_atomic
 from debias_workbench.training.methods import spec
 
-from .config import dataset_family, deep_merge, scoring
+from .config import scoring
+from .lookup import dataset_family, deep_merge
 from . import protocol  # protocol reads run_config from here: the module, not its names
 
 #: in9 dataset sections read only by the jobs of the variant of the same name

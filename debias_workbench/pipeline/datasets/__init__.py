@@ -4,6 +4,7 @@ declared in `<module>.yaml` beside it) plus one line below."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from debias_workbench.core.registry import LazyRegistry
 
@@ -23,6 +24,11 @@ REGISTRY: dict[str, str] = {
 }
 
 FAMILIES: Mapping[str, type[DatasetFamily]] = LazyRegistry(__name__, REGISTRY)
+
+
+def family_name(ds_cfg: Mapping[str, Any]) -> str:
+    """The family of a dataset section (`family`, else `DEFAULT_FAMILY`)."""
+    return ds_cfg.get("family", DEFAULT_FAMILY)
 
 
 def get_family(name: str) -> DatasetFamily:

@@ -16,7 +16,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.training.methods import spec as method_spec
 
 from debias_workbench.core.statistics import difference
@@ -83,7 +83,7 @@ def amplification_sections(doc: Document, config: dict[str, Any], rows: list[dic
         chance = 100.0 / _num_classes(config, grid["dataset"])
         doc.heading(f"Park et al. (CVPR 2024), Table 1 – {name}: {metric.replace('_', ' ')} (%) on the {TEST} test set "
                     f"of {grid['dataset']}")
-        val_split = get_family(config["datasets"][grid["dataset"]].get("family", "in9")).val_split
+        val_split = get_family(family_name(config["datasets"][grid["dataset"]])).val_split
         doc.para(f"Mean ± sample std over {_seeds_per_row(config, name)}, by the share of bias-conflicting training samples. "
                  f"Validation-selected: the test value at the scoring point (every "
                  f"{grid.get('model_selection', {}).get('every_steps', '–')} steps, and the end) with the best "

@@ -15,7 +15,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.pipeline.datasets import family_name, get_family
 
 from debias_workbench.training.methods import spec
 
@@ -113,7 +113,7 @@ def dataset_sections(doc: Document, config: dict[str, Any], dataset: str, table:
     if not runs:
         return
     ds_cfg = config["datasets"][dataset]
-    built = get_family(ds_cfg.get("family", "in9")).variants(ds_cfg)
+    built = get_family(family_name(ds_cfg)).variants(ds_cfg)
     name = "ImageNet-100" if len(ds_cfg["classes"]) == 100 else f"`{dataset}`"
     columns = [(v, h if not h.startswith("-") else f"{name}{h}", c) for v, h, c in PAPER_COLUMNS if v in built]
     doc.heading(f"Non-semantic negatives – Ge et al. (NeurIPS 2021), Table 1 on {name} (dataset `{dataset}`)")

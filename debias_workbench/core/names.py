@@ -1,0 +1,4 @@
+"""Names shared by layers that cannot import each other (the report and the workflow's checks)."""
+
+#: the label of the ImageNet-trained model's row (`evaluation.imagenet_model`): reserved, it is no experiment
+IMAGENET_LABEL = "Base (IN)"

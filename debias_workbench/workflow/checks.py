@@ -1,0 +1,246 @@
+"""The config's cross references, each checked by a function of its own that returns the problems it
+finds, every one naming its dotted key and the fix (`workflow.config` raises them all at once):
+datasets, variants and methods named by experiments and grids, method arguments, sweeps, analyses,
+the evaluation datasets, segmentation, labels, and switches that must fall inside a run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+
+from debias_workbench.core.names import IMAGENET_LABEL
+from debias_workbench.pipeline.datasets import DEFAULT_FAMILY, get_family
+from debias_workbench.pipeline.variants import BG_CONFLICT, EXTERNAL, NEEDS_FOREGROUND
+from debias_workbench.training.methods import REGISTRY
+from debias_workbench.training.methods import spec as method_spec
+from debias_workbench.training.run_length import run_length, switches_outside
+
+from .lookup import dataset_family, dataset_variants, deep_merge, test_sets
+
+Config = dict[str, Any]
+
+
+def method_problems(where: str, method_name: str, method_args: dict, dataset: str | None, variant: str | None,
+                    config: Config) -> list[str]:
+    """A registered method, `method_args` of the types and ranges it declares, and the variants
+    it reads built by its dataset."""
+    if method_name not in REGISTRY:
+        return [f"{where}.method: {method_name!r} is not a registered method {sorted(REGISTRY)}"]
+    problems = []
+    declared = method_spec(method_name)
+    for error in jsonschema.Draft202012Validator(declared.schema()).iter_errors(method_args):
+        key = ".".join(map(str, error.absolute_path))
+        if error.validator == "additionalProperties":
+            problems.append(f"{where}.method_args: {error.message}; {method_name!r} takes {sorted(declared.args)}")
+        else:
+            problems.append(f"{where}.method_args.{key}: {error.message}")
+    if dataset is None:
+        return problems
+    built = dataset_variants(config, dataset)
+    if variant not in built:
+        problems.append(f"{where}.train_variant: {variant!r} is not a variant dataset {dataset!r} builds "
+                        f"({built}); pick one of those or add it to datasets.{dataset}.variants")
+    for needed in declared.aligned_variants.values():
+        if needed not in built:
+            problems.append(f"{where}.method: {method_name!r} reads variant {needed!r}, which dataset "
+                            f"{dataset!r} does not build (it builds {built}); add it to datasets.{dataset}.variants")
+    return problems
+
+
+def _experiments(config: Config) -> list[str]:
+    """Each experiment's dataset exists, and its method, arguments and train variant fit it."""
+    problems = []
+    for name, exp in config["experiments"].items():
+        known = exp["dataset"] in config["datasets"]
+        if not known:
+            problems.append(f"experiments.{name}.dataset: {exp['dataset']!r} is not in `datasets`")
+        problems += method_problems(f"experiments.{name}", exp["method"], exp.get("method_args", {}),
+                                    exp["dataset"] if known else None, exp["train_variant"], config)
+    return problems
+
+
+def _grid(config: Config, name: str, grid: dict[str, Any]) -> list[str]:
+    """One grid: its dataset builds its train variants, its methods and curves exist, its report has its sets."""
+    built = dataset_variants(config, grid["dataset"])
+    problems = [f"grids.{name}.train_variants: {missing} are not built by dataset {grid['dataset']!r} (it builds "
+                f"{built})" for missing in [[v for v in grid["train_variants"] if v not in built]] if missing]
+    for key, spec in grid["methods"].items():
+        problems += method_problems(f"grids.{name}.methods.{key}", spec["method"], spec.get("method_args", {}), None,
+                                    None, config)
+    sets = test_sets(config, grid["dataset"], grid["train_variants"][0])
+    curves = grid.get("curves", {})
+    if curves and curves["test_set"] not in sets:
+        problems.append(f"grids.{name}.curves.test_set: {curves['test_set']!r} is not a test set of "
+                        f"{grid['dataset']!r} ({sorted(sets)})")
+    if unknown := set(curves.get("methods", [])) - set(grid["methods"]):
+        problems.append(f"grids.{name}.curves.methods: {sorted(unknown)} are not methods of the grid")
+    if grid["figure_variant"] not in grid["train_variants"]:
+        problems.append(f"grids.{name}.figure_variant: {grid['figure_variant']!r} is not in its train_variants")
+    if grid.get("report") in ("park", "park_ablation") and ({"valid", "unbiased"} - set(sets)
+                                                             or not grid.get("model_selection")):
+        problems.append(f"grids.{name}.report: {grid['report']} needs a dataset with `valid` and `unbiased` test sets (a "
+                        f"colored_mnist one; {grid['dataset']!r} has {sorted(sets)}) and `model_selection`")
+    return problems
+
+
+def _grids(config: Config) -> list[str]:
+    problems = []
+    for name, grid in config.get("grids", {}).items():
+        if grid["dataset"] not in config["datasets"]:
+            problems.append(f"grids.{name}.dataset: {grid['dataset']!r} is not in `datasets`")
+        else:
+            problems += _grid(config, name, grid)
+    return problems
+
+
+def _sweeps(config: Config) -> list[str]:
+    """Each sweep names an experiment and an argument its method takes."""
+    problems = []
+    for name, sweep in config.get("sweeps", {}).items():
+        base = config["experiments"].get(sweep["experiment"])
+        if base is None:
+            problems.append(f"sweeps.{name}.experiment: {sweep['experiment']!r} is not in `experiments`")
+        elif base["method"] in REGISTRY and sweep["arg"] not in method_spec(base["method"]).args:
+            problems.append(f"sweeps.{name}.arg: {base['method']!r} takes no argument {sweep['arg']!r} "
+                            f"(it takes {sorted(method_spec(base['method']).args)})")
+    return problems
+
+
+def _analyses(config: Config) -> list[str]:
+    """The analysed experiments exist and are scored on the evaluation dataset, whose stores the analyses read."""
+    problems, ev = [], config["evaluation"]["dataset"]
+    for analysis in ("saliency", "texture"):
+        for name in config["analyses"][analysis]["experiments"]:
+            if name not in config["experiments"]:
+                problems.append(f"analyses.{analysis}.experiments: {name!r} is not in `experiments`")
+            elif config["experiments"][name].get("eval_dataset") not in (None, ev):
+                problems.append(f"analyses.{analysis}.experiments: {name!r} is scored on another dataset than "
+                                f"evaluation.dataset ({ev!r}); the analyses read only that one's stores")
+    return problems
+
+
+def _evaluation(config: Config) -> list[str]:
+    """The evaluation dataset is an in9 one; the official images are a bg_challenge dataset of its classes and size."""
+    problems, ev = [], config["evaluation"]["dataset"]
+    if ev not in config["datasets"]:
+        problems.append(f"evaluation.dataset: {ev!r} is not in `datasets`")
+    elif dataset_family(config, ev) != DEFAULT_FAMILY:
+        problems.append(f"evaluation.dataset: {ev!r} is a {dataset_family(config, ev)} dataset; the Background "
+                        "Challenge evaluation needs an in9 dataset (grids evaluate on their own test sets)")
+    official = config["evaluation"].get("official_dataset")
+    if official is None:
+        return problems
+    if official not in config["datasets"] or dataset_family(config, official) != "bg_challenge":
+        problems.append(f"evaluation.official_dataset: {official!r} is not a bg_challenge dataset of `datasets`")
+    elif ev in config["datasets"]:
+        for key in ("classes", "image_size"):
+            if config["datasets"][official][key] != config["datasets"][ev][key]:
+                problems.append(f"datasets.{official}.{key}: must equal datasets.{ev}.{key} (the models' "
+                                f"{'classes' if key == 'classes' else 'input size'})")
+    return problems
+
+
+def _in9_datasets(config: Config) -> list[str]:
+    return [d for d in config["datasets"] if dataset_family(config, d) == DEFAULT_FAMILY]
+
+
+def _segmentation(config: Config) -> list[str]:
+    """Without segmentation the mask is the box: nothing can be cut out along a foreground."""
+    problems = []
+    for name in _in9_datasets(config):
+        ds = config["datasets"][name]
+        if ds["segmentation"]["method"] == "none" and (cut := [v for v in dataset_variants(config, name)
+                                                           if v in NEEDS_FOREGROUND or v.startswith(BG_CONFLICT)]):
+            problems.append(f"datasets.{name}.variants: {cut} are made from the foreground mask, which "
+                            "`segmentation.method: none` does not compute; remove them or segment (grabcut, u2net)")
+    return problems
+
+
+def _in9_experiment(config: Config, name: str, exp: dict[str, Any], in9: list[str]) -> list[str]:
+    """An experiment on an in9 dataset: scored on one of its classes, trained on a built variant, its
+    style pairs possible."""
+    problems, target = [], exp.get("eval_dataset") or config["evaluation"]["dataset"]
+    if target not in in9:
+        if exp.get("eval_dataset"):
+            problems.append(f"experiments.{name}.eval_dataset: {target!r} is not an in9 dataset of `datasets`")
+    elif config["datasets"][target]["classes"] != config["datasets"][exp["dataset"]]["classes"]:
+        problems.append(f"experiments.{name}: trained on {exp['dataset']!r} "
+                        f"({len(config['datasets'][exp['dataset']]['classes'])} classes) but scored on {target!r} "
+                        f"({len(config['datasets'][target]['classes'])} classes); set "
+                        f"experiments.{name}.eval_dataset to a dataset with the same classes (e.g. its own)")
+    if exp["train_variant"] in EXTERNAL:
+        problems.append(f"experiments.{name}.train_variant: {exp['train_variant']!r} is a test set read as "
+                        "released (val split only); train on a variant the workflow builds")
+    stylized = config["datasets"][exp["dataset"]].get("stylized") or {}
+    if (exp["method"] in REGISTRY and "stylized" in method_spec(exp["method"]).aligned_variants.values()
+            and stylized.get("styles", {}).get("kind") == "flat"):
+        problems.append(f"experiments.{name}: method {exp['method']!r} pairs images by their style's class, and "
+                        f"the flat styles of datasets.{exp['dataset']}.stylized have none; use styles of kind folder")
+    return problems
+
+
+def _in9_experiments(config: Config) -> list[str]:
+    in9 = _in9_datasets(config)
+    return [p for name, exp in config["experiments"].items() if exp["dataset"] in in9
+            for p in _in9_experiment(config, name, exp, in9)]
+
+
+def label_problems(config: Config) -> list[str]:
+    """Labels name rows in the report's tables: two experiments with one label would read as one."""
+    problems: list[str] = []
+    seen: dict[str, str] = {IMAGENET_LABEL: "evaluation.imagenet_model"}
+    for name, exp in config["experiments"].items():
+        if "grid" in exp:  # a grid method's runs share its label (checked per grid below)
+            continue
+        if exp["label"] in seen:
+            problems.append(f"experiments.{name}.label: {exp['label']!r} is also the label of {seen[exp['label']]}; "
+                            "give each experiment its own label")
+        seen.setdefault(exp["label"], f"experiments.{name}")
+    for grid_name, grid in config.get("grids", {}).items():
+        seen_grid: dict[str, str] = {}
+        for key, method in grid["methods"].items():
+            if method["label"] in seen_grid:
+                problems.append(f"grids.{grid_name}.methods.{key}.label: {method['label']!r} is also the label of "
+                                f"{seen_grid[method['label']]}; give each method its own label")
+            seen_grid.setdefault(method["label"], key)
+    return problems
+
+
+def switch_problems(config: Config) -> list[str]:
+    """Every method argument that names a point of the run (`x-within-run`: Park et al.'s T1, T2)
+    falls inside it: the run's steps from `training.iterations`, or its epochs times the batches of
+    the training split the dataset family expects (an estimate for folder sources: the trainer
+    checks again with the real count)."""
+    problems: list[str] = []
+    for name, exp in config["experiments"].items():
+        if exp["method"] not in REGISTRY or not (within := method_spec(exp["method"]).within_run):
+            continue
+        training = deep_merge(config["training"], exp.get("training", {}))
+        ds = config["datasets"][exp["dataset"]]
+        images = get_family(dataset_family(config, exp["dataset"])).expected_images(ds, "train")
+        batches = images // training["batch_size"]
+        if training.get("steps_per_epoch"):
+            batches = min(batches, training["steps_per_epoch"])
+        args = {**method_spec(exp["method"]).defaults, **exp.get("method_args", {})}
+        where = (f"grids.{exp['grid']}.methods.{exp['grid_method']}" if "grid" in exp else f"experiments.{name}")
+        for arg, outside in switches_outside(args, within, run_length(training, batches)).items():
+            how = ("training.iterations" if training.get("iterations") else
+                   f"{training['epochs']} epochs of about {batches:,} batches of {training['batch_size']} "
+                   f"({images:,} training images expected)")
+            problem = (f"{where}.method_args.{arg}: {outside} ({how}); set training.iterations to the paper's run "
+                       f"length, or move the switch inside the run")
+            if problem not in problems:  # a grid method's train variants share it
+                problems.append(problem)
+    return problems
+
+
+#: the cross-reference checks of a validated config, in the order their problems are listed
+CROSS_REFERENCE_CHECKS: tuple[Callable[[Config], list[str]], ...] = (
+    _experiments, _grids, _sweeps, _evaluation, _segmentation, _in9_experiments, _analyses, label_problems)
+
+
+def cross_reference_problems(config: Config) -> list[str]:
+    """Every problem of every check (an empty list: the config's names all resolve)."""
+    return [p for check in CROSS_REFERENCE_CHECKS for p in check(config)]

@@ -161,3 +161,24 @@ def test_an_override_may_give_part_of_a_nested_section(default_config):
     del incomplete["training"]["optimizer"]["name"]
     with pytest.raises(ConfigError, match=r"training\.optimizer: 'name' is a required property"):
         resolve_config(incomplete)
+
+
+#: the longest function and module the product package holds (issue "One package, one command")
+MAX_FUNCTION_LINES, MAX_MODULE_LINES = 60, 400
+
+
+def test_no_product_function_over_60_lines_and_no_module_over_400():
+    """Small pieces a newcomer can read: every function of `debias_workbench` at most
+    `MAX_FUNCTION_LINES` lines (docstring included), every module at most `MAX_MODULE_LINES`."""
+    import ast
+
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert not long, "split these:\n" + "\n".join(long)

@@ -45,8 +45,7 @@ def generate(argv: list[str]) -> int:
     """One generation step of one dataset (its family's step), as the workflow's rules call it."""
     imports = time.process_time()  # the interpreter and this package (core.phases)
     parser = argparse.ArgumentParser(prog="workbench generate", description=generate.__doc__)
-    parser.add_argument("step", choices=["source", "list", "segment-shard", "segment-gather", "segment", "variant",
-                                           "derived-shard", "derived-gather"])
+    parser.add_argument("step", help="one of the family's generation steps (`DatasetFamily.steps`)")
     parser.add_argument("--family", required=True)
     parser.add_argument("--config", type=Path, required=True, help="the dataset's job config (JSON)")
     parser.add_argument("--workers", type=int, default=1)

@@ -1,17 +1,32 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 
+@dataclass(frozen=True)
+class StepJob:
+    """One generation step's arguments (`workbench generate STEP`): the dataset's section and seed,
+    the output, the inputs in the order the step's rule lists them, and what the step works on."""
+
+    ds_cfg: dict[str, Any]
+    seed: int
+    out: Path
+    inputs: list[Path]
+    workers: int = 1
+    variant: str | None = None
+    shard: int | None = None
+
+
 class DatasetFamily:
     """A family of dataset variants built by the workflow (e.g. the IN-9 Background Challenge).
 
     `variants(cfg)` names the stores `results/datasets/<family>/<variant>.zarr`;
-    `run_step` runs one generation step (the rules in `rules/<family>.smk` call it).
+    `run_step` runs one of its generation `steps` (the rules call it: `workbench generate STEP`).
     """
 
     name: str
@@ -19,8 +34,11 @@ class DatasetFamily:
     headline: tuple[str, ...] = ()
     #: what the family's val split (model selection) holds, for the tables' captions
     val_split: str = "as the dataset builds it"
-    #: each variant store built whole by one job (`python -m pipeline variant`, rule `dataset_variant`);
-    #: False for a family with stages of its own (in9: listing, segmentation shards, gathers)
+    #: generation step -> the method that runs it (given a `StepJob`); a family whose variants are each
+    #: built whole by one job has the one step `variant`
+    steps: dict[str, str] = {"variant": "build_variant"}
+    #: each variant store built whole by one job (`workbench generate variant`, rule `dataset_variant` in
+    #: rules/whole_variants.smk); False for a family with stages of its own (in9: rules/in9_data.smk, in9_derived.smk)
     whole_variants: bool = True
 
     @classmethod
@@ -52,4 +70,17 @@ class DatasetFamily:
 
     def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
                  workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
+        """Run generation step `step`, one of the family's `steps`."""
+        if step not in self.steps:
+            raise ValueError(f"dataset family {self.name!r} has no step {step!r}; its steps: {sorted(self.steps)}")
+        getattr(self, self.steps[step])(StepJob(ds_cfg, seed, out, list(inputs), workers, variant, shard))
+
+    def build_variant(self, job: StepJob) -> None:
+        """Build the store of `job.variant` at `job.out` (the step `variant`)."""
         raise NotImplementedError
+
+    def known_variant(self, job: StepJob) -> str:
+        """`job.variant`, one of the variants the family builds for the job's config, or a ValueError naming them."""
+        if job.variant not in (built := self.variants(job.ds_cfg)):
+            raise ValueError(f"{self.name} builds only the variants {built}, not {job.variant!r}")
+        return job.variant

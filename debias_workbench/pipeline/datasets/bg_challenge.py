@@ -23,7 +23,7 @@ from debias_workbench.core.provenance import code_version, config_hash
 from ..imageio import MIN_PICTURE_SIDE, Geometry, load_rgb
 from ..sources.listing import class_folders, entry_problem
 from ..store import atomic_store, create_array
-from .base import DatasetFamily
+from .base import DatasetFamily, StepJob
 
 OWN_BACKGROUND = ("original", "no_fg", "only_bg_b", "only_bg_t", "mixed_same")
 
@@ -48,10 +48,8 @@ class BgChallengeFamily(DatasetFamily):
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         return list(ds_cfg["variants"])
 
-    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
-                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
-        if step != "variant" or variant not in self.variants(ds_cfg):
-            raise ValueError(f"bg_challenge reads only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+    def build_variant(self, job: StepJob) -> None:
+        variant, ds_cfg, seed, out = self.known_variant(job), job.ds_cfg, job.seed, job.out
         folder = Path(ds_cfg["root"]).expanduser() / variant / "val"
         if not folder.is_dir():
             raise PipelineError(f"{folder} does not exist; `root` must hold the released <variant>/val/<NN_class>/ "

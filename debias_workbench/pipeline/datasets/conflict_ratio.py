@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .base import DatasetFamily
+from .base import DatasetFamily, StepJob
 
 
 def variant_name(percent: float) -> str:
@@ -29,12 +29,10 @@ class ConflictRatioFamily(DatasetFamily):
     def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:
         return True
 
-    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
-                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
-        if step != "variant" or variant not in self.variants(ds_cfg):
-            raise ValueError(f"{self.name} builds only the variants {self.variants(ds_cfg)}, not {step}/{variant}")
+    def build_variant(self, job: StepJob) -> None:
+        variant, ds_cfg = self.known_variant(job), job.ds_cfg
         percent = next((p for p in ds_cfg["conflict_percents"] if variant_name(p) == variant), None)
-        self.build(ds_cfg, seed, out, variant, percent)
+        self.build(ds_cfg, job.seed, job.out, variant, percent)
 
     def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         raise NotImplementedError

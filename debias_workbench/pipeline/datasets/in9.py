@@ -21,7 +21,7 @@ from ..sources.listing import read_listing, write_listing
 from ..sources.synthetic import make_synthetic_in9
 from ..variant_stage import run_variant_stage
 from ..variants import BG_CONFLICT, EXTERNAL, bg_conflict_variants
-from .base import DatasetFamily
+from .base import DatasetFamily, StepJob
 from ..imageio import Geometry
 from .bg_challenge import read_val_images, write_val_store
 
@@ -60,42 +60,63 @@ class In9Family(DatasetFamily):
         conflict-ratio families are; the Background Challenge columns need none."""
         return train_variant.startswith(BG_CONFLICT)
 
-    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
-                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
-        """Steps: `source` (the synthetic set), `list` (inputs: the synthetic folder, if any),
-        `segment-shard` (inputs: the listing), `segment-gather` (inputs: the listing, then every
-        shard in order), `segment` (list + all shards + gather in one process) and `variant`
-        (inputs: the segmented store and its manifest; for an `external` variant, its folder)."""
-        quality, manifest = out.parent / "segmentation_quality.jsonl", out.parent / "segmented.manifest.json"
-        if step == "source":
-            with atomic_path(out) as tmp:
-                make_synthetic_in9(tmp, ds_cfg["source"]["synthetic"], ds_cfg["classes"], seed)
-        elif step == "list":
-            write_listing(list_source_items(ds_cfg["source"], ds_cfg["classes"], inputs[0] if inputs else None), out)
-        elif step == "segment-shard":
-            segment_shard(shard_items(read_listing(inputs[0]), ds_cfg, shard), ds_cfg, seed, out)
-        elif step == "segment-gather":
-            gather_shards(read_listing(inputs[0]), inputs[1:], ds_cfg, seed, out, quality, manifest)
-        elif step == "segment":
-            items = list_source_items(ds_cfg["source"], ds_cfg["classes"], inputs[0] if inputs else None)
-            run_segment_stage(items, ds_cfg, seed, out, quality, manifest, workers)
-        elif step == "variant" and variant in EXTERNAL:
-            build_external(variant, inputs[0], ds_cfg, seed, out)
-        elif step == "variant" and variant in DERIVED:
-            seg_store, seg_manifest = inputs
-            run_derived_stage(variant, seg_store, seg_manifest, ds_cfg, seed, out,
-                              out.parent / f"{variant}.manifest.json", workers)
-        elif step == "variant":
-            seg_store, seg_manifest = inputs
-            run_variant_stage(seg_store, seg_manifest, variant, ds_cfg, seed, out,
-                              out.parent / f"{variant}.manifest.json", workers, self.name)
-        elif step == "derived-shard":
-            derived_shard(variant, inputs[0], ds_cfg, seed, shard, out)
-        elif step == "derived-gather":
-            derived_gather(variant, inputs[0], inputs[1], inputs[2:], ds_cfg, seed, out,
-                           out.parent / f"{variant}.manifest.json")
+    steps = {"source": "make_source", "list": "list_items", "segment-shard": "segment_one_shard",
+             "segment-gather": "gather_segments", "segment": "segment_all", "variant": "build_variant",
+             "derived-shard": "derived_one_shard", "derived-gather": "gather_derived"}
+
+    def make_source(self, job: StepJob) -> None:
+        """The embedded synthetic source folder."""
+        with atomic_path(job.out) as tmp:
+            make_synthetic_in9(tmp, job.ds_cfg["source"]["synthetic"], job.ds_cfg["classes"], job.seed)
+
+    def list_items(self, job: StepJob) -> None:
+        """The listing every shard job shares (inputs: the synthetic folder, if any)."""
+        write_listing(list_source_items(job.ds_cfg["source"], job.ds_cfg["classes"], _first(job.inputs)), job.out)
+
+    def segment_one_shard(self, job: StepJob) -> None:
+        """One segmentation shard (inputs: the listing)."""
+        segment_shard(shard_items(read_listing(job.inputs[0]), job.ds_cfg, job.shard), job.ds_cfg, job.seed, job.out)
+
+    def gather_segments(self, job: StepJob) -> None:
+        """The segmented store (inputs: the listing, then every shard in order)."""
+        quality, manifest = _segmentation_records(job.out)
+        gather_shards(read_listing(job.inputs[0]), job.inputs[1:], job.ds_cfg, job.seed, job.out, quality, manifest)
+
+    def segment_all(self, job: StepJob) -> None:
+        """Listing, every shard and the gather in one process (inputs: the synthetic folder, if any)."""
+        items = list_source_items(job.ds_cfg["source"], job.ds_cfg["classes"], _first(job.inputs))
+        run_segment_stage(items, job.ds_cfg, job.seed, job.out, *_segmentation_records(job.out), job.workers)
+
+    def build_variant(self, job: StepJob) -> None:
+        """A variant store (inputs: the segmented store and its manifest; for an `external` variant, its folder)."""
+        variant, manifest = job.variant, job.out.parent / f"{job.variant}.manifest.json"
+        if variant in EXTERNAL:
+            build_external(variant, job.inputs[0], job.ds_cfg, job.seed, job.out)
+            return
+        seg_store, seg_manifest = job.inputs
+        if variant in DERIVED:
+            run_derived_stage(variant, seg_store, seg_manifest, job.ds_cfg, job.seed, job.out, manifest, job.workers)
         else:
-            raise ValueError(step)
+            run_variant_stage(seg_store, seg_manifest, variant, job.ds_cfg, job.seed, job.out, manifest, job.workers,
+                              self.name)
+
+    def derived_one_shard(self, job: StepJob) -> None:
+        """One shard of a derived variant (inputs: the segmented store)."""
+        derived_shard(job.variant, job.inputs[0], job.ds_cfg, job.seed, job.shard, job.out)
+
+    def gather_derived(self, job: StepJob) -> None:
+        """A derived variant's store (inputs: the segmented store, its manifest, then every shard in order)."""
+        derived_gather(job.variant, job.inputs[0], job.inputs[1], job.inputs[2:], job.ds_cfg, job.seed, job.out,
+                       job.out.parent / f"{job.variant}.manifest.json")
+
+
+def _first(inputs: list[Path]) -> Path | None:
+    return inputs[0] if inputs else None
+
+
+def _segmentation_records(out: Path) -> tuple[Path, Path]:
+    """The segmentation-quality rows and the manifest written beside the segmented store `out`."""
+    return out.parent / "segmentation_quality.jsonl", out.parent / "segmented.manifest.json"
 
 
 def external_variants(ds_cfg: dict[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ tell: a job of the same rule and wildcards; a grid pack whose runs changed keeps
 Snakemake samples a job's CPU time with psutil every few seconds and misses what a process spent
 after the last sample, so CPU-seconds undercount short jobs; every demo job runs one thread on a
 core of its own, so its wall seconds are the steadier measure of its CPU cost (both are printed).
-A job forked by a local run's job server (`workbench.job_server`) is not a child of the process
+A job forked by a local run's job server (`workflow.job_server`) is not a child of the process
 Snakemake measures: its benchmark CPU-seconds are the client's alone, its wall seconds and its
 phase line the job's own.
 The test suite's paper-config smoke run is measured the same way: run the fixture's command
@@ -64,7 +64,7 @@ def per_rule(costs: dict[tuple[str, str], tuple[float, float]]) -> dict[str, tup
 
 def phase_costs(results: Path, jobs: list[tuple[str, str]]) -> dict[str, dict[str, float]]:
     """{rule: {phase: CPU seconds}} summed over the phase lines of the jobs' logs (every process of
-    a several-process job prints its own), and the job server's (`workbench.job_server`: the
+    a several-process job prints its own), and the job server's (`workflow.job_server`: the
     imports it made once for every job it forked, in logs/job_server.log); rules whose jobs log
     none are left out."""
     out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))

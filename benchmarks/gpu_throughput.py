@@ -6,7 +6,7 @@
 
 Each method runs at its paper's setting, taken from the paper configs themselves
 (`config/imagenet9.yaml`, `config/park_real_data.yaml` merged over `config/config.yaml`, resolved and
-sliced by `workbench.slices.run_config` as the workflow does): ResNet-50 at batch 64 for ERM, CLAD and
+sliced by `workflow.slices.run_config` as the workflow does): ResNet-50 at batch 64 for ERM, CLAD and
 S-CLAD (Wang et al.); ResNet-50 from scratch at batch 128 for MoCo-v2 (k = 16384, with and without
 patch negatives) and BYOL (Ge et al.'s command line); ResNet-18 + BagNet-18 at batch 128 for ReBias
 (Bahng et al.); ResNet-18 at batch 64 for LfF + BiasEnsemble and Park et al. (`park_bffhq`).
@@ -151,7 +151,7 @@ def image_pool(n: int, size: int, photos: Path = PHOTOS) -> tuple[np.ndarray, st
 
 
 def write_stores(root: Path, images: np.ndarray, n_train: int, n_val: int, chunk: int, codec: str) -> dict[str, Path]:
-    """Variant stores in the workflow's format (`pipeline/variant_stage.py`): ORIGINAL with
+    """Variant stores in the workflow's format (`debias_workbench/pipeline/variant_stage.py`): ORIGINAL with
     foreground masks, and ONLY_BG_T and Stylized with the same ids row for row; images cycle
     through `images`, labels are random, 5 % of the bias labels conflict."""
     rng = name_rng("gpu_throughput", "stores")

@@ -1,6 +1,6 @@
 """The reproducible workbench for image-classification debiasing research.
 
-Layers, each a subpackage that imports only those below it (tests/test_layering.py):
+Layers, each a subpackage that imports only those below it (tests/test_run_identity.py):
 
     workflow/   the Snakemake workflow's config layer: validation, expansion, job slices, resources
     report/     the report, from tidy metric rows, manifests and stores

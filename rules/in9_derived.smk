@@ -1,4 +1,4 @@
-# IN-9 variants made image by image by a model or a tool (pipeline/derived_stage.py): Stylized
+# IN-9 variants made image by image by a model or a tool (debias_workbench/pipeline/derived_stage.py): Stylized
 # IN-9 (AdaIN: a GPU job, on the CPU without one), IN-9-Texture (texture synthesis through a
 # command-line tool: a CPU job) and IN-9-C (ImageNet-C corruptions: CPU), one job per segmentation shard, then one gather into the variant
 # store. Each job's config slice holds only its own variant's section, so editing the

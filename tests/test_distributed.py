@@ -1,4 +1,4 @@
-"""Several processes (`training.gpus`, `training/distributed.py`) on the CPU with gloo: two processes
+"""Several processes (`training.gpus`, `debias_workbench/training/distributed.py`) on the CPU with gloo: two processes
 match one on the same global batches (with synchronised batch norm), keep every method's state the
 same on both ranks (MoCo's queue holds both ranks' keys), resume after a kill, write one model.pt
 when started by `python -m torch.distributed.run`, and the workflow starts that launcher."""

@@ -1,4 +1,4 @@
-"""The `imagenet` source (pipeline/sources/imagenet.py): the IN-1k -> IN-9 mapping file and the
+"""The `imagenet` source (debias_workbench/pipeline/sources/imagenet.py): the IN-1k -> IN-9 mapping file and the
 listing of ImageNet train/val wnid folders, on small files written in tmp_path."""
 
 import json

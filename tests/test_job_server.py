@@ -1,4 +1,4 @@
-"""A local run's warm interpreter (`workbench.job_server`): a job forked from it is the job a process
+"""A local run's warm interpreter (`workflow.job_server`): a job forked from it is the job a process
 of its own would have run (same bytes, status, streams), a signal or a kill of its client ends it,
 anything but `python -m debias_workbench` generation and training commands and a missing server run as before, and the server ends with
 the process that started it."""

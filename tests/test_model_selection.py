@@ -1,4 +1,4 @@
-"""The shared model-selection rules (report/model_selection.py) on hand-made scoring points."""
+"""The shared model-selection rules (debias_workbench/report/model_selection.py) on hand-made scoring points."""
 
 import math
 

@@ -2,7 +2,7 @@
 
 The configs keep their architectures (ResNet-50 / ResNet-18 / BagNet-18 at 224 px, SimpleConvNet
 on 28-px digits), methods, losses, queue sizes and pretrained file; `smoke: true` shrinks only
-the counts (workbench/smoke.py). One Snakemake run covers them all, as a user gives them on one
+the counts (debias_workbench/workflow/smoke.py). One Snakemake run covers them all, as a user gives them on one
 command line, so the first run on a cluster is never the first run ever.
 """
 
@@ -72,7 +72,7 @@ def test_every_paper_config_reaches_its_report(paper_smoke):
         assert section in report, section
     for grid in ("park_waterbirds", "park_bffhq", "park_bar", "park_cmnist", "Table 3 (ablation) – park_ablation"):
         assert grid in report, grid
-    # each paper config's protocol table (workbench/protocol.py), above its paper's tables
+    # each paper config's protocol table (debias_workbench/workflow/protocol.py), above its paper's tables
     for title in ("Protocol: CLAD (Wang et al., BMVC 2022)", "Protocol: Ge et al. (NeurIPS 2021)",
                   "Protocol: ReBias (Bahng et al., ICML 2020)", "Protocol: Park et al. (CVPR 2024) Table 1",
                   "Protocol: Park et al. (CVPR 2024) Table 3"):

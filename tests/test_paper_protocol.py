@@ -1,4 +1,4 @@
-"""Each paper config's protocol (workbench/protocol.py) against the config as it resolves: no setting
+"""Each paper config's protocol (debias_workbench/workflow/protocol.py) against the config as it resolves: no setting
 that differs from the paper's without a declared reason, no stale deviation, no training setting or
 method argument of a covered run that the protocol does not account for."""
 

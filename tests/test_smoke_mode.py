@@ -1,4 +1,4 @@
-"""Smoke mode: the same runs at their configured shapes with small counts (workbench/smoke.py)."""
+"""Smoke mode: the same runs at their configured shapes with small counts (debias_workbench/workflow/smoke.py)."""
 
 import copy
 

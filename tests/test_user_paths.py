@@ -1,5 +1,5 @@
 """The user's files and folders a config names are checked before the job graph is built
-(`workbench.user_paths`): a missing one stops the workflow naming its dotted key, the path and
+(`workflow.user_paths`): a missing one stops the workflow naming its dotted key, the path and
 what to place there, whatever the results folder already holds."""
 
 from __future__ import annotations

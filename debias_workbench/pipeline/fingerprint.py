@@ -14,7 +14,7 @@ before the atomic rename, so a store that exists has one):
 
 `check_store` is the cheap check training and evaluation run before reading (shapes and chunk
 files against the fingerprint; zarr reads a missing chunk as fill value without complaint);
-`verify` recomputes every digest (`python -m pipeline verify STORE`).
+`verify` recomputes every digest (`workbench verify STORE`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The default texture-synthesis command line: `python -m pipeline.gmic_synth JOBS.json`.
+"""The default texture-synthesis command line: `python -m debias_workbench.pipeline.gmic_synth JOBS.json`.
 
 JOBS.json holds {"patch_size": int, "jobs": [{"a", "b", "out", "seed", "size", "patch"}, ...]}. For each job
 the two example patches are put side by side (G'MIC's `syntexturize_matchpatch` takes one

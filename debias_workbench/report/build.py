@@ -44,7 +44,7 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
 
 
 def protocol_table(doc: Document, protocol: dict[str, Any]) -> None:
-    """The paper's protocol against this run's (`workbench.protocol`): setting / paper / this run / source
+    """The paper's protocol against this run's (`workflow.protocol`): setting / paper / this run / source
     or, where they differ, the reason."""
     doc.heading(f"Protocol: {protocol['title']}")
     doc.table(["setting", "paper", "this run", "source; why it differs"],

@@ -82,7 +82,7 @@ class ReportContext:
 
 
 def paper_numbers() -> dict[str, Any]:
-    """The papers' own numbers the tables quote (report/paper_numbers.yaml)."""
+    """The papers' own numbers the tables quote (debias_workbench/report/paper_numbers.yaml)."""
     return yaml.safe_load(resources.files("debias_workbench.report").joinpath("paper_numbers.yaml").read_text())
 
 

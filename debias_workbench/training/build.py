@@ -83,7 +83,7 @@ def precision(method: Method) -> str:
 
 
 def build_method(run_cfg: dict[str, Any], num_classes: int, device: torch.device, scoring: bool = False) -> Method:
-    """The method of a run (`workbench.slices.run_config`), freshly initialised on `device`;
+    """The method of a run (`workflow.slices.run_config`), freshly initialised on `device`;
     with `scoring`, without optimisers or pretrained weights, for a checkpoint to fill."""
     torch.manual_seed(name_seed("init", run_cfg["experiment"], run_cfg["seed"]))  # weight init depends on names only
     with for_scoring() if scoring else contextlib.nullcontext():

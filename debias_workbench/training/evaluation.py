@@ -170,7 +170,7 @@ def run_tags(run_cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
-    """Accuracy of a trained run on its test sets `stores` (`eval_cfg`, `workbench.slices.scoring_config`:
+    """Accuracy of a trained run on its test sets `stores` (`eval_cfg`, `workflow.slices.scoring_config`:
     split, batch size, the dataset the rows are tagged with, and whether its family asks for the
     group metrics: per-cell, bias-conflicting, mean-class and worst-group accuracy)."""
     device = pick_device()

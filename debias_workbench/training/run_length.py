@@ -1,6 +1,6 @@
 """How long a run is, in epochs and optimiser steps, and whether a method's switches fall inside it.
 
-Torch-free: the config check (`workbench.config`) reads it before any job starts, and the trainer
+Torch-free: the config check (`workflow.config`) reads it before any job starts, and the trainer
 with the real number of batches per epoch. A run lasts `training.epochs` epochs, or, where the paper
 counts iterations (BiasEnsemble and Park et al.: 50K), exactly `training.iterations` steps:
 ceil(iterations / steps per epoch) epochs, the last one cut short. A method argument declared

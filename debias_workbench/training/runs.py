@@ -1,4 +1,4 @@
-"""One training job: the runs of a pack (`workbench.config.packs`: one run, or several small ones
+"""One training job: the runs of a pack (`workflow.config.packs`: one run, or several small ones
 sharing a process), trained one after the other. Each run is written under
 `<runs dir>/<experiment>/seed<seed>/` (model.pt, train_metrics.jsonl) and resumes from its
 checkpoint after a kill; the `evaluate` job scores it afterwards."""
@@ -24,7 +24,7 @@ def run_monitor(run_cfg: dict[str, Any], test_stores: dict[str, Path]) -> Monito
 
 def train_runs(job_cfg: dict[str, Any], train_store: Path, aligned_stores: dict[str, Path],
                test_stores: dict[str, Path], runs_dir: Path) -> list[Path]:
-    """Train every run of a job ({"runs": [run config, ...]}, `workbench.slices.run_config`); returns their model paths.
+    """Train every run of a job ({"runs": [run config, ...]}, `workflow.slices.run_config`); returns their model paths.
     `aligned_stores`: {field: store} the methods read alongside the training store (CLAD's
     backgrounds); `test_stores`: {test set name: store}, read only by the runs' monitors."""
     return [train(run_cfg, train_store, runs_dir / run_cfg["experiment"] / f"seed{run_cfg['seed']}", aligned_stores,

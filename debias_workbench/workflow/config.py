@@ -39,7 +39,7 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 
 def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The validated config with smoke mode's counts applied (`workbench/smoke.py`), and Table 5's
+    """The validated config with smoke mode's counts applied (`debias_workbench/workflow/smoke.py`), and Table 5's
     U2-Net runs, sweep values and grid cells expanded into experiments of their own; raises
     `ConfigError` naming every bad key."""
     validate_config(config)

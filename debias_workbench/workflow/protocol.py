@@ -5,7 +5,7 @@ geometry, architecture, initial weights, optimiser, schedule, run length, batch,
 normalisation, method hyper-parameters, evaluation and model selection): the paper's value, its
 source (a section of the paper or a file of the authors' code) and, where this config runs
 otherwise, the `deviation` with its reason. Each setting names a key of the run config of the
-`runs` it applies to (`workbench.slices.run_config`: the training section as the run resolves
+`runs` it applies to (`workflow.slices.run_config`: the training section as the run resolves
 it, its method's arguments with their defaults, its dataset section), or with `config:` a key of
 the resolved config itself.
 

@@ -57,7 +57,7 @@ def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, 
 
 
 def scoring_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:
-    """How `experiment`'s runs are scored (`workbench.config.scoring`): the evaluation settings, the
+    """How `experiment`'s runs are scored (`workflow.config.scoring`): the evaluation settings, the
     dataset its rows are tagged with, and whether it gets the group metrics."""
     dataset, _sets, groups = scoring(config, experiment)
     return {**evaluation_config(config), "dataset": dataset, **({"group_metrics": True} if groups else {})}

@@ -60,7 +60,7 @@ class DatasetFamily:
 
     def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
         """About how many images a split holds, from the config alone (the cluster's runtime and
-        memory requests, `workbench.resources`)."""
+        memory requests, `workflow.resources`)."""
         raise NotImplementedError
 
     def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:

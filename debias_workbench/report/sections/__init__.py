@@ -33,7 +33,7 @@ class Section:
 def _intro(doc: Document, ctx: ReportContext) -> None:
     config, ds = ctx.config, ctx.dataset
     if config.get("smoke"):
-        doc.para("**Smoke run** (`smoke: true`, workbench/smoke.py): every configured run at its real shapes with "
+        doc.para("**Smoke run** (`smoke: true`, debias_workbench/workflow/smoke.py): every configured run at its real shapes with "
                  "counts shrunk to a few images, one seed and one short epoch. It shows that the workflow runs; "
                  "its numbers are not results. The capability checks and verdicts below are computed as in a "
                  "real run; resting on a handful of images and one seed, they say \"cannot tell\".")

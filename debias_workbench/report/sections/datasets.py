@@ -87,7 +87,7 @@ def manifests(doc: Document, manifest_files: list[Path], other_datasets: set[str
     doc.heading("Datasets: images in = images out + skipped")
     doc.para("Fingerprint: the first 16 hex digits of the store's content digest (`fingerprint.json` in the store: "
              "SHA-256 over its decoded values in row order and its attributes, whatever its chunking or codec); "
-             "equal fingerprints mean equal datasets, and `python -m pipeline verify STORE` checks a copy against it.")
+             "equal fingerprints mean equal datasets, and `workbench verify STORE` checks a copy against it.")
     rows, skipped = [], {}
     for path in manifest_files:
         name = Path(path).name.removesuffix(".manifest.json")

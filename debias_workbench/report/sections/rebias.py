@@ -80,7 +80,8 @@ def table1(doc: Document, name: str, grid: dict[str, Any], acc, paper: dict[str,
 
 def verdict(doc: Document, grid: dict[str, Any], acc) -> None:
     """Says plainly whether Vanilla relies on the bias and whether ReBias beats Vanilla on
-    unbiased accuracy; a difference counts only if larger than the seed-to-seed spread."""
+    unbiased accuracy; a difference counts only where its 95 % confidence interval (`core.statistics.difference`)
+    excludes zero."""
     keys = {spec["method"]: key for key, spec in grid["methods"].items()}
     vanilla, rebias = keys.get("vanilla"), keys.get("rebias")
     variants = _variant_order(grid["train_variants"])

@@ -102,7 +102,7 @@ class LfF(Method):
 
 #: BiasEnsemble committees trained in this process, by identity (`LfFBiasEnsemble.committee_key`): (K, N) p_y,
 #: (K, N) wrong votes, early-stop statistics. A pack trains its methods one after the other in one process
-#: (`workbench.config.packs`), so LfF+BE and Park et al. on one train variant and seed train one committee
+#: (`workflow.config.packs`), so LfF+BE and Park et al. on one train variant and seed train one committee
 #: and are compared on the same D^A (common random numbers: a paired comparison); in processes of their own,
 #: each trains the same one again (bit for bit on the CPU; on a GPU only as far as its kernels are deterministic).
 _COMMITTEES: dict[str, tuple[torch.Tensor, torch.Tensor, dict[str, float]]] = {}

@@ -222,3 +222,33 @@ wildcard_constraints:
     experiment=one_of(list(config["experiments"])),
     seed=r"\d+",
     shard=r"\d+",
+
+
+def pack_jobs(pack):
+    """The wildcards of every job of `pack` that the config asks for."""
+    if "experiment" in pack.constraints:
+        return [{"experiment": e, "seed": str(s)} for e, s in RUNS if e in pack.constraints["experiment"]]
+    return [{"variant": v, "seed": s} for v in pack.constraints["variant"] for s in pack.constraints["seed"]]
+
+
+def register_job_configs():
+    """Name (in memory, writing nothing) the config file of every job the config asks for, so that
+    the job_config rule can write any of them in any process that parses this workflow: a job's
+    own input functions name its file only where its DAG is built, and a cluster job or a local
+    `run:` job may parse the workflow afresh."""
+    for dataset in config["datasets"]:
+        dataset_config_file(dataset)
+        for variant in dataset_variants(config, dataset):
+            if variant in config["datasets"][dataset]:  # a derived variant: its section is its jobs' slice
+                JOB_CONFIGS.path("datasets", dataset_job_config(config, dataset, variant))
+    for pack in PACKS:
+        for wildcards in pack_jobs(pack):
+            train_inputs(pack, wildcards)
+    for pack in SCORING_PACKS:
+        for value in next(iter(pack.constraints.values())):
+            scoring_inputs(pack, {next(iter(pack.constraints)): value})
+    for analysis in ("consistency", "fivecrop"):
+        analysis_config_file(analysis)
+
+
+register_job_configs()

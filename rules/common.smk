@@ -216,33 +216,21 @@ def analysis_config_file(analysis):
     return JOB_CONFIGS.path("analyses", {"analysis": analysis, **analysis_config(config, analysis)})
 
 
-wildcard_constraints:
-    dataset=one_of(config["datasets"]),
-    variant=one_of(sorted({v for d in config["datasets"] for v in dataset_variants(config, d)})),
-    experiment=one_of(list(config["experiments"])),
-    seed=r"\d+",
-    shard=r"\d+",
-
-
-def pack_jobs(pack):
-    """The wildcards of every job of `pack` that the config asks for."""
-    if "experiment" in pack.constraints:
-        return [{"experiment": e, "seed": str(s)} for e, s in RUNS if e in pack.constraints["experiment"]]
-    return [{"variant": v, "seed": s} for v in pack.constraints["variant"] for s in pack.constraints["seed"]]
-
-
 def register_job_configs():
-    """Name (in memory, writing nothing) the config file of every job the config asks for, so that
-    the job_config rule can write any of them in any process that parses this workflow: a job's
-    own input functions name its file only where its DAG is built, and a cluster job or a local
-    `run:` job may parse the workflow afresh."""
+    """Name (in memory, writing nothing) the config file of every job the config asks for. A job's
+    input functions name its file where its DAG is built; a `job_config` job run by a process that
+    parsed the workflow afresh (a cluster job, a local `run:` job) names them all here first."""
     for dataset in config["datasets"]:
         dataset_config_file(dataset)
         for variant in dataset_variants(config, dataset):
             if variant in config["datasets"][dataset]:  # a derived variant: its section is its jobs' slice
                 JOB_CONFIGS.path("datasets", dataset_job_config(config, dataset, variant))
     for pack in PACKS:
-        for wildcards in pack_jobs(pack):
+        if "experiment" in pack.constraints:
+            jobs = [{"experiment": e, "seed": str(s)} for e, s in RUNS if e in pack.constraints["experiment"]]
+        else:
+            jobs = [{"variant": v, "seed": s} for v in pack.constraints["variant"] for s in pack.constraints["seed"]]
+        for wildcards in jobs:
             train_inputs(pack, wildcards)
     for pack in SCORING_PACKS:
         for value in next(iter(pack.constraints.values())):
@@ -251,4 +239,9 @@ def register_job_configs():
         analysis_config_file(analysis)
 
 
-register_job_configs()
+wildcard_constraints:
+    dataset=one_of(config["datasets"]),
+    variant=one_of(sorted({v for d in config["datasets"] for v in dataset_variants(config, d)})),
+    experiment=one_of(list(config["experiments"])),
+    seed=r"\d+",
+    shard=r"\d+",

@@ -14,5 +14,4 @@ rule job_config:
         f"{R}/logs/job_config/{{kind}}_{{digest}}.log",
     localrule: True
     run:
-        JOB_CONFIGS.write(output[0])
-        Path(log[0]).write_text(f"wrote {output[0]}\n")
+        JOB_CONFIGS.write(output[0], log[0], register_job_configs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,10 +166,15 @@ class JobConfigs:
         self.texts[path] = text
         return path
 
-    def write(self, path: str) -> None:
-        """Write the file `path` names (atomically): a job config this workflow's config makes."""
+    def write(self, path: str, log: str, register_all: Callable[[], None]) -> None:
+        """Write the file `path` names (atomically), and a line saying so to `log`. A process that
+        parsed the workflow for this job alone (a cluster job, a local `run:` job) has named no other
+        job's file: `register_all` names every job's first."""
+        if path not in self.texts:
+            register_all()
         if path not in self.texts:
             raise KeyError(f"{path} is no job config of this workflow's config: the workflow writes the configs "
                            "of the jobs it plans; ask for a job's output, not its config file")
         write_text_atomic(Path(path), self.texts[path])
+        write_text_atomic(Path(log), f"wrote {path}\n")
 

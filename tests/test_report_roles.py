@@ -72,6 +72,7 @@ def test_renaming_every_label_changes_no_verdict(paper_smoke, tmp_path):
     same = _build(args, tmp_path / "same.json", tmp_path / "same")
     other = _build(args, tmp_path / "renamed.json", tmp_path / "renamed")
     assert "«" in other and "«" not in same
-    assert other.replace("«", "").replace("»", "") == same
+    # the same lines; only the rows of models without a role, listed by label, may change places
+    assert sorted(other.replace("«", "").replace("»", "").splitlines()) == sorted(same.splitlines())
     verdicts = [line for line in same.splitlines() if "Capability check" in line or " vs " in line]
     assert len(verdicts) >= 3, "the smoke report has capability checks and verdicts to compare"

@@ -15,7 +15,7 @@ from debias_workbench.report.helpers import sweep_only_experiments
 from debias_workbench.report.roles import ROLES
 from debias_workbench.workflow.config import deep_merge, resolve_config
 
-from .conftest import PAPER_CONFIGS, ROOT
+from .conftest import ROOT
 from .test_config import SHIPPED_CONFIGS
 
 

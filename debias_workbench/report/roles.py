@@ -43,8 +43,10 @@ def role_experiments(config: dict[str, Any], shown: Iterable[str]) -> dict[str, 
     shown = set(shown)
     found: dict[str, str] = {}
     for name, exp in config["experiments"].items():
+        if exp["label"] not in shown:
+            continue
         for role, want in ROLES.items():
-            if exp["label"] in shown and (exp["method"], exp.get("train_variant")) == (want.method, want.train_variant):
+            if (exp["method"], exp.get("train_variant")) == (want.method, want.train_variant):
                 found.setdefault(role, name)
     return found
 

@@ -46,7 +46,7 @@ DEFAULT_BUDGET_S = 470
 #: a stage is not started with less time than this left
 MIN_STAGE_S = 20
 #: (stage, its cap in seconds) on a GPU; on the CPU every cap is the same (tiny shapes)
-STAGE_CAPS = {"cuda tests": 150, "throughput": 230, "streaming": 60}
+STAGE_CAPS = {"cuda tests": 100, "throughput": 300, "streaming": 60}
 #: the CPU path's shapes: a check that every path runs
 TINY = ["--size", "32", "--batch", "8", "--steps", "1", "--warmup", "0", "--workers", "1"]
 #: the streaming stage's rows: on a GPU ERM and CLAD (the method that streams three stores), on the CPU ERM

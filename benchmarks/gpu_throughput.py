@@ -3,6 +3,7 @@
     python -m benchmarks.gpu_throughput [--device auto|cuda|cpu] [--size 224] [--batch B] [--steps 30]
                                         [--warmup 5] [--methods erm,clad,...,plain] [--workers 8] [--stream]
                                         [--committee-steps K] [--photos DIR] [--json FILE]
+                                        [--nondeterministic] [--profile K]
 
 Each method runs at its paper's setting, taken from the paper configs themselves
 (`config/imagenet9.yaml`, `config/park_real_data.yaml` merged over `config/config.yaml`, resolved and
@@ -41,6 +42,11 @@ method waits for data more than 5 % of its step time; CLAD's step time <= 1.15x 
 method's cost relative to ERM (ERM's images/s / the method's) is printed besides. On CPU the
 defaults shrink to 64 px, batch 8, 2 steps: a check that every path runs, not GPU figures.
 `--json FILE` writes the rows, the networks and the goal lines for `benchmarks.device_check`.
+`--nondeterministic` runs every workbench row with `training.deterministic: false`, to see which
+methods pay for determinism; `--profile K` steps each row K more times under `torch.profiler` and
+prints its costliest operations (self time on the device, or on the CPU without one). A `--batch`
+under twice MoCo's `bn_splits` lowers `bn_splits` to batch // 2 (a batch norm over one image has no
+variance), and says so.
 """
 
 from __future__ import annotations
@@ -115,10 +121,11 @@ ALIGNED_VARIANTS = ("only_bg_t", "stylized")
 ERM_OVER_PLAIN, MAX_WAIT, CLAD_OVER_ERM, PATCH_OVER_MOCO = 1.3, 0.05, 1.15, 1.1
 
 
-def paper_run_configs(names: list[str], batch: int | None, committee_steps: int) -> dict[str, dict[str, Any]]:
+def paper_run_configs(names: list[str], batch: int | None, committee_steps: int,
+                      deterministic: bool | None = None) -> dict[str, dict[str, Any]]:
     """{method: its run's resolved config} for the workbench rows of `names`; `batch` replaces every
     batch size; BiasEnsemble's committee trains `committee_steps` steps per member (the papers':
-    1,000), scored once at the end."""
+    1,000), scored once at the end; `deterministic` (when given) replaces `training.deterministic`."""
     out, resolved = {}, {}
     for name in names:
         case = CASES[name]
@@ -130,10 +137,16 @@ def paper_run_configs(names: list[str], batch: int | None, committee_steps: int)
         training = {**case.training, "pretrained": None, "pretrained_sha256": None}
         if batch is not None:
             training["batch_size"] = batch
+        if deterministic is not None:
+            training["deterministic"] = deterministic
         cfg["training"] = deep_merge(cfg["training"], training)
         args = dict(case.method_args)
         if "committee_steps" in cfg["method_args"]:
             args.update(committee_steps=committee_steps, committee_valid_every=committee_steps)
+        splits = cfg["method_args"].get("bn_splits")
+        if splits and batch is not None and batch < 2 * splits:
+            args["bn_splits"] = max(1, batch // 2)
+            print(f"{name}: bn_splits {splits} -> {args['bn_splits']} for batch {batch} (at least 2 images per split)")
         cfg["method_args"] = {**cfg["method_args"], **args}
         out[name] = cfg
     return out
@@ -246,8 +259,26 @@ def _result(batch: int, waits: list[float], computes: list[float], device: torch
             "peak_mib": _peak_memory_mib(device), **extra}
 
 
+def profiled(step: Callable[[Any], Any], batches: Iterable, steps: int, device: torch.device, rows: int = 15) -> str:
+    """The costliest operations of `steps` more steps under `torch.profiler`: the top `rows` by self
+    time on the device, then on the CPU (a step whose CPU time exceeds its device time is bound by
+    launching kernels, not by running them)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    gpu = device.type == "cuda"
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])]
+    iterator = iter(batches)
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step(next(iterator))
+        _sync(device)
+    keys = ["self_device_time_total", "self_cpu_time_total"] if gpu else ["self_cpu_time_total"]
+    averages = prof.key_averages()
+    return "\n".join(averages.table(sort_by=key, row_limit=rows, max_name_column_width=60) for key in keys)
+
+
 def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_name: str, warmup: int, steps: int,
-                      stream: bool) -> dict[str, Any]:
+                      stream: bool, profile_steps: int = 0) -> dict[str, Any]:
     """One method through the trainer's path, in this process: `training.trainer.train`'s
     ZarrBatches arguments, `build_method`, `setup`, the epoch's augmentation seed and `update` on
     the batch moved with non_blocking copies, as that loop does."""
@@ -277,12 +308,14 @@ def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_n
     setup_s = time.perf_counter() - t0
     method.train()
     method.generator.manual_seed(name_seed("augment", experiment, seed, 0))
-    waits, computes = timed_steps(batches.epoch(0),
-                                  lambda b: method.update({k: v.to(device, non_blocking=True) for k, v in b.items()}),
-                                  warmup, steps, device)
+    def step(batch: dict[str, torch.Tensor]) -> Any:
+        return method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
+
+    waits, computes = timed_steps(batches.epoch(0), step, warmup, steps, device)
+    extra = {"profile": profiled(step, batches.epoch(1), profile_steps, device)} if profile_steps else {}
     # whether the split was read into memory (it fit in_memory_max_gb) or streamed: ZarrBatches' cache
     return _result(cfg["batch_size"], waits, computes, device, setup_s=setup_s,
-                   loader="in memory" if batches._cache is not None else "streaming")
+                   loader="in memory" if batches._cache is not None else "streaming", **extra)
 
 
 def measure_plain(folder: Path, arch: str, batch: int, device_name: str, warmup: int, steps: int, workers: int,
@@ -403,6 +436,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                     help="the zarr loader streams shard by shard (in_memory_max_gb = 0), as runs whose data exceed "
                          "training.loader.in_memory_max_gb do (IN-9 CLAD at 224 px: 16 GB)")
     ap.add_argument("--json", type=Path, help="also write the rows, networks and goal lines to this file")
+    ap.add_argument("--nondeterministic", action="store_true",
+                    help="every workbench row with training.deterministic: false (cuDNN's benchmarked kernels)")
+    ap.add_argument("--profile", type=int, default=0, metavar="K",
+                    help="K more steps of each workbench row under torch.profiler; prints the costliest operations")
     args = ap.parse_args(argv)
     args.device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto"
                                else args.device)
@@ -412,7 +449,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     args.steps = args.steps or (30 if gpu else 2)
     args.warmup = args.warmup if args.warmup is not None else (5 if gpu else 1)
     args.workers = args.workers if args.workers is not None else min(8 if gpu else 2, os.cpu_count() or 1)
-    args.methods = args.methods.split(",") if args.methods else [*CASES, "plain", *(["plain_amp"] if gpu else [])]
+    # the plain loop right after ERM: the first goal is judged even when a budget stops the run early
+    everything = ["erm", "plain", *(["plain_amp"] if gpu else []), *[n for n in CASES if n != "erm"]]
+    args.methods = args.methods.split(",") if args.methods else everything
     if unknown := [n for n in args.methods if n not in CASES and n not in PLAIN]:
         raise SystemExit(f"--methods: unknown {unknown}; choose from {', '.join([*CASES, *PLAIN])}")
     return args
@@ -421,7 +460,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = _arguments(argv)
     device, names, gpu = args.device, args.methods, args.device.type == "cuda"
-    run_cfgs = paper_run_configs([n for n in names if n in CASES], args.batch, args.committee_steps or args.steps)
+    run_cfgs = paper_run_configs([n for n in names if n in CASES], args.batch, args.committee_steps or args.steps,
+                                 False if args.nondeterministic else None)
     erm_cfg = run_cfgs.get("erm") or paper_run_configs(["erm"], args.batch, 1)["erm"]
     batches = {n: c["training"]["batch_size"] for n, c in run_cfgs.items()} | {n: erm_cfg["training"]["batch_size"]
                                                                               for n in names if n in PLAIN}
@@ -454,8 +494,10 @@ def main(argv: list[str] | None = None) -> None:
                                                      erm_cfg["training"]["normalize"])
                 else:
                     results[name] = in_fresh_process(measure_workbench, run_cfgs[name], stores, str(device),
-                                                     args.warmup, args.steps, args.stream)
+                                                     args.warmup, args.steps, args.stream, args.profile)
                 print(f"  measured {name}: {results[name]['images_per_s']:.1f} images/s", flush=True)
+                if "profile" in results[name]:
+                    print(results[name]["profile"], flush=True)
             except Exception as exc:  # one row's failure (out of memory) must not lose the others' figures
                 failures[name] = f"{type(exc).__name__}: {exc}"
                 print(f"  {name} FAILED: {failures[name]}", flush=True)

@@ -13,9 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .base import Method
-
-#: ITU-R BT.601 luma weights: the grey level the co-occurrence statistics are taken over
-_LUMA = (0.299, 0.587, 0.114)
+from .ssl_augment import gray
 
 
 class NGLCM(nn.Module):
@@ -75,7 +73,7 @@ class HEX(Method):
         """Normalised images (B, 3, H, W) -> grey levels (B, H, W) in [0, 1]."""
         aug = self.augmenter
         rgb = (x * aug.std.to(x.device, non_blocking=True) + aug.mean.to(x.device, non_blocking=True)).clamp(0, 1)
-        return torch.einsum("bchw,c->bhw", rgb, torch.tensor(_LUMA, device=x.device))
+        return gray(rgb)[:, 0]  # the grey level the co-occurrence statistics are taken over
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         x, y = self.augment(batch["images"]), batch["labels"]

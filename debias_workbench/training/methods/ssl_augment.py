@@ -41,9 +41,10 @@ def _uniform(b: int, lo: float, hi: float, g: torch.Generator) -> torch.Tensor:
 
 
 def gray(x: torch.Tensor) -> torch.Tensor:
-    """Luma (B, 1, H, W) of RGB images x (B, 3, H, W) in [0, 1]."""
-    w = torch.tensor(GRAY, device=x.device).view(1, 3, 1, 1)
-    return (x * w).sum(1, keepdim=True)
+    """Luma (B, 1, H, W) of RGB images x (B, 3, H, W) in [0, 1]. The weights are Python numbers:
+    a weight tensor made on the device each call is a host-to-device copy (a sync in CUDA's sync
+    debug mode)."""
+    return GRAY[0] * x[:, 0:1] + GRAY[1] * x[:, 1:2] + GRAY[2] * x[:, 2:3]
 
 
 def sample_jitter(strength: tuple[float, float, float, float], apply: torch.Tensor, g: torch.Generator) -> torch.Tensor:

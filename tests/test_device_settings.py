@@ -47,11 +47,12 @@ def restore_backends(monkeypatch):
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     saved = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32,
              torch.backends.cuda.matmul.allow_tf32, torch.are_deterministic_algorithms_enabled(),
-             torch.is_deterministic_algorithms_warn_only_enabled())
+             torch.is_deterministic_algorithms_warn_only_enabled(), torch.utils.deterministic.fill_uninitialized_memory)
     yield
     (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32,
      torch.backends.cuda.matmul.allow_tf32) = saved[:4]
     torch.use_deterministic_algorithms(saved[4], warn_only=saved[5])
+    torch.utils.deterministic.fill_uninitialized_memory = saved[6]
 
 
 def test_a_cuda_process_is_deterministic_by_default_and_benchmarks_kernels_otherwise(restore_backends):
@@ -59,6 +60,8 @@ def test_a_cuda_process_is_deterministic_by_default_and_benchmarks_kernels_other
     assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
     assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == build.CUBLAS_DETERMINISTIC
+    # no fill kernel per allocation (it halved MoCo-v2's and LfF + BE's images/s on an H200)
+    assert not torch.utils.deterministic.fill_uninitialized_memory
     assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32    # with bf16 autocast
     build.configure_device(torch.device("cuda"), deterministic=True)
     assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32  # amp off: float32

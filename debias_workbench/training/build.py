@@ -44,8 +44,13 @@ def configure_device(device: torch.device, deterministic: bool, tf32: bool = Fal
     `deterministic`: deterministic cuDNN / cuBLAS kernels and `torch.use_deterministic_algorithms`
     (warning, not failing, on an op without a deterministic kernel), so a resumed or repeated run
     ends with the same weights; otherwise `cudnn.benchmark`, whose pick of the fastest kernel per
-    shape pays off as every batch has the same shape (drop_last). Call before the first CUDA
-    computation: cuBLAS reads its workspace setting when it starts."""
+    shape pays off as every batch has the same shape (drop_last). Deterministic mode's default fill
+    of every uninitialised allocation (`torch.utils.deterministic.fill_uninitialized_memory`) is
+    turned off: it is one more kernel per `torch.empty` (13,296 fills in one MoCo-v2 step with split
+    batch norm), which on an H200 made MoCo-v2 and LfF + BiasEnsemble launch-bound at half the
+    images/s of non-deterministic kernels (docs/measurements.md); no workbench kernel reads memory
+    it has not written, so the fill changes no result. Call before the first CUDA computation:
+    cuBLAS reads its workspace setting when it starts."""
     if device.type != "cuda":
         return
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
@@ -54,6 +59,7 @@ def configure_device(device: torch.device, deterministic: bool, tf32: bool = Fal
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
     torch.use_deterministic_algorithms(deterministic, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = False
 
 
 def native_bf16(device: torch.device) -> bool:

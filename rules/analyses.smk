@@ -1,7 +1,9 @@
 # The CLAD paper's analyses of the trained models (Tables 3 and 6, Fig. 6), one job each over
-# every Background-Challenge run scored on `evaluation.dataset` (MAIN_EXPERIMENTS, rules/evaluate.smk),
+# every Background-Challenge run scored on `evaluation.dataset` (MAIN_EXPERIMENTS, rules/common.smk),
 # and ReBias's texture-cluster accuracy (Table 2):
 # `snakemake --cores 2 results/analysis/consistency.jsonl` builds one alone.
+# Uses rules/common.smk: MAIN_EXPERIMENTS, PY, R, THREADS, analysis_config_file, res, run_files, store_args,
+# variant_store.
 
 ANALYSIS_STORES = {v: variant_store(config["evaluation"]["dataset"], v) for v in ("original", "mixed_rand")}
 ANALYSIS_STORE_ARGS = store_args(ANALYSIS_STORES)

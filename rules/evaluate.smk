@@ -1,5 +1,6 @@
 # Scorings beside each run's own (rules/runs.smk, which also scores the Background Challenge runs on the
 # official test images): Base (IN), a 1000-class ImageNet model, on every val variant of `evaluation.dataset`.
+# Uses rules/common.smk: EVAL_DATASET, JOB_CONFIGS, PY, R, THREADS, eval_stores, res, store_args.
 
 EVAL_STORES = eval_stores(EVAL_DATASET)
 EVAL_STORE_ARGS = store_args(EVAL_STORES)

@@ -2,6 +2,8 @@
 # when Table 5's U2-Net run is configured; `imagenet100`): source -> listing -> one segmentation job
 # per shard of `block_images` images -> gathered intermediate store -> one store per variant; and the
 # `external` test sets (ImageNet-Sketch, ImageNet-R) read from the user's folders.
+# Uses rules/common.smk: PY, R, dataset_config_file, datasets_of, external_folder, folder_fingerprint,
+# one_of, res, shard_files, source_paths, user_folders_fingerprint, variants.
 IN9_DATASETS = one_of(datasets_of("in9"))
 # the variants composed from the segmented store's arrays, the background-biased ones included
 ARRAY_VARIANTS = list(variants.VARIANTS) + [

@@ -3,6 +3,8 @@
 # command-line tool: a CPU job) and IN-9-C (ImageNet-C corruptions: CPU), one job per segmentation shard, then one gather into the variant
 # store. Each job's config slice holds only its own variant's section, so editing the
 # stylization reruns the stylized store and what reads it, nothing else.
+# Uses rules/common.smk: PY, R, derived_config_file, derived_inputs, one_of, res, shard_files;
+# rules/in9_data.smk: IN9_DATASETS.
 
 
 for _derived, _gpu in (("stylized", True), ("texture", False), ("corrupted", False)):

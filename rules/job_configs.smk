@@ -1,5 +1,6 @@
 # The config file of every job (workflow.slices.JobConfigs): the jobs of the other rule files
 # name theirs by its content's hash, and this rule writes it when such a job is to run.
+# Uses rules/common.smk: JOB_CONFIGS, R, register_job_configs.
 
 
 rule job_config:

@@ -1,4 +1,7 @@
 # The report: tables and figures rebuilt from every run's tidy metrics.
+# Uses rules/common.smk: EVAL_DATASET, JOB_CONFIGS, MAIN_EXPERIMENTS, OFFICIAL, PROVENANCE, PY, R,
+# dataset_variants, res, run_files; rules/analyses.smk: ANALYSIS_FILES; rules/evaluate.smk: EVAL_STORES,
+# EVAL_STORE_ARGS.
 
 EVAL_FILES = run_files("eval.jsonl")
 if config["evaluation"].get("imagenet_model"):

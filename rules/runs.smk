@@ -7,6 +7,8 @@
 # the same run config. Scoring packs (`SCORING_PACKS`, workbench.config.scoring_packs) score every
 # seed of one experiment (rules `evaluate`, `evaluate_2`, ... by seed list), or of one grid pack on
 # one train variant (`evaluate_<grid>`), in one process, the official Background Challenge images too.
+# Uses rules/common.smk: OFFICIAL_STORES, PACKS, PY, R, SCORING_PACKS, THREADS, named_inputs_args, one_of,
+# pack_runs, pack_scored, res, scoring_inputs, store_args, test_stores, train_inputs.
 
 for _pack in PACKS:
     _runs = _pack.members  # experiment-name patterns of one job

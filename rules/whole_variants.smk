@@ -3,6 +3,7 @@
 # Challenge test images. Each job reads the files its family declares (`input_paths`: MNIST idx
 # files, the CUB / Places folders, the released folders), so a missing one stops the workflow at
 # start, named. The in9 family has stages of its own (rules/in9_data.smk, rules/in9_derived.smk).
+# Uses rules/common.smk: PY, R, dataset_config_file, dataset_family, get_family, one_of, res.
 
 WHOLE_VARIANT_DATASETS = [d for d in config["datasets"] if get_family(dataset_family(config, d)).whole_variants]
 

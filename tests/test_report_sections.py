@@ -235,7 +235,8 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
     import yaml
     from importlib import resources
 
-    from debias_workbench.report.sections.ssl import ssl_runs, ssl_sections
+    from debias_workbench.report.aggregates import ssl_runs
+    from debias_workbench.report.sections.ssl import ssl_sections
 
     config = _ssl_config()
     assert [r["experiment"] for r in ssl_runs(config)] == ["moco", "moco_patch2", "moco_patch3", "byol"]
@@ -263,7 +264,7 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
 
 
 def test_the_reports_config_slice_places_the_demos_ssl_runs_in_table_1_order(default_config):
-    from debias_workbench.report.sections.ssl import ssl_runs
+    from debias_workbench.report.aggregates import ssl_runs
     from debias_workbench.workflow.config import resolve_config
     from debias_workbench.workflow.slices import config_provenance, report_config
 
@@ -384,7 +385,8 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
 
     from debias_workbench.report.helpers import MIN_IMAGES, counted_values, value_cell
     from debias_workbench.report.sections.ssl import ssl_sections
-    from debias_workbench.report.sections.texture import shape_bias_table, texture_sections
+    from debias_workbench.report.aggregates import shape_bias_table
+    from debias_workbench.report.sections.texture import texture_sections
 
     assert MIN_IMAGES == 30
     labels = {"base_in9": "Base (IN9)", "base_sin9": "Base (SIN9)", "s_clad": "S-CLAD", "s_clad_plus": "S-CLAD+"}

@@ -2,6 +2,7 @@
 `conftest.paper_smoke`), and the dry-run graphs of the default, real-data and SLURM configurations."""
 
 import csv
+import itertools
 import json
 import math
 import os
@@ -441,3 +442,37 @@ def test_real_data_config_dry_runs_on_a_folder(tmp_path):
 def test_snakemake_lint_passes():
     out = snakemake("--lint", "--config", "results=/tmp/lint-results")
     assert "good condition" in out
+
+
+#: names the rule files take from common.smk's imports (everything else shared is assigned or defined there)
+COMMON_IMPORTS = {"res", "job_server", "variants", "get_family", "shard_count", "folder_fingerprint", "dataset_family",
+                  "dataset_variants"}
+
+
+def _defined(source: str) -> set[str]:
+    """Upper-case globals assigned and functions defined at the top level of a rule file."""
+    return set(re.findall(r"^([A-Z_][A-Z0-9_]*)\s*\+?=", source, re.M)) | set(re.findall(r"^def (\w+)", source, re.M))
+
+
+def test_each_rule_file_states_the_shared_names_it_uses():
+    """Rule files share one namespace (Snakemake's include): each says in a `# Uses` comment which
+    names of common.smk and of the other rule files it reads, so that a reader (and a reorder of
+    the includes) knows what it depends on. Recomputed here from the files' code."""
+    files = sorted((ROOT / "rules").glob("*.smk"))
+    sources = {f.name: f.read_text() for f in files}
+    shared = {"common.smk": _defined(sources["common.smk"]) | COMMON_IMPORTS}
+    shared |= {name: _defined(src) for name, src in sources.items() if name != "common.smk"}
+    for name, source in sources.items():
+        if name == "common.smk":
+            continue
+        code = re.sub(r"^#.*$", "", source, flags=re.M)
+        parts = []
+        for other in ["common.smk", *sorted(n for n in shared if n not in ("common.smk", name))]:
+            used = sorted(n for n in shared[other] - _defined(source) if re.search(rf"\b{n}\b", code))
+            if used:
+                parts.append(f"rules/{other}: {', '.join(used)}")
+        lines = source.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("# Uses ")), len(lines))
+        block = itertools.takewhile(lambda line: line.startswith("# "), lines[start:])
+        stated = " ".join(line[2:] for line in block).removeprefix("Uses ").removesuffix(".")
+        assert stated == "; ".join(parts), f"rules/{name}: its '# Uses' comment should read: Uses {'; '.join(parts)}."

@@ -21,7 +21,7 @@ from .context import ReportContext, build_context
 from .document import Document
 from .helpers import metric_table
 from .sections import SECTIONS
-from .sections.rebias import grid_accuracies
+from .aggregates import grid_accuracies
 
 
 def build_report(config: dict[str, Any], metric_files: list[Path], quality_file: Path, manifest_files: list[Path],

@@ -16,7 +16,7 @@ from debias_workbench.core.statistics import RunValue, run_value
 
 from .helpers import by_label, experiment_labels, read_rows, sweep_only_experiments
 from .roles import role_labels
-from .sections.texture import shape_bias_table
+from .aggregates import shape_bias_table
 
 Table = dict[str, dict[str, list[float]]]  # {model label: {column: [value per seed]}}
 
@@ -28,7 +28,7 @@ def accuracy_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> Table:
     BG-GAP = acc(MIXED_SAME) - acc(MIXED_RAND), computed per seed, then aggregated.
     """
     per_run: dict[tuple[str, int], dict[str, RunValue]] = defaultdict(dict)
-    for r in rows:  # BG-GAP rows of the runs are recomputed here from the accuracies they derive from
+    for r in rows:  # BG-GAP is computed here alone, from the two accuracies (runs write no gap row)
         if r.get("kind") == "eval" and r["metric"] == "accuracy":
             per_run[(r["experiment"], r["seed"])][r["variant"]] = run_value(r)
     table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -112,7 +112,7 @@ def build_context(config: dict[str, Any], metric_files: list[Path], quality_file
     ctx.table = accuracy_table(rows, labels)
     swept = {config["experiments"][e]["label"] for e in sweep_only_experiments(config)}  # in their own figures only
     ctx.main = {label: cols for label, cols in ctx.table.items() if label not in swept}
-    # shape bias per seed where it counts enough decisions, else their number (sections.texture.shape_bias_table)
+    # shape bias per seed where it counts enough decisions, else their number (aggregates.shape_bias_table)
     ctx.shape_bias = {label: cols for label, cols in shape_bias_table(rows, labels).items() if label in ctx.main}
     ctx.with_bias = {label: {**cols, **ctx.shape_bias.get(label, {})} for label, cols in ctx.main.items()}
     ctx.other_tables = {dataset: accuracy_table(d_rows, labels) for dataset, d_rows in ctx.elsewhere.items()}

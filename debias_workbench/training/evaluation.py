@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Callable
 
@@ -130,14 +129,14 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
                   cells: bool = False, limit: int | None = None) -> list[dict]:
     """One tidy row per variant: accuracy (%), the number of images and its test-image standard
     error `se` (and with `cells`, the accuracy of every bias x class cell and the `group_metrics`;
-    on cue-conflict variants, the shape bias; on corrupted ones, the accuracy per severity); plus
-    the BG-GAP row, acc(MIXED_SAME) - acc(MIXED_RAND), when both variants are evaluated."""
-    rows, acc = [], {}
+    on cue-conflict variants, the shape bias; on corrupted ones, the accuracy per severity). BG-GAP
+    is not a row: the report computes it from the two accuracies, image by image
+    (`report.context.accuracy_table`)."""
+    rows = []
     for variant, store in stores.items():
         result = predict_store(predict, store, split, batch_size, augmenter, device, limit)
         row_tags = {"kind": "eval", **tags, "variant": variant, "split": split}
-        acc[variant] = {"metric": "accuracy", **scored_accuracy(result)}
-        rows.append({**row_tags, **acc[variant]})
+        rows.append({**row_tags, "metric": "accuracy", **scored_accuracy(result)})
         if variant in CUE_CONFLICT_VARIANTS:
             bias, decisions = shape_bias(result)
             rows.append({**row_tags, "metric": "shape_bias", "value": bias, "n": decisions,
@@ -147,10 +146,6 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
         if cells:
             rows += cell_accuracy_rows(result, row_tags)
             rows += [{**row_tags, "metric": k, **v} for k, v in group_metrics(result, tags, variant).items()]
-    if "mixed_same" in acc and "mixed_rand" in acc:
-        same, rand = acc["mixed_same"], acc["mixed_rand"]
-        rows.append({"kind": "eval", **tags, "variant": "mixed_same-mixed_rand", "split": split, "metric": "bg_gap",
-                     "value": same["value"] - rand["value"], "n": None, "se": math.hypot(same["se"], rand["se"])})
     return rows
 
 
@@ -185,7 +180,7 @@ def score_run(method: Method, state: dict[str, Any], eval_cfg: dict[str, Any], s
     rows = accuracy_rows(lambda x: method.predict(x).argmax(1), stores, eval_cfg["split"], eval_cfg["batch_size"],
                          method.augmenter, device, tags, cells=eval_cfg.get("group_metrics", False),
                          limit=eval_cfg.get("max_images"))
-    if hasattr(method, "embed") and "original" in stores:  # self-supervised runs: Ge et al. Figs. 2-3
+    if method.scores_similarity and "original" in stores:  # self-supervised runs: Ge et al. Figs. 2-3
         from .methods.ssl_eval import similarity_rows
 
         rows += similarity_rows(method, stores, eval_cfg["split"], eval_cfg["batch_size"], device, tags,

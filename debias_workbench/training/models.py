@@ -125,6 +125,11 @@ SMALL_NETWORKS = {"simple_cnn7": lambda n, ch: SimpleConvNet(n, 7, ch), "simple_
                   "bagnet18": lambda n, ch: BagNet18(n), "small_cnn": lambda n, ch: SmallCNN(n, ch)}
 
 
+#: the training keys that set the small networks' widths (`build_network`): small_cnn's, the others'
+SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS = "small_cnn_channels", "simple_cnn_channels"
+NETWORK_WIDTH_KEYS = (SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS)
+
+
 def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) -> nn.Module:
     """A network with `features(x)` (B, D), `feature_map(x)` (B, D, h, w) before its global average
     pooling, `head` and `feature_dim`: a torchvision ResNet
@@ -135,7 +140,7 @@ def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) ->
     if arch in SMALL_NETWORKS:
         if cfg.get("pretrained"):
             raise WeightsError(f"arch {arch!r} has no pretrained weights; set `pretrained: null`")
-        channels = cfg.get("small_cnn_channels" if arch == "small_cnn" else "simple_cnn_channels")
+        channels = cfg.get(SMALL_CNN_WIDTHS if arch == "small_cnn" else SIMPLE_CNN_WIDTHS)
         return SMALL_NETWORKS[arch](num_classes, tuple(channels or SimpleConvNet.CHANNELS))
     return Classifier(arch, num_classes, cfg.get("pretrained"), cfg.get("pretrained_sha256"), cfg.get("stem", "imagenet"))
 

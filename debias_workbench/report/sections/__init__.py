@@ -1,8 +1,7 @@
 """Registry of the report's sections, in the order they appear. A new section is one function
 `render(doc, ctx)` in a module here plus one `Section` line below.
 
-Each section declares the kinds of tidy rows it reads (`needs`: "eval", "train", "curve",
-"analysis:<name>") and, for tables of trained models, the model-selection rule(s) it shows
+A section that tables trained models declares the model-selection rule(s) it shows
 (`report.model_selection`); the report writes that rule under the section.
 """
 
@@ -25,7 +24,6 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Section:
     name: str
-    needs: tuple[str, ...]
     render: Callable[[Document, ReportContext], None]
     selection: tuple[str, ...] = ()
 
@@ -57,46 +55,39 @@ def _other_datasets(doc: Document, ctx: ReportContext) -> None:
 
 
 SECTIONS: list[Section] = [
-    Section("intro", (), _intro),
-    Section("clad_table2", ("eval",), lambda doc, ctx: clad.table2(doc, ctx.main, ctx.paper["clad_table2"], ctx.roles), ("last",)),
-    Section("clad_bg_gap_verdict", ("eval",), lambda doc, ctx: clad.bg_gap_verdict(doc, ctx.main, ctx.official_table, ctx.roles)),
-    Section("bg_challenge_official", ("eval",),
-            lambda doc, ctx: clad.official(doc, ctx.config["evaluation"].get("official_dataset"), ctx.official_table,
+    Section("intro", _intro),
+    Section("clad_table2", lambda doc, ctx: clad.table2(doc, ctx.main, ctx.paper["clad_table2"], ctx.roles), ("last",)),
+    Section("clad_bg_gap_verdict", lambda doc, ctx: clad.bg_gap_verdict(doc, ctx.main, ctx.official_table, ctx.roles)),
+    Section("bg_challenge_official", lambda doc, ctx: clad.official(doc, ctx.config["evaluation"].get("official_dataset"), ctx.official_table,
                                           ctx.roles),
             ("last",)),
-    Section("every_variant", ("eval",), lambda doc, ctx: clad.all_variants(doc, ctx.main, ctx.dataset["variants"], ctx.roles),
+    Section("every_variant", lambda doc, ctx: clad.all_variants(doc, ctx.main, ctx.dataset["variants"], ctx.roles),
             ("last",)),
-    Section("clad_figure5", ("eval",), lambda doc, ctx: clad.figure5(doc, ctx.main, ctx.paper["clad_table2"],
+    Section("clad_figure5", lambda doc, ctx: clad.figure5(doc, ctx.main, ctx.paper["clad_table2"],
                                                                        ctx.out_dir / "fig5_mixed_same_vs_rand.png", ctx.roles)),
-    Section("clad_table3", ("analysis:consistency",), lambda doc, ctx: clad.table3(doc, ctx.rows, ctx.paper["clad_table3"], ctx.roles)),
-    Section("clad_table4", ("eval",), lambda doc, ctx: clad.table4(doc, ctx.main, ctx.paper["clad_table4"], ctx.roles), ("last",)),
-    Section("clad_table5", ("eval",), lambda doc, ctx: clad.table5(doc, ctx.config, ctx.rows, ctx.paper["clad_table5"]),
+    Section("clad_table3", lambda doc, ctx: clad.table3(doc, ctx.rows, ctx.paper["clad_table3"], ctx.roles)),
+    Section("clad_table4", lambda doc, ctx: clad.table4(doc, ctx.main, ctx.paper["clad_table4"], ctx.roles), ("last",)),
+    Section("clad_table5", lambda doc, ctx: clad.table5(doc, ctx.config, ctx.rows, ctx.paper["clad_table5"]),
             ("last",)),
-    Section("clad_table6", ("analysis:fivecrop",),
-            lambda doc, ctx: clad.table6(doc, ctx.rows, ctx.paper["clad_table6"],
+    Section("clad_table6", lambda doc, ctx: clad.table6(doc, ctx.rows, ctx.paper["clad_table6"],
                                          ctx.config["analyses"]["fivecrop_fraction"], ctx.roles)),
-    Section("clad_figure6", ("analysis:saliency",),
-            lambda doc, ctx: clad.figure6(doc, ctx.config, ctx.rows, ctx.saliency_arrays, ctx.out_dir, ctx.roles)),
-    Section("clad_sweeps", ("eval",), lambda doc, ctx: clad.sweep_figures(doc, ctx.config, ctx.table, ctx.out_dir)),
-    Section("texture_bias", ("eval",),
-            lambda doc, ctx: texture.texture_sections(doc, ctx.config, ctx.with_bias, ctx.paper, ctx.stores, ctx.out_dir,
+    Section("clad_figure6", lambda doc, ctx: clad.figure6(doc, ctx.config, ctx.rows, ctx.saliency_arrays, ctx.out_dir, ctx.roles)),
+    Section("clad_sweeps", lambda doc, ctx: clad.sweep_figures(doc, ctx.config, ctx.table, ctx.out_dir)),
+    Section("texture_bias", lambda doc, ctx: texture.texture_sections(doc, ctx.config, ctx.with_bias, ctx.paper, ctx.stores, ctx.out_dir,
                                                      ctx.roles),
             ("last",)),
-    Section("non_semantic_negatives", ("eval",),
-            lambda doc, ctx: ssl.ssl_sections(doc, ctx.config, ctx.with_bias, ctx.rows, ctx.paper, ctx.out_dir, ctx.roles,
+    Section("non_semantic_negatives", lambda doc, ctx: ssl.ssl_sections(doc, ctx.config, ctx.with_bias, ctx.rows, ctx.paper, ctx.out_dir, ctx.roles,
                                               scored_elsewhere=ctx.scored_elsewhere), ("last",)),
-    Section("other_datasets", ("eval",), _other_datasets, ("last",)),
-    Section("other_runs", ("eval",), runs.other_runs, ("last",)),
-    Section("rebias", ("eval", "curve"),
-            lambda doc, ctx: rebias.rebias_sections(doc, ctx.config, ctx.all_rows, ctx.paper, ctx.out_dir), ("last",)),
-    Section("park", ("eval", "curve", "train"),
-            lambda doc, ctx: amplification.amplification_sections(doc, ctx.config, ctx.all_rows, ctx.paper, ctx.out_dir),
+    Section("other_datasets", _other_datasets, ("last",)),
+    Section("other_runs", runs.other_runs, ("last",)),
+    Section("rebias", lambda doc, ctx: rebias.rebias_sections(doc, ctx.config, ctx.all_rows, ctx.paper, ctx.out_dir), ("last",)),
+    Section("park", lambda doc, ctx: amplification.amplification_sections(doc, ctx.config, ctx.all_rows, ctx.paper, ctx.out_dir),
             ("validation", "oracle")),
-    Section("variant_grid", (), lambda doc, ctx: datasets.variant_grid(doc, ctx.stores, ctx.config["report"]["grid_images"],
+    Section("variant_grid", lambda doc, ctx: datasets.variant_grid(doc, ctx.stores, ctx.config["report"]["grid_images"],
                                                                         ctx.out_dir / "variant_grid.png")),
-    Section("segmentation_quality", (), lambda doc, ctx: datasets.segmentation(doc, ctx.quality_file,
+    Section("segmentation_quality", lambda doc, ctx: datasets.segmentation(doc, ctx.quality_file,
                                                                                 ctx.out_dir / "segmentation_quality.png")),
-    Section("manifests", (), lambda doc, ctx: datasets.manifests(doc, ctx.manifest_files, set(ctx.config["datasets"])
+    Section("manifests", lambda doc, ctx: datasets.manifests(doc, ctx.manifest_files, set(ctx.config["datasets"])
                                                                   - {ctx.config["evaluation"]["dataset"]})),
-    Section("training", ("train",), lambda doc, ctx: datasets.training(doc, ctx.rows)),
+    Section("training", lambda doc, ctx: datasets.training(doc, ctx.rows)),
 ]

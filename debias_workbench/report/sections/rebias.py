@@ -12,7 +12,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from debias_workbench.core.statistics import difference, run_value
+from debias_workbench.core.statistics import difference
+from ..aggregates import grid_accuracies
 from ..document import Document
 from ..helpers import capability_line, mean_std, save_figure
 
@@ -31,14 +32,6 @@ def _variant_order(variants: list[str]) -> list[str]:
         return sorted(variants, key=lambda v: -float(_rho(v)))
     except ValueError:
         return list(variants)
-
-
-def grid_accuracies(rows: list[dict[str, Any]], grid: str) -> dict[tuple[str, str, str], list[float]]:
-    """{(train variant, method key, test set): [accuracy per seed]} of a grid's eval rows."""
-    out: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    for r in sorted((r for r in rows if r.get("grid") == grid and r["metric"] == "accuracy"), key=lambda r: r["seed"]):
-        out[(r["train_variant"], r["grid_method"], r["variant"])].append(run_value(r))
-    return out
 
 
 def rebias_sections(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], paper: dict[str, Any],

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from debias_workbench.pipeline.datasets import DEFAULT_FAMILY
 
 from ..helpers import COLUMN_TITLES, headline, mean_std, model_order
-from .ssl import ssl_runs
+from ..aggregates import ssl_runs
 
 if TYPE_CHECKING:
     from ..context import ReportContext

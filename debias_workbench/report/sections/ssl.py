@@ -17,13 +17,11 @@ import numpy as np
 
 from debias_workbench.pipeline.datasets import family_name, get_family
 
-from debias_workbench.training.methods import spec
-
 from debias_workbench.core.statistics import difference, run_value
+from ..aggregates import ssl_runs
 from ..document import Document
 from ..helpers import capability_line, mean_std, save_figure, value_cell
 
-SSL_METHODS = ("moco_v2", "moco_v2_texture", "byol")
 COLUMNS = ["original", "corrupted", "stylized", "texture", "sketch", "mixed_rand", "bg_gap", "shape_bias"]
 HEADER = ["Original ↑", "IN-9-C ↑", "Stylized IN-9 ↑", "IN-9-Texture", "Sketch (stand-in) ↑", "Mixed-Rand ↑",
           "BG-GAP ↓", "Shape bias (%)"]
@@ -35,21 +33,6 @@ PAIRS = {"positive": "positive", "standard_negative": "standard negative", "patc
 PAPER_COLUMNS = [("original", "ImageNet-100 val ↑", "ImageNet"), ("corrupted", "-C ↑", "ImageNet-C"),
                  ("imagenet_sketch", "ImageNet-S ↑", "ImageNet-S"), ("stylized", "Stylized ↑", "Stylized-ImageNet"),
                  ("imagenet_r", "ImageNet-R ↑", "ImageNet-R"), ("texture", "-Texture", None)]
-
-
-def ssl_runs(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """The self-supervised experiments in Table 1's order: MoCo-v2, + texture, + patch (by alpha),
-    BYOL, BYOL + patch; each {experiment, label, method, negative, alpha}."""
-    runs = []
-    for name, exp in config["experiments"].items():
-        if exp["method"] in SSL_METHODS and not exp.get("grid"):
-            args = {**spec(exp["method"]).defaults, **exp.get("method_args", {})}
-            runs.append({"experiment": name, "label": exp["label"], "method": exp["method"],
-                         "negative": args["negative"], "alpha": float(args["alpha"]), "probe_lr": float(args["probe_lr"]),
-                         "probe_augment": bool(args["probe_augment"])})
-    order = {("moco_v2", "none"): 0, ("moco_v2_texture", "texture"): 1, ("moco_v2", "patch"): 2,
-             ("byol", "none"): 3, ("byol", "patch"): 4}
-    return sorted(runs, key=lambda r: (order[(r["method"], r["negative"])], r["alpha"]))
 
 
 def similarity_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:

@@ -19,9 +19,9 @@ import zarr
 from debias_workbench.pipeline.derived_stage import work_side
 
 from debias_workbench.core.statistics import difference
+from ..aggregates import SHAPE_BIAS_TOO_FEW
 from ..document import Document
-from ..helpers import (headline, MIN_IMAGES, capability_line, counted_values, mean_std, model_order, save_figure,
-                      too_few_column, value_cell)
+from ..helpers import headline, MIN_IMAGES, capability_line, mean_std, model_order, save_figure, value_cell
 from ..roles import played
 
 TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]
@@ -31,15 +31,6 @@ TEXTURE_VARIANTS = ("stylized", "texture", "sketch")
 
 #: the Background Challenge columns beside the texture ones (Table 9)
 BG_COLUMNS, BG_HEADER = headline("in9")
-SHAPE_BIAS_TOO_FEW = too_few_column("shape_bias")
-
-
-def shape_bias_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, dict[str, list[float]]]:
-    """{model label: {"shape_bias": [shape bias per seed], SHAPE_BIAS_TOO_FEW: [decisions per seed]}}
-    from the eval rows (`labels`: experiment -> label): a seed whose shape bias counts fewer than
-    `MIN_IMAGES` decisions (Geirhos et al.: only the images classified as the shape or the texture
-    class count) gives its count, not its value (`helpers.counted_values`)."""
-    return counted_values(rows, "shape_bias", labels)
 
 
 def texture_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[str, list[float]]],

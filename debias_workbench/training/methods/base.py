@@ -11,7 +11,7 @@ import torch.nn as nn
 
 from ..data import Augmenter
 from ..distributed import averaged_gradients
-from ..models import build_network
+from ..models import NETWORK_WIDTH_KEYS, build_network
 from .spec import module_specs
 
 #: true while a trained method is rebuilt to be scored (`for_scoring()`): its weights come from the
@@ -57,6 +57,9 @@ class Method(nn.Module):
     aligned_variants: dict[str, str] = {}
     #: the method's `method_args` and their defaults, from its declaration in `<module>.yaml`
     default_args: dict[str, Any] = {}
+    #: whether scoring also measures the similarity of its embedding (`embed`) to a positive and to
+    #: non-semantic negatives (Ge et al. Figs. 2-3, `methods.ssl_eval`)
+    scores_similarity: bool = False
 
     def __init_subclass__(cls, **kwargs):
         """Read the class's declaration (`<module>.yaml` beside it); a class without an entry
@@ -101,7 +104,7 @@ class Method(nn.Module):
 
     def build_biased_network(self, arch: str) -> nn.Module:
         """A randomly initialised network of `arch` (e.g. ReBias's biased-by-design G)."""
-        return build_network(arch, self.num_classes, {k: v for k, v in self.cfg.items() if "channels" in k})
+        return build_network(arch, self.num_classes, {k: self.cfg[k] for k in NETWORK_WIDTH_KEYS if k in self.cfg})
 
     def augment(self, images: torch.Tensor) -> torch.Tensor:
         return self.augmenter(images, self.generator)

@@ -133,6 +133,8 @@ def mlp(d_in: int, d_hidden: int, d_out: int, batch_norm: bool) -> nn.Sequential
 class SelfSupervised(Method):
     """Shared parts: aug-plus views, the non-semantic negative, the momentum copy, the linear probe."""
 
+    scores_similarity = True  # `embed` (in each subclass) is scored against positives and negatives
+
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         if self.args["negative"] not in ("none", "patch", "texture"):

@@ -243,7 +243,7 @@ def test_both_encoders_split_their_batch_norm_as_the_one_gpu_demo(default_config
     """The query encoder's BN is per sub-batch too (the demo's ModelBase; MoCo's per-GPU BN): a block
     of query rows is normalised together, so the query of image i shares about 1/s of its BN batch
     with its key's sub-batch of the permuted batch."""
-    from debias_workbench.training.methods.ssl import SplitBatchNorm2d
+    from debias_workbench.training.methods.split_batch_norm import SplitBatchNorm2d
 
     split = ssl_method("moco_v2", default_config, batch_size=8, bn_splits=4)
     for encoder in (split.network, split.key_network):

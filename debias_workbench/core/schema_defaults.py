@@ -32,3 +32,13 @@ def _default(node: dict[str, Any]) -> Any:
 def defaults(definition: str) -> dict[str, Any]:
     """{key: default} of the properties of the schema's `$defs.<definition>` (a fresh copy)."""
     return {k: _default(v) for k, v in _definitions()[definition]["properties"].items()}
+
+
+def filled(definition: str, key: str, given: dict[str, Any] | None) -> dict[str, Any]:
+    """The object property `key` of `$defs.<definition>` as a run reads it: the object's own default
+    where it is not `given`; else `given` over the defaults of the object's properties (JSON
+    Schema's reading of a partial object)."""
+    node = _definitions()[definition]["properties"][key]
+    if given is None:
+        return _default(node)
+    return {**{k: _default(v) for k, v in node["properties"].items()}, **given}

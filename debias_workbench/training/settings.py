@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from debias_workbench.core.schema_defaults import defaults
+from debias_workbench.core.schema_defaults import defaults, filled
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,47 @@ class LoaderSettings:
         """The keyword arguments of `data.ZarrBatches` these settings give."""
         return {"read_chunks": self.read_chunks, "window_gb": self.window_gb,
                 "in_memory_max_gb": self.in_memory_max_gb, "prefetch": self.prefetch_batches}
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """`training.optimizer` (`methods.base.Method.make_optimizer`)."""
+
+    name: str
+    lr: float
+    momentum: float
+    weight_decay: float
+
+    @classmethod
+    def of(cls, optimizer: dict[str, Any] | None) -> OptimizerSettings:
+        return cls(**filled("training_fields", "optimizer", optimizer))
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    """`training.schedule`, stepped once per epoch (`trainer.make_schedulers`)."""
+
+    name: str
+    milestones: tuple[int, ...]
+    gamma: float
+
+    @classmethod
+    def of(cls, schedule: dict[str, Any] | None) -> ScheduleSettings:
+        values = filled("training_fields", "schedule", schedule)
+        return cls(**{**values, "milestones": tuple(values["milestones"])})
+
+
+@dataclass(frozen=True)
+class AugmentSettings:
+    """`training.augment`: the training crop and flip (`data.Augmenter`)."""
+
+    crop_scale: tuple[float, float]
+    hflip: bool
+
+    @classmethod
+    def of(cls, augment: dict[str, Any] | None) -> AugmentSettings:
+        values = filled("training_fields", "augment", augment)
+        return cls(crop_scale=tuple(values["crop_scale"]), hflip=bool(values["hflip"]))
 
 
 @dataclass(frozen=True)

@@ -36,16 +36,16 @@ from .methods import get_method
 from .methods import spec as method_spec
 from .methods.base import Method
 from .run_length import RunLength, run_length, switches_outside
-from .settings import TrainingSettings
+from .settings import ScheduleSettings, TrainingSettings
 
 
 def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[torch.optim.lr_scheduler.LRScheduler]:
-    sched = cfg["schedule"]
+    sched = ScheduleSettings.of(cfg["schedule"])
     out = []
     for opt in method.optimizers():
-        if sched["name"] == "step":
-            out.append(torch.optim.lr_scheduler.MultiStepLR(opt, sched.get("milestones", []), sched.get("gamma", 0.1)))
-        elif sched["name"] == "cosine":
+        if sched.name == "step":
+            out.append(torch.optim.lr_scheduler.MultiStepLR(opt, list(sched.milestones), sched.gamma))
+        elif sched.name == "cosine":
             out.append(torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs))
         else:
             out.append(torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1.0))

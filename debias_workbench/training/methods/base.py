@@ -12,6 +12,7 @@ import torch.nn as nn
 from ..data import Augmenter
 from ..distributed import averaged_gradients
 from ..models import NETWORK_WIDTH_KEYS, build_network
+from ..settings import AugmentSettings, OptimizerSettings
 from .spec import module_specs
 
 #: true while a trained method is rebuilt to be scored (`for_scoring()`): its weights come from the
@@ -76,9 +77,9 @@ class Method(nn.Module):
             raise ValueError(f"{type(self).__name__} has no method_args {sorted(unknown)}; "
                              f"it takes {sorted(self.default_args)}")
         self.num_classes, self.cfg, self.args = num_classes, train_cfg, {**self.default_args, **method_args}
-        aug = train_cfg.get("augment", {})
-        self.augmenter = Augmenter(train_cfg["normalize"]["mean"], train_cfg["normalize"]["std"],
-                                   tuple(aug.get("crop_scale", (1.0, 1.0))), bool(aug.get("hflip", False)))
+        aug = AugmentSettings.of(train_cfg.get("augment"))
+        self.augmenter = Augmenter(train_cfg["normalize"]["mean"], train_cfg["normalize"]["std"], aug.crop_scale,
+                                   aug.hflip)
         pretrained = {"pretrained": None} if _FOR_SCORING.get() else {}  # the checkpoint replaces them
         self.network = build_network(train_cfg["arch"], num_classes, {**train_cfg, **pretrained})
         self.generator = torch.Generator()
@@ -113,15 +114,14 @@ class Method(nn.Module):
         """The configured optimiser over `params`; None for a method built `for_scoring()`."""
         if _FOR_SCORING.get():
             return None
-        opt = self.cfg["optimizer"]
-        if opt["name"] == "adam":
-            return torch.optim.Adam(params, lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0))
-        if opt["name"] == "adamp":  # ReBias appendix: AdamP helps on Biased MNIST and ImageNet
+        opt = OptimizerSettings.of(self.cfg["optimizer"])
+        if opt.name == "adam":
+            return torch.optim.Adam(params, lr=opt.lr, weight_decay=opt.weight_decay)
+        if opt.name == "adamp":  # ReBias appendix: AdamP helps on Biased MNIST and ImageNet
             from adamp import AdamP
 
-            return AdamP(params, lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0))
-        return torch.optim.SGD(params, lr=opt["lr"], momentum=opt.get("momentum", 0.9),
-                               weight_decay=opt.get("weight_decay", 0.0))
+            return AdamP(params, lr=opt.lr, weight_decay=opt.weight_decay)
+        return torch.optim.SGD(params, lr=opt.lr, momentum=opt.momentum, weight_decay=opt.weight_decay)
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
         """Every optimiser of the method (the trainer schedules and checkpoints them all);

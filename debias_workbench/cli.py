@@ -1,6 +1,8 @@
 """The `workbench` command: one subcommand per thing a user or a rule runs.
 
     workbench verify STORE ...            recompute stores' content fingerprints
+    workbench export STORE --format F --out DIR
+                                          a variant as an image folder or WebDataset shards, with a card
     workbench report --config ...         build the report (the workflow's `report` rule)
     workbench generate STEP --family ...  one dataset-generation step (the generation rules)
     workbench train | evaluate | evaluate-imagenet | analyse ...
@@ -18,6 +20,7 @@ import sys
 #: subcommand -> ("module:function", one-line help); the function takes the arguments after the subcommand
 COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("debias_workbench.pipeline.cli:verify", "recompute stores' content fingerprints"),
+    "export": ("debias_workbench.pipeline.cli:export", "a variant store as imagefolder or webdataset, with a card"),
     "report": ("debias_workbench.report.cli:main", "build the report from tidy metric rows"),
     "generate": ("debias_workbench.pipeline.cli:generate", "one dataset-generation step"),
     "train": ("debias_workbench.training.cli:train", "train the runs of one job"),

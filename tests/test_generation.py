@@ -54,7 +54,7 @@ def test_store_format_and_manifest(tmp_path, tiny_ds_cfg):
     assert val["labels"].dtype == np.int64 and val["bias_labels"].dtype == np.int64
     assert val["masks"].shape == (18, 32, 32)
     assert g.attrs["classes"] == tiny_ds_cfg["classes"] and g.attrs["bias_classes"] == tiny_ds_cfg["classes"]
-    assert set(g.attrs["provenance"]) == {"config_hash", "seed", "code_version"}
+    assert set(g.attrs["provenance"]) == {"config_hash", "seed", "code_version", "config"}
     manifest = json.loads((tmp_path / "ds" / "mixed_rand.manifest.json").read_text())
     for split, n in (("train", 27), ("val", 18)):
         assert manifest[split]["inputs"] == n == manifest[split]["outputs"] + len(manifest[split]["skipped"])

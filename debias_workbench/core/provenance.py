@@ -24,6 +24,13 @@ def config_hash(cfg: Any) -> str:
     return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def store_provenance(ds_cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+    """What a store's attrs record of how it was made: its dataset's config (in full, and as the hash
+    the jobs name), the seed and the code version. Outside the fingerprint (`pipeline.fingerprint`):
+    the same data made by another checkout compares equal."""
+    return {"config_hash": config_hash(ds_cfg), "seed": seed, "code_version": code_version(), "config": ds_cfg}
+
+
 def code_version() -> str:
     """Package version plus the git commit of the checkout (with +dirty if modified)."""
     root = Path(debias_workbench.__file__).resolve().parents[1]

@@ -1,6 +1,7 @@
 """The generation subcommands of `workbench` (`debias_workbench.cli`): `workbench generate <step> ...`,
-which the workflow's generation rules call, and `workbench verify STORE ...`, which recomputes
-stores' fingerprints (`pipeline.fingerprint`).
+which the workflow's generation rules call; `workbench verify STORE ...`, which recomputes
+stores' fingerprints (`pipeline.fingerprint`); and `workbench export STORE --format F --out DIR`
+(`pipeline.export`).
 
 Each step reads its dataset's job config (`--config`, a JSON file the workflow writes:
 `{"dataset", "config", "seed"}`), exactly as the Snakefile validated it, so the code never
@@ -39,6 +40,24 @@ def verify(argv: list[str]) -> int:
         else:
             print(f"{store}: ok, fingerprint {read_fingerprint(store)['digest'][:16]}")
     return 1 if bad else 0
+
+
+def export(argv: list[str]) -> int:
+    """Write a variant store in a format other tools read, with a dataset card (`pipeline.export`)."""
+    from .export import FORMATS, export as export_store
+
+    parser = argparse.ArgumentParser(prog="workbench export", description=export.__doc__)
+    parser.add_argument("store", type=Path)
+    parser.add_argument("--format", required=True, choices=sorted(FORMATS))
+    parser.add_argument("--out", type=Path, required=True, help="a new folder")
+    args = parser.parse_args(argv)
+    try:
+        out = export_store(args.store, args.format, args.out)
+    except PipelineError as exc:
+        print(f"workbench export: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.store} -> {out} ({args.format}; card: {out / 'README.md'})")
+    return 0
 
 
 def generate(argv: list[str]) -> int:

@@ -30,7 +30,7 @@ import zarr
 
 from debias_workbench.core.atomic import atomic_path, write_json
 from debias_workbench.core.errors import PipelineError, SkipItem
-from debias_workbench.core.provenance import code_version, config_hash
+from debias_workbench.core.provenance import store_provenance
 from debias_workbench.core.seeding import name_rng, name_seed
 
 from .corruptions import assign_pairs, check_work_size, corrupt_image, corruption_names
@@ -86,8 +86,7 @@ def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: 
         group = zarr.open_group(tmp, mode="w")
         group.attrs.update({"classes": list(seg.attrs["classes"]), "bias_classes": list(seg.attrs["classes"]),
                             "variant": kind, "family": "in9", "image_size": size,
-                            "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
-                                           "code_version": code_version()}})
+                            "provenance": store_provenance(ds_cfg, seed)})
         if kind == "corrupted":
             group.attrs["corruptions"] = corruption_names(ds_cfg["corrupted"]["corruptions"])
         for split in ds_cfg[kind]["splits"]:

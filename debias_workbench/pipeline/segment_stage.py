@@ -24,7 +24,7 @@ from PIL import Image
 
 from debias_workbench.core.atomic import atomic_path, write_json
 from debias_workbench.core.errors import SkipItem
-from debias_workbench.core.provenance import code_version, config_hash
+from debias_workbench.core.provenance import store_provenance
 from debias_workbench.core.seeding import name_seed
 
 from . import variants
@@ -98,7 +98,7 @@ def gather_shards(items: list[SourceItem], shard_files: list[Path], ds_cfg: dict
         for name, values in (("ids", [it.id for it in items]), ("splits", [it.split for it in items])):
             create_array(group, name, (n,), str, chunk_rows=max(n, 1), shard_rows=max(n, 1))[:] = np.array(values, dtype=str)
         group.attrs.update({"classes": list(ds_cfg["classes"]), "image_size": size,
-                            "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed, "code_version": code_version()}})
+                            "provenance": store_provenance(ds_cfg, seed)})
         for k, path in enumerate(shard_files):
             with np.load(path) as data:
                 shard_records = json.loads(str(data["records"]))

@@ -21,7 +21,7 @@ import zarr
 
 from debias_workbench.core.atomic import write_json
 from debias_workbench.core.errors import SkipItem
-from debias_workbench.core.provenance import code_version, config_hash
+from debias_workbench.core.provenance import store_provenance
 from debias_workbench.core.seeding import name_rng
 
 from . import variants
@@ -41,8 +41,7 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
     with atomic_store(out_store) as tmp:
         group = zarr.open_group(tmp, mode="w")
         group.attrs.update({"classes": classes, "bias_classes": classes, "variant": variant, "family": family,
-                            "image_size": size, "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
-                                                               "code_version": code_version()}})
+                            "image_size": size, "provenance": store_provenance(ds_cfg, seed)})
         blocks = []
         for split in sorted(set(splits.tolist())):
             rows = np.nonzero(ok & (splits == split))[0]

@@ -40,6 +40,9 @@ class DatasetFamily:
     #: each variant store built whole by one job (`workbench generate variant`, rule `dataset_variant` in
     #: rules/whole_variants.smk); False for a family with stages of its own (in9: rules/in9_data.smk, in9_derived.smk)
     whole_variants: bool = True
+    #: the terms of the images' source, for a dataset card (`pipeline.export`): whoever hands a variant
+    #: on hands on these terms with it
+    licence: str = "the terms of the source the images were made from (see the dataset's `source` in its config)"
 
     @classmethod
     def schema(cls) -> dict[str, Any]:

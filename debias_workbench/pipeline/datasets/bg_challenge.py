@@ -18,7 +18,7 @@ import zarr
 
 from debias_workbench.core.atomic import write_json
 from debias_workbench.core.errors import PipelineError, SkipItem
-from debias_workbench.core.provenance import code_version, config_hash
+from debias_workbench.core.provenance import store_provenance
 
 from ..imageio import MIN_PICTURE_SIDE, Geometry, load_rgb
 from ..sources.listing import class_folders, entry_problem
@@ -38,6 +38,8 @@ def bias_label(variant: str, label: int, n_classes: int) -> int:
 
 class BgChallengeFamily(DatasetFamily):
     name = "bg_challenge"
+    licence = ("the Background Challenge's released test images (Xiao et al. 2021), made from ImageNet "
+               "photographs: ImageNet's terms of access apply, non-commercial research and educational use only")
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         return [str(Path(ds_cfg["root"]).expanduser() / variant / "val")]
@@ -60,8 +62,7 @@ class BgChallengeFamily(DatasetFamily):
                    for path in sorted(cls_dir.iterdir()) if not path.name.startswith(".")]
         images, labels, ids, skipped = read_val_images(entries, size, Geometry.of(ds_cfg), MIN_PICTURE_SIDE)
         attrs = {"classes": classes, "bias_classes": classes, "variant": variant, "family": self.name,
-                 "image_size": size, "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
-                                                    "code_version": code_version()}}
+                 "image_size": size, "provenance": store_provenance(ds_cfg, seed)}
         write_val_store(out, images, labels, [bias_label(variant, y, len(classes)) for y in labels], ids, attrs,
                         int(ds_cfg["chunk_images"]))
         write_json(out.parent / f"{variant}.manifest.json",

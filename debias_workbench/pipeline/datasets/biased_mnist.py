@@ -56,6 +56,8 @@ def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray
 
 class BiasedMnistFamily(DatasetFamily):
     name = "biased_mnist"
+    licence = ("MNIST digits (LeCun, Cortes & Burges), coloured as ReBias's Biased MNIST (Bahng et al. 2020): "
+               "MNIST is distributed under CC BY-SA 3.0")
     headline = ("biased", "unbiased")  # ReBias's Table 1 columns
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:

@@ -36,6 +36,8 @@ def split_train_val(images: np.ndarray, labels: np.ndarray, val_fraction: float,
 
 class ColoredMnistFamily(ConflictRatioFamily):
     name = "colored_mnist"
+    licence = ("MNIST digits (LeCun, Cortes & Burges), coloured as LfF's Colored MNIST (Nam et al. 2020): "
+               "MNIST is distributed under CC BY-SA 3.0")
     val_split = "colours independent of the digit, as the group-DRO Waterbirds recipe balances its val split"
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from debias_workbench.core.atomic import atomic_path, write_json
-from debias_workbench.core.provenance import code_version, config_hash
+from debias_workbench.core.provenance import store_provenance
 
 from ..derived_stage import DERIVED, derived_gather, derived_shard, run_derived_stage
 from ..segment_stage import gather_shards, run_segment_stage, segment_shard, shard_items
@@ -28,6 +28,9 @@ from .bg_challenge import read_val_images, write_val_store
 
 class In9Family(DatasetFamily):
     name = "in9"
+    licence = ("ImageNet photographs (ILSVRC 2012) and the Background Challenge's boxes and method (Xiao et al. "
+               "2021): ImageNet's terms of access apply, non-commercial research and educational use only; with a "
+               "`synthetic` or `folder` source, the terms of those images")
     #: the Background Challenge's columns (Xiao et al.; CLAD's Table 2): BG-GAP = Mixed-Same - Mixed-Rand
     headline = ("original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap")
     val_split = "backgrounds as biased as the train split"
@@ -137,7 +140,7 @@ def build_external(variant: str, folder: Path, ds_cfg: dict[str, Any], seed: int
     listing = list_wnid_folder(Path(folder), classes, f"external.{variant}")
     images, labels, ids, skipped = read_val_images(listing.entries, size, Geometry.of(ds_cfg), int(ds_cfg["min_image_side"]))
     attrs = {"classes": classes, "bias_classes": classes, "variant": variant, "family": "in9", "image_size": size,
-             "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed, "code_version": code_version()}}
+             "provenance": store_provenance(ds_cfg, seed)}
     write_val_store(out, images, labels, [-1] * len(images), ids, attrs, int(ds_cfg["chunk_images"]),
                     ds_cfg["image_codec"])
     write_json(out.parent / f"{variant}.manifest.json",

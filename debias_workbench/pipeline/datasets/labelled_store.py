@@ -10,7 +10,7 @@ import numpy as np
 import zarr
 
 from debias_workbench.core.atomic import write_json
-from debias_workbench.core.provenance import code_version, config_hash
+from debias_workbench.core.provenance import store_provenance
 
 from ..store import atomic_store, create_array
 
@@ -29,8 +29,7 @@ def write_labelled_store(out: Path, family: str, variant: str, ds_cfg: dict[str,
         group = zarr.open_group(tmp, mode="w")
         size = next(iter(splits.values()))["images"].shape[1]
         group.attrs.update({"classes": classes, "bias_classes": bias_classes, "variant": variant, "family": family,
-                            "image_size": size, "provenance": {"config_hash": config_hash(ds_cfg), "seed": seed,
-                                                               "code_version": code_version()}})
+                            "image_size": size, "provenance": store_provenance(ds_cfg, seed)})
         for split, part in splits.items():
             n, one = len(part["labels"]), max(len(part["labels"]), 1)
             sub = group.create_group(split)

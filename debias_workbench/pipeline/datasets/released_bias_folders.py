@@ -78,6 +78,8 @@ def read_folder(folders: list[Path], size: int, geometry: Geometry, n_labels: in
 
 class ReleasedBiasFoldersFamily(ConflictRatioFamily):
     name = "released_bias_folders"
+    licence = ("a released bias benchmark read as given (BFFHQ from FFHQ: CC BY-NC-SA 4.0; BAR: the authors' "
+               "research terms): the release's own licence applies")
     val_split = "the release's valid/ folder as it is"
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:

@@ -23,6 +23,8 @@ class WaterbirdsFamily(ConflictRatioFamily):
     """Its val split is balanced (half of each label on each place type), as in the recipe."""
 
     name = "waterbirds"
+    licence = ("birds from CUB-200-2011 (Caltech) pasted on Places365 scenes (MIT CSAIL), as Sagawa et al.'s "
+               "Waterbirds: both are for non-commercial research and educational use")
     val_split = "half of each class on each place type (the group-DRO recipe)"
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:

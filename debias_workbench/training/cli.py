@@ -42,6 +42,23 @@ def _write_rows(path: Path, rows: list[dict]) -> None:
         tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
+def _tracker_argument(parser: argparse.ArgumentParser) -> None:
+    from .trackers import parse_trackers
+
+    parser.add_argument("--trackers", type=parse_trackers, default=[],
+                        help="training.trackers, joined by commas (the rules pass the workflow's)")
+
+
+def _track(trackers: list[str], run_dir: Path, rows: list[dict]) -> None:
+    """A scored run's rows to its trackers (`training.trackers`), beside its training curves."""
+    if trackers:
+        from .trackers import Trackers
+
+        watch = Trackers(trackers, run_dir, {}, fresh=False)
+        watch.log(rows)
+        watch.close()
+
+
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"workbench {prog}", description=description)
     parser.add_argument("--config", type=Path, required=True, help="the job's config slice (JSON)")
@@ -69,6 +86,7 @@ def train(argv: list[str]) -> int:
     parser.add_argument("--runs-dir", type=Path, required=True, help="each run writes <runs-dir>/<experiment>/seed<seed>/")
     parser.add_argument("--aligned-stores", nargs="*", default=[], help="FIELD=STORE pairs (e.g. CLAD's backgrounds)")
     parser.add_argument("--test-stores", nargs="*", default=[], help="TEST_SET=STORE pairs the runs' monitors score")
+    _tracker_argument(parser)
 
     def run(args: argparse.Namespace, config: dict) -> None:
         with phase("imports"):
@@ -76,7 +94,8 @@ def train(argv: list[str]) -> int:
 
         with phase("store_checks"):
             check_store(args.train_store)
-        train_runs(config, args.train_store, _stores(args.aligned_stores), _stores(args.test_stores), args.runs_dir)
+        train_runs(config, args.train_store, _stores(args.aligned_stores), _stores(args.test_stores), args.runs_dir,
+                   args.trackers)
 
     return _job(run, parser, argv)
 
@@ -91,6 +110,7 @@ def evaluate(argv: list[str]) -> int:
     parser.add_argument("--official-config", type=Path, help="scoring slice of the official Background Challenge images")
     parser.add_argument("--official-stores", nargs="*", default=[], help="VARIANT=STORE pairs of the official images")
     parser.add_argument("--official-out", type=Path, nargs="*", default=[], help="one eval_official.jsonl per model")
+    _tracker_argument(parser)
 
     def run(args: argparse.Namespace, config: dict) -> None:
         with phase("imports"):
@@ -112,6 +132,7 @@ def evaluate(argv: list[str]) -> int:
                 with phase("scoring"):
                     rows = score_run(method, state, cfg, stores, device)
                 _write_rows(outs[i], rows)
+                _track(args.trackers, model.parent, rows)
 
     return _job(run, parser, argv)
 

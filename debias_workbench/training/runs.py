@@ -23,10 +23,11 @@ def run_monitor(run_cfg: dict[str, Any], test_stores: dict[str, Path]) -> Monito
 
 
 def train_runs(job_cfg: dict[str, Any], train_store: Path, aligned_stores: dict[str, Path],
-               test_stores: dict[str, Path], runs_dir: Path) -> list[Path]:
+               test_stores: dict[str, Path], runs_dir: Path, trackers: list[str] = ()) -> list[Path]:
     """Train every run of a job ({"runs": [run config, ...]}, `workflow.slices.run_config`); returns their model paths.
     `aligned_stores`: {field: store} the methods read alongside the training store (CLAD's
-    backgrounds); `test_stores`: {test set name: store}, read only by the runs' monitors."""
+    backgrounds); `test_stores`: {test set name: store}, read only by the runs' monitors;
+    `trackers`: `training.trackers`."""
     return [train(run_cfg, train_store, runs_dir / run_cfg["experiment"] / f"seed{run_cfg['seed']}", aligned_stores,
-                  monitor=run_monitor(run_cfg, test_stores))
+                  monitor=run_monitor(run_cfg, test_stores), trackers=trackers)
             for run_cfg in job_cfg["runs"]]

@@ -37,6 +37,7 @@ from .methods import spec as method_spec
 from .methods.base import Method
 from .run_length import RunLength, run_length, switches_outside
 from .settings import ScheduleSettings, TrainingSettings
+from .trackers import Trackers
 
 
 def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[torch.optim.lr_scheduler.LRScheduler]:
@@ -103,13 +104,14 @@ class RunState:
 
 
 def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_stores: dict[str, Path] | None = None,
-          stop_after_epochs: int | None = None, monitor: Monitor | None = None) -> Path:
+          stop_after_epochs: int | None = None, monitor: Monitor | None = None, trackers: list[str] = ()) -> Path:
     """Train the run `run_cfg` (its resolved config: `workflow.slices.run_config`) on
     `train_store`; returns the path of `model.pt`.
 
     `aligned_stores` gives, for each of the method's `aligned_variants` fields, the store of
     that variant. `monitor` adds learning-curve rows (kind "curve") every few steps.
     `stop_after_epochs` ends the process early (as a kill would) - used by the resume test.
+    `trackers` (`training.trackers`) also get every row as it is made (`training.trackers`).
     The run's config is written to `run_dir/config.json`; a checkpoint made with another
     config is not resumed from.
 
@@ -126,19 +128,30 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     batches = _training_batches(run_cfg, settings, train_store, aligned_stores or {}, device)
     with phase("setup"):  # the method built, its set-up (BiasEnsemble's committee), the checkpoint resumed
         state = _set_up(run_cfg, batches, device, run_dir / "checkpoint.pt")
-    with phase("epochs"):  # the steps, the checkpoints (saving) and monitors (scoring) taken out; a method's finish
-        for epoch in range(state.start_epoch, state.length.epochs):
-            if stop_after_epochs is not None and epoch >= stop_after_epochs:
-                return run_dir / "model.pt"
-            state.history += _train_epoch(state, batches, epoch, settings, device, monitor)
-            if distributed.is_main():
-                with phase("saving"):
-                    _save_checkpoint(run_dir / "checkpoint.pt", state.method, state.schedulers, epoch + 1,
-                                     state.history, state.run_hash)
-            distributed.barrier()  # no process runs ahead of the last checkpoint
-        if final := state.method.finish(batches):
-            state.history += [{"kind": "train", **state.tags, "epoch": state.length.epochs, "metric": k, "value": v}
-                              for k, v in final.items()]
+    watch = Trackers(list(trackers) if distributed.is_main() else [], run_dir,
+                     {"experiment": run_cfg["experiment"], "seed": run_cfg["seed"], "config_hash": state.run_hash},
+                     fresh=state.start_epoch == 0)
+    watch.log(state.history if state.start_epoch == 0 else [])
+    try:
+        with phase("epochs"):  # the steps, the checkpoints (saving) and monitors (scoring) taken out; a method's finish
+            for epoch in range(state.start_epoch, state.length.epochs):
+                if stop_after_epochs is not None and epoch >= stop_after_epochs:
+                    return run_dir / "model.pt"
+                rows = _train_epoch(state, batches, epoch, settings, device, monitor)
+                state.history += rows
+                watch.log(rows)
+                if distributed.is_main():
+                    with phase("saving"):
+                        _save_checkpoint(run_dir / "checkpoint.pt", state.method, state.schedulers, epoch + 1,
+                                         state.history, state.run_hash)
+                distributed.barrier()  # no process runs ahead of the last checkpoint
+            if final := state.method.finish(batches):
+                rows = [{"kind": "train", **state.tags, "epoch": state.length.epochs, "metric": k, "value": v}
+                        for k, v in final.items()]
+                state.history += rows
+                watch.log([{**row, "kind": "final"} for row in rows])
+    finally:
+        watch.close()
     return _save_outputs(run_dir, run_cfg, state, batches.classes)
 
 

@@ -5,6 +5,7 @@ the evaluation datasets, segmentation, labels, and switches that must fall insid
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -236,9 +237,27 @@ def switch_problems(config: Config) -> list[str]:
     return problems
 
 
+#: tracker -> the module it needs (an optional extra of the package)
+TRACKER_MODULES = {"tensorboard": "tensorboard"}
+
+
+def _trackers(config: Config) -> list[str]:
+    """Trackers are the workflow's, set once (the train jobs get them from the top-level section), and
+    their packages are installed."""
+    problems = [f"experiments.{name}.training.trackers: set trackers in the top-level training section (they apply "
+                "to every run)" for name, exp in config.get("experiments", {}).items()
+                if "trackers" in exp.get("training", {})]
+    for tracker in config["training"].get("trackers", []):
+        if importlib.util.find_spec(TRACKER_MODULES[tracker]) is None:
+            problems.append(f"training.trackers: {tracker} needs the {TRACKER_MODULES[tracker]} package: "
+                            "pip install -e '.[trackers]' (or remove it from the list)")
+    return problems
+
+
 #: the cross-reference checks of a validated config, in the order their problems are listed
 CROSS_REFERENCE_CHECKS: tuple[Callable[[Config], list[str]], ...] = (
-    _experiments, _grids, _sweeps, _evaluation, _segmentation, _in9_experiments, _analyses, label_problems)
+    _experiments, _grids, _sweeps, _evaluation, _segmentation, _in9_experiments, _analyses, label_problems,
+    _trackers)
 
 
 def cross_reference_problems(config: Config) -> list[str]:

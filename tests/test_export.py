@@ -99,6 +99,24 @@ def test_export_webdataset_round_trips_through_the_webdataset_library(tiny_store
     assert "## The config that made it" in card and "stylized:" in card and "path:\n    - train-000000.tar" in card
 
 
+def test_hugging_face_datasets_loads_the_webdataset_export_by_its_card(tiny_stores, tmp_path, monkeypatch):
+    """`load_dataset(DIR)`: the card's `configs` name each split's shards; same rows, pixels and labels."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    datasets = pytest.importorskip("datasets", reason="Hugging Face datasets is in the `test` extra (pip install -e '.[test]')")
+    store = tiny_stores["original"]
+    export(store, "webdataset", tmp_path / "out")
+    loaded = datasets.load_dataset(str(tmp_path / "out"), cache_dir=str(tmp_path / "cache"))
+    assert set(loaded) == {"train", "val"}
+    for split in ("train", "val"):
+        stored = _arrays(store, split)
+        rows = sorted(loaded[split], key=lambda r: r["__key__"])
+        assert len(rows) == len(stored["labels"])
+        for k, row in enumerate(rows):
+            assert np.array_equal(np.asarray(row["png"]), stored["images"][k]) and row["cls"] == int(stored["labels"][k])
+            assert row["json"]["bias_label"] == int(stored["bias_labels"][k]) and row["json"]["id"] == str(stored["ids"][k])
+
+
 def test_the_same_store_exports_to_the_same_bytes(tiny_stores, tmp_path):
     for name in ("a", "b"):
         export(tiny_stores["mixed_rand"], "webdataset", tmp_path / name)

@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from debias_workbench.pipeline.datasets import DEFAULT_FAMILY, get_family
+from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
 #: environment of every job's process: glibc's malloc keeps the memory it frees for the next step
@@ -140,7 +140,7 @@ def launcher(python: str, gpus: int, threads: int) -> str:
 
 def dataset_images(ds_cfg: dict[str, Any], split: str = "train") -> int:
     """Images of a dataset's split, from its config (its family's estimate)."""
-    return get_family(ds_cfg.get("family", DEFAULT_FAMILY)).expected_images(ds_cfg, split)
+    return get_family(family_name(ds_cfg)).expected_images(ds_cfg, split)
 
 
 def image_side(ds_cfg: dict[str, Any]) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from debias_workbench.pipeline.datasets import DEFAULT_FAMILY
+from debias_workbench.pipeline.datasets import family_name
 
 from ..helpers import COLUMN_TITLES, headline, mean_std, model_order
 from ..aggregates import ssl_runs
@@ -22,7 +22,7 @@ def other_runs(doc: Document, ctx: ReportContext) -> None:
         labels = [label for label in model_order(table, ctx.roles) if label not in shown]
         if not labels:
             continue
-        columns, titles = headline(ctx.config["datasets"][dataset].get("family", DEFAULT_FAMILY))
+        columns, titles = headline(family_name(ctx.config["datasets"][dataset]))
         if not columns:
             columns = sorted({c for label in labels for c in table[label]})
             titles = [COLUMN_TITLES.get(c, c) for c in columns]

@@ -45,8 +45,8 @@ defaults shrink to 64 px, batch 8, 2 steps: a check that every path runs, not GP
 `--nondeterministic` runs every workbench row with `training.deterministic: false`, to see which
 methods pay for determinism; `--profile K` steps each row K more times under `torch.profiler` and
 prints its costliest operations (self time on the device, or on the CPU without one). A `--batch`
-under twice MoCo's `bn_splits` lowers `bn_splits` to batch // 2 (a batch norm over one image has no
-variance), and says so.
+under twice MoCo's `bn_splits` lowers `bn_splits` to the largest divisor of the batch up to batch // 2
+(a batch norm over one image has no variance), and says so.
 """
 
 from __future__ import annotations
@@ -144,8 +144,8 @@ def paper_run_configs(names: list[str], batch: int | None, committee_steps: int,
         if "committee_steps" in cfg["method_args"]:
             args.update(committee_steps=committee_steps, committee_valid_every=committee_steps)
         splits = cfg["method_args"].get("bn_splits")
-        if splits and batch is not None and batch < 2 * splits:
-            args["bn_splits"] = max(1, batch // 2)
+        if splits and batch is not None and batch < 2 * splits:  # the largest split count that divides the batch
+            args["bn_splits"] = next(s for s in range(max(1, batch // 2), 0, -1) if batch % s == 0)
             print(f"{name}: bn_splits {splits} -> {args['bn_splits']} for batch {batch} (at least 2 images per split)")
         cfg["method_args"] = {**cfg["method_args"], **args}
         out[name] = cfg
@@ -267,10 +267,9 @@ def profiled(step: Callable[[Any], Any], batches: Iterable, steps: int, device: 
 
     gpu = device.type == "cuda"
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])]
-    iterator = iter(batches)
     with profile(activities=activities) as prof:
-        for _ in range(steps):
-            step(next(iterator))
+        for batch, _ in zip(batches, range(steps)):  # at most the epoch's batches
+            step(batch)
         _sync(device)
     keys = ["self_device_time_total", "self_cpu_time_total"] if gpu else ["self_cpu_time_total"]
     averages = prof.key_averages()

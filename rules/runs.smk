@@ -40,7 +40,6 @@ for _pack in PACKS:
             f"{R}/benchmarks/train{_pack.name}/train{_pack.name}_{_tag}_seed{{seed}}.tsv",
         shell:
             "OMP_NUM_THREADS={threads} {params.py} -m debias_workbench train --config {input.config} --train-store {input.store} "
-            "--trackers=${{WORKBENCH_TRACKERS:-}} "
             f"--runs-dir {R}/runs --aligned-stores {{params.aligned}} --test-stores {{params.tests}} > {{log}} 2>&1"
 
 
@@ -80,5 +79,4 @@ for _pack in SCORING_PACKS:
             f"{R}/benchmarks/evaluate{_pack.name}/evaluate{_pack.name}_{{{_wildcard}}}.tsv",
         shell:
             "OMP_NUM_THREADS={threads} {params.py} -m debias_workbench evaluate --config {input.config} "
-            "--trackers=${{WORKBENCH_TRACKERS:-}} "
             "--models {input.models} --stores {params.stores} --out {output.scores} {params.official} > {log} 2>&1"

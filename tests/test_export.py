@@ -77,7 +77,8 @@ def test_export_imagefolder_round_trips_through_torchvision(tiny_stores, tmp_pat
             assert target == int(row["label"]) == int(stored["labels"][k])
             assert int(row["bias_label"]) == int(stored["bias_labels"][k])
             assert np.array_equal(np.asarray(folder.loader(path)), stored["images"][k])
-        assert len(list((tmp_path / "out" / f"{split}_masks").rglob("*.png"))) == len(rows)  # the variant has masks
+        assert len(list((tmp_path / "out" / "masks" / split).rglob("*.png"))) == len(rows)  # the variant has masks
+        assert sorted(p.name for p in (tmp_path / "out" / split).iterdir()) == class_folders(classes)  # each class
 
 
 def test_export_webdataset_round_trips_through_the_webdataset_library(tiny_stores, tmp_path):

@@ -62,3 +62,13 @@ def test_a_wrong_timm_name_file_or_checksum_stops_naming_it(tmp_path, default_co
         build_network("timm/resnet50", 9, {"pretrained": str(path), "pretrained_sha256": "00" * 32})
     with pytest.raises(WeightsError, match=r"does not fit timm/resnet18"):
         build_network("timm/resnet18", 9, {"pretrained": str(path)})
+
+
+def test_a_timm_model_without_a_pooled_feature_map_trains_but_refuses_feature_maps():
+    """MobileNetV3's pooled features come after a head convolution: the head takes their width, and
+    methods that read feature maps are told which models have one."""
+    net = build_network("timm/mobilenetv3_small_050", 9, {})
+    assert net(torch.zeros(2, 3, 64, 64)).shape == (2, 9)
+    with pytest.raises(WeightsError, match=r"timm/mobilenetv3_small_050 has no feature map whose average"):
+        net.feature_map(torch.zeros(2, 3, 64, 64))
+    assert build_network("timm/resnet18", 9, {}).pools_its_map

@@ -30,7 +30,8 @@ def _train_config(default_config):
     return cfg
 
 
-def test_a_run_with_tensorboard_writes_its_curves_and_scores_as_event_files(tmp_path, tiny_store, default_config):
+def test_a_run_with_tensorboard_writes_its_curves_and_scores_as_event_files(tmp_path, tiny_store, default_config,
+                                                                            monkeypatch):
     from debias_workbench.training.cli import evaluate
 
     cfg = resolve_config(_train_config(default_config))
@@ -50,8 +51,9 @@ def test_a_run_with_tensorboard_writes_its_curves_and_scores_as_event_files(tmp_
 
     config = tmp_path / "eval.json"
     config.write_text(json.dumps({"dataset": "in9", "split": "val", "batch_size": 16}))
+    monkeypatch.setenv("WORKBENCH_TRACKERS", "tensorboard")  # as rules/common.smk hands them to the jobs
     assert evaluate(["--config", str(config), "--models", str(model), "--stores", f"original={tiny_store}",
-                     "--out", str(tmp_path / "eval.jsonl"), "--trackers=tensorboard"]) == 0
+                     "--out", str(tmp_path / "eval.jsonl")]) == 0
     score = json.loads((tmp_path / "eval.jsonl").read_text().splitlines()[0])
     assert _scalars(tmp_path / "run" / "tensorboard")["eval/in9/original/accuracy"] == [
         (0, pytest.approx(score["value"], rel=1e-6))]

@@ -4,7 +4,7 @@ with a dataset card.
 - `imagefolder`: DIR/<split>/<class>/<row>.png, torchvision's `ImageFolder` layout (class folders
   named so that their sorted order is the store's label order), and DIR/<split>.csv beside it: file,
   id, label, class, bias_label, bias_class (and style_id for Stylized IN-9); masks, where the
-  variant has them, as DIR/<split>_masks/<class>/<row>.png.
+  variant has them, as DIR/masks/<split>/<class>/<row>.png.
 - `webdataset`: DIR/<split>-NNNNNN.tar shards of `SHARD_ROWS` samples, each sample `<row>.png`,
   `<row>.cls` (the label) and `<row>.json` (id, label, bias label, class names; `<row>.mask.png`
   where the variant has masks): what the `webdataset` library and Hugging Face `datasets`
@@ -71,6 +71,8 @@ def _imagefolder(splits: dict[str, VariantSplit], out: Path) -> dict[str, list[s
     files: dict[str, list[str]] = {}
     for split, rows in splits.items():
         folders, bias_classes = class_folders(rows.classes), rows.bias_classes
+        for folder in folders:  # every class, images or not: ImageFolder numbers the folders it finds
+            (out / split / folder).mkdir(parents=True, exist_ok=True)
         width = len(str(max(len(rows) - 1, 0)))
         with open(out / f"{split}.csv", "w", newline="") as fh:
             writer = csv.writer(fh)
@@ -78,16 +80,15 @@ def _imagefolder(splits: dict[str, VariantSplit], out: Path) -> dict[str, list[s
             writer.writerow(["file", "id", "label", "class", "bias_label", "bias_class", *extra])
             for k, row in enumerate(rows.rows()):
                 name = f"{split}/{folders[row['label']]}/{k:0{width}d}.png"
-                (out / name).parent.mkdir(parents=True, exist_ok=True)
                 (out / name).write_bytes(png_bytes(row["image"]))
-                if "mask" in row:
-                    mask = out / f"{split}_masks" / folders[row["label"]] / f"{k:0{width}d}.png"
+                if "mask" in row:  # outside the split's folder, so that no reader takes masks for images
+                    mask = out / "masks" / split / folders[row["label"]] / f"{k:0{width}d}.png"
                     mask.parent.mkdir(parents=True, exist_ok=True)
                     mask.write_bytes(png_bytes(row["mask"]))
                 bias = row["bias_label"]
                 writer.writerow([name, row["id"], row["label"], rows.classes[row["label"]], bias,
                                  bias_classes[bias] if bias >= 0 else "", *([row["style_id"]] if extra else [])])
-        files[split] = [f"{split}/**/*.png"]
+        files[split] = [f"{split}/**/*.png"] if len(rows) else []
     return files
 
 
@@ -100,28 +101,25 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 def _webdataset(splits: dict[str, VariantSplit], out: Path) -> dict[str, list[str]]:
     files: dict[str, list[str]] = {}
     for split, rows in splits.items():
-        shards: list[str] = []
-        tar: tarfile.TarFile | None = None
-        for k, row in enumerate(rows.rows()):
-            if k % SHARD_ROWS == 0:
-                if tar is not None:
-                    tar.close()
-                shards.append(f"{split}-{k // SHARD_ROWS:06d}.tar")
-                tar = tarfile.open(out / shards[-1], "w", format=tarfile.USTAR_FORMAT)
-            key = f"{k:08d}"
-            bias = row["bias_label"]
-            meta = {"id": row["id"], "label": row["label"], "class": rows.classes[row["label"]], "bias_label": bias,
-                    "bias_class": rows.bias_classes[bias] if bias >= 0 else None,
-                    **({"style_id": row["style_id"]} if "style_id" in row else {})}
-            _add(tar, f"{key}.png", png_bytes(row["image"]))
-            _add(tar, f"{key}.cls", str(row["label"]).encode())
-            _add(tar, f"{key}.json", json.dumps(meta, sort_keys=True).encode())
-            if "mask" in row:
-                _add(tar, f"{key}.mask.png", png_bytes(row["mask"]))
-        if tar is not None:
-            tar.close()
-        files[split] = shards
+        files[split] = [f"{split}-{start // SHARD_ROWS:06d}.tar" for start in range(0, len(rows), SHARD_ROWS)]
+        for shard, start in zip(files[split], range(0, len(rows), SHARD_ROWS)):
+            with tarfile.open(out / shard, "w", format=tarfile.USTAR_FORMAT) as tar:
+                for k in range(start, min(start + SHARD_ROWS, len(rows))):
+                    _add_sample(tar, k, rows[k], rows)
     return files
+
+
+def _add_sample(tar: tarfile.TarFile, k: int, row: dict, rows: VariantSplit) -> None:
+    """Row `k` as the files of one WebDataset sample: <key>.png, .cls, .json (and .mask.png)."""
+    key, bias = f"{k:08d}", row["bias_label"]
+    meta = {"id": row["id"], "label": row["label"], "class": rows.classes[row["label"]], "bias_label": bias,
+            "bias_class": rows.bias_classes[bias] if bias >= 0 else None,
+            **({"style_id": row["style_id"]} if "style_id" in row else {})}
+    _add(tar, f"{key}.png", png_bytes(row["image"]))
+    _add(tar, f"{key}.cls", str(row["label"]).encode())
+    _add(tar, f"{key}.json", json.dumps(meta, sort_keys=True).encode())
+    if "mask" in row:
+        _add(tar, f"{key}.mask.png", png_bytes(row["mask"]))
 
 
 FORMATS: dict[str, Callable[[dict[str, VariantSplit], Path], dict[str, list[str]]]] = {
@@ -130,29 +128,27 @@ FORMATS: dict[str, Callable[[dict[str, VariantSplit], Path], dict[str, list[str]
 
 def dataset_card(store: Path, fmt: str, splits: dict[str, VariantSplit], files: dict[str, list[str]]) -> str:
     """README.md of an export: Hugging Face's card front matter (the licence note, each split's
-    files), then the store's fingerprint, provenance and the config that made it."""
+    files, so that `load_dataset(DIR)` reads exactly them), then the store's fingerprint, provenance
+    and the config that made it."""
     attrs = next(iter(splits.values())).attrs
     provenance = attrs.get("provenance", {})
     family = attrs.get("family")
     licence = get_family(family).licence if family else "see the source of the images"
-    configs = [{"config_name": "default", "data_files": [{"split": s, "path": p} for s, p in files.items()]}]
-    front = {"pretty_name": f"{family or 'dataset'} / {attrs.get('variant', store.stem)}", "license": "other",
-             "license_details": licence, "configs": configs} if fmt == "webdataset" else \
-        {"pretty_name": f"{family or 'dataset'} / {attrs.get('variant', store.stem)}", "license": "other",
-         "license_details": licence}
+    title = f"{family or 'dataset'} / {attrs.get('variant', store.stem)}"
+    data_files = [{"split": split, "path": paths} for split, paths in files.items() if paths]
+    front = {"pretty_name": title, "license": "other", "license_name": "source-terms", "license_details": licence,
+             "configs": [{"config_name": "default", "data_files": data_files}]}
+    config = provenance.get("config")
     sizes = ", ".join(f"{s}: {len(r)} images" for s, r in splits.items())
-    lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "",
-             f"# {front['pretty_name']}", "",
+    lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "", f"# {title}", "",
              f"Exported by `workbench export` ({fmt}) from `{store.name}`, generated by the debiasing workbench. "
              f"{sizes}; classes: {', '.join(attrs['classes'])}.", "",
              f"- Fingerprint (`workbench verify`): `{read_fingerprint(store)['digest']}`",
              f"- Config hash `{provenance.get('config_hash')}`, seed {provenance.get('seed')}, code version "
              f"`{provenance.get('code_version')}`",
-             f"- Licence of the source: {licence}", "",
-             "## The config that made it", "", "```yaml",
-             yaml.safe_dump(provenance.get("config", "not recorded (a store made before the config was kept)"),
-                            sort_keys=True).strip(),
-             "```", ""]
+             f"- Licence of the source: {licence}", "", "## The config that made it", ""]
+    lines += (["```yaml", yaml.safe_dump(config, sort_keys=True).strip(), "```", ""] if config is not None else
+              ["Not recorded: the store was made before stores kept their config (its hash is above).", ""])
     return "\n".join(lines)
 
 

@@ -3,9 +3,10 @@
 
 A row is {"image": (H, W, 3) uint8, "label": int, "bias_label": int, "id": str} plus "mask"
 (H, W) uint8 where the variant stores masks and "style_id" for Stylized IN-9 (docs/workflow.md,
-"Outputs and data format"). Rows are read a chunk at a time and the last chunk is kept, so reading in
-order costs one decode per chunk; the store is opened on first use in each process (a DataLoader
-worker opens its own).
+"Outputs and data format"). The per-row labels and ids are read whole once (they are one small
+chunk each); images and masks a chunk at a time, the last chunk kept, so reading in order costs
+one decode per chunk. The store is opened on first use in each process (a DataLoader worker opens
+its own).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from debias_workbench.core.errors import PipelineError
 
 from .fingerprint import check_store, read_fingerprint
 
-#: the per-row arrays every split has, and the field each becomes in a row
-ROW_FIELDS = {"labels": "label", "bias_labels": "bias_label", "ids": "id"}
-#: per-row arrays some variants have
-OPTIONAL_FIELDS = {"masks": "mask", "style_ids": "style_id"}
+#: the per-row arrays every split has (rows' "label", "bias_label", "id")
+ROW_FIELDS = ("labels", "bias_labels", "ids")
+#: per-row arrays some variants have (rows' "mask", "style_id")
+OPTIONAL_FIELDS = ("masks", "style_ids")
 
 
 class VariantSplit:
@@ -43,7 +44,8 @@ class VariantSplit:
         self.length = int(group["labels"].shape[0])
         self.chunk_rows = int(group["images"].chunks[0])
         self._group: zarr.Group | None = None   # opened again in each process that reads
-        self._cached: tuple[int, dict[str, np.ndarray]] | None = None
+        self._columns: dict[str, np.ndarray] | None = None   # the per-row arrays, read whole on first use
+        self._cached: tuple[int, dict[str, np.ndarray]] | None = None   # the last image (and mask) chunk
 
     @property
     def classes(self) -> list[str]:
@@ -57,37 +59,41 @@ class VariantSplit:
         return self.length
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into DataLoader workers: no open handles
-        return {**self.__dict__, "_group": None, "_cached": None}
+        return {**self.__dict__, "_group": None, "_columns": None, "_cached": None}
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         if not -self.length <= index < self.length:
             raise IndexError(f"row {index} of {self.length} in {self.store}:{self.split}")
         index %= self.length
         start = index - index % self.chunk_rows
-        block = self._block(start)
-        return self._row(block, index - start)
+        return self._row(self._block(start), index - start, index)
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every row in order, one chunk decoded at a time."""
         for start in range(0, self.length, self.chunk_rows):
             block = self._block(start)
-            for k in range(len(block["labels"])):
-                yield self._row(block, k)
+            for k in range(len(block["images"])):
+                yield self._row(block, k, start + k)
+
+    def _open(self) -> zarr.Group:
+        if self._group is None:
+            self._group = zarr.open_group(str(self.store), mode="r")[self.split]
+            names = [*ROW_FIELDS, *(f for f in self.fields if f != "masks")]
+            self._columns = {name: self._group[name][:] for name in names}
+        return self._group
 
     def _block(self, start: int) -> dict[str, np.ndarray]:
         if self._cached is None or self._cached[0] != start:
-            if self._group is None:
-                self._group = zarr.open_group(str(self.store), mode="r")[self.split]
-            stop = min(start + self.chunk_rows, self.length)
-            names = ["images", *ROW_FIELDS, *self.fields]
-            self._cached = (start, {name: self._group[name][start:stop] for name in names})
+            group, stop = self._open(), min(start + self.chunk_rows, self.length)
+            self._cached = (start, {name: group[name][start:stop] for name in ("images", "masks") if name in group})
         return self._cached[1]
 
-    @staticmethod
-    def _row(block: dict[str, np.ndarray], k: int) -> dict[str, Any]:
-        row: dict[str, Any] = {"image": block["images"][k], "label": int(block["labels"][k]),
-                               "bias_label": int(block["bias_labels"][k]), "id": str(block["ids"][k])}
-        for name, field in OPTIONAL_FIELDS.items():
-            if name in block:
-                row[field] = block[name][k] if name == "masks" else str(block[name][k])
+    def _row(self, block: dict[str, np.ndarray], k: int, index: int) -> dict[str, Any]:
+        columns = self._columns
+        row: dict[str, Any] = {"image": block["images"][k], "label": int(columns["labels"][index]),
+                               "bias_label": int(columns["bias_labels"][index]), "id": str(columns["ids"][index])}
+        if "masks" in block:
+            row["mask"] = block["masks"][k]
+        if "style_ids" in columns:
+            row["style_id"] = str(columns["style_ids"][index])
         return row

@@ -12,6 +12,7 @@ scoring and analysis rules call (the report has its own: `workbench report`):
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import sys
 import time
@@ -43,10 +44,11 @@ def _write_rows(path: Path, rows: list[dict]) -> None:
 
 
 def _tracker_argument(parser: argparse.ArgumentParser) -> None:
-    from .trackers import parse_trackers
+    from .trackers import TRACKERS_VARIABLE, parse_trackers
 
-    parser.add_argument("--trackers", type=parse_trackers, default=[],
-                        help="training.trackers, joined by commas (the rules pass the workflow's)")
+    parser.add_argument("--trackers", type=parse_trackers, default=os.environ.get(TRACKERS_VARIABLE, ""),
+                        help=f"training.trackers, joined by commas (default: ${TRACKERS_VARIABLE}, which the "
+                             "workflow sets: the rules' commands do not name them, so turning trackers on reruns nothing)")
 
 
 def _track(trackers: list[str], run_dir: Path, rows: list[dict]) -> None:

@@ -19,6 +19,10 @@ from typing import Any, Protocol
 
 #: the folder of a run's TensorBoard events, inside the run's folder
 TENSORBOARD_DIR = "tensorboard"
+#: the environment variable through which the workflow hands `training.trackers` to its jobs (rules/common.smk)
+TRACKERS_VARIABLE = "WORKBENCH_TRACKERS"
+#: the keys that tell apart several rows of one metric (a bias x class cell, a corruption severity)
+ROW_PARTS = ("bias_label", "class_label", "severity")
 
 
 class Tracker(Protocol):
@@ -61,7 +65,8 @@ def scalar(row: dict[str, Any]) -> tuple[str, float, int] | None:
     if kind == "curve":
         return f"curve/{metric}", float(value), int(row["step"])
     if kind == "eval":
-        return f"eval/{row.get('dataset', '')}/{row['variant']}/{metric}", float(value), 0
+        parts = "".join(f"/{key}={row[key]}" for key in ROW_PARTS if key in row)
+        return f"eval/{row.get('dataset', '')}/{row['variant']}/{metric}{parts}", float(value), 0
     return None
 
 

@@ -241,12 +241,20 @@ def switch_problems(config: Config) -> list[str]:
 TRACKER_MODULES = {"tensorboard": "tensorboard"}
 
 
+def _training_sections(node: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """(dotted key, section) of every `training` section of the config: the top level's, each
+    experiment's, each grid's and grid method's."""
+    if not isinstance(node, dict):
+        return []
+    found = [(where.removesuffix("."), node)] if where.endswith("training.") else []
+    return found + [hit for key, value in node.items() for hit in _training_sections(value, f"{where}{key}.")]
+
+
 def _trackers(config: Config) -> list[str]:
-    """Trackers are the workflow's, set once (the train jobs get them from the top-level section), and
+    """Trackers are the workflow's, set once (the jobs get them from the top-level section), and
     their packages are installed."""
-    problems = [f"experiments.{name}.training.trackers: set trackers in the top-level training section (they apply "
-                "to every run)" for name, exp in config.get("experiments", {}).items()
-                if "trackers" in exp.get("training", {})]
+    problems = [f"{where}.trackers: set trackers in the top-level training section (they apply to every run)"
+                for where, section in _training_sections(config) if where != "training" and "trackers" in section]
     for tracker in config["training"].get("trackers", []):
         if importlib.util.find_spec(TRACKER_MODULES[tracker]) is None:
             problems.append(f"training.trackers: {tracker} needs the {TRACKER_MODULES[tracker]} package: "
@@ -254,17 +262,10 @@ def _trackers(config: Config) -> list[str]:
     return problems
 
 
-def _archs(node: Any, where: str = "") -> list[tuple[str, str]]:
-    """(key, arch) of every `training.arch` in the config (top level, experiments, grids)."""
-    if not isinstance(node, dict):
-        return []
-    found = [(f"{where}arch", node["arch"])] if where.endswith("training.") and isinstance(node.get("arch"), str) else []
-    return found + [hit for key, value in node.items() for hit in _archs(value, f"{where}{key}.")]
-
-
 def _timm_models(config: Config) -> list[str]:
     """Each `timm/<name>` arch names a model timm has (timm, and so torch, imported only when one is named)."""
-    named = [(where, arch[len(TIMM_PREFIX):]) for where, arch in _archs(config) if arch.startswith(TIMM_PREFIX)]
+    named = [(f"{where}.arch", section["arch"][len(TIMM_PREFIX):]) for where, section in _training_sections(config)
+             if isinstance(section.get("arch"), str) and section["arch"].startswith(TIMM_PREFIX)]
     if not named:
         return []
     import timm

@@ -38,10 +38,10 @@ _PYTHON = "python" if workflow.deployment_settings.deployment_method else sys.ex
 for _key, _value in res.interpreter_environment(workflow.basedir, _PYTHON).items():
     os.environ[_key] = _value
 PY = res.PYTHON_COMMAND
-# training.trackers reach the train and evaluate jobs through the environment (their --trackers default), as the
-# interpreter does: where curves are also shown is no part of a run's identity (workflow.slices.SPEED_ONLY_TRAINING_KEYS)
-# nor of any rule's command, so turning TensorBoard on reruns nothing
-os.environ["WORKBENCH_TRACKERS"] = ",".join(config["training"]["trackers"])
+# training.trackers reach the train and evaluate jobs through the environment too (their --trackers default): where
+# curves are also shown is no part of a run's identity (workflow.slices.SPEED_ONLY_TRAINING_KEYS) nor of any command
+for _key, _value in res.tracker_environment(config["training"]).items():
+    os.environ[_key] = _value
 # A local run forks its training, scoring and analysis jobs from one warm interpreter (workbench.job_server):
 # torch is imported once, not once per job. Not on a cluster, under --use-conda or with WORKBENCH_WARM_JOBS=0.
 _JOB_SERVER = []

@@ -5,3 +5,6 @@ IMAGENET_LABEL = "Base (IN)"
 
 #: the prefix of a `training.arch` that names a timm model (`timm/resnet50`: `training.timm_backbone`)
 TIMM_PREFIX = "timm/"
+
+#: the environment variable through which the workflow hands `training.trackers` to its train and score jobs
+TRACKERS_VARIABLE = "WORKBENCH_TRACKERS"

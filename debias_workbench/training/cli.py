@@ -44,7 +44,9 @@ def _write_rows(path: Path, rows: list[dict]) -> None:
 
 
 def _tracker_argument(parser: argparse.ArgumentParser) -> None:
-    from .trackers import TRACKERS_VARIABLE, parse_trackers
+    from debias_workbench.core.names import TRACKERS_VARIABLE
+
+    from .trackers import parse_trackers
 
     parser.add_argument("--trackers", type=parse_trackers, default=os.environ.get(TRACKERS_VARIABLE, ""),
                         help=f"training.trackers, joined by commas (default: ${TRACKERS_VARIABLE}, which the "

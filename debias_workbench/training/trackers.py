@@ -19,8 +19,6 @@ from typing import Any, Protocol
 
 #: the folder of a run's TensorBoard events, inside the run's folder
 TENSORBOARD_DIR = "tensorboard"
-#: the environment variable through which the workflow hands `training.trackers` to its jobs (rules/common.smk)
-TRACKERS_VARIABLE = "WORKBENCH_TRACKERS"
 #: the keys that tell apart several rows of one metric (a bias x class cell, a corruption severity)
 ROW_PARTS = ("bias_label", "class_label", "severity")
 

@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from debias_workbench.core.names import TRACKERS_VARIABLE
 from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
@@ -43,6 +44,13 @@ def interpreter_environment(basedir: str, python: str, environ: Mapping[str, str
     paths = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return {"WORKBENCH_PYTHON": python,
             "PYTHONPATH": os.pathsep.join(paths if paths[:1] == [basedir] else [basedir, *paths])}
+
+
+def tracker_environment(training: Mapping[str, Any]) -> dict[str, str]:
+    """The variable rules/common.smk puts in the workflow's environment for `training.trackers`: the
+    train and score jobs read it as their `--trackers` default. Like the interpreter, it travels in
+    the environment, not in a command: turning TensorBoard on reruns no job."""
+    return {TRACKERS_VARIABLE: ",".join(training.get("trackers", []))}
 
 
 #: GPU seconds per training image at 224 px for ResNet-18 (forward + backward, mixed precision)

@@ -1,5 +1,6 @@
 # The config file of every job (workflow.slices.JobConfigs): the jobs of the other rule files
-# name theirs by its content's hash, and this rule writes it when such a job is to run.
+# name theirs by its content's hash, and this rule writes it when such a job is to run, in a thread
+# of the main process (force-use-threads in profiles/default and profiles/slurm).
 # Uses rules/common.smk: JOB_CONFIGS, R, register_job_configs.
 
 

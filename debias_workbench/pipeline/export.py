@@ -37,7 +37,7 @@ from debias_workbench.core.errors import PipelineError
 
 from .datasets import get_family
 from .fingerprint import read_fingerprint, rebuild_hint, verify
-from .variant_reader import VariantSplit
+from .variant_reader import VariantSplit, store_splits
 
 #: samples per WebDataset shard (IN-9's 45,405 training images at 224 px: 5 shards of about 1.4 GB)
 SHARD_ROWS = 10_000
@@ -63,8 +63,7 @@ def class_folders(classes: list[str]) -> list[str]:
 
 def _splits(store: Path) -> dict[str, VariantSplit]:
     """{split: its rows}, for every split the store's fingerprint lists."""
-    names = sorted({path.split("/")[0] for path in read_fingerprint(store)["arrays"] if "/" in path})
-    return {name: VariantSplit(store, name) for name in names}
+    return {name: VariantSplit(store, name) for name in store_splits(store)}
 
 
 def _imagefolder(splits: dict[str, VariantSplit], out: Path) -> dict[str, list[str]]:

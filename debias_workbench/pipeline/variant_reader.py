@@ -27,6 +27,11 @@ ROW_FIELDS = ("labels", "bias_labels", "ids")
 OPTIONAL_FIELDS = ("masks", "style_ids")
 
 
+def store_splits(store: Path) -> list[str]:
+    """The splits ("train", "val") a store's fingerprint lists arrays of."""
+    return sorted({path.split("/")[0] for path in read_fingerprint(store)["arrays"] if "/" in path})
+
+
 class VariantSplit:
     """The rows of `split` ("train" or "val") of the store at `store`; the store's cheap check
     (`fingerprint.check_store`: every array present with its chunks) runs first."""
@@ -34,7 +39,7 @@ class VariantSplit:
     def __init__(self, store: Path | str, split: str):
         self.store, self.split = Path(store), split
         check_store(self.store)
-        splits = sorted({path.split("/")[0] for path in read_fingerprint(self.store)["arrays"] if "/" in path})
+        splits = store_splits(self.store)
         if split not in splits:
             raise PipelineError(f"{self.store} has no split {split!r}; it has {splits}")
         root = zarr.open_group(str(self.store), mode="r")

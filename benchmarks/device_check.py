@@ -11,7 +11,8 @@ under 20 s is skipped and says so):
    shapes and precision, no host sync in a step, resume equality, two processes on one GPU, GPU
    scoring against the CPU's, files that load without a GPU);
 3. `benchmarks.gpu_throughput` at 224 px: every method at its paper's setting beside the plain
-   torchvision loop, the loader holding the split in memory;
+   torchvision loop, the loader holding the split in memory, every row in one process (on a GPU;
+   a fresh process per row cost about 40 s of start each), with each method's GPU-busy share;
 4. the same for ERM and CLAD (on the CPU path ERM) with the loader streaming (`--stream`), as runs
    larger than `training.loader.in_memory_max_gb` read.
 
@@ -39,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .gpu_throughput import busy_text
 from .loader import ROOT
 
 #: the issue's limit for the whole check on one GPU, with room left for the machine's start
@@ -49,6 +51,8 @@ MIN_STAGE_S = 20
 STAGE_CAPS = {"cuda tests": 100, "throughput": 300, "streaming": 60}
 #: the CPU path's shapes: a check that every path runs
 TINY = ["--size", "32", "--batch", "8", "--steps", "1", "--warmup", "0", "--workers", "1"]
+#: on a GPU every row in the stage's one process, 20 timed steps: the whole table inside the stage's cap
+GPU_ROWS = ["--one-process", "--steps", "20"]
 #: the streaming stage's rows: on a GPU ERM and CLAD (the method that streams three stores), on the CPU ERM
 STREAMING_METHODS = {"cuda": "erm,clad", "cpu": "erm"}
 
@@ -110,13 +114,13 @@ def test_summary(log: Path) -> str:
 def markdown_table(results: dict[str, dict[str, Any]], networks: dict[str, str]) -> list[str]:
     """The throughput rows as a Markdown table (cost: ERM's images/s over the row's)."""
     erm = results.get("erm", {}).get("images_per_s")
-    out = ["| method | network | batch | images/s | step ms | data wait | peak MiB | cost vs ERM | loader |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    out = ["| method | network | batch | images/s | step ms | data wait | GPU busy | peak MiB | cost vs ERM | loader |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, r in results.items():
         cost = f"{erm / r['images_per_s']:.2f}x" if erm else "n/a"
         out.append(f"| {name} | {networks.get(name, '?')} | {r['batch']} | {r['images_per_s']:.1f} | "
-                   f"{r['step_ms']:.0f} | {100 * r['wait_share']:.1f} % | {r['peak_mib']:.0f} | {cost} | "
-                   f"{r['loader']} |")
+                   f"{r['step_ms']:.0f} | {100 * r['wait_share']:.1f} % | {busy_text(r)} | {r['peak_mib']:.0f} | "
+                   f"{cost} | {r['loader']} |")
     return out
 
 
@@ -167,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     info = machine(args.device)
     print(json.dumps(info), flush=True)
     python = sys.executable
-    shapes = [] if args.device == "cuda" else [*TINY, "--photos", str(out / "no-photos")]
+    shapes = GPU_ROWS if args.device == "cuda" else [*TINY, "--photos", str(out / "no-photos")]
     methods = ["--methods", args.methods] if args.methods else []
     stages = [
         run_stage("cuda tests", [python, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider",

@@ -33,8 +33,10 @@ dearer), `cudnn.benchmark = True` (the trainer leaves it off); "plain" in fp32 (
 "plain_amp" with the usual bf16 autocast (CUDA only by default).
 
 Every row runs in a fresh process (peak memory is its own; one row's cuDNN or allocator state cannot
-help another): images per second over the timed steps, the share of that time spent waiting for the
-next batch, and peak memory (CUDA max_memory_allocated; on CPU the process's peak RSS, which includes
+help another), or all in this one with `--one-process` (the device check's way, peak memory counted
+from each row's start): images per second over the timed steps, the share of that time spent waiting for the
+next batch, the GPU-busy share (kernel time over step time, `gpu_busy_per_step`: under 1 the card
+waits for the CPU to launch kernels; issue 50's goal: >= 85 % for every method), and peak memory (CUDA max_memory_allocated; on CPU the process's peak RSS, which includes
 the loader's in-memory copy of the benchmark store, not the DataLoader workers). A step is timed up to
 a device synchronisation. Goals (issue 39): our ERM >= 1.3x the faster plain loop's images/s; no
 method waits for data more than 5 % of its step time; CLAD's step time <= 1.15x ERM's (both at batch
@@ -119,6 +121,10 @@ PLAIN = {"plain": False, "plain_amp": True}
 ALIGNED_VARIANTS = ("only_bg_t", "stylized")
 #: goals of issue 39: images/s over the plain loop, data-wait share, step-time ratios
 ERM_OVER_PLAIN, MAX_WAIT, CLAD_OVER_ERM, PATCH_OVER_MOCO = 1.3, 0.05, 1.15, 1.1
+#: issue 50's goal: the GPU runs kernels for at least this share of every method's step
+MIN_GPU_BUSY = 0.85
+#: steps profiled for the GPU-busy share
+BUSY_STEPS = 3
 
 
 def paper_run_configs(names: list[str], batch: int | None, committee_steps: int,
@@ -276,6 +282,37 @@ def profiled(step: Callable[[Any], Any], batches: Iterable, steps: int, device: 
     return "\n".join(averages.table(sort_by=key, row_limit=rows, max_name_column_width=60) for key in keys)
 
 
+def busy_seconds(intervals: Iterable[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) intervals: time in which at least one ran."""
+    busy, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            busy += end - max(start, reach)
+            reach = end
+    return busy
+
+
+def gpu_busy_per_step(step: Callable[[Any], Any], batches: Iterable, steps: int, device: torch.device) -> float | None:
+    """Seconds per step in which the GPU runs at least one kernel (the union of the kernels'
+    intervals under `torch.profiler` over `steps` more steps), or None without a GPU. Divided by the
+    unprofiled step time it is the GPU-busy share: under 1 the card waits for the CPU to launch work
+    (the profiler slows the CPU, not the kernels, so only the kernel time is taken from it)."""
+    if device.type != "cuda":
+        return None
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    _sync(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        done = 0
+        for batch, _ in zip(batches, range(steps)):  # at most the epoch's batches
+            step(batch)
+            done += 1
+        _sync(device)
+    kernels = [(e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type == DeviceType.CUDA]
+    return busy_seconds(kernels) / 1e6 / max(1, done)  # the profiler's times are microseconds
+
+
 def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_name: str, warmup: int, steps: int,
                       stream: bool, profile_steps: int = 0) -> dict[str, Any]:
     """One method through the trainer's path, in this process: `training.trainer.train`'s
@@ -312,6 +349,9 @@ def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_n
 
     waits, computes = timed_steps(batches.epoch(0), step, warmup, steps, device)
     extra = {"profile": profiled(step, batches.epoch(1), profile_steps, device)} if profile_steps else {}
+    busy = gpu_busy_per_step(step, batches.epoch(2), BUSY_STEPS, device)
+    if busy is not None:
+        extra["gpu_busy"] = busy / statistics.median(computes)
     # whether the split was read into memory (it fit in_memory_max_gb) or streamed: ZarrBatches' cache
     return _result(cfg["batch_size"], waits, computes, device, setup_s=setup_s,
                    loader="in memory" if batches._cache is not None else "streaming", **extra)
@@ -326,6 +366,11 @@ def measure_plain(folder: Path, arch: str, batch: int, device_name: str, warmup:
 
     device = torch.device(device_name)
     torch.manual_seed(0)
+    if device.type == "cuda":  # a fresh process's settings (a workbench row before it in the process set its own)
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = True
+        torch.cuda.reset_peak_memory_stats(device)
     torch.backends.cudnn.benchmark = True
     size = Image.open(next(folder.rglob("*.JPEG"))).size[0]
     data = torchvision.datasets.ImageFolder(str(folder), transforms.Compose([
@@ -355,6 +400,15 @@ def in_fresh_process(fn: Callable, *args) -> dict[str, Any]:
     """fn(*args) in a new process (spawned: no CUDA state is inherited; DataLoader workers may fork)."""
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(fn, *args).result()
+
+
+def in_this_process(fn: Callable, *args) -> dict[str, Any]:
+    """fn(*args) here (`--one-process`): no process start, CUDA context or import per row (about 40 s
+    of each row's minute on the H200), peak memory counted from the row's start."""
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    return fn(*args)
 
 
 def _arch(run_cfg: dict[str, Any]) -> str:
@@ -388,6 +442,12 @@ def goal_lines(results: dict[str, dict[str, Any]]) -> list[str]:
         costs = {n: results["erm"]["images_per_s"] / r["images_per_s"] for n, r in ours.items() if n != "erm"}
         lines.append("cost relative to ERM (ERM's images/s / the method's): "
                      + (", ".join(f"{n} {c:.2f}x" for n, c in costs.items()) or "no other method"))
+    busy = {n: r["gpu_busy"] for n, r in ours.items() if r.get("gpu_busy") is not None}
+    if busy:
+        low = [n for n, share in busy.items() if share < MIN_GPU_BUSY]
+        lines.append("GPU-busy share of the step: " + ", ".join(f"{n} {100 * v:.0f} %" for n, v in busy.items())
+                     + f"; goal >= {100 * MIN_GPU_BUSY:.0f} % for every method: "
+                     + ("met" if not low else f"NOT met ({', '.join(low)})"))
     for name, base, goal in (("clad", "erm", CLAD_OVER_ERM), ("moco_v2_patch", "moco_v2", PATCH_OVER_MOCO)):
         if name in results and base in results:
             ratio = results[name]["step_ms"] / results[base]["step_ms"]
@@ -396,15 +456,20 @@ def goal_lines(results: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def busy_text(row: dict[str, Any]) -> str:
+    """A row's GPU-busy share as a percentage, or n/a (the CPU, the plain loops)."""
+    return f"{100 * row['gpu_busy']:.0f} %" if row.get("gpu_busy") is not None else "n/a"
+
+
 def table(results: dict[str, dict[str, Any]], archs: dict[str, str]) -> list[str]:
     erm = results.get("erm", {}).get("images_per_s")
     head = (f"{'method':<15} {'network':<20} {'batch':>5} {'images/s':>9} {'step ms':>8} {'data wait':>9} "
-            f"{'peak MiB':>9} {'cost vs ERM':>11}  loader")
+            f"{'GPU busy':>8} {'peak MiB':>9} {'cost vs ERM':>11}  loader")
     rows = [head, "-" * len(head)]
     for name, r in results.items():
         cost = f"{erm / r['images_per_s']:.2f}x" if erm else "n/a"
         rows.append(f"{name:<15} {archs[name]:<20} {r['batch']:>5} {r['images_per_s']:>9.1f} {r['step_ms']:>8.0f} "
-                    f"{100 * r['wait_share']:>8.1f}% {r['peak_mib']:>9.0f} {cost:>11}  {r['loader']}")
+                    f"{100 * r['wait_share']:>8.1f}% {busy_text(r):>8} {r['peak_mib']:>9.0f} {cost:>11}  {r['loader']}")
     return rows
 
 
@@ -437,6 +502,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--json", type=Path, help="also write the rows, networks and goal lines to this file")
     ap.add_argument("--nondeterministic", action="store_true",
                     help="every workbench row with training.deterministic: false (cuDNN's benchmarked kernels)")
+    ap.add_argument("--one-process", action="store_true",
+                    help="every row in this process (the device check's way: a row's minute of process start "
+                         "saved; cuDNN's and the allocator's caches are then shared between rows)")
     ap.add_argument("--profile", type=int, default=0, metavar="K",
                     help="K more steps of each workbench row under torch.profiler; prints the costliest operations")
     args = ap.parse_args(argv)
@@ -485,14 +553,15 @@ def main(argv: list[str] | None = None) -> None:
                   f"{args.steps}): a check that every path runs, NOT GPU figures")
         print(f"images: {source}, cycled; {n_train} training rows per store, the zarr image codec "
               f"{dataset['image_codec']!r}, JPEG quality 92; plain loader: {args.workers} workers", flush=True)
+        run = in_this_process if args.one_process else in_fresh_process
         for name in names:
             try:
                 if name in PLAIN:
-                    results[name] = in_fresh_process(measure_plain, folder, erm_cfg["training"]["arch"], batches[name],
+                    results[name] = run(measure_plain, folder, erm_cfg["training"]["arch"], batches[name],
                                                      str(device), args.warmup, args.steps, args.workers, PLAIN[name],
                                                      erm_cfg["training"]["normalize"])
                 else:
-                    results[name] = in_fresh_process(measure_workbench, run_cfgs[name], stores, str(device),
+                    results[name] = run(measure_workbench, run_cfgs[name], stores, str(device),
                                                      args.warmup, args.steps, args.stream, args.profile)
                 print(f"  measured {name}: {results[name]['images_per_s']:.1f} images/s", flush=True)
                 if "profile" in results[name]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from benchmarks.gpu_throughput import goal_lines
+from benchmarks.gpu_throughput import busy_seconds, goal_lines
 
 
 def test_the_device_check_runs_its_cpu_path_and_writes_the_measurements_block(tmp_path, capsys):
@@ -41,6 +41,14 @@ def test_goal_verdicts():
     assert lines[2].startswith("cost relative to ERM (ERM's images/s / the method's): clad 2.17x")
     assert lines[3] == "clad / erm step time: 2.20x; goal <= 1.15x: NOT met, by 91 %"
     assert lines[4] == "moco_v2_patch / moco_v2 step time: 1.09x; goal <= 1.1x: met"
+    busy = goal_lines({"erm": {**row(130.0, 0.0, 500.0), "gpu_busy": 0.9}, "clad": {**row(60.0, 0.0, 1100.0), "gpu_busy": 0.5}})
+    assert "GPU-busy share of the step: erm 90 %, clad 50 %; goal >= 85 % for every method: NOT met (clad)" in busy
+
+
+def test_gpu_busy_time_is_the_union_of_the_kernels_intervals():
+    """Kernels on two streams overlap: the card is busy while any runs, gaps are idle."""
+    assert busy_seconds([(5.0, 7.0), (0.0, 2.0), (1.0, 3.0), (2.5, 2.8), (10.0, 10.0)]) == 5.0
+    assert busy_seconds([]) == 0.0
 
 
 def test_batched_seeds_computes_the_same_losses_three_ways_and_prints_ratios(capsys):

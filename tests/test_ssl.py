@@ -407,3 +407,51 @@ def test_shuffled_bn_across_processes_unshuffles_each_processs_rows(tmp_path):
     import torch.multiprocessing as mp
 
     mp.spawn(_shuffle_across_two_processes, args=(str(tmp_path / "init"),), nprocs=2)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_grouped_split_batch_norm_is_the_per_block_one(channels_last):
+    """The GPU path (one batch-norm call over the blocks side by side) gives the CPU path's output,
+    gradients and running statistics (float32 reduction order aside), in the input's memory format."""
+    from debias_workbench.training.methods.split_batch_norm import grouped_batch_norm, per_block_batch_norm
+
+    torch.manual_seed(0)
+    x = torch.randn(12, 5, 6, 7) * 3 + 1
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    outs, grads, stats = [], [], []
+    for normalise in (per_block_batch_norm, grouped_batch_norm):
+        bn = torch.nn.BatchNorm2d(5)
+        torch.manual_seed(1)
+        with torch.no_grad():
+            bn.weight.uniform_(0.5, 2), bn.bias.uniform_(-1, 1), bn.running_var.fill_(2.0)
+        xi = x.clone().requires_grad_(True)
+        out = normalise(bn, xi, 3, 0.1)
+        (out * torch.arange(out.numel()).view_as(out).sin()).sum().backward()
+        outs.append(out), grads.append((xi.grad, bn.weight.grad, bn.bias.grad))
+        stats.append((bn.running_mean.clone(), bn.running_var.clone()))
+        assert out.is_contiguous(memory_format=torch.channels_last) == channels_last
+    assert torch.allclose(outs[0], outs[1], atol=1e-5)
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, atol=1e-4)
+    for a, b in zip(*stats):
+        assert torch.allclose(a, b, atol=1e-6)
+    assert not torch.allclose(outs[1], torch.nn.functional.batch_norm(x, None, None, training=True), atol=1e-2)
+
+
+def test_momentum_update_is_the_per_parameter_rule():
+    """target <- m target + (1 - m) online for every parameter, buffers copied: the foreach kernels
+    give the per-parameter loop's numbers exactly."""
+    from debias_workbench.training.methods.ssl import SelfSupervised
+
+    torch.manual_seed(1)
+    online = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Linear(5, 2))
+    online(torch.randn(2, 3, 7, 7))  # moves the BN's running statistics away from the target's
+    target = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Linear(5, 2))
+    expected = [t.detach().clone().mul_(0.99).add_(o.detach(), alpha=1 - 0.99)  # the loop it replaced
+                for t, o in zip(target.parameters(), online.parameters())]
+    SelfSupervised.momentum_update(online, target, 0.99)
+    for got, want in zip(target.parameters(), expected):
+        assert torch.equal(got, want)
+    for got, want in zip(target.buffers(), online.buffers()):
+        assert torch.equal(got, want)

@@ -124,11 +124,15 @@ class SelfSupervised(Method):
     @staticmethod
     @torch.no_grad()
     def momentum_update(online: nn.Module, target: nn.Module, m: float) -> None:
-        """target <- m target + (1 - m) online, parameter by parameter (buffers copied)."""
-        for p_t, p_o in zip(target.parameters(), online.parameters()):
-            p_t.mul_(m).add_(p_o.detach(), alpha=1 - m)
-        for b_t, b_o in zip(target.buffers(), online.buffers()):
-            b_t.copy_(b_o)
+        """target <- m target + (1 - m) online for every parameter (buffers copied), as MoCo's
+        `_momentum_update_key_encoder`, in a few multi-tensor (foreach) kernels instead of three per
+        parameter: the same arithmetic (a multiply, then an add), about 480 launches fewer per
+        ResNet-50 update."""
+        p_t, p_o = list(target.parameters()), [p.detach() for p in online.parameters()]
+        torch._foreach_mul_(p_t, m)
+        torch._foreach_add_(p_t, p_o, alpha=1 - m)
+        if b_t := list(target.buffers()):  # a projector has none (an empty list is an error)
+            torch._foreach_copy_(b_t, list(online.buffers()))
 
     @staticmethod
     def frozen_copy(module: nn.Module) -> nn.Module:

@@ -35,6 +35,7 @@ from .evaluation import group_metrics, predict_store, scored_accuracy, scoring_b
 from .methods import get_method
 from .methods import spec as method_spec
 from .methods.base import Method
+from .progress import Progress
 from .run_length import RunLength, run_length, switches_outside
 from .settings import ScheduleSettings, TrainingSettings
 from .trackers import Trackers
@@ -101,6 +102,7 @@ class RunState:
     run_hash: str
     start_epoch: int
     history: list[dict]
+    progress: Progress
 
 
 def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_stores: dict[str, Path] | None = None,
@@ -202,7 +204,8 @@ def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device,
     tags = {"experiment": experiment, "method": run_cfg["method"], "seed": run_cfg["seed"], "precision": precision(method)}
     if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
         history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
-    return RunState(method, schedulers, length, tags, run_hash, start_epoch, history)
+    done = sum(length.steps_in_epoch(e) for e in range(start_epoch))
+    return RunState(method, schedulers, length, tags, run_hash, start_epoch, history, Progress(length.steps, done))
 
 
 def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: TrainingSettings,
@@ -232,6 +235,8 @@ def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: Tr
             counts[key] = counts.get(key, 0) + 1
             interval.setdefault(key, []).append(value)
         steps += 1
+        if main and (line := state.progress.tick()):  # a cluster job's log has no progress bar
+            print(f"{experiment} seed {seed}: {line}", flush=True)
         if monitor and main and (epoch * len(batches) + steps) % monitor.every_steps == 0:
             t_mon = time.perf_counter()
             with phase("scoring"):
@@ -247,8 +252,8 @@ def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: Tr
     if any(not math.isfinite(v) for v in row_stats.values()):
         raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} at epoch {epoch}")
     if main:
-        print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items()),
-              flush=True)
+        print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items())
+              + f"; {state.progress.line()}", flush=True)
     return rows + [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
 
 

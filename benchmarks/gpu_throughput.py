@@ -3,7 +3,8 @@
     python -m benchmarks.gpu_throughput [--device auto|cuda|cpu] [--size 224] [--batch B] [--steps 30]
                                         [--warmup 5] [--methods erm,clad,...,plain] [--workers 8] [--stream]
                                         [--committee-steps K] [--photos DIR] [--json FILE]
-                                        [--nondeterministic] [--profile K]
+                                        [--nondeterministic] [--profile K] [--one-process]
+                                        [--concurrent K] [--split-bn grouped|per_block]
 
 Each method runs at its paper's setting, taken from the paper configs themselves
 (`config/imagenet9.yaml`, `config/park_real_data.yaml` merged over `config/config.yaml`, resolved and
@@ -48,7 +49,10 @@ defaults shrink to 64 px, batch 8, 2 steps: a check that every path runs, not GP
 methods pay for determinism; `--profile K` steps each row K more times under `torch.profiler` and
 prints its costliest operations (self time on the device, or on the CPU without one). A `--batch`
 under twice MoCo's `bn_splits` lowers `bn_splits` to the largest divisor of the batch up to batch // 2
-(a batch norm over one image has no variance), and says so.
+(a batch norm over one image has no variance), and says so. `--concurrent K` adds, for each workbench
+row, the row run as K processes at once on the device (images/s summed): whether several small runs
+per GPU would use a card that one run leaves idle. `--split-bn` picks MoCo's split batch-norm path on
+the device (one call per layer, or one per sub-batch), to keep whichever is faster there.
 """
 
 from __future__ import annotations
@@ -235,12 +239,16 @@ def _sync(device: torch.device) -> None:
 
 
 def timed_steps(batches: Iterable, step: Callable[[Any], Any], warmup: int, steps: int,
-                device: torch.device) -> tuple[list[float], list[float]]:
+                device: torch.device, start_together: Any = None) -> tuple[list[float], list[float]]:
     """(seconds waiting for each batch, seconds of each step up to a device synchronisation) of
-    the `steps` steps after `warmup` untimed ones."""
+    the `steps` steps after `warmup` untimed ones; `start_together` (a barrier) is waited on between
+    them, so that copies of a row in several processes time the same window."""
     iterator = iter(batches)
     waits, computes = [], []
     for i in range(warmup + steps):
+        if i == warmup and start_together is not None:
+            _sync(device)
+            start_together.wait()
         t0 = time.perf_counter()
         batch = next(iterator)
         t1 = time.perf_counter()
@@ -314,7 +322,7 @@ def gpu_busy_per_step(step: Callable[[Any], Any], batches: Iterable, steps: int,
 
 
 def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_name: str, warmup: int, steps: int,
-                      stream: bool, profile_steps: int = 0) -> dict[str, Any]:
+                      stream: bool, profile_steps: int = 0, start_together: Any = None) -> dict[str, Any]:
     """One method through the trainer's path, in this process: `training.trainer.train`'s
     ZarrBatches arguments, `build_method`, `setup`, the epoch's augmentation seed and `update` on
     the batch moved with non_blocking copies, as that loop does."""
@@ -347,9 +355,9 @@ def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_n
     def step(batch: dict[str, torch.Tensor]) -> Any:
         return method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
 
-    waits, computes = timed_steps(batches.epoch(0), step, warmup, steps, device)
+    waits, computes = timed_steps(batches.epoch(0), step, warmup, steps, device, start_together)
     extra = {"profile": profiled(step, batches.epoch(1), profile_steps, device)} if profile_steps else {}
-    busy = gpu_busy_per_step(step, batches.epoch(2), BUSY_STEPS, device)
+    busy = gpu_busy_per_step(step, batches.epoch(2), BUSY_STEPS, device) if start_together is None else None
     if busy is not None:
         extra["gpu_busy"] = busy / statistics.median(computes)
     # whether the split was read into memory (it fit in_memory_max_gb) or streamed: ZarrBatches' cache
@@ -400,6 +408,20 @@ def in_fresh_process(fn: Callable, *args) -> dict[str, Any]:
     """fn(*args) in a new process (spawned: no CUDA state is inherited; DataLoader workers may fork)."""
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(fn, *args).result()
+
+
+def side_by_side(k: int, *args) -> dict[str, Any]:
+    """`measure_workbench(*args)` in `k` processes at once on one device (`--concurrent`: several
+    small runs sharing a GPU that one leaves idle), timed over the same window: images/s and peak
+    memory summed over the copies, the median step and the largest wait share of any copy."""
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager, concurrent.futures.ProcessPoolExecutor(k, mp_context=context) as pool:
+        barrier = manager.Barrier(k)
+        rows = [f.result() for f in [pool.submit(measure_workbench, *args, 0, barrier) for _ in range(k)]]
+    return {**rows[0], "images_per_s": sum(r["images_per_s"] for r in rows),
+            "step_ms": statistics.median(r["step_ms"] for r in rows),
+            "wait_share": max(r["wait_share"] for r in rows), "peak_mib": sum(r["peak_mib"] for r in rows),
+            "loader": f"{rows[0]['loader']}, {k} runs at once"}
 
 
 def in_this_process(fn: Callable, *args) -> dict[str, Any]:
@@ -505,6 +527,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--one-process", action="store_true",
                     help="every row in this process (the device check's way: a row's minute of process start "
                          "saved; cuDNN's and the allocator's caches are then shared between rows)")
+    ap.add_argument("--split-bn", choices=["grouped", "per_block"],
+                    help="MoCo's split batch norm on this device in one call per layer (grouped) or one per "
+                         "sub-batch (per_block); default: the workbench's choice for the device. Needs --one-process")
+    ap.add_argument("--concurrent", type=int, default=1, metavar="K",
+                    help="also run each workbench row as K processes at once on the device (row 'NAME xK': images/s "
+                         "summed): what several small runs per GPU would gain")
     ap.add_argument("--profile", type=int, default=0, metavar="K",
                     help="K more steps of each workbench row under torch.profiler; prints the costliest operations")
     args = ap.parse_args(argv)
@@ -519,6 +547,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     # the plain loop right after ERM: the first goal is judged even when a budget stops the run early
     everything = ["erm", "plain", *(["plain_amp"] if gpu else []), *[n for n in CASES if n != "erm"]]
     args.methods = args.methods.split(",") if args.methods else everything
+    if args.split_bn and not args.one_process:
+        raise SystemExit("--split-bn sets this process's path: give --one-process too")
     if unknown := [n for n in args.methods if n not in CASES and n not in PLAIN]:
         raise SystemExit(f"--methods: unknown {unknown}; choose from {', '.join([*CASES, *PLAIN])}")
     return args
@@ -554,6 +584,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"images: {source}, cycled; {n_train} training rows per store, the zarr image codec "
               f"{dataset['image_codec']!r}, JPEG quality 92; plain loader: {args.workers} workers", flush=True)
         run = in_this_process if args.one_process else in_fresh_process
+        if args.split_bn:
+            from debias_workbench.training.methods import split_batch_norm as sbn
+
+            sbn.PATH_BY_DEVICE[device.type] = getattr(sbn, f"{args.split_bn}_batch_norm")
+        if args.one_process:  # the plain rows last: their cudnn.benchmark and worker processes cannot touch ours
+            names = [n for n in names if n not in PLAIN] + [n for n in names if n in PLAIN]
         for name in names:
             try:
                 if name in PLAIN:
@@ -566,6 +602,12 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"  measured {name}: {results[name]['images_per_s']:.1f} images/s", flush=True)
                 if "profile" in results[name]:
                     print(results[name]["profile"], flush=True)
+                if args.concurrent > 1 and name not in PLAIN:
+                    label = f"{name} x{args.concurrent}"
+                    results[label] = side_by_side(args.concurrent, run_cfgs[name], stores, str(device), args.warmup,
+                                                  args.steps, args.stream)
+                    archs[label] = archs[name]
+                    print(f"  measured {label}: {results[label]['images_per_s']:.1f} images/s", flush=True)
             except Exception as exc:  # one row's failure (out of memory) must not lose the others' figures
                 failures[name] = f"{type(exc).__name__}: {exc}"
                 print(f"  {name} FAILED: {failures[name]}", flush=True)

@@ -59,6 +59,11 @@ def per_block_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, s: int, factor: fl
     return out
 
 
+#: the training-mode path per device type (any other device: per block); `benchmarks.gpu_throughput
+#: --split-bn` swaps it to measure the other on a card
+PATH_BY_DEVICE = {"cuda": grouped_batch_norm, "cpu": per_block_batch_norm}
+
+
 class SplitBatchNorm2d(nn.BatchNorm2d):
     """Batch norm with statistics per sub-batch: the per-GPU BN of MoCo's shuffled BN (He et al.
     2020, Sec. 3.3) on one device, as the authors' one-GPU demo emulates it. In training mode the
@@ -81,8 +86,7 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
             raise ValueError(f"split batch norm: a batch of {n} does not split into {s} equal sub-batches")
         self.num_batches_tracked.add_(1)
         factor = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
-        normalise = grouped_batch_norm if x.device.type == "cuda" else per_block_batch_norm
-        return normalise(self, x, s, factor)
+        return PATH_BY_DEVICE.get(x.device.type, per_block_batch_norm)(self, x, s, factor)
 
 
 def split_batch_norm(module: nn.Module, splits: int) -> nn.Module:

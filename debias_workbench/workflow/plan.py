@@ -101,7 +101,7 @@ def run_tables(config: dict[str, Any]) -> dict[str, str]:
         elif name.endswith("_u2net") and name.removesuffix("_u2net") in config["experiments"]:
             out[name] = "CLAD Table 5: GrabCut against U2-Net masks"
         elif "grid" in exp:
-            out[name] = f"grid {exp['grid']} (no protocol lists this method)"
+            out[name] = f"grid {exp['grid']} (no protocol lists these runs)"
         else:
             out[name] = OUTSIDE
     return out

@@ -1,7 +1,7 @@
 """The project's device check: what the workbench promises on a GPU, in one command of at most 8 minutes.
 
     python -m benchmarks.device_check [--device cuda|cpu] [--budget 470] [--out DIR] [--commit SHA]
-                                      [--methods erm,clad,...]
+                                      [--methods erm,clad,...] [--write-step-times PATH]
 
 Stages, each in its own process and under what is left of the time budget (a stage that would get
 under 20 s is skipped and says so):
@@ -23,7 +23,9 @@ step: every path runs, the CUDA tests are collected and skipped); the test suite
 
 On the lent GPU machine (Python 3.12, its own torch, no network; docs/cluster.md) put the checkout on
 PYTHONPATH with the carried zarr / jsonschema wheels installed to a target folder, and give
-`--commit` (the copy there has no git history).
+`--commit` (the copy there has no git history). `--write-step-times PATH` also writes the in-memory
+throughput rows as the cost model's step times (`debias_workbench/workflow/step_times.yaml`: card,
+commit, date; `write_step_times`).
 """
 
 from __future__ import annotations
@@ -148,6 +150,26 @@ def report(info: dict[str, Any], commit: str, command: str, stages: list[dict[st
     return "\n".join(lines) + "\n"
 
 
+#: throughput rows that are no workbench method at its setting: the plain loops, ERM without deterministic kernels
+NOT_STEP_TIMES = ("erm_benchmark", "plain", "plain_amp")
+
+
+def write_step_times(path: Path, throughput: dict[str, Any], card: str, commit: str, command: str) -> None:
+    """The cost model's step-time file (`workflow/cost.py` reads it) from the in-memory throughput rows
+    `throughput` (gpu_throughput's --json): per method its networks, batch, image side and step ms."""
+    import yaml  # the throughput stage's dependency too
+
+    rows = {name: {"networks": throughput["networks"][name].split(" + "), "batch": r["batch"],
+                   "image_size": throughput["size"], "step_ms": round(r["step_ms"], 1)}
+            for name, r in throughput["results"].items() if name not in NOT_STEP_TIMES}
+    data = {"card": card, "commit": commit, "date": datetime.date.today().isoformat(), "command": command,
+            "setting": f"{throughput['size']} px, bf16 autocast where the card has it, deterministic kernels, "
+                       "loader in memory, one GPU", "rows": rows}
+    path.write_text("# GPU step times of the training methods, written by benchmarks/device_check.py "
+                    "--write-step-times:\n# the cost model's measured rows (debias_workbench/workflow/cost.py)\n"
+                    + yaml.safe_dump(data, sort_keys=False, default_flow_style=None))
+
+
 def _read(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -159,6 +181,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=Path("device-check"), help="folder for the logs and the Markdown")
     ap.add_argument("--commit", help="the commit checked (default: git's HEAD here)")
     ap.add_argument("--methods", help="the throughput rows (default: every method and the plain loop)")
+    ap.add_argument("--write-step-times", type=Path, metavar="PATH",
+                    help="also write the in-memory rows as the cost model's step times (workflow/step_times.yaml)")
     return ap.parse_args(argv)
 
 
@@ -189,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     text = report(info, args.commit or git_commit(), command.strip(), stages, _read(out / "throughput.json"),
                   _read(out / "streaming.json"), test_summary(out / "10-cuda-tests.log"))
     (out / "device_check.md").write_text(text)
+    if args.write_step_times and (throughput := _read(out / "throughput.json")):
+        write_step_times(args.write_step_times, throughput, info["card"], args.commit or git_commit(), command.strip())
     print(text, flush=True)
     return 0 if all(s["rc"] == 0 for s in stages) else 1
 

@@ -8,6 +8,7 @@
     workbench train | evaluate | evaluate-imagenet | analyse ...
                                           training, scoring and analysis jobs (their rules)
     workbench config-reference [--check]  regenerate docs/configuration.md from config/schema.yaml
+    workbench plan --configfile F [--json] every run, job and request of a config and its cost, before any data
 
 Each subcommand's module is imported only when it runs, so `workbench verify` does not load torch.
 """
@@ -28,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate-imagenet": ("debias_workbench.training.cli:evaluate_imagenet", "score an ImageNet model"),
     "analyse": ("debias_workbench.training.cli:analyse", "one analysis of trained runs"),
     "config-reference": ("debias_workbench.workflow.reference:main", "regenerate docs/configuration.md"),
+    "plan": ("debias_workbench.workflow.plan_text:main", "every run, job and request of a config, and what it costs"),
 }
 
 

@@ -14,7 +14,8 @@ def test_the_device_check_runs_its_cpu_path_and_writes_the_measurements_block(tm
     collected and skipped, the throughput rows in memory and streaming), one Markdown block."""
     from benchmarks.device_check import main as device_check
 
-    assert device_check(["--device", "cpu", "--methods", "erm,clad,plain", "--out", str(tmp_path), "--commit", "abc1234"]) == 0
+    assert device_check(["--device", "cpu", "--methods", "erm,clad,plain", "--out", str(tmp_path), "--commit", "abc1234",
+                         "--write-step-times", str(tmp_path / "step_times.yaml")]) == 0
     text = (tmp_path / "device_check.md").read_text()
     assert text.startswith("### Device check, ") and ": CPU, commit abc1234" in text
     assert re.search(r"CUDA tests \(`pytest -m cuda`\): \d+ skipped", text), text
@@ -28,6 +29,12 @@ def test_the_device_check_runs_its_cpu_path_and_writes_the_measurements_block(tm
     assert throughput["device"] == "CPU" and throughput["size"] == 32 and not throughput["failures"]
     assert "NOT GPU figures" in (tmp_path / "20-throughput.log").read_text()
     assert text in capsys.readouterr().out
+    from debias_workbench.workflow.cost import read_step_times  # the cost model reads what the check wrote
+
+    times = read_step_times(tmp_path / "step_times.yaml")
+    assert (times.card, times.commit) == ("CPU", "abc1234") and set(times.rows) == {"erm", "clad"}  # no plain loop
+    assert times.rows["erm"].networks == ("resnet50",) and times.rows["erm"].image_size == 32
+    assert times.rows["erm"].step_ms == round(throughput["results"]["erm"]["step_ms"], 1)
 
 
 def test_goal_verdicts():

@@ -2,6 +2,7 @@
 their run, and the config layer and the cluster profile decide from the config alone."""
 
 import copy
+import math
 import json
 import re
 from pathlib import Path
@@ -132,12 +133,14 @@ def test_runtime_and_memory_follow_the_config(default_config):
 
     cfg = resolve_config(copy.deepcopy(default_config))
     run = run_config(cfg, "base_in9", 0)
+    run["training"]["arch"] = "resnet50"  # over the cost model's launch-bound floor: every factor shows
+    run["dataset_config"]["image_size"] = 112
     longer = copy.deepcopy(run)
     longer["training"]["epochs"] *= 10
     bigger = copy.deepcopy(run)
     bigger["dataset_config"]["image_size"] = 224
-    assert resources.training([longer])[0] > resources.training([run])[0]
-    assert resources.training([bigger])[0] > resources.training([run])[0]
+    assert resources.training([longer])[0] == pytest.approx(10 * resources.training([run])[0])
+    assert resources.training([bigger])[0] == pytest.approx(4 * resources.training([run])[0])
     assert resources.training([bigger])[1] > resources.training([run])[1]
     by_steps = copy.deepcopy(run)  # a run counted in iterations: its steps, not its epochs, set the time
     by_steps["training"]["iterations"] = 100_000
@@ -147,7 +150,8 @@ def test_runtime_and_memory_follow_the_config(default_config):
     assert resources.training([streamed])[1] == pytest.approx(4000 + 2 * 512 * (1 + len(run["aligned_variants"])))
     rule = resources.rule_resources(cfg, True, lambda wc: resources.training([run]))
     assert rule["gpu"] == 1 and rule["slurm_partition"] == cfg["cluster"]["gpu_partition"]
-    assert rule["runtime"](None, 2) == 2 * rule["runtime"](None, 1)  # a retried job gets twice the time
+    minutes = resources.training([run])[0]  # estimate x 1.5 + 10 min; a retry x 2 + 10 min
+    assert rule["runtime"](None, 1) == math.ceil(1.5 * minutes + 10) and rule["runtime"](None, 2) == math.ceil(2 * minutes + 10)
     assert resources.rule_resources(cfg, False, lambda wc: (5, 100))["slurm_partition"] == "cpu"
 
 

@@ -1,9 +1,10 @@
 """Cluster resources of every job, in one place: the partition follows from whether the job asks
 for a GPU, and runtime and memory from the config (images, image size, epochs, architecture).
 
-The estimates are deliberately generous (a job killed for time is retried with twice the
-runtime, `attempt`); `profiles/slurm/config.yaml` can still override any rule with
-`set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter, and the GPU jobs
+Every runtime comes from the one cost model (`workflow.cost`: measured GPU step times, the
+benchmarks' CPU figures) with its stated margin and minimum, never over `cluster.max_job_hours`
+(a retry, `attempt`, gets the larger margin); `profiles/slurm/config.yaml` can still override any
+rule with `set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter, and the GPU jobs
 running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied by the Snakefile).
 """
 
@@ -16,8 +17,10 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from debias_workbench.core.names import TRACKERS_VARIABLE
-from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
+
+from .cost import (cpu_minutes, dataset_images, forward_seconds_per_image, image_side, request_minutes,
+                   run_estimate)
 
 #: environment of every job's process: glibc's malloc keeps the memory it frees for the next step
 #: (it otherwise hands large freed blocks back to the kernel at once, and a CPU training loop
@@ -51,22 +54,6 @@ def tracker_environment(training: Mapping[str, Any]) -> dict[str, str]:
     train and score jobs read it as their `--trackers` default. Like the interpreter, it travels in
     the environment, not in a command: turning TensorBoard on reruns no job."""
     return {TRACKERS_VARIABLE: ",".join(training.get("trackers", []))}
-
-
-#: GPU seconds per training image at 224 px for ResNet-18 (forward + backward, mixed precision)
-#: times 3 for headroom; other architectures scale by their relative cost
-SECONDS_PER_IMAGE_224 = 0.006
-ARCH_COST = {"resnet18": 1.0, "resnet34": 2.0, "resnet50": 2.5, "bagnet18": 1.5, "simple_cnn7": 0.5, "simple_cnn1": 0.1}
-#: methods that run two networks or two forward passes per step
-METHOD_COST = {"clad": 2.0, "clad_plus": 2.0, "clad_trivial": 2.0, "clad_plus_trivial": 2.0, "rebias": 2.0,
-               "rubi": 1.5, "learned_mixin_h": 1.5, "hex": 1.2, "moco_v2": 3.0, "moco_v2_texture": 3.5, "byol": 3.0,
-               "lff": 2.0, "lff_be": 2.5, "intrinsic_feature_enhancement": 3.5}
-#: share of a linear speed-up that N GPUs of one node give a training run (the gradient
-#: all-reduce is not overlapped with the backward pass, and the loader and the per-sample
-#: state are not sharded; deliberately low, as the estimates are generous)
-MULTI_GPU_EFFICIENCY = 0.8
-#: CPU seconds to decode, resize and GrabCut one image at 224 px with 10 iterations (x3 headroom)
-SEGMENT_SECONDS_224 = 0.6
 
 
 def partition(config: dict[str, Any], gpu: bool) -> str:
@@ -111,14 +98,16 @@ def local_gpu_cap(given: int | None) -> int | None:
 def rule_resources(config: dict[str, Any], gpu: bool, estimate: Estimate,
                    gpus: Callable[[Any], int] | None = None) -> dict[str, Any]:
     """`resources:` of a rule (`resources: **rule_resources(...)`): its partition, `gpu=1` if it
-    needs one, and each job's memory and runtime from `estimate`, the runtime doubling with
-    each retry. Training rules give `gpus` (wildcards -> the run's `training.gpus`): the job
+    needs one, and each job's memory from `estimate` and its runtime request from the estimate
+    (`cost.request_minutes`: margin and minimum, a retry the larger margin, never over
+    `cluster.max_job_hours`). Training rules give `gpus` (wildcards -> the run's `training.gpus`): the job
     then asks for that many GPUs on one node (`python -m torch.distributed.run` starts one
     process per GPU there)."""
     out: dict[str, Any] = {
         "slurm_partition": partition(config, gpu),
         "mem_mb": lambda wildcards: int(estimate(wildcards)[1]),
-        "runtime": lambda wildcards, attempt: max(5, round(estimate(wildcards)[0])) * attempt,
+        "runtime": lambda wildcards, attempt: request_minutes(estimate(wildcards)[0], config["cluster"]["max_job_hours"],
+                                                              attempt),
     }
     if gpu:
         out["gpu"] = gpus if gpus is not None else 1
@@ -146,15 +135,6 @@ def launcher(python: str, gpus: int, threads: int) -> str:
     return f"OMP_NUM_THREADS={threads} {python} -m torch.distributed.run --standalone --nproc_per_node {gpus}"
 
 
-def dataset_images(ds_cfg: dict[str, Any], split: str = "train") -> int:
-    """Images of a dataset's split, from its config (its family's estimate)."""
-    return get_family(family_name(ds_cfg)).expected_images(ds_cfg, split)
-
-
-def image_side(ds_cfg: dict[str, Any]) -> int:
-    return int(ds_cfg.get("image_size", 28))
-
-
 def image_mb(ds_cfg: dict[str, Any], images: int) -> float:
     return images * image_side(ds_cfg) ** 2 * 3 / 2**20
 
@@ -171,43 +151,32 @@ def loader_mb(ds_cfg: dict[str, Any], loader: LoaderSettings, images: int) -> fl
 
 
 def training(runs: list[dict[str, Any]]) -> tuple[float, float]:
-    """A job training `runs` (run configs) one after the other, each on its `training.gpus`
-    GPUs: N of them take 1 / (N x `MULTI_GPU_EFFICIENCY`) of the one-GPU compute time, and N
-    processes N times the memory (each caches the training split)."""
+    """A job training `runs` (run configs) one after the other, each on its `training.gpus` GPUs: the
+    minutes of the cost model (`cost.run_estimate`, which credits N GPUs), and N processes N times the
+    memory (each caches the training split)."""
     minutes, mem = 0.0, 0.0
     for run in runs:
-        ds, cfg = run["dataset_config"], run["training"]
-        settings = TrainingSettings.of(cfg)
-        images, gpus = dataset_images(ds), settings.gpus
-        per_image = SECONDS_PER_IMAGE_224 * (image_side(ds) / 224) ** 2 * ARCH_COST.get(cfg["arch"], 2.5)
-        seen = cfg["iterations"] * cfg["batch_size"] if cfg.get("iterations") else cfg["epochs"] * images
-        compute = seen * per_image * METHOD_COST.get(run["method"], 1.0) / 60
-        minutes += 10 + (compute / (gpus * MULTI_GPU_EFFICIENCY) if gpus > 1 else compute)
-        mem = max(mem, gpus * (4000 + loader_mb(ds, settings.loader, images) * (1 + len(run["aligned_variants"]))))
+        ds, settings = run["dataset_config"], TrainingSettings.of(run["training"])
+        minutes += run_estimate(run).gpu_seconds / 60
+        mem = max(mem, settings.gpus * (4000 + loader_mb(ds, settings.loader, dataset_images(ds))
+                                        * (1 + len(run["aligned_variants"]))))
     return minutes, mem
 
 
 def evaluation(config: dict[str, Any], stores: int, models: int = 1, dataset: str | None = None) -> tuple[float, float]:
-    """A job scoring `models` on `stores` val sets of `dataset` (default: the evaluation dataset)."""
+    """A job scoring `models` on `stores` val sets of `dataset` (default: the evaluation dataset): a
+    forward pass of each image through the config's network (`cost.forward_seconds_per_image`)."""
     ds = config["datasets"][dataset or config["evaluation"]["dataset"]]
     images = dataset_images(ds, "val") * stores * models
-    return (10 + images * SECONDS_PER_IMAGE_224 * (image_side(ds) / 224) ** 2 / 60,
+    return (images * forward_seconds_per_image([config["training"]["arch"]], image_side(ds)) / 60,
             4000 + image_mb(ds, dataset_images(ds, "val")) * 2)
 
 
 def segment_shard(config: dict[str, Any], dataset: str) -> tuple[float, float]:
+    """One segmentation shard: GrabCut's CPU time per image, scaled by its iterations (measured at 10)."""
     ds = config["datasets"][dataset]
-    seconds = ds["block_images"] * SEGMENT_SECONDS_224 * (image_side(ds) / 224) ** 2 * ds["segmentation"]["iterations"] / 10
-    return 5 + seconds / 60, 1000 + image_mb(ds, ds["block_images"]) * 4
-
-
-#: seconds per image at 224 px: AdaIN encoder + decoder on a GPU; G'MIC texture synthesis on one
-#: core; an ImageNet-C corruption on one core (glass blur and zoom blur are the slow ones)
-STYLIZE_GPU_SECONDS_224 = 0.01
-TEXTURE_SECONDS_224 = 0.3
-CORRUPT_SECONDS_224 = 0.05
-PER_IMAGE_SECONDS_224 = {"stylized": STYLIZE_GPU_SECONDS_224, "texture": TEXTURE_SECONDS_224,
-                         "corrupted": CORRUPT_SECONDS_224}
+    minutes = cpu_minutes("segment", ds["block_images"], image_side(ds), ds["segmentation"]["iterations"] / 10)
+    return minutes, 1000 + image_mb(ds, ds["block_images"]) * 4
 
 
 def derived_shard(config: dict[str, Any], dataset: str, variant: str) -> tuple[float, float]:
@@ -215,8 +184,7 @@ def derived_shard(config: dict[str, Any], dataset: str, variant: str) -> tuple[f
     its work size."""
     ds = config["datasets"][dataset]
     side = ds[variant].get("work_size") or image_side(ds)
-    per_image = PER_IMAGE_SECONDS_224[variant]
-    return 5 + ds["block_images"] * per_image * (side / 224) ** 2 / 60, 3000 + image_mb(ds, ds["block_images"]) * 4
+    return cpu_minutes(variant, ds["block_images"], side), 3000 + image_mb(ds, ds["block_images"]) * 4
 
 
 #: below this many images a variant store is a few seconds of work: one process builds it, so a
@@ -234,4 +202,4 @@ def generation(config: dict[str, Any], dataset: str) -> tuple[float, float]:
     """A CPU job over a whole dataset (listing, gather, one variant store)."""
     ds = config["datasets"][dataset]
     images = dataset_images(ds) + dataset_images(ds, "val")
-    return 10 + images * 0.01 * (image_side(ds) / 224) ** 2 / 60, 2000 + image_mb(ds, 256) * 8
+    return cpu_minutes("dataset_pass", images, image_side(ds)), 2000 + image_mb(ds, 256) * 8

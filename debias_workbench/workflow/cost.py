@@ -1,0 +1,238 @@
+"""The one cost model of the workflow: how long each job's work takes, and what the scheduler is asked for.
+
+Training is costed from the GPU step times the device check measured (`step_times.yaml`, written by
+`python -m benchmarks.device_check --write-step-times`: its card, commit and date travel with every
+figure). Each registered method maps onto a measured row (`cost_model.yaml`: the row, or a stand-in row
+with its reason); where a run's shape differs from the row's, its step time scales by image pixels
+(side² / measured side²), by batch (linearly) and by the networks it trains (the relative cost table of
+`cost_model.yaml`, GFLOPs of one forward pass), never below a launch-bound floor. Data generation is costed
+from the CPU-seconds per image of the project's benchmarks (`cost_model.yaml` names each source).
+
+`workbench plan` and the Snakefile's `resources:` (`workflow.resources`) read the same estimates; a job's
+scheduler request is `request_minutes`: the estimate times `REQUEST_MARGIN` plus `MINIMUM_MINUTES`, never
+over `cluster.max_job_hours`. Torch-free, like the rest of the workflow layer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from debias_workbench.pipeline.datasets import family_name, get_family
+from debias_workbench.training.run_length import run_length
+from debias_workbench.training.settings import TrainingSettings
+
+STEP_TIMES_FILE = Path(__file__).with_name("step_times.yaml")
+COST_MODEL_FILE = Path(__file__).with_name("cost_model.yaml")
+#: a job's runtime request: estimate x REQUEST_MARGIN + MINIMUM_MINUTES (the minimum covers the process
+#: start, torch's import, the stores' checks and a cold file cache); a retried job (`attempt` >= 2) gets
+#: RETRY_MARGIN, the ceiling: no request is over twice the estimate plus the minimum
+REQUEST_MARGIN = 1.5
+RETRY_MARGIN = 2.0
+MINIMUM_MINUTES = 10
+#: share of a linear speed-up that N GPUs of one node give a training run (the gradient all-reduce is not
+#: overlapped with the backward pass, and the loader and the per-sample state are not sharded). Not
+#: measured: the NCCL path has not run on several real GPUs (docs/cluster.md)
+MULTI_GPU_EFFICIENCY = 0.8
+#: the image side the GPU rows and the CPU figures are measured at
+REFERENCE_SIDE = 224
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One measured training step: the networks it trains, its batch and image side, its time."""
+
+    networks: tuple[str, ...]
+    batch: int
+    image_size: int
+    step_ms: float
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """The device check's rows (`step_times.yaml`) and where they were measured."""
+
+    card: str
+    commit: str
+    date: str
+    command: str
+    setting: str
+    rows: dict[str, StepRow]
+
+
+@dataclass(frozen=True)
+class MethodCost:
+    """How a method's step is costed: by `row`, training the networks named by `trains` (config keys),
+    with `reason` where the row measured another method (None: measured as is)."""
+
+    row: str
+    reason: str | None
+    trains: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class CostModel:
+    step_times: StepTimes
+    methods: dict[str, dict[str, Any]]  # method -> its entry of cost_model.yaml (`when` nests entries)
+    architectures: dict[str, float]
+    architecture_stand_in: str
+    min_step_ms: float
+    forward_share: float
+    cpu_seconds: dict[str, float]
+    cpu_sources: dict[str, str]
+
+
+def read_step_times(path: Path = STEP_TIMES_FILE) -> StepTimes:
+    data = yaml.safe_load(path.read_text())
+    rows = {name: StepRow(tuple(r["networks"]), int(r["batch"]), int(r["image_size"]), float(r["step_ms"]))
+            for name, r in data["rows"].items()}
+    return StepTimes(str(data["card"]), str(data["commit"]), str(data["date"]), data["command"], data["setting"], rows)
+
+
+@cache
+def cost_model() -> CostModel:
+    """The model of the package's two data files, read once per process."""
+    data = yaml.safe_load(COST_MODEL_FILE.read_text())
+    cpu = data["cpu_seconds_per_image"]
+    return CostModel(read_step_times(), data["methods"], {k: float(v) for k, v in data["architectures"].items()},
+                     data["architecture_stand_in"], float(data["min_step_ms"]), float(data["forward_share"]),
+                     {k: float(v["seconds"]) for k, v in cpu.items()}, {k: v["source"] for k, v in cpu.items()})
+
+
+def method_cost(method: str, method_args: dict[str, Any]) -> MethodCost:
+    """The row and networks a run of `method` with `method_args` is costed by (`when` entries first)."""
+    entry = cost_model().methods[method]
+    for arg, values in entry.get("when", {}).items():
+        if method_args.get(arg) in values:
+            entry = values[method_args[arg]]
+    trains = entry.get("trains")
+    return MethodCost(entry["row"], entry.get("reason"), tuple(trains) if trains else None)
+
+
+def networks(run: dict[str, Any], cost: MethodCost) -> list[str]:
+    """The networks one step of `run` trains: `cost.trains`' keys looked up in the run's method_args, then
+    its training section; by default `training.arch`, and the method's `biased_arch` where it has one."""
+    keys = cost.trains or ("arch", *(("biased_arch",) if "biased_arch" in run["method_args"] else ()))
+    return [str(run["method_args"].get(k) or run["training"][k]) for k in keys]
+
+
+def architecture_cost(names: list[str] | tuple[str, ...]) -> float:
+    """Summed forward cost of `names` (an architecture not in the table costs as the stand-in's)."""
+    model = cost_model()
+    return sum(model.architectures.get(n, model.architectures[model.architecture_stand_in]) for n in names)
+
+
+def scaled_step_ms(row_name: str, nets: list[str], side: int, batch: int) -> tuple[float, bool]:
+    """(ms of one step of `nets` at `side` px and `batch` images scaled from measured row `row_name`,
+    whether it was scaled at all)."""
+    model = cost_model()
+    row = model.step_times.rows[row_name]
+    factor = (side / row.image_size) ** 2 * (batch / row.batch) * architecture_cost(nets) / architecture_cost(row.networks)
+    scaled = not math.isclose(factor, 1.0) or sorted(nets) != sorted(row.networks)
+    return (max(row.step_ms * factor, model.min_step_ms) if scaled else row.step_ms), scaled
+
+
+def forward_seconds_per_image(nets: list[str], side: int) -> float:
+    """GPU seconds of a forward pass of one image through `nets` (scoring, probe features, model
+    selection): ERM's measured per-image step cost, scaled, times the model's forward share."""
+    ms, _ = scaled_step_ms("erm", nets, side, cost_model().step_times.rows["erm"].batch)
+    return ms / 1000 / cost_model().step_times.rows["erm"].batch * cost_model().forward_share
+
+
+def dataset_images(ds_cfg: dict[str, Any], split: str = "train") -> int:
+    """Images of a dataset's split, from its config (its family's estimate)."""
+    return get_family(family_name(ds_cfg)).expected_images(ds_cfg, split)
+
+
+def image_side(ds_cfg: dict[str, Any]) -> int:
+    return int(ds_cfg.get("image_size", 28))
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """A training run's GPU work on the card of `step_times.yaml`: its optimiser steps at `step_ms`, and
+    the extra work beside them (BiasEnsemble's committee, the linear probe, scoring during training)."""
+
+    method: str
+    row: str
+    reason: str | None  #: why `row` stands in for this method (None: the row measured it)
+    scaled: bool        #: the step time is scaled from the row (another size, batch or network)
+    steps: int
+    images_per_step: int
+    step_ms: float
+    extra_seconds: float
+    gpus: int
+
+    @property
+    def gpu_seconds(self) -> float:
+        """Seconds of one GPU's work (N GPUs each work 1 / (N x `MULTI_GPU_EFFICIENCY`) of it)."""
+        work = self.steps * self.step_ms / 1000 + self.extra_seconds
+        return work / (self.gpus * MULTI_GPU_EFFICIENCY) if self.gpus > 1 else work
+
+    @property
+    def estimate(self) -> bool:
+        """Whether the figure is a scaled estimate or a stand-in's, not the measured row as is."""
+        return self.scaled or self.reason is not None
+
+
+def run_estimate(run: dict[str, Any]) -> RunEstimate:
+    """The estimate of one run (a run config, `workflow.slices.run_config`)."""
+    ds, training, args = run["dataset_config"], run["training"], run["method_args"]
+    batch, side, images = int(training["batch_size"]), image_side(ds), dataset_images(ds)
+    cost = method_cost(run["method"], args)
+    nets = networks(run, cost)
+    step_ms, scaled = scaled_step_ms(cost.row, nets, side, batch)
+    length = run_length(training, math.ceil(images / batch))
+    return RunEstimate(run["method"], cost.row, cost.reason, scaled, length.steps, batch, step_ms,
+                       _extra_seconds(run, nets, length.steps, images), TrainingSettings.of(training).gpus)
+
+
+def _extra_seconds(run: dict[str, Any], nets: list[str], steps: int, images: int) -> float:
+    """GPU seconds beside the optimiser steps: a BiasEnsemble committee (`committee_size` networks of
+    `committee_steps` ERM-like steps each, counted for every run that trains one), the linear probe
+    (`probe_epochs` passes of the training images through the backbone with `probe_augment`, else one),
+    and the scoring of the validation split every `every_steps` for curves and model selection."""
+    ds, args = run["dataset_config"], run["method_args"]
+    side, batch = image_side(ds), int(run["training"]["batch_size"])
+    seconds = 0.0
+    if "committee_size" in args:
+        member_ms, _ = scaled_step_ms("erm", [run["training"]["arch"]], side, batch)
+        seconds += args["committee_size"] * args["committee_steps"] * member_ms / 1000
+    if "probe_epochs" in args:
+        passes = args["probe_epochs"] if args.get("probe_augment") else 1
+        seconds += passes * images * forward_seconds_per_image([run["training"]["arch"]], side)
+    for monitor in ("curves", "model_selection"):
+        if monitor in run:
+            scorings = steps // run[monitor]["every_steps"]
+            seconds += scorings * dataset_images(ds, "val") * forward_seconds_per_image(nets, side)
+    return seconds
+
+
+def request_minutes(estimate_minutes: float, max_job_hours: float, attempt: int = 1) -> int:
+    """The runtime a job asks the scheduler for: `estimate_minutes` x `REQUEST_MARGIN` (a retry:
+    `RETRY_MARGIN`) + `MINIMUM_MINUTES`, never over `max_job_hours` (a run longer than that trains over
+    several jobs: `jobs_needed`)."""
+    margin = REQUEST_MARGIN if attempt <= 1 else RETRY_MARGIN
+    return min(math.ceil(estimate_minutes * margin + MINIMUM_MINUTES), int(max_job_hours * 60))
+
+
+def job_budget_minutes(max_job_hours: float) -> float:
+    """The work one job of at most `max_job_hours` can promise to finish under the margin."""
+    return max(1.0, (max_job_hours * 60 - MINIMUM_MINUTES) / REQUEST_MARGIN)
+
+
+def jobs_needed(estimate_minutes: float, max_job_hours: float) -> int:
+    """Scheduler jobs a training job of `estimate_minutes` needs, each continuing from the last one's
+    checkpoint, when the cap `max_job_hours` is below its request."""
+    return max(1, math.ceil(estimate_minutes / job_budget_minutes(max_job_hours)))
+
+
+def cpu_minutes(step: str, images: int, side: int, factor: float = 1.0) -> float:
+    """Minutes of one core for generation step `step` (a key of `cpu_seconds_per_image`) over `images`
+    images at `side` px, times `factor` (GrabCut's iterations / 10)."""
+    return images * cost_model().cpu_seconds[step] * (side / REFERENCE_SIDE) ** 2 * factor / 60

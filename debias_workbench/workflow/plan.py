@@ -1,0 +1,213 @@
+"""What a config costs before anything runs: every training run grouped by the paper table it feeds, and
+every job with its scheduler request, from the one cost model (`workflow.cost`) the Snakefile's
+`resources:` read (`workflow.resources`).
+
+It needs no data: the config is merged over `config/config.yaml` as the Snakefile does, validated and
+expanded (`resolve_config`); the files and folders it names that are not there yet are listed
+(`missing`), not fatal. The jobs mirror the rule files: a data generation job per step of each dataset
+the runs, their scorings and the report read (in9's listing, segmentation shards and gather, one job per
+variant store, per derived-variant shard and gather; one job per variant of the other families), one
+training job per pack and seed (`workflow.config.packs`), one scoring job per scoring pack, the analyses
+and the report. A run's table is the protocol (`protocols.<paper>.title`) that lists it (an experiment, or
+`<grid>/<method>` for every train variant of that grid method); other runs group by their grid's report
+section, their sweep or U2-Net repeat, or as runs outside every protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from debias_workbench.core.schema_defaults import SCHEMA_PATH
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.pipeline.segment_stage import shard_count
+
+from . import cost, resources
+from .config import background_challenge_runs, packs, resolve_config, runs, scoring, scoring_packs
+from .lookup import dataset_family, dataset_variants, deep_merge
+from .slices import DERIVED_SECTIONS, run_config
+from .user_paths import missing_paths
+
+#: the Snakefile's own config file, under every config given
+DEFAULT_CONFIG = SCHEMA_PATH.with_name("config.yaml")
+#: the report rule's estimate (rules/report.smk)
+REPORT_ESTIMATE = (30.0, 4000.0)
+#: groups of the jobs that feed no single table
+DATA, ANALYSES = "data generation", "analyses, Base (IN) and the report"
+OUTSIDE = "runs outside every protocol (no paper table names them)"
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """One training run (experiment, seed) and its estimate."""
+
+    experiment: str
+    seed: int
+    table: str
+    estimate: cost.RunEstimate
+
+
+@dataclass(frozen=True)
+class Job:
+    """One scheduler job: its rule, the table it feeds, its estimate and its request."""
+
+    rule: str
+    target: str
+    table: str
+    gpus: int  #: 0: a CPU job
+    estimate_minutes: float
+    mem_mb: float
+    request_minutes: int
+    jobs_needed: int
+
+
+@dataclass
+class Plan:
+    files: list[str]
+    max_job_hours: float
+    missing: list[str]
+    runs: list[RunLine] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
+
+
+def load_config(files: list[Path]) -> dict[str, Any]:
+    """`config/config.yaml` with each of `files` merged over it in order, as the Snakefile's `configfile`
+    and `--configfile` merge them."""
+    config = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    for path in files:
+        config = deep_merge(config, yaml.safe_load(Path(path).read_text()) or {})
+    return config
+
+
+def run_tables(config: dict[str, Any]) -> dict[str, str]:
+    """{experiment: the table its runs feed} over an expanded config (module docstring)."""
+    listed: dict[str, str] = {}
+    for protocol in config.get("protocols", {}).values():
+        for run in protocol.get("runs", []):
+            grid, _, method = run.partition("/")
+            names = ([f"{grid}_{method}_{v}" for v in config["grids"][grid]["train_variants"]] if method else [grid])
+            for name in names:
+                listed.setdefault(name, protocol["title"])
+    sweeps = {exp: name for name, sweep in config.get("sweep_points", {}).items() for _v, exp in sweep["points"]}
+    out = {}
+    for name, exp in config["experiments"].items():
+        if name in listed:
+            out[name] = listed[name]
+        elif name in sweeps:
+            out[name] = f"sweep {sweeps[name]} (a figure)"
+        elif name.endswith("_u2net") and name.removesuffix("_u2net") in config["experiments"]:
+            out[name] = "CLAD Table 5: GrabCut against U2-Net masks"
+        elif "grid" in exp:
+            out[name] = f"grid {exp['grid']} (no protocol lists these runs)"
+        else:
+            out[name] = OUTSIDE
+    return out
+
+
+def _job(config: dict[str, Any], rule: str, target: str, table: str, gpus: int,
+         estimate: tuple[float, float]) -> Job:
+    """A job with its request as `resources.rule_resources` makes it (first attempt)."""
+    hours = config["cluster"]["max_job_hours"]
+    minutes, mem = estimate
+    return Job(rule, target, table, gpus, minutes, mem, cost.request_minutes(minutes, hours),
+               cost.jobs_needed(minutes, hours) if gpus else 1)
+
+
+def training_jobs(config: dict[str, Any], tables: dict[str, str]) -> tuple[list[RunLine], list[Job]]:
+    """One job per training pack and seed (rules/runs.smk), with its runs."""
+    lines, jobs = [], []
+    for pack in packs(config):
+        if "experiment" in pack.constraints:
+            wildcards = [{"experiment": e, "seed": str(s)} for e, s in runs(config) if e in pack.constraints["experiment"]]
+        else:
+            wildcards = [{"variant": v, "seed": s} for v in pack.constraints["variant"] for s in pack.constraints["seed"]]
+        for wc in wildcards:
+            run_cfgs = [run_config(config, e, int(wc["seed"])) for e in pack.experiments(wc)]
+            table = tables[run_cfgs[0]["experiment"]]
+            lines += [RunLine(r["experiment"], r["seed"], tables[r["experiment"]], cost.run_estimate(r)) for r in run_cfgs]
+            target = "+".join(pack.experiments(wc)) + f" seed {wc['seed']}"
+            jobs.append(_job(config, f"train{pack.name}", target, table, resources.gpus(run_cfgs),
+                             resources.training(run_cfgs)))
+    return lines, jobs
+
+
+def scoring_jobs(config: dict[str, Any], tables: dict[str, str]) -> list[Job]:
+    """One job per scoring pack and wildcard value (rules/runs.smk), estimated as its rule does."""
+    official = config["evaluation"].get("official_dataset")
+    official_stores = len(dataset_variants(config, official)) if official else 0
+    jobs = []
+    for pack in scoring_packs(config):
+        wildcard = next(iter(pack.constraints))
+        for value in pack.constraints[wildcard]:
+            experiment = pack.experiments({wildcard: value})[0]
+            dataset, sets, _groups = scoring(config, experiment)
+            estimate = resources.evaluation(config, len(sets) + official_stores * pack.official,
+                                            len(pack.members) * len(pack.seeds), dataset)
+            jobs.append(_job(config, f"evaluate{pack.name}", value, tables[experiment], 1, estimate))
+    return jobs
+
+
+def used_datasets(config: dict[str, Any]) -> list[str]:
+    """The datasets whose stores some run, scoring or the report reads."""
+    used = {config["evaluation"]["dataset"], *filter(None, [config["evaluation"].get("official_dataset")])}
+    for experiment in config["experiments"]:
+        used |= {config["experiments"][experiment]["dataset"], scoring(config, experiment)[0]}
+    return [d for d in config["datasets"] if d in used]
+
+
+def data_jobs(config: dict[str, Any]) -> list[Job]:
+    """The generation jobs of every used dataset (rules/in9_data.smk, in9_derived.smk, whole_variants.smk)."""
+    jobs = []
+    for dataset in used_datasets(config):
+        ds = config["datasets"][dataset]
+        whole = resources.generation(config, dataset)
+        if get_family(dataset_family(config, dataset)).whole_variants:
+            jobs += [_job(config, "dataset_variant", f"{dataset}/{v}", DATA, 0, whole) for v in dataset_variants(config, dataset)]
+            continue
+        shards = shard_count(cost.dataset_images(ds) + cost.dataset_images(ds, "val"), ds)
+        steps = (["in9_synthetic_source"] if ds["source"]["kind"] == "synthetic" else []) + ["in9_list", "in9_segment"]
+        jobs += [_job(config, rule, dataset, DATA, 0, whole) for rule in steps]
+        jobs += [_job(config, "in9_segment_shard", f"{dataset} shard {k}", DATA, 0, resources.segment_shard(config, dataset))
+                 for k in range(shards)]
+        for variant in dataset_variants(config, dataset):
+            if variant in DERIVED_SECTIONS and variant in ds:
+                shard = resources.derived_shard(config, dataset, variant)
+                jobs += [_job(config, f"in9_{variant}_shard", f"{dataset}/{variant} shard {k}", DATA,
+                              int(variant == "stylized"), shard) for k in range(shards)]
+                jobs.append(_job(config, "in9_derived", f"{dataset}/{variant}", DATA, 0, whole))
+            else:
+                jobs.append(_job(config, "in9_variant", f"{dataset}/{variant}", DATA, 0, whole))
+    return jobs
+
+
+def analysis_jobs(config: dict[str, Any]) -> list[Job]:
+    """The analyses (rules/analyses.smk), Base (IN) (rules/evaluate.smk) and the report, estimated as their rules."""
+    main = sum(len(config["experiments"][e].get("seeds", config["seeds"])) for e in background_challenge_runs(config))
+    saliency = config["analyses"]["saliency"]["experiments"]
+    saliency_models = sum(len(config["experiments"][e].get("seeds", config["seeds"])) for e in saliency)
+    jobs = [_job(config, "analysis", a, ANALYSES, 1, resources.evaluation(config, 2, main)) for a in ("consistency", "fivecrop")]
+    jobs.append(_job(config, "analysis_saliency", "saliency", ANALYSES, 1, resources.evaluation(config, 1, saliency_models)))
+    texture = config["analyses"]["texture"]
+    if texture["experiments"] and (texture["vgg"] or texture.get("vgg16")):
+        models = 1 + sum(len(config["experiments"][e].get("seeds", config["seeds"])) for e in texture["experiments"])
+        jobs.append(_job(config, "analysis_texture", "texture", ANALYSES, 1, resources.evaluation(config, 1, models)))
+    if config["evaluation"].get("imagenet_model"):
+        stores = len(dataset_variants(config, config["evaluation"]["dataset"]))
+        jobs.append(_job(config, "evaluate_imagenet_model", "base_in", ANALYSES, 1, resources.evaluation(config, stores)))
+    jobs.append(_job(config, "report", "report", ANALYSES, 0, REPORT_ESTIMATE))
+    return jobs
+
+
+def plan(files: list[Path]) -> Plan:
+    """The plan of the config `files` (merged over config/config.yaml): runs, jobs, missing user paths."""
+    config = load_config(files)
+    missing = missing_paths(config)
+    config = resolve_config(config)
+    tables = run_tables(config)
+    lines, training = training_jobs(config, tables)
+    out = Plan([str(f) for f in files], float(config["cluster"]["max_job_hours"]), missing, lines)
+    out.jobs = data_jobs(config) + training + scoring_jobs(config, tables) + analysis_jobs(config)
+    return out

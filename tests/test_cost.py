@@ -1,0 +1,114 @@
+"""The cost model (workflow/cost.py) and `workbench plan`: every registered method costed by a measured
+row or a declared stand-in, requests within their bounds for every job of every shipped config, and the
+plan of each config before any of its data exists."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from debias_workbench.cli import main as workbench
+from debias_workbench.training.methods import REGISTRY
+from debias_workbench.workflow import cost, resources
+from debias_workbench.workflow.plan import load_config, plan
+from debias_workbench.workflow.config import resolve_config
+from debias_workbench.workflow.slices import run_config
+
+ROOT = Path(__file__).resolve().parents[1]
+#: every shipped config the plan must cost ([] is the embedded default alone)
+CONFIGS = [[], ["imagenet9.yaml"], ["imagenet100_ssl.yaml"], ["park_real_data.yaml"], ["park_ablation.yaml"],
+           ["biased_mnist_paper.yaml"]]
+#: the device check's rows not named after the method they measure (benchmarks/gpu_throughput.py, CASES)
+MEASURED = {"park": "intrinsic_feature_enhancement", "moco_v2_patch": "moco_v2"}
+
+
+def test_every_registered_method_is_costed_by_a_measured_row():
+    model = cost.cost_model()
+    assert set(model.methods) == set(REGISTRY)
+    for method, entry in model.methods.items():
+        for each in [entry, *(e for values in entry.get("when", {}).values() for e in values.values())]:
+            assert each["row"] in model.step_times.rows, method
+            # an entry without a reason is costed by the row that measured that very method
+            assert each.get("reason") or MEASURED.get(each["row"], each["row"]) == method, (method, each)
+
+
+def test_a_run_at_the_measured_shape_is_the_measurement_and_others_scale(default_config):
+    cfg = resolve_config(load_config([ROOT / "config" / "imagenet9.yaml"]))
+    run = run_config(cfg, "base_in9", 0)  # ResNet-50, batch 64, 224 px: the erm row itself
+    measured = cost.run_estimate(run)
+    assert (measured.row, measured.step_ms, measured.estimate) == ("erm", 25.0, False)
+    half = copy.deepcopy(run)
+    half["dataset_config"]["image_size"], half["training"]["batch_size"] = 112, 128  # 1/4 the pixels, 2x the batch
+    scaled = cost.run_estimate(half)
+    assert scaled.step_ms == pytest.approx(25.0 / 4 * 2) and scaled.estimate
+    r18 = copy.deepcopy(run)
+    r18["training"]["arch"] = "resnet18"
+    assert cost.run_estimate(r18).step_ms == pytest.approx(25.0 * 3.63 / 8.17)
+    tiny = copy.deepcopy(run)
+    tiny["dataset_config"]["image_size"] = 28
+    assert cost.run_estimate(tiny).step_ms == cost.cost_model().min_step_ms  # launch-bound floor
+    assert measured.gpu_seconds == pytest.approx(measured.steps * 0.025)
+
+
+def test_method_arguments_pick_their_row():
+    assert cost.method_cost("moco_v2", {"negative": "patch"}).row == "moco_v2_patch"
+    assert cost.method_cost("moco_v2", {"negative": "none"}).row == "moco_v2"
+    assert cost.method_cost("byol", {"negative": "patch"}).reason  # BYOL + patch: a declared stand-in
+    assert cost.method_cost("biased", {}).trains == ("biased_arch",)
+
+
+@pytest.mark.parametrize("files", CONFIGS, ids=lambda f: f[0] if f else "config.yaml")
+def test_every_request_is_within_its_bounds(files):
+    """Request <= 2 x estimate + the minimum and <= cluster.max_job_hours, for every job, retries included;
+    >= the estimate where one job can hold it, else the plan counts the jobs it needs."""
+    p = plan([ROOT / "config" / f for f in files])
+    cap = p.max_job_hours * 60
+    assert p.jobs and p.runs
+    for job in p.jobs:
+        ceiling = 2 * job.estimate_minutes + cost.MINIMUM_MINUTES
+        for attempt in (1, 2, 3):
+            request = cost.request_minutes(job.estimate_minutes, p.max_job_hours, attempt)
+            assert request <= math.ceil(ceiling) and request <= cap, job
+        if job.jobs_needed == 1:
+            assert job.request_minutes >= job.estimate_minutes, job
+        else:
+            assert job.jobs_needed * cost.job_budget_minutes(p.max_job_hours) >= job.estimate_minutes, job
+
+
+def test_a_run_over_the_cap_asks_for_the_cap_and_counts_its_jobs():
+    config = load_config([ROOT / "config" / "imagenet100_ssl.yaml"])
+    config["cluster"]["max_job_hours"] = 2
+    cfg = resolve_config(config)
+    run = run_config(cfg, "in100_moco", 0)  # about 10 h on the H200
+    minutes = resources.training([run])[0]
+    assert minutes > 8 * 60
+    rule = resources.rule_resources(cfg, True, lambda wc: resources.training([run]))
+    assert rule["runtime"](None, 1) == rule["runtime"](None, 2) == 120
+    assert cost.jobs_needed(minutes, 2) == math.ceil(minutes / ((120 - cost.MINIMUM_MINUTES) / cost.REQUEST_MARGIN))
+
+
+@pytest.mark.parametrize("files", CONFIGS, ids=lambda f: f[0] if f else "config.yaml")
+def test_workbench_plan_json_runs_before_any_data(files, tmp_path, monkeypatch, capsys):
+    """From a directory holding nothing of the config's data (and no results): one JSON object."""
+    monkeypatch.chdir(tmp_path)
+    args = [str(ROOT / "config" / f) for f in files]
+    assert workbench(["plan", *(["--configfile", *args] if args else []), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"gpu_hours", "cpu_hours", "runs", "jobs", "tables", "card", "largest_request"} <= set(out)
+    assert out["card"] == cost.cost_model().step_times.card and out["gpu_hours"] > 0 and out["cpu_hours"] > 0
+    assert sum(t["runs"] for t in out["tables"].values()) == len(out["runs"])
+    assert out["largest_request"]["runtime_hours"] <= out["max_job_hours"]
+    if files and files[0] != "park_ablation.yaml":  # the paper configs name data that is not here: listed, not fatal
+        assert out["missing_paths"]
+
+
+def test_plan_text_names_the_card_the_tables_and_the_totals(capsys):
+    assert workbench(["plan", "--configfile", str(ROOT / "config" / "park_real_data.yaml")]) == 0
+    text = capsys.readouterr().out
+    assert "GPU figures for NVIDIA H200" in text and "paths still to fill" in text
+    assert "== Park et al. (CVPR 2024) Table 1 on Waterbirds, BFFHQ and BAR: 250 runs" in text
+    assert text.splitlines()[-1].startswith("total: ")

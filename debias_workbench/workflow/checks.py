@@ -122,6 +122,18 @@ def _analyses(config: Config) -> list[str]:
     return problems
 
 
+def _scope(config: Config) -> list[str]:
+    """Each run `scope.extra` keeps exists: an experiment, or a grid's method as `<grid>/<method>`."""
+    problems = []
+    for run in config.get("scope", {}).get("extra", {}):
+        grid, _, method = run.partition("/")
+        known = (method in config.get("grids", {}).get(grid, {}).get("methods", {}) if method
+                 else run in config["experiments"])
+        if not known:
+            problems.append(f"scope.extra: {run!r} is neither an experiment nor a <grid>/<method> of this config")
+    return problems
+
+
 def _evaluation(config: Config) -> list[str]:
     """The evaluation dataset is an in9 one; the official images are a bg_challenge dataset of its classes and size."""
     problems, ev = [], config["evaluation"]["dataset"]
@@ -276,7 +288,7 @@ def _timm_models(config: Config) -> list[str]:
 
 #: the cross-reference checks of a validated config, in the order their problems are listed
 CROSS_REFERENCE_CHECKS: tuple[Callable[[Config], list[str]], ...] = (
-    _experiments, _grids, _sweeps, _evaluation, _segmentation, _in9_experiments, _analyses, label_problems,
+    _experiments, _grids, _sweeps, _scope, _evaluation, _segmentation, _in9_experiments, _analyses, label_problems,
     _trackers, _timm_models)
 
 

@@ -18,6 +18,7 @@ from debias_workbench.training.methods import spec as method_spec
 from .checks import cross_reference_problems, label_problems, switch_problems
 from .lookup import dataset_family, dataset_variants, deep_merge, test_sets
 from .schema import load_schema
+from .scope import scoped
 from .smoke import apply_smoke
 
 class ConfigError(ValueError):
@@ -47,10 +48,12 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 
 def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The validated config with smoke mode's counts applied (`debias_workbench/workflow/smoke.py`), and Table 5's
+    """The validated config with only its papers' runs where it says so (`workflow.scope`), smoke mode's counts applied (`debias_workbench/workflow/smoke.py`), and Table 5's
     U2-Net runs, sweep values and grid cells expanded into experiments of their own; raises
     `ConfigError` naming every bad key."""
     validate_config(config)
+    if config.get("scope", {}).get("tables_only"):  # a paper config: its tables' runs only (workflow/scope.py)
+        config = validate_config(scoped(config))
     if config.get("smoke"):  # smoke mode's counts must be valid too
         config = validate_config(apply_smoke(config))
     out = expand_grids(expand_sweeps(expand_segmentation_comparison(config)))

@@ -9,8 +9,9 @@ the runs, their scorings and the report read (in9's listing, segmentation shards
 variant store, per derived-variant shard and gather; one job per variant of the other families), one
 training job per pack and seed (`workflow.config.packs`), one scoring job per scoring pack, the analyses
 and the report. A run's table is the protocol (`protocols.<paper>.title`) that lists it (an experiment, or
-`<grid>/<method>` for every train variant of that grid method); other runs group by their grid's report
-section, their sweep or U2-Net repeat, or as runs outside every protocol.
+`<grid>/<method>` for every train variant of that grid method); other runs group by the reason a paper
+config's `scope.extra` gives (`workflow.scope`), their grid's report section, their sweep or U2-Net repeat,
+or as runs outside every protocol.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline.segment_stage import shard_count
 
 from . import cost, resources
-from .config import background_challenge_runs, packs, resolve_config, runs, scoring, scoring_packs
+from .config import background_challenge_runs, grid_experiment, packs, resolve_config, runs, scoring, scoring_packs
 from .lookup import dataset_family, dataset_variants, deep_merge
 from .slices import DERIVED_SECTIONS, run_config
 from .user_paths import missing_paths
@@ -82,20 +83,29 @@ def load_config(files: list[Path]) -> dict[str, Any]:
     return config
 
 
+def _experiments_of(config: dict[str, Any], run: str) -> list[str]:
+    """The experiments of a protocol's or scope's run: an experiment, or `<grid>/<method>` on every train variant."""
+    grid, _, method = run.partition("/")
+    return [grid_experiment(grid, method, v) for v in config["grids"][grid]["train_variants"]] if method else [grid]
+
+
 def run_tables(config: dict[str, Any]) -> dict[str, str]:
     """{experiment: the table its runs feed} over an expanded config (module docstring)."""
     listed: dict[str, str] = {}
     for protocol in config.get("protocols", {}).values():
         for run in protocol.get("runs", []):
-            grid, _, method = run.partition("/")
-            names = ([f"{grid}_{method}_{v}" for v in config["grids"][grid]["train_variants"]] if method else [grid])
-            for name in names:
+            for name in _experiments_of(config, run):
                 listed.setdefault(name, protocol["title"])
+    # the runs a paper config keeps with its reason (workflow/scope.py)
+    extra = {name: reason for run, reason in config.get("scope", {}).get("extra", {}).items()
+             for name in _experiments_of(config, run)}
     sweeps = {exp: name for name, sweep in config.get("sweep_points", {}).items() for _v, exp in sweep["points"]}
     out = {}
     for name, exp in config["experiments"].items():
         if name in listed:
             out[name] = listed[name]
+        elif name in extra:
+            out[name] = f"kept by the config: {extra[name]}"
         elif name in sweeps:
             out[name] = f"sweep {sweeps[name]} (a figure)"
         elif name.endswith("_u2net") and name.removesuffix("_u2net") in config["experiments"]:

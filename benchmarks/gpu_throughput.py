@@ -317,7 +317,10 @@ def gpu_busy_per_step(step: Callable[[Any], Any], batches: Iterable, steps: int,
             step(batch)
             done += 1
         _sync(device)
-    kernels = [(e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type == DeviceType.CUDA]
+    # kernels only: not memcpy / memset, nor the GPU-side ranges that mirror record_function (optimizer.step)
+    kernels = [(e.time_range.start, e.time_range.end) for e in prof.events()
+               if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+               and not e.name.startswith(("Memcpy", "Memset"))]
     return busy_seconds(kernels) / 1e6 / max(1, done)  # the profiler's times are microseconds
 
 
@@ -416,7 +419,7 @@ def side_by_side(k: int, *args) -> dict[str, Any]:
     memory summed over the copies, the median step and the largest wait share of any copy."""
     context = multiprocessing.get_context("spawn")
     with context.Manager() as manager, concurrent.futures.ProcessPoolExecutor(k, mp_context=context) as pool:
-        barrier = manager.Barrier(k)
+        barrier = manager.Barrier(k, timeout=600)  # a copy that fails before it breaks it, not hangs the others
         rows = [f.result() for f in [pool.submit(measure_workbench, *args, 0, barrier) for _ in range(k)]]
     return {**rows[0], "images_per_s": sum(r["images_per_s"] for r in rows),
             "step_ms": statistics.median(r["step_ms"] for r in rows),
@@ -547,8 +550,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     # the plain loop right after ERM: the first goal is judged even when a budget stops the run early
     everything = ["erm", "plain", *(["plain_amp"] if gpu else []), *[n for n in CASES if n != "erm"]]
     args.methods = args.methods.split(",") if args.methods else everything
-    if args.split_bn and not args.one_process:
-        raise SystemExit("--split-bn sets this process's path: give --one-process too")
+    if args.split_bn and (not args.one_process or args.concurrent > 1):
+        raise SystemExit("--split-bn sets this process's path: give --one-process, without --concurrent")
     if unknown := [n for n in args.methods if n not in CASES and n not in PLAIN]:
         raise SystemExit(f"--methods: unknown {unknown}; choose from {', '.join([*CASES, *PLAIN])}")
     return args

@@ -30,6 +30,7 @@ RUNS = runs(config)  # every (experiment, seed): what every declaration (experim
 PACKS = packs(config)  # the runs trained in one process (rules/runs.smk): PACKS[0] holds those trained alone
 SCORING_PACKS = scoring_packs(config)  # the runs scored in one process: every seed of an experiment, or of a grid pack
 THREADS = config["training"]["threads"]  # config/config.yaml sets it (the schema: 1)
+RUNS_PER_GPU = config["training"]["runs_per_gpu"]  # a GPU training job's runs at once (its resources follow)
 # The interpreter that runs Snakemake, or the job's own environment's under --use-conda; the
 # checkout is importable either way (conda environments do not install the project). Both reach
 # the jobs through the environment, so that no job's params or command name a path
@@ -38,9 +39,10 @@ _PYTHON = "python" if workflow.deployment_settings.deployment_method else sys.ex
 for _key, _value in res.interpreter_environment(workflow.basedir, _PYTHON).items():
     os.environ[_key] = _value
 PY = res.PYTHON_COMMAND
-# training.trackers reach the train and evaluate jobs through the environment too (their --trackers default): where
-# curves are also shown is no part of a run's identity (workflow.slices.SPEED_ONLY_TRAINING_KEYS) nor of any command
-for _key, _value in res.tracker_environment(config["training"]).items():
+# training.trackers and runs_per_gpu reach the train and evaluate jobs through the environment too (their --trackers
+# and --runs-per-gpu defaults): where curves are also shown, or how many runs share a GPU, is no part of a run's
+# identity (workflow.slices.SPEED_ONLY_TRAINING_KEYS) nor of any command
+for _key, _value in res.training_environment(config["training"]).items():
     os.environ[_key] = _value
 # A local run forks its training, scoring and analysis jobs from one warm interpreter (workbench.job_server):
 # torch is imported once, not once per job. Not on a cluster, under --use-conda or with WORKBENCH_WARM_JOBS=0.

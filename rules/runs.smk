@@ -7,7 +7,7 @@
 # the same run config. Scoring packs (`SCORING_PACKS`, workbench.config.scoring_packs) score every
 # seed of one experiment (rules `evaluate`, `evaluate_2`, ... by seed list), or of one grid pack on
 # one train variant (`evaluate_<grid>`), in one process, the official Background Challenge images too.
-# Uses rules/common.smk: OFFICIAL_STORES, PACKS, PY, R, SCORING_PACKS, THREADS, named_inputs_args, one_of,
+# Uses rules/common.smk: OFFICIAL_STORES, PACKS, PY, R, RUNS_PER_GPU, SCORING_PACKS, THREADS, named_inputs_args, one_of,
 # pack_runs, pack_scored, res, scoring_inputs, store_args, test_stores, train_inputs.
 
 for _pack in PACKS:
@@ -30,7 +30,7 @@ for _pack in PACKS:
             py=lambda wc, p=_pack: res.launcher(PY, res.gpus(pack_runs(p, wc)), THREADS),
         threads: lambda wc, p=_pack: THREADS * res.gpus(pack_runs(p, wc))
         resources:
-            **res.rule_resources(config, True, lambda wc, p=_pack: res.training(pack_runs(p, wc)),
+            **res.rule_resources(config, True, lambda wc, p=_pack: res.training(pack_runs(p, wc), RUNS_PER_GPU),
                                  lambda wc, p=_pack: res.gpus(pack_runs(p, wc))),
         conda:
             "../envs/workbench.yaml"

@@ -151,3 +151,26 @@ def test_two_processes_share_one_gpu_and_keep_the_same_weights(tmp_path_factory,
         _assert_ranks_equal(folder / name)
     log = (folder / "local" / "rank0.log").read_text()
     assert "epoch 1" in log, log[-2000:]
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_split_batch_norm_in_one_call_on_cuda_is_the_per_block_one_under_bf16(channels_last):
+    """The CUDA path of MoCo's split batch norm (`grouped_batch_norm`) against the per-block one, on the
+    GPU, under bf16 autocast: output, gradients, running statistics and the output's memory format."""
+    from debias_workbench.training.methods.split_batch_norm import grouped_batch_norm, per_block_batch_norm
+
+    torch.manual_seed(0)
+    x = (torch.randn(16, 8, 7, 7, device="cuda") * 2 + 1).to(torch.bfloat16)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    results = []
+    for normalise in (per_block_batch_norm, grouped_batch_norm):
+        bn = torch.nn.BatchNorm2d(8).cuda()
+        xi = x.clone().requires_grad_(True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = normalise(bn, xi, 4, 0.1)
+        out.float().square().sum().backward()
+        assert out.is_contiguous(memory_format=torch.channels_last) == channels_last
+        results.append((out.float(), xi.grad.float(), bn.weight.grad, bn.running_mean.clone(), bn.running_var.clone()))
+    for a, b in zip(*results):
+        assert torch.allclose(a, b, atol=2e-2, rtol=2e-2)

@@ -58,3 +58,11 @@ def test_analyses_keep_only_the_runs_that_stay_and_an_unknown_extra_is_named(def
     bad = {**config, "scope": {"tables_only": True, "extra": {"clad": "a reason", "no_such_run": "typo"}}}
     with pytest.raises(ConfigError, match=r"scope.extra: 'no_such_run' is neither an experiment"):
         resolve_config(bad)
+
+
+def test_a_grid_cut_to_some_methods_keeps_the_curves_of_those_only():
+    config = load_config([ROOT / "config" / "imagenet9.yaml"])
+    config["scope"]["extra"]["rebias_mnist/rebias"] = "a grid method kept on its own"
+    resolved = resolve_config(config)
+    assert list(resolved["grids"]["rebias_mnist"]["methods"]) == ["rebias"]
+    assert resolved["grids"]["rebias_mnist"]["curves"]["methods"] == ["rebias"]

@@ -8,3 +8,6 @@ TIMM_PREFIX = "timm/"
 
 #: the environment variable through which the workflow hands `training.trackers` to its train and score jobs
 TRACKERS_VARIABLE = "WORKBENCH_TRACKERS"
+
+#: the environment variable through which the workflow hands `training.runs_per_gpu` to its train jobs
+RUNS_PER_GPU_VARIABLE = "WORKBENCH_RUNS_PER_GPU"

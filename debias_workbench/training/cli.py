@@ -23,6 +23,7 @@ import numpy as np
 
 from debias_workbench.core.atomic import NoRoomError, atomic_path
 from debias_workbench.core.errors import StoreError
+from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE
 from debias_workbench.core.phases import phase, summary
 from debias_workbench.pipeline.fingerprint import check_store
 
@@ -84,22 +85,30 @@ def _job(run: Callable[[argparse.Namespace, dict], None], parser: argparse.Argum
 
 
 def train(argv: list[str]) -> int:
-    """The runs of one job (a pack), one after the other."""
+    """The runs of one job (a pack), one after the other, or several at once on a GPU (training.runs_per_gpu)."""
     parser = _parser("train", train.__doc__)
     parser.add_argument("--train-store", type=Path, required=True)
     parser.add_argument("--runs-dir", type=Path, required=True, help="each run writes <runs-dir>/<experiment>/seed<seed>/")
     parser.add_argument("--aligned-stores", nargs="*", default=[], help="FIELD=STORE pairs (e.g. CLAD's backgrounds)")
     parser.add_argument("--test-stores", nargs="*", default=[], help="TEST_SET=STORE pairs the runs' monitors score")
     _tracker_argument(parser)
+    parser.add_argument("--runs-per-gpu", type=int, default=int(os.environ.get(RUNS_PER_GPU_VARIABLE, "1")),
+                        help=f"training.runs_per_gpu: runs trained at once on this job's GPU (default: "
+                             f"${RUNS_PER_GPU_VARIABLE}, which the workflow sets; no rule's command names it)")
 
     def run(args: argparse.Namespace, config: dict) -> None:
         with phase("imports"):
+            import torch
+
             from .runs import train_runs
 
         with phase("store_checks"):
             check_store(args.train_store)
+        # several runs per GPU only on one CUDA process: on the CPU the workflow runs jobs side by side already
+        one_process = os.environ.get("WORLD_SIZE", "1") == "1"  # torchrun's processes of a `training.gpus` > 1 run
+        at_once = args.runs_per_gpu if torch.cuda.is_available() and one_process else 1
         train_runs(config, args.train_store, _stores(args.aligned_stores), _stores(args.test_stores), args.runs_dir,
-                   args.trackers)
+                   args.trackers, at_once)
 
     return _job(run, parser, argv)
 

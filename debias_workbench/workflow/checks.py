@@ -262,11 +262,16 @@ def _training_sections(node: Any, where: str = "") -> list[tuple[str, dict[str, 
     return found + [hit for key, value in node.items() for hit in _training_sections(value, f"{where}{key}.")]
 
 
+#: training keys that are the workflow's, not a run's: set once, at the top level (the jobs read them from the environment)
+WORKFLOW_TRAINING_KEYS = ("trackers", "runs_per_gpu")
+
+
 def _trackers(config: Config) -> list[str]:
-    """Trackers are the workflow's, set once (the jobs get them from the top-level section), and
-    their packages are installed."""
-    problems = [f"{where}.trackers: set trackers in the top-level training section (they apply to every run)"
-                for where, section in _training_sections(config) if where != "training" and "trackers" in section]
+    """Trackers and runs per GPU are the workflow's, set once (the jobs get them from the top-level
+    section), and the trackers' packages are installed."""
+    problems = [f"{where}.{key}: set {key} in the top-level training section (it applies to every run)"
+                for where, section in _training_sections(config) if where != "training"
+                for key in WORKFLOW_TRAINING_KEYS if key in section]
     for tracker in config["training"].get("trackers", []):
         if importlib.util.find_spec(TRACKER_MODULES[tracker]) is None:
             problems.append(f"training.trackers: {tracker} needs the {TRACKER_MODULES[tracker]} package: "

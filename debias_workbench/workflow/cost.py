@@ -85,6 +85,7 @@ class CostModel:
     forward_share: float
     cpu_seconds: dict[str, float]
     cpu_sources: dict[str, str]
+    runs_at_once: tuple[int, float]  # (runs at once measured, their speedup over one)
 
 
 def read_step_times(path: Path = STEP_TIMES_FILE) -> StepTimes:
@@ -101,7 +102,15 @@ def cost_model() -> CostModel:
     cpu = data["cpu_seconds_per_image"]
     return CostModel(read_step_times(), data["methods"], {k: float(v) for k, v in data["architectures"].items()},
                      data["architecture_stand_in"], float(data["min_step_ms"]), float(data["forward_share"]),
-                     {k: float(v["seconds"]) for k, v in cpu.items()}, {k: v["source"] for k, v in cpu.items()})
+                     {k: float(v["seconds"]) for k, v in cpu.items()}, {k: v["source"] for k, v in cpu.items()},
+                     (int(data["runs_at_once"]["runs"]), float(data["runs_at_once"]["speedup"])))
+
+
+def runs_at_once_speedup(k: int) -> float:
+    """How much faster k runs go through one GPU side by side than one after the other (cost_model.yaml's
+    measured point, linear between 1 and it, not extrapolated beyond)."""
+    measured, speedup = cost_model().runs_at_once
+    return 1 + (speedup - 1) * (min(k, measured) - 1) / (measured - 1)
 
 
 def method_cost(method: str, method_args: dict[str, Any]) -> MethodCost:

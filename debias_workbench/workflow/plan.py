@@ -30,6 +30,7 @@ from . import cost, resources
 from .config import background_challenge_runs, grid_experiment, packs, resolve_config, runs, scoring, scoring_packs
 from .lookup import dataset_family, dataset_variants, deep_merge
 from .slices import DERIVED_SECTIONS, run_config
+from .scope import scoped
 from .user_paths import missing_paths
 
 #: the Snakefile's own config file, under every config given
@@ -140,7 +141,7 @@ def training_jobs(config: dict[str, Any], tables: dict[str, str]) -> tuple[list[
             lines += [RunLine(r["experiment"], r["seed"], tables[r["experiment"]], cost.run_estimate(r)) for r in run_cfgs]
             target = "+".join(pack.experiments(wc)) + f" seed {wc['seed']}"
             jobs.append(_job(config, f"train{pack.name}", target, table, resources.gpus(run_cfgs),
-                             resources.training(run_cfgs)))
+                             resources.training(run_cfgs, config["training"]["runs_per_gpu"])))
     return lines, jobs
 
 
@@ -214,7 +215,7 @@ def analysis_jobs(config: dict[str, Any]) -> list[Job]:
 def plan(files: list[Path]) -> Plan:
     """The plan of the config `files` (merged over config/config.yaml): runs, jobs, missing user paths."""
     config = load_config(files)
-    missing = missing_paths(config)
+    missing = missing_paths(scoped(config))
     config = resolve_config(config)
     tables = run_tables(config)
     lines, training = training_jobs(config, tables)

@@ -16,11 +16,13 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from debias_workbench.core.names import TRACKERS_VARIABLE
+from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE, TRACKERS_VARIABLE
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
+from debias_workbench.training.run_groups import process_groups
+
 from .cost import (cpu_minutes, dataset_images, forward_seconds_per_image, image_side, request_minutes,
-                   run_estimate)
+                   run_estimate, runs_at_once_speedup)
 
 #: environment of every job's process: glibc's malloc keeps the memory it frees for the next step
 #: (it otherwise hands large freed blocks back to the kernel at once, and a CPU training loop
@@ -49,11 +51,13 @@ def interpreter_environment(basedir: str, python: str, environ: Mapping[str, str
             "PYTHONPATH": os.pathsep.join(paths if paths[:1] == [basedir] else [basedir, *paths])}
 
 
-def tracker_environment(training: Mapping[str, Any]) -> dict[str, str]:
-    """The variable rules/common.smk puts in the workflow's environment for `training.trackers`: the
-    train and score jobs read it as their `--trackers` default. Like the interpreter, it travels in
-    the environment, not in a command: turning TensorBoard on reruns no job."""
-    return {TRACKERS_VARIABLE: ",".join(training.get("trackers", []))}
+def training_environment(training: Mapping[str, Any]) -> dict[str, str]:
+    """The variables rules/common.smk puts in the workflow's environment for `training.trackers` and
+    `training.runs_per_gpu`: the train (and score) jobs read them as their `--trackers` and
+    `--runs-per-gpu` defaults. Like the interpreter, they travel in the environment, not in a command:
+    turning TensorBoard on, or packing runs onto a GPU, reruns no job."""
+    return {TRACKERS_VARIABLE: ",".join(training.get("trackers", [])),
+            RUNS_PER_GPU_VARIABLE: str(training.get("runs_per_gpu", 1))}
 
 
 def partition(config: dict[str, Any], gpu: bool) -> str:
@@ -150,16 +154,23 @@ def loader_mb(ds_cfg: dict[str, Any], loader: LoaderSettings, images: int) -> fl
     return 2 * max(loader.window_gb * 1024, 8 * len(ds_cfg.get("classes", [])) * unit)
 
 
-def training(runs: list[dict[str, Any]]) -> tuple[float, float]:
+def training(runs: list[dict[str, Any]], runs_per_gpu: int = 1) -> tuple[float, float]:
     """A job training `runs` (run configs) one after the other, each on its `training.gpus` GPUs: the
     minutes of the cost model (`cost.run_estimate`, which credits N GPUs), and N processes N times the
-    memory (each caches the training split)."""
+    memory (each caches the training split). With `runs_per_gpu` K > 1 (`training.runs_per_gpu`, one
+    GPU each) K of its process groups (`training.run_groups`) run side by side: the minutes divided by
+    the measured speedup of K at once, never under the longest group's, and K times the memory."""
     minutes, mem = 0.0, 0.0
     for run in runs:
         ds, settings = run["dataset_config"], TrainingSettings.of(run["training"])
         minutes += run_estimate(run).gpu_seconds / 60
         mem = max(mem, settings.gpus * (4000 + loader_mb(ds, settings.loader, dataset_images(ds))
                                         * (1 + len(run["aligned_variants"]))))
+    groups = process_groups(runs)
+    k = min(runs_per_gpu, len(groups)) if gpus(runs) == 1 else 1
+    if k > 1:
+        longest = max(sum(run_estimate(run).gpu_seconds for run in group) for group in groups) / 60
+        minutes, mem = max(longest, minutes / runs_at_once_speedup(k)), mem * k
     return minutes, mem
 
 

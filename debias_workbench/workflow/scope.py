@@ -46,6 +46,12 @@ def scoped(config: dict[str, Any]) -> dict[str, Any]:
         methods = {key: spec for key, spec in grid["methods"].items() if f"{name}/{key}" in keep}
         if methods:
             grids[name] = {**copy.deepcopy(grid), "methods": methods}
+            if curves := grid.get("curves"):  # the learning-curve figure of the kept methods only
+                shown = [m for m in curves["methods"] if m in methods]
+                if shown:
+                    grids[name]["curves"] = {**curves, "methods": shown}
+                else:
+                    del grids[name]["curves"]
     out["grids"] = grids
     out["sweeps"] = {name: sweep for name, sweep in config.get("sweeps", {}).items()
                      if sweep["experiment"] in out["experiments"]}

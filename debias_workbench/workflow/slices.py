@@ -27,7 +27,7 @@ from . import protocol  # protocol reads run_config from here: the module, not i
 #: in9 dataset sections read only by the jobs of the variant of the same name
 DERIVED_SECTIONS = ("stylized", "texture", "corrupted")
 #: training keys that change how fast a run goes or where its curves are also shown, not what it computes
-SPEED_ONLY_TRAINING_KEYS = ("threads", "trackers")
+SPEED_ONLY_TRAINING_KEYS = ("threads", "trackers", "runs_per_gpu")
 #: what the report needs of each experiment (labels are for display only; method_args place the
 #: self-supervised runs in Ge et al.'s Table 1 by their negative and alpha)
 REPORT_EXPERIMENT_KEYS = ("label", "method", "method_args", "dataset", "train_variant", "seeds", "grid",

@@ -1,0 +1,61 @@
+"""Several runs of one job at once on a GPU (`training.runs_per_gpu`): the same weights as one after the
+other, committee runs kept in one process, the job's request following the measured speedup, and the
+setting reaching the jobs without naming it in a command or a run's identity."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE
+from debias_workbench.training.run_groups import process_groups
+from debias_workbench.training.runs import train_runs
+from debias_workbench.workflow import resources
+from debias_workbench.workflow.config import ConfigError, resolve_config
+from debias_workbench.workflow.cost import run_estimate, runs_at_once_speedup
+from debias_workbench.workflow.slices import run_config
+
+
+def _two_runs(default_config) -> list[dict]:
+    cfg = copy.deepcopy(default_config)
+    cfg["training"].update(epochs=1, batch_size=6)
+    return [run_config(cfg, "base_in9", 0), run_config(cfg, "base_mr", 0)]
+
+
+def test_runs_side_by_side_end_with_the_weights_of_runs_one_after_the_other(tmp_path, tiny_store, default_config):
+    runs = _two_runs(default_config)
+    alone = train_runs({"runs": runs}, tiny_store, {}, {}, tmp_path / "alone")
+    together = train_runs({"runs": runs}, tiny_store, {}, {}, tmp_path / "together", at_once=2)
+    assert [p.relative_to(tmp_path / "together") for p in together] == [p.relative_to(tmp_path / "alone") for p in alone]
+    for a, b in zip(alone, together):
+        sa, sb = torch.load(a)["state_dict"], torch.load(b)["state_dict"]
+        assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_runs_that_share_a_committee_stay_in_one_process():
+    runs = [{"experiment": name, "method_args": args} for name, args in
+            (("vanilla", {}), ("lff_be", {"committee_steps": 5}), ("lff", {}), ("ours", {"committee_steps": 5}))]
+    groups = [[run["experiment"] for run in group] for group in process_groups(runs)]
+    assert groups == [["lff_be", "ours"], ["vanilla"], ["lff"]]
+
+
+def test_a_jobs_request_follows_the_measured_speedup_of_runs_at_once(default_config):
+    runs = _two_runs(default_config) * 2                     # four runs, four process groups
+    one, mem_one = resources.training(runs)
+    three, mem_three = resources.training(runs, 3)
+    assert runs_at_once_speedup(1) == 1.0 and runs_at_once_speedup(5) == runs_at_once_speedup(3) > 1.0
+    assert three == pytest.approx(one / runs_at_once_speedup(3)) and mem_three == pytest.approx(3 * mem_one)
+    longest = run_estimate(runs[0]).gpu_seconds / 60
+    assert resources.training(runs[:1], 3) == (pytest.approx(longest), pytest.approx(mem_one))   # one run: as before
+
+
+def test_runs_per_gpu_reaches_the_jobs_through_the_environment_and_only_from_the_top(default_config):
+    assert resources.training_environment({"runs_per_gpu": 3})[RUNS_PER_GPU_VARIABLE] == "3"
+    cfg = copy.deepcopy(default_config)
+    cfg["training"]["runs_per_gpu"] = 3
+    assert run_config(resolve_config(cfg), "base_in9", 0) == run_config(resolve_config(default_config), "base_in9", 0)
+    cfg["experiments"]["clad"]["training"] = {"runs_per_gpu": 2}
+    with pytest.raises(ConfigError, match=r"experiments.clad.training.runs_per_gpu: set runs_per_gpu in the top-level"):
+        resolve_config(cfg)

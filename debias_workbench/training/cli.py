@@ -26,6 +26,7 @@ from debias_workbench.core.errors import StoreError
 from debias_workbench.core.phases import phase, summary
 from debias_workbench.pipeline.fingerprint import check_store
 
+from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob, job_budget
 from .models import WeightsError
 
 
@@ -71,7 +72,8 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 def _job(run: Callable[[argparse.Namespace, dict], None], parser: argparse.ArgumentParser, argv: list[str]) -> int:
     """Parse `argv`, run the job on its config slice; a user's error is one line naming the file and
-    the fix (exit 2), and the job's phases end its log (for benchmarks/demo_rules.py)."""
+    the fix (exit 2), a run continuing in the next job exits `CONTINUE_EXIT_CODE`, and the job's
+    phases end its log (for benchmarks/demo_rules.py)."""
     imports = time.process_time()  # the interpreter, torch and this package (core.phases)
     args = parser.parse_args(argv)
     try:
@@ -79,6 +81,9 @@ def _job(run: Callable[[argparse.Namespace, dict], None], parser: argparse.Argum
     except (WeightsError, StoreError, NoRoomError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ContinueInNextJob:  # the trainer said where it stopped; the workflow's retry continues the run
+        print(summary(imports), flush=True)
+        return CONTINUE_EXIT_CODE
     print(summary(imports), flush=True)
     return 0
 
@@ -93,13 +98,14 @@ def train(argv: list[str]) -> int:
     _tracker_argument(parser)
 
     def run(args: argparse.Namespace, config: dict) -> None:
+        budget = job_budget()  # first: the job's clock runs while torch is imported
         with phase("imports"):
             from .runs import train_runs
 
         with phase("store_checks"):
             check_store(args.train_store)
         train_runs(config, args.train_store, _stores(args.aligned_stores), _stores(args.test_stores), args.runs_dir,
-                   args.trackers)
+                   args.trackers, budget)
 
     return _job(run, parser, argv)
 

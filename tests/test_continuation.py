@@ -6,7 +6,6 @@ until all are done; the `train` command reads its budget from SLURM (`squeue`) a
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -20,13 +19,14 @@ from debias_workbench.training.runs import train_runs
 from debias_workbench.training.trainer import train
 from debias_workbench.workflow.slices import run_config
 
+from .test_training import train_config  # noqa: F401 (a fixture)
+
 
 @pytest.fixture
-def three_epochs(default_config):
-    cfg = copy.deepcopy(default_config)
-    cfg["training"].update(epochs=3, batch_size=6)
-    cfg["training"]["schedule"] = {"name": "step", "milestones": [1], "gamma": 0.5}
-    return cfg
+def three_epochs(train_config):
+    """test_training's run (a step schedule), three epochs long."""
+    train_config["training"]["epochs"] = 3
+    return train_config
 
 
 def no_room() -> JobBudget:

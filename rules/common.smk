@@ -13,7 +13,7 @@ from debias_workbench.pipeline.sources.listing import folder_fingerprint
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.workflow import job_server
 from debias_workbench.workflow import resources as res
-from debias_workbench.workflow.config import background_challenge_runs, packs, runs, scoring, scoring_packs
+from debias_workbench.workflow.config import background_challenge_runs, pack_jobs, packs, runs, scoring, scoring_packs
 from debias_workbench.workflow.lookup import dataset_family, dataset_variants
 from debias_workbench.workflow.slices import (analysis_config, config_provenance, dataset_job_config, imagenet_evaluation_config,
                               official_evaluation_config, report_config, run_config, scoring_config, JobConfigs)
@@ -176,6 +176,20 @@ def pack_runs(pack, wildcards):
     """The run configs of one training job of `pack` (wildcards: the experiment or the variant, and the seed)."""
     wildcards = dict(wildcards)
     return [run_config(config, e, int(wildcards["seed"])) for e in pack.experiments(wildcards)]
+
+
+# Where Snakemake submits the jobs to a cluster (not in a job's own Snakemake, which runs one attempt),
+# a training job whose runs outlast cluster.max_job_hours continues over several jobs: its rule's retries
+SUBMITS_JOBS = workflow.is_main_process and not workflow.local_exec
+
+
+def train_retries(pack):
+    """The `retries` of `pack`'s train rule on a cluster: the given ones plus a job's continuations
+    (workbench.resources.continuation_retries); elsewhere None (--retries as given)."""
+    if not SUBMITS_JOBS:
+        return None
+    minutes = [res.training(pack_runs(pack, wc), RUNS_PER_GPU)[0] for wc in pack_jobs(config, pack)]
+    return res.continuation_retries(workflow.execution_settings.retries, minutes, config["cluster"]["max_job_hours"])
 
 
 def pack_scored(pack, wildcards):

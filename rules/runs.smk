@@ -4,11 +4,13 @@
 # the runs declared alone (rule `train`, one job per experiment and seed), a grid's small runs of one
 # train variant and seed together (rules `train_<grid>`, `_2`, `_3`, ... where seed groups or `pack`
 # split them). A run resumes from its checkpoint after a kill, and only from a checkpoint made with
-# the same run config. Scoring packs (`SCORING_PACKS`, workbench.config.scoring_packs) score every
-# seed of one experiment (rules `evaluate`, `evaluate_2`, ... by seed list), or of one grid pack on
-# one train variant (`evaluate_<grid>`), in one process, the official Background Challenge images too.
-# Uses rules/common.smk: OFFICIAL_STORES, PACKS, PY, R, RUNS_PER_GPU, SCORING_PACKS, THREADS, named_inputs_args, one_of,
-# pack_runs, pack_scored, res, scoring_inputs, store_args, test_stores, train_inputs.
+# the same run config; on a cluster, a run longer than a job (cluster.max_job_hours) stops before its
+# job's time runs out and the rule's retry (train_retries) continues it from that checkpoint. Scoring
+# packs (`SCORING_PACKS`, workbench.config.scoring_packs) score every seed of one experiment (rules
+# `evaluate`, `evaluate_2`, ... by seed list), or of one grid pack on one train variant
+# (`evaluate_<grid>`), in one process, the official Background Challenge images too.
+# Uses rules/common.smk: OFFICIAL_STORES, PACKS, PY, R, RUNS_PER_GPU, SCORING_PACKS, THREADS, named_inputs_args,
+# one_of, pack_runs, pack_scored, res, scoring_inputs, store_args, test_stores, train_inputs, train_retries.
 
 for _pack in PACKS:
     _runs = _pack.members  # experiment-name patterns of one job
@@ -29,6 +31,7 @@ for _pack in PACKS:
             # `training.gpus` N > 1: torchrun with N processes of THREADS threads each (res.launcher)
             py=lambda wc, p=_pack: res.launcher(PY, res.gpus(pack_runs(p, wc)), THREADS),
         threads: lambda wc, p=_pack: THREADS * res.gpus(pack_runs(p, wc))
+        retries: train_retries(_pack)  # on a cluster: a run longer than cluster.max_job_hours continues in the next job
         resources:
             **res.rule_resources(config, True, lambda wc, p=_pack: res.training(pack_runs(p, wc), RUNS_PER_GPU),
                                  lambda wc, p=_pack: res.gpus(pack_runs(p, wc))),

@@ -89,6 +89,11 @@ def test_a_run_over_the_cap_asks_for_the_cap_and_counts_its_jobs():
     rule = resources.rule_resources(cfg, True, lambda wc: resources.training([run]))
     assert rule["runtime"](None, 1) == rule["runtime"](None, 2) == 120
     assert cost.jobs_needed(minutes, 2) == math.ceil(minutes / ((120 - cost.MINIMUM_MINUTES) / cost.REQUEST_MARGIN))
+    # on a cluster its rule retries once per further job, besides the kill's retry; no attempt asks for more than the cap
+    retries = resources.continuation_retries(1, [minutes, 30.0], 2)
+    assert retries == cost.jobs_needed(minutes, 2) > 1
+    assert all(rule["runtime"](None, attempt) == 120 for attempt in range(1, retries + 2))
+    assert resources.continuation_retries(1, [30.0], 2) == 1 and resources.continuation_retries(0, [], 2) == 0
 
 
 @pytest.mark.parametrize("files", CONFIGS, ids=lambda f: f[0] if f else "config.yaml")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from debias_workbench.training.job_time import CONTINUE_EXIT_CODE
 from devtools import local_slurm
 
 from .conftest import ROOT
@@ -29,6 +31,11 @@ PROBE = {"method": "erm", "dataset": "in9", "train_variant": "original", "label"
 DDP_PROBE = {"method": "erm", "dataset": "in9", "train_variant": "original", "label": "SLURM DDP probe",
              "training": {"gpus": 2, "sync_bn": True}}
 SHARDS = 6  # 9 classes x 5 images of the tiny config, block_images = 8
+#: a run longer than its jobs: `cluster.max_job_hours` of 3 min is under the trainer's stop margin
+#: (training.job_time.STOP_MARGIN_SECONDS), so every job trains one epoch and stops for the next
+CHAIN_PROBE = {"method": "erm", "dataset": "in9", "train_variant": "original", "label": "SLURM chained probe",
+               "training": {"epochs": 3}}
+CHAIN_HOURS = 0.05
 
 
 def slice_config(path: Path) -> tuple[list[str], list[str]]:
@@ -143,3 +150,40 @@ def test_slurm_dry_run_gives_a_two_gpu_run_two_gpus_on_one_node(tmp_path):
     assert set(blocks) == {"base_in9", "slurm_probe", "ddp_probe"}, out[-3000:]
     assert re.search(r"\bgpu=2\b", blocks["ddp_probe"]) and "nodes=1" in blocks["ddp_probe"], blocks
     assert re.search(r"\bgpu=1\b", blocks["base_in9"]), blocks
+
+
+def test_a_run_longer_than_a_job_continues_over_several_jobs(cluster, tmp_path):
+    """`cluster.max_job_hours` of 3 min and a run of 3 epochs: three `train` jobs, none asking for more
+    than 3 min, each continuing from the last one's checkpoint (the profile's `retries: 1` and one more
+    given on the command line; the cost model's count is tested in test_cost.py), ending with the
+    weights of the same run trained in one local job."""
+    results = tmp_path / "results"
+    extra = tmp_path / "chain.yaml"
+    extra.write_text(json.dumps({"results": str(results), "experiments": {"chain_probe": CHAIN_PROBE},
+                                 "cluster": {"max_job_hours": CHAIN_HOURS}}))
+    run_dir = results / "runs" / "chain_probe" / "seed0"
+    target, configs = str(run_dir / "model.pt"), ["tests/data/tiny.yaml", str(extra)]
+    snakemake(target, "--cores", "2", "--configfile", *configs)  # the store, and the run in one job
+    straight = torch.load(run_dir / "model.pt", weights_only=False)["state_dict"]
+    shutil.rmtree(run_dir)
+
+    log = tmp_path / "slurm.log"
+    cmd = [sys.executable, "-m", "snakemake", target, "--executor", "slurm", "--workflow-profile", "profiles/slurm",
+           "--profile", "profiles/slurm-local", "--retries", "2", "--configfile", *configs]
+    with log.open("w") as out:
+        rc = subprocess.run(cmd, cwd=ROOT, env=cluster.env, stdout=out, stderr=subprocess.STDOUT, timeout=900).returncode
+    assert rc == 0, log.read_text()[-4000:]
+
+    jobs = [j for j in scontrol_jobs(cluster) if "chain_probe" in j.get("Comment", "")]
+    assert len(jobs) == 3, jobs  # one epoch a job
+    assert all(j["TimeLimit"] == "00:03:00" for j in jobs), [j["TimeLimit"] for j in jobs]
+    assert sorted(j["JobState"] for j in jobs) == ["COMPLETED", "FAILED", "FAILED"], jobs
+    # each failed job stopped to continue (the train command's CONTINUE_EXIT_CODE), none crashed
+    job_logs = dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: (\S+)\)", log.read_text()))
+    for job in (j["JobId"] for j in jobs if j["JobState"] == "FAILED"):
+        assert f"non-zero exit status {CONTINUE_EXIT_CODE}" in Path(job_logs[job]).read_text(), job
+    train_log = (results / "logs" / "train_chain_probe_seed0.log").read_text()  # the last job's
+    assert re.search(r"resumed from .*checkpoint\.pt at epoch 2", train_log), train_log
+    mine = torch.load(run_dir / "model.pt", weights_only=False)["state_dict"]
+    assert mine.keys() == straight.keys() and all(torch.equal(mine[k], straight[k]) for k in mine)
+    assert not (run_dir / "checkpoint.pt").exists()

@@ -27,6 +27,7 @@ from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE
 from debias_workbench.core.phases import phase, summary
 from debias_workbench.pipeline.fingerprint import check_store
 
+from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob, job_budget
 from .models import WeightsError
 
 
@@ -72,7 +73,8 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 def _job(run: Callable[[argparse.Namespace, dict], None], parser: argparse.ArgumentParser, argv: list[str]) -> int:
     """Parse `argv`, run the job on its config slice; a user's error is one line naming the file and
-    the fix (exit 2), and the job's phases end its log (for benchmarks/demo_rules.py)."""
+    the fix (exit 2), a run continuing in the next job exits `CONTINUE_EXIT_CODE`, and the job's
+    phases end its log (for benchmarks/demo_rules.py)."""
     imports = time.process_time()  # the interpreter, torch and this package (core.phases)
     args = parser.parse_args(argv)
     try:
@@ -80,6 +82,9 @@ def _job(run: Callable[[argparse.Namespace, dict], None], parser: argparse.Argum
     except (WeightsError, StoreError, NoRoomError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ContinueInNextJob:  # the trainer said where it stopped; the workflow's retry continues the run
+        print(summary(imports), flush=True)
+        return CONTINUE_EXIT_CODE
     print(summary(imports), flush=True)
     return 0
 
@@ -97,6 +102,7 @@ def train(argv: list[str]) -> int:
                              f"${RUNS_PER_GPU_VARIABLE}, which the workflow sets; no rule's command names it)")
 
     def run(args: argparse.Namespace, config: dict) -> None:
+        budget = job_budget()  # first: the job's clock runs while torch is imported
         with phase("imports"):
             import torch
 
@@ -108,7 +114,7 @@ def train(argv: list[str]) -> int:
         one_process = os.environ.get("WORLD_SIZE", "1") == "1"  # torchrun's processes of a `training.gpus` > 1 run
         at_once = args.runs_per_gpu if torch.cuda.is_available() and one_process else 1
         train_runs(config, args.train_store, _stores(args.aligned_stores), _stores(args.test_stores), args.runs_dir,
-                   args.trackers, at_once)
+                   args.trackers, budget, at_once)
 
     return _job(run, parser, argv)
 

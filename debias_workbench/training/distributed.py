@@ -187,6 +187,16 @@ def sum_over_processes(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def main_decides(flag: bool, device: torch.device) -> bool:
+    """Rank 0's `flag` on every process (`flag` itself with one): a decision all processes take
+    together, such as stopping a run for the next job (each process's clock differs a little)."""
+    if world() == 1:
+        return flag
+    decision = torch.tensor([float(flag)], device=device)
+    dist.broadcast(decision, src=0)
+    return bool(decision.item())
+
+
 def broadcast_state_(module: nn.Module) -> None:
     """Copy rank 0's parameters and buffers to every process (weights start name-seeded and
     equal anyway; this makes it a guarantee)."""

@@ -1,8 +1,8 @@
 """One training job: the runs of a pack (`workflow.config.packs`: one run, or several small ones
 sharing a job), trained one after the other, or on a GPU several at once (`training.runs_per_gpu`),
 each group in a process of its own. Each run is written under `<runs dir>/<experiment>/seed<seed>/`
-(model.pt, train_metrics.jsonl) and resumes from its checkpoint after a kill; the `evaluate` job
-scores it afterwards."""
+(model.pt, train_metrics.jsonl) and resumes from its checkpoint after a kill or when it continues
+in the next job (`job_time`); the `evaluate` job scores it afterwards."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from . import distributed
+from .job_time import JobBudget
 from .run_groups import process_groups
 from .trainer import Monitor, train
 
@@ -29,28 +31,42 @@ def run_monitor(run_cfg: dict[str, Any], test_stores: dict[str, Path]) -> Monito
 
 
 def _train_group(runs: list[dict[str, Any]], train_store: Path, aligned_stores: dict[str, Path],
-                 test_stores: dict[str, Path], runs_dir: Path, trackers: list[str], threads: int) -> list[Path]:
+                 test_stores: dict[str, Path], runs_dir: Path, trackers: list[str], budget: JobBudget | None,
+                 keep_checkpoint: bool, threads: int) -> list[Path]:
     torch.set_num_threads(threads)  # the job's, in a spawned process too: float sums then add up in the same order
     return [train(run_cfg, train_store, runs_dir / run_cfg["experiment"] / f"seed{run_cfg['seed']}", aligned_stores,
-                  monitor=run_monitor(run_cfg, test_stores), trackers=trackers)
+                  monitor=run_monitor(run_cfg, test_stores), trackers=trackers, budget=budget,
+                  keep_checkpoint=keep_checkpoint)
             for run_cfg in runs]
 
 
 def train_runs(job_cfg: dict[str, Any], train_store: Path, aligned_stores: dict[str, Path],
-               test_stores: dict[str, Path], runs_dir: Path, trackers: list[str] = (), at_once: int = 1) -> list[Path]:
+               test_stores: dict[str, Path], runs_dir: Path, trackers: list[str] = (),
+               budget: JobBudget | None = None, at_once: int = 1) -> list[Path]:
     """Train every run of a job ({"runs": [run config, ...]}, `workflow.slices.run_config`); returns their
     model paths in the job's order. `aligned_stores`: {field: store} the methods read alongside the
     training store (CLAD's backgrounds); `test_stores`: {test set name: store}, read only by the runs'
-    monitors; `trackers`: `training.trackers`; `at_once` > 1: up to that many `process_groups` at a
-    time, each in a spawned process (a run's numbers are the same either way: each run seeds itself
-    from its name and seed)."""
+    monitors; `trackers`: `training.trackers`; `budget`: the job's time (`job_time`), shared by its
+    runs; `at_once` > 1: up to that many `process_groups` at a time, each in a spawned process (a
+    run's numbers are the same either way: each run seeds itself from its name and seed).
+
+    A run that stops for the next job (`ContinueInNextJob`) fails the job, and the workflow removes
+    the outputs of all its runs: so the runs finished before it keep their last checkpoint (the next
+    job finishes them from it at once), and the checkpoints go only once every run is done."""
     runs = job_cfg["runs"]
-    args = (train_store, aligned_stores, test_stores, runs_dir, list(trackers), torch.get_num_threads())
+    several = len(runs) > 1
+    args = (train_store, aligned_stores, test_stores, runs_dir, list(trackers), budget, several,
+            torch.get_num_threads())
     groups = process_groups(runs)
     if at_once <= 1 or len(groups) < 2:
-        return _train_group(runs, *args)
-    context = multiprocessing.get_context("spawn")  # no CUDA state crosses into a child
-    with concurrent.futures.ProcessPoolExecutor(min(at_once, len(groups)), mp_context=context) as pool:
-        done = [pool.submit(_train_group, group, *args) for group in groups]
-        paths = {id(run): path for group, future in zip(groups, done) for run, path in zip(group, future.result())}
-    return [paths[id(run)] for run in runs]
+        models = _train_group(runs, *args)
+    else:
+        context = multiprocessing.get_context("spawn")  # no CUDA state crosses into a child
+        with concurrent.futures.ProcessPoolExecutor(min(at_once, len(groups)), mp_context=context) as pool:
+            done = [pool.submit(_train_group, group, *args) for group in groups]
+            paths = {id(run): path for group, future in zip(groups, done) for run, path in zip(group, future.result())}
+        models = [paths[id(run)] for run in runs]
+    if several and distributed.is_main():
+        for model in models:
+            (model.parent / "checkpoint.pt").unlink(missing_ok=True)
+    return models

@@ -9,6 +9,8 @@ failed job; it is removed once `model.pt` is written (a paper-scale ResNet-50's 
 forced rerun of a finished run trains it again instead of resuming at its end).
 Re-running a killed run resumes from the last completed epoch and ends with the same weights as
 an uninterrupted run; a checkpoint made with another config is ignored and the run starts over.
+A run longer than its job stops itself at an epoch boundary before the job's time runs out
+(`job_time`: `ContinueInNextJob`) and the next job resumes it the same way.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ from . import distributed
 from .build import build_method, pick_device, precision
 from .data import ZarrBatches
 from .evaluation import group_metrics, predict_store, scored_accuracy, scoring_batches
+from .job_time import STOP_MARGIN_SECONDS, ContinueInNextJob, JobBudget
 from .methods import get_method
 from .methods import spec as method_spec
 from .methods.base import Method
-from .progress import Progress
+from .progress import Progress, duration
 from .run_length import RunLength, run_length, switches_outside
 from .settings import ScheduleSettings, TrainingSettings
 from .trackers import Trackers
@@ -106,7 +109,8 @@ class RunState:
 
 
 def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_stores: dict[str, Path] | None = None,
-          stop_after_epochs: int | None = None, monitor: Monitor | None = None, trackers: list[str] = ()) -> Path:
+          stop_after_epochs: int | None = None, monitor: Monitor | None = None, trackers: list[str] = (),
+          budget: JobBudget | None = None, keep_checkpoint: bool = False) -> Path:
     """Train the run `run_cfg` (its resolved config: `workflow.slices.run_config`) on
     `train_store`; returns the path of `model.pt`.
 
@@ -114,6 +118,10 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     that variant. `monitor` adds learning-curve rows (kind "curve") every few steps.
     `stop_after_epochs` ends the process early (as a kill would) - used by the resume test.
     `trackers` (`training.trackers`) also get every row as it is made (`training.trackers`).
+    `budget` (the job's time, `job_time`): before each epoch but the job's first, a run whose next
+    epoch might outlast the job raises `ContinueInNextJob`, its checkpoint kept for the next job.
+    `keep_checkpoint`: the finished run's checkpoint stays (a job of several runs removes them once
+    all are done: a later one may stop for the next job, which then finishes this one from it).
     The run's config is written to `run_dir/config.json`; a checkpoint made with another
     config is not resumed from.
 
@@ -139,6 +147,8 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
             for epoch in range(state.start_epoch, state.length.epochs):
                 if stop_after_epochs is not None and epoch >= stop_after_epochs:
                     return run_dir / "model.pt"
+                _stop_for_next_job(budget, state, epoch, device)
+                started = time.monotonic()
                 rows = _train_epoch(state, batches, epoch, settings, device, monitor)
                 state.history += rows
                 watch.log(rows)
@@ -147,6 +157,8 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                         _save_checkpoint(run_dir / "checkpoint.pt", state.method, state.schedulers, epoch + 1,
                                          state.history, state.run_hash)
                 distributed.barrier()  # no process runs ahead of the last checkpoint
+                if budget is not None:
+                    budget.record(time.monotonic() - started)
             if final := state.method.finish(batches):
                 rows = [{"kind": "train", **state.tags, "epoch": state.length.epochs, "metric": k, "value": v}
                         for k, v in final.items()]
@@ -154,7 +166,20 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                 watch.log([{**row, "kind": "final"} for row in rows])
     finally:
         watch.close()
-    return _save_outputs(run_dir, run_cfg, state, batches.classes)
+    return _save_outputs(run_dir, run_cfg, state, batches.classes, keep_checkpoint)
+
+
+def _stop_for_next_job(budget: JobBudget | None, state: RunState, epoch: int, device: torch.device) -> None:
+    """Raise `ContinueInNextJob` before `epoch` when the job's `budget` has no room for another
+    epoch (rank 0 decides for every process, so all stop at the same checkpoint)."""
+    if budget is None or not distributed.main_decides(budget.must_stop(), device):
+        return
+    line = (f"stopping at epoch {epoch} of {state.length.epochs} to continue in the next job (budget: "
+            f"{duration(budget.left())} left of the job, the longest epoch {duration(budget.longest_epoch or 0)}, "
+            f"margin {duration(STOP_MARGIN_SECONDS)})")
+    if distributed.is_main():
+        print(f"{state.tags['experiment']} seed {state.tags['seed']}: {line}", flush=True)
+    raise ContinueInNextJob(line)
 
 
 def _check_processes(run_cfg: dict[str, Any], settings: TrainingSettings) -> None:
@@ -257,8 +282,10 @@ def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: Tr
     return rows + [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
 
 
-def _save_outputs(run_dir: Path, run_cfg: dict[str, Any], state: RunState, classes: list[str]) -> Path:
-    """`train_metrics.jsonl` and `model.pt` (rank 0), the checkpoint removed; the others wait for them."""
+def _save_outputs(run_dir: Path, run_cfg: dict[str, Any], state: RunState, classes: list[str],
+                  keep_checkpoint: bool = False) -> Path:
+    """`train_metrics.jsonl` and `model.pt` (rank 0), the checkpoint removed unless `keep_checkpoint`;
+    the others wait for them."""
     model_path = run_dir / "model.pt"
     if distributed.is_main():
         with phase("saving"), atomic_path(run_dir / "train_metrics.jsonl") as tmp:
@@ -266,7 +293,8 @@ def _save_outputs(run_dir: Path, run_cfg: dict[str, Any], state: RunState, class
         with phase("saving"), atomic_path(model_path) as tmp:
             torch.save({"state_dict": on_cpu(state.method.state_dict()), "run_config": run_cfg,
                         "config_hash": state.run_hash, "classes": classes}, tmp)
-        (run_dir / "checkpoint.pt").unlink(missing_ok=True)
+        if not keep_checkpoint:
+            (run_dir / "checkpoint.pt").unlink(missing_ok=True)
     distributed.barrier()  # the others return once model.pt exists
     return model_path
 

@@ -150,6 +150,14 @@ def packs(config: dict[str, Any]) -> list[Pack]:
     return out
 
 
+def pack_jobs(config: dict[str, Any], pack: Pack) -> list[dict[str, str]]:
+    """The wildcards of every training job of `pack` (rules/runs.smk): each (experiment, seed) of the
+    runs trained alone, each (variant, seed) of a grid's pack."""
+    if "experiment" in pack.constraints:
+        return [{"experiment": e, "seed": str(s)} for e, s in runs(config) if e in pack.constraints["experiment"]]
+    return [{"variant": v, "seed": s} for v in pack.constraints["variant"] for s in pack.constraints["seed"]]
+
+
 @dataclass(frozen=True)
 class ScoringPack:
     """Runs scored in one process (rule `evaluate<name>`): every seed of one experiment trained

@@ -27,7 +27,7 @@ from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline.segment_stage import shard_count
 
 from . import cost, resources
-from .config import background_challenge_runs, grid_experiment, packs, resolve_config, runs, scoring, scoring_packs
+from .config import background_challenge_runs, grid_experiment, pack_jobs, packs, resolve_config, scoring, scoring_packs
 from .lookup import dataset_family, dataset_variants, deep_merge
 from .slices import DERIVED_SECTIONS, run_config
 from .scope import scoped
@@ -131,11 +131,7 @@ def training_jobs(config: dict[str, Any], tables: dict[str, str]) -> tuple[list[
     """One job per training pack and seed (rules/runs.smk), with its runs."""
     lines, jobs = [], []
     for pack in packs(config):
-        if "experiment" in pack.constraints:
-            wildcards = [{"experiment": e, "seed": str(s)} for e, s in runs(config) if e in pack.constraints["experiment"]]
-        else:
-            wildcards = [{"variant": v, "seed": s} for v in pack.constraints["variant"] for s in pack.constraints["seed"]]
-        for wc in wildcards:
+        for wc in pack_jobs(config, pack):
             run_cfgs = [run_config(config, e, int(wc["seed"])) for e in pack.experiments(wc)]
             table = tables[run_cfgs[0]["experiment"]]
             lines += [RunLine(r["experiment"], r["seed"], tables[r["experiment"]], cost.run_estimate(r)) for r in run_cfgs]

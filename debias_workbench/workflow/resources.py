@@ -3,8 +3,9 @@ for a GPU, and runtime and memory from the config (images, image size, epochs, a
 
 Every runtime comes from the one cost model (`workflow.cost`: measured GPU step times, the
 benchmarks' CPU figures) with its stated margin and minimum, never over `cluster.max_job_hours`
-(a retry, `attempt`, gets the larger margin); `profiles/slurm/config.yaml` can still override any
-rule with `set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter, and the GPU jobs
+(a retry, `attempt`, gets the larger margin; a training run longer than that continues over
+several jobs, its rule's retries: `continuation_retries`); `profiles/slurm/config.yaml` can still
+override any rule with `set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter, and the GPU jobs
 running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied by the Snakefile).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE, TRACKERS_VARIABLE
@@ -21,8 +22,8 @@ from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
 from debias_workbench.training.run_groups import process_groups
 
-from .cost import (cpu_minutes, dataset_images, forward_seconds_per_image, image_side, request_minutes,
-                   run_estimate, runs_at_once_speedup)
+from .cost import (cpu_minutes, dataset_images, forward_seconds_per_image, image_side, jobs_needed,
+                   request_minutes, run_estimate, runs_at_once_speedup)
 
 #: environment of every job's process: glibc's malloc keeps the memory it frees for the next step
 #: (it otherwise hands large freed blocks back to the kernel at once, and a CPU training loop
@@ -118,6 +119,14 @@ def rule_resources(config: dict[str, Any], gpu: bool, estimate: Estimate,
         if gpus is not None:
             out["nodes"] = 1
     return out
+
+
+def continuation_retries(given: int, job_minutes: Iterable[float], max_job_hours: float) -> int:
+    """Retries of a training rule on a cluster: `given` (`--retries`, the profile's, for a job the
+    scheduler kills) plus one for each further job its longest job needs (`cost.jobs_needed`). A run
+    longer than its job stops at an epoch boundary and exits (`training.job_time`); the retry, asking
+    for at most `max_job_hours` again, continues it from its checkpoint."""
+    return given + max((jobs_needed(m, max_job_hours) for m in job_minutes), default=1) - 1
 
 
 def gpus(runs: list[dict[str, Any]]) -> int:

@@ -1,0 +1,87 @@
+"""How long the job training a run may still go on, so that a run longer than one job
+(`cluster.max_job_hours`) stops at an epoch boundary and continues in the next job.
+
+On SLURM the job asks the scheduler for its own time left (`squeue -j $SLURM_JOB_ID -o %L`): that
+is the limit the job really has, whatever set it (the cost model's request, a profile's
+`set-resources`, a site's default). Elsewhere (a local run, a node without a limit) there is no
+budget and a run trains to its end. Before every epoch but the first of a job, the trainer asks
+`JobBudget.must_stop`: when the time left is under the longest epoch this job has trained plus
+`STOP_MARGIN_SECONDS`, it keeps its last epoch checkpoint and ends the job with
+`CONTINUE_EXIT_CODE`; the workflow retries the job (the train rules' `retries`, from the cost
+model: `workflow.resources.continuation_retries`) and the next attempt resumes from the checkpoint.
+Every job trains at least one epoch, so a job limit shorter than an epoch still makes progress.
+Torch-free: read by the `train` command before torch is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+#: what a job leaves unused at its stop besides the next epoch: the process's exit, the job step's
+#: wrap-up, and an epoch slower than the longest so far
+STOP_MARGIN_SECONDS = 300.0
+#: a training job that stopped to continue in the next job exits with this (EX_TEMPFAIL of
+#: sysexits.h: "try again later"); under `torch.distributed.run` the launcher reports its own code
+CONTINUE_EXIT_CODE = 75
+
+
+class ContinueInNextJob(Exception):
+    """The run stopped at an epoch boundary, its checkpoint written: the next job continues it."""
+
+
+@dataclass
+class JobBudget:
+    """The wall time of one job: its end (`deadline`, on `clock`'s scale) and the longest epoch it
+    has trained (None before its first, which always runs)."""
+
+    deadline: float
+    clock: Callable[[], float] = time.monotonic
+    longest_epoch: float | None = None
+
+    def left(self) -> float:
+        """Seconds until the scheduler ends the job."""
+        return self.deadline - self.clock()
+
+    def record(self, seconds: float) -> None:
+        """An epoch (with its checkpoint) took `seconds`."""
+        self.longest_epoch = max(seconds, self.longest_epoch or 0.0)
+
+    def must_stop(self) -> bool:
+        """Whether another epoch might not end (with `STOP_MARGIN_SECONDS` to spare) before the job does."""
+        return self.longest_epoch is not None and self.left() < self.longest_epoch + STOP_MARGIN_SECONDS
+
+
+def slurm_seconds(text: str) -> int | None:
+    """Seconds of a SLURM duration (`squeue`'s `%L`: `MM:SS`, `H:MM:SS`, `D-HH:MM:SS`); None for
+    `UNLIMITED`, `NOT_SET`, `INVALID` or anything else."""
+    days, _, clock = text.strip().rpartition("-")
+    parts = clock.split(":")
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts) or (days and not days.isdigit()):
+        return None
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    return int(days or 0) * 86400 + seconds
+
+
+def job_budget(environ: Mapping[str, str] = os.environ, clock: Callable[[], float] = time.monotonic,
+               run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> JobBudget | None:
+    """This process's job budget: from the scheduler inside a SLURM job (`SLURM_JOB_ID`), else None.
+    A failed query is a warning and no budget: the run then trains on, as before, and a job the
+    scheduler ends is retried from its last checkpoint."""
+    job = environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    try:
+        out = run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"warning: cannot ask SLURM for job {job}'s time left ({exc}): training without a time budget",
+              file=sys.stderr, flush=True)
+        return None
+    left = slurm_seconds(out.stdout)
+    return None if left is None else JobBudget(clock() + left, clock)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import copy
+import functools
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,21 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 CLASSES = ["00_dog", "01_bird", "02_wheeled_vehicle", "03_reptile", "04_carnivore", "05_insect",
            "06_musical_instrument", "07_primate", "08_fish"]
+
+
+@functools.cache
+def workdir() -> Path:
+    """The folder this test process runs Snakemake in: a view of the checkout (a link to each of
+    its entries but `.snakemake` and the results folders), made once per process. Snakemake keeps
+    its locks, metadata and incomplete markers in `.snakemake` of the folder it runs in, and a run
+    that ends deletes that whole lock folder; the suite's two processes (pytest-xdist, pyproject's
+    addopts) running Snakemake in one checkout would break each other's runs."""
+    view = Path(tempfile.mkdtemp(prefix="workbench-checkout-"))
+    atexit.register(shutil.rmtree, view, ignore_errors=True)
+    for entry in ROOT.iterdir():
+        if entry.name != ".snakemake" and not entry.name.startswith("results"):
+            (view / entry.name).symlink_to(entry)
+    return view
 
 
 def needs_shared(relative: str) -> Path:
@@ -99,3 +118,4 @@ def paper_smoke(tmp_path_factory) -> tuple[Path, list[str]]:
     args = ["--configfile", *PAPER_CONFIGS, str(paths), "--config", f"results={root / 'results'}"]
     snakemake("all", "--cores", "2", *args, timeout=1800)
     return root / "results-smoke", args
+

@@ -22,7 +22,7 @@ import yaml
 
 from debias_workbench.pipeline.fingerprint import FILE, verify
 
-from .conftest import ROOT
+from .conftest import ROOT, workdir
 from .test_generation import store_digest
 from .test_workflow import planned, snakemake
 
@@ -110,7 +110,7 @@ def run_with_kills(args: list[str], results: Path, rng: random.Random, log: Path
             offset = out.tell()
             start = time.time() - 1  # file times have 1-s granularity on some filesystems
             proc = subprocess.Popen([sys.executable, "-m", "snakemake", f"{results}/{target}", "--rerun-incomplete",
-                                     "--cores", "1", *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                     "--cores", "1", *args], cwd=workdir(), stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             while proc.poll() is None and not started_since(logs, pattern, start):
                 time.sleep(0.05)
@@ -123,7 +123,7 @@ def run_with_kills(args: list[str], results: Path, rng: random.Random, log: Path
             if killed[-1:] == [stage]:  # a killed Snakemake leaves its lock: the user's `--unlock`, then the rerun
                 out.flush()
                 in_place |= interrupted_in_place(log.read_bytes()[offset:].decode())
-                subprocess.run([sys.executable, "-m", "snakemake", "--unlock", *args], cwd=ROOT, stdout=out,
+                subprocess.run([sys.executable, "-m", "snakemake", "--unlock", *args], cwd=workdir(), stdout=out,
                                stderr=subprocess.STDOUT, check=True)
             out.write(f"\n=== killed during {stage} ===\n" if killed[-1:] == [stage] else f"\n=== {stage}: done\n")
             out.flush()

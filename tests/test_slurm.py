@@ -18,7 +18,7 @@ import torch
 
 from devtools import local_slurm
 
-from .conftest import ROOT
+from .conftest import workdir
 from .test_generation import store_digest
 from .test_workflow import snakemake
 
@@ -91,7 +91,7 @@ def test_tiny_slice_through_slurm_matches_a_local_run(cluster, tmp_path):
     cmd = [sys.executable, "-m", "snakemake", *targets, "--executor", "slurm", "--workflow-profile",
            "profiles/slurm", "--profile", "profiles/slurm-local", "--configfile", *configs]
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=cluster.env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=workdir(), env=cluster.env, stdout=out, stderr=subprocess.STDOUT)
         try:
             cancelled = cancel_after_first_checkpoint(cluster, proc, results / "runs" / "slurm_probe" / "seed0")
             rc = proc.wait(timeout=480)

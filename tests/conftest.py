@@ -119,3 +119,19 @@ def paper_smoke(tmp_path_factory) -> tuple[Path, list[str]]:
     snakemake("all", "--cores", "2", *args, timeout=1800)
     return root / "results-smoke", args
 
+
+#: tests that mostly wait (on a scheduler, on Snakemake processes they start and kill): first in the
+#: order, so that pytest-xdist overlaps their waiting with other tests instead of ending the run on them
+WAITING_FIRST = ("tests/test_slurm.py::test_tiny_slice_through_slurm_matches_a_local_run",
+                 "tests/test_kill_anywhere.py::test_a_slice_killed_in_every_stage_ends_as_an_uninterrupted_run")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests on `paper_smoke` change its results in turn (reruns, a regenerated store) and must see
+    one another's changes in their order: one xdist group (`--dist loadgroup`, pyproject's addopts)
+    runs them on one process, which builds the fixture once and, as the largest group, starts first.
+    Then `WAITING_FIRST`, then the rest in their order."""
+    for item in items:
+        if "paper_smoke" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("paper_smoke"))
+    items.sort(key=lambda item: item.nodeid not in WAITING_FIRST)

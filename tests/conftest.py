@@ -18,19 +18,25 @@ CLASSES = ["00_dog", "01_bird", "02_wheeled_vehicle", "03_reptile", "04_carnivor
            "06_musical_instrument", "07_primate", "08_fish"]
 
 
-@functools.cache
-def workdir() -> Path:
-    """The folder this test process runs Snakemake in: a view of the checkout (a link to each of
-    its entries but `.snakemake` and the results folders), made once per process. Snakemake keeps
-    its locks, metadata and incomplete markers in `.snakemake` of the folder it runs in, and a run
-    that ends deletes that whole lock folder; the suite's two processes (pytest-xdist, pyproject's
-    addopts) running Snakemake in one checkout would break each other's runs."""
-    view = Path(tempfile.mkdtemp(prefix="workbench-checkout-"))
-    atexit.register(shutil.rmtree, view, ignore_errors=True)
+def checkout_view(folder: Path) -> Path:
+    """`folder` (made here) as a view of the checkout to run Snakemake in: a link to each of the
+    checkout's entries but `.snakemake` and the results folders. Snakemake keeps its locks, metadata
+    and incomplete markers in `.snakemake` of the folder it runs in, and a run that ends deletes that
+    whole lock folder (and `--unlock` every lock in it): two runs at once in one folder can break
+    each other, and the suite runs in two processes (pytest-xdist, pyproject's addopts)."""
+    folder.mkdir(parents=True)
     for entry in ROOT.iterdir():
         if entry.name != ".snakemake" and not entry.name.startswith("results"):
-            (view / entry.name).symlink_to(entry)
-    return view
+            (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+@functools.cache
+def workdir() -> Path:
+    """The folder this test process runs Snakemake in (`checkout_view`), made once per process."""
+    parent = Path(tempfile.mkdtemp(prefix="workbench-checkout-"))
+    atexit.register(shutil.rmtree, parent, ignore_errors=True)
+    return checkout_view(parent / "checkout")
 
 
 def needs_shared(relative: str) -> Path:
@@ -126,6 +132,7 @@ WAITING_FIRST = ("tests/test_slurm.py::test_tiny_slice_through_slurm_matches_a_l
                  "tests/test_kill_anywhere.py::test_a_slice_killed_in_every_stage_ends_as_an_uninterrupted_run")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups' marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests on `paper_smoke` change its results in turn (reruns, a regenerated store) and must see
     one another's changes in their order: one xdist group (`--dist loadgroup`, pyproject's addopts)

@@ -22,7 +22,7 @@ import yaml
 
 from debias_workbench.pipeline.fingerprint import FILE, verify
 
-from .conftest import ROOT, workdir
+from .conftest import ROOT, checkout_view, workdir
 from .test_generation import store_digest
 from .test_workflow import planned, snakemake
 
@@ -132,11 +132,21 @@ def run_with_kills(args: list[str], results: Path, rng: random.Random, log: Path
 
 def test_a_slice_killed_in_every_stage_ends_as_an_uninterrupted_run(tmp_path):
     reference_args, reference = slice_args(tmp_path / "reference")
-    snakemake(*slice_targets(reference), "--cores", "2", *reference_args)
-
     args, results = slice_args(tmp_path / "killed")
     log = tmp_path / "killed.log"
-    killed, in_place = run_with_kills(args, results, random.Random("kill-anywhere"), log)
+    # the uninterrupted run goes beside the killed ones, which mostly start Snakemake and wait; in a folder of
+    # its own, as the user's `--unlock` after each kill removes every lock of its folder
+    with (tmp_path / "reference.log").open("w") as reference_log:
+        uninterrupted = subprocess.Popen([sys.executable, "-m", "snakemake", *slice_targets(reference), "--cores", "2",
+                                          *reference_args], cwd=checkout_view(tmp_path / "reference-checkout"),
+                                         stdout=reference_log, stderr=subprocess.STDOUT)
+        try:
+            killed, in_place = run_with_kills(args, results, random.Random("kill-anywhere"), log)
+            reference_rc = uninterrupted.wait(timeout=900)
+        finally:
+            if uninterrupted.poll() is None:
+                uninterrupted.kill()
+    assert reference_rc == 0, (tmp_path / "reference.log").read_text()[-3000:]
     print(f"killed in {len(killed)} of {len(MOMENTS)} stages: {killed}; outputs left in place unrecorded: "
           f"{sorted(in_place)}")
     # every stage but possibly the shortest (a job may finish between the log's appearance and the kill) was hit

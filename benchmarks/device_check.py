@@ -197,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     python = sys.executable
     shapes = GPU_ROWS if args.device == "cuda" else [*TINY, "--photos", str(out / "no-photos")]
     methods = ["--methods", args.methods] if args.methods else []
+    # -n 0: the CUDA tests in this one process (pyproject's addopts would start two workers on the one GPU)
     stages = [
-        run_stage("cuda tests", [python, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider",
+        run_stage("cuda tests", [python, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "-n", "0",
                                  "tests/test_cuda.py"], left(STAGE_CAPS["cuda tests"]), out / "10-cuda-tests.log"),
         run_stage("throughput", [python, "-m", "benchmarks.gpu_throughput", "--device", args.device, *shapes, *methods,
                                  "--json", str(out / "throughput.json")], left(STAGE_CAPS["throughput"]),

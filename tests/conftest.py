@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import copy
+import functools
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,27 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 CLASSES = ["00_dog", "01_bird", "02_wheeled_vehicle", "03_reptile", "04_carnivore", "05_insect",
            "06_musical_instrument", "07_primate", "08_fish"]
+
+
+def checkout_view(folder: Path) -> Path:
+    """`folder` (made here) as a view of the checkout to run Snakemake in: a link to each of the
+    checkout's entries but `.snakemake` and the results folders. Snakemake keeps its locks, metadata
+    and incomplete markers in `.snakemake` of the folder it runs in, and a run that ends deletes that
+    whole lock folder (and `--unlock` every lock in it): two runs at once in one folder can break
+    each other, and the suite runs in two processes (pytest-xdist, pyproject's addopts)."""
+    folder.mkdir(parents=True)
+    for entry in ROOT.iterdir():
+        if entry.name != ".snakemake" and not entry.name.startswith("results"):
+            (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+@functools.cache
+def workdir() -> Path:
+    """The folder this test process runs Snakemake in (`checkout_view`), made once per process."""
+    parent = Path(tempfile.mkdtemp(prefix="workbench-checkout-"))
+    atexit.register(shutil.rmtree, parent, ignore_errors=True)
+    return checkout_view(parent / "checkout")
 
 
 def needs_shared(relative: str) -> Path:
@@ -99,3 +124,21 @@ def paper_smoke(tmp_path_factory) -> tuple[Path, list[str]]:
     args = ["--configfile", *PAPER_CONFIGS, str(paths), "--config", f"results={root / 'results'}"]
     snakemake("all", "--cores", "2", *args, timeout=1800)
     return root / "results-smoke", args
+
+
+#: tests that mostly wait (on a scheduler, on Snakemake processes they start and kill): first in the
+#: order, so that pytest-xdist overlaps their waiting with other tests instead of ending the run on them
+WAITING_FIRST = ("tests/test_slurm.py::test_tiny_slice_through_slurm_matches_a_local_run",
+                 "tests/test_kill_anywhere.py::test_a_slice_killed_in_every_stage_ends_as_an_uninterrupted_run")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups' marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests on `paper_smoke` change its results in turn (reruns, a regenerated store) and must see
+    one another's changes in their order: one xdist group (`--dist loadgroup`, pyproject's addopts)
+    runs them on one process, which builds the fixture once and, as the largest group, starts first.
+    Then `WAITING_FIRST`, then the rest in their order."""
+    for item in items:
+        if "paper_smoke" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("paper_smoke"))
+    items.sort(key=lambda item: item.nodeid not in WAITING_FIRST)

@@ -9,7 +9,7 @@ import yaml
 
 from debias_workbench.workflow.config import ConfigError, deep_merge, resolve_config, validate_config
 
-from .conftest import PAPER_CONFIGS, ROOT
+from .conftest import PAPER_CONFIGS, ROOT, workdir
 
 #: every config file shipped in config/ (the schema aside)
 SHIPPED_CONFIGS = sorted(p.name for p in (ROOT / "config").glob("*.yaml") if p.name != "schema.yaml")
@@ -88,7 +88,7 @@ def test_unknown_keys_and_cross_references(default_config):
 
 def test_snakemake_stops_at_start_on_a_bad_value(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config", "seed=-3"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          cwd=workdir(), capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "seed" in proc.stdout + proc.stderr and "minimum" in proc.stdout + proc.stderr
 

@@ -22,7 +22,7 @@ import yaml
 
 from debias_workbench.pipeline.fingerprint import FILE, verify
 
-from .conftest import ROOT
+from .conftest import ROOT, checkout_view, workdir
 from .test_generation import store_digest
 from .test_workflow import planned, snakemake
 
@@ -110,7 +110,7 @@ def run_with_kills(args: list[str], results: Path, rng: random.Random, log: Path
             offset = out.tell()
             start = time.time() - 1  # file times have 1-s granularity on some filesystems
             proc = subprocess.Popen([sys.executable, "-m", "snakemake", f"{results}/{target}", "--rerun-incomplete",
-                                     "--cores", "1", *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                     "--cores", "1", *args], cwd=workdir(), stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             while proc.poll() is None and not started_since(logs, pattern, start):
                 time.sleep(0.05)
@@ -123,7 +123,7 @@ def run_with_kills(args: list[str], results: Path, rng: random.Random, log: Path
             if killed[-1:] == [stage]:  # a killed Snakemake leaves its lock: the user's `--unlock`, then the rerun
                 out.flush()
                 in_place |= interrupted_in_place(log.read_bytes()[offset:].decode())
-                subprocess.run([sys.executable, "-m", "snakemake", "--unlock", *args], cwd=ROOT, stdout=out,
+                subprocess.run([sys.executable, "-m", "snakemake", "--unlock", *args], cwd=workdir(), stdout=out,
                                stderr=subprocess.STDOUT, check=True)
             out.write(f"\n=== killed during {stage} ===\n" if killed[-1:] == [stage] else f"\n=== {stage}: done\n")
             out.flush()
@@ -132,11 +132,21 @@ def run_with_kills(args: list[str], results: Path, rng: random.Random, log: Path
 
 def test_a_slice_killed_in_every_stage_ends_as_an_uninterrupted_run(tmp_path):
     reference_args, reference = slice_args(tmp_path / "reference")
-    snakemake(*slice_targets(reference), "--cores", "2", *reference_args)
-
     args, results = slice_args(tmp_path / "killed")
     log = tmp_path / "killed.log"
-    killed, in_place = run_with_kills(args, results, random.Random("kill-anywhere"), log)
+    # the uninterrupted run goes beside the killed ones, which mostly start Snakemake and wait; in a folder of
+    # its own, as the user's `--unlock` after each kill removes every lock of its folder
+    with (tmp_path / "reference.log").open("w") as reference_log:
+        uninterrupted = subprocess.Popen([sys.executable, "-m", "snakemake", *slice_targets(reference), "--cores", "2",
+                                          *reference_args], cwd=checkout_view(tmp_path / "reference-checkout"),
+                                         stdout=reference_log, stderr=subprocess.STDOUT)
+        try:
+            killed, in_place = run_with_kills(args, results, random.Random("kill-anywhere"), log)
+            reference_rc = uninterrupted.wait(timeout=900)
+        finally:
+            if uninterrupted.poll() is None:
+                uninterrupted.kill()
+    assert reference_rc == 0, (tmp_path / "reference.log").read_text()[-3000:]
     print(f"killed in {len(killed)} of {len(MOMENTS)} stages: {killed}; outputs left in place unrecorded: "
           f"{sorted(in_place)}")
     # every stage but possibly the shortest (a job may finish between the log's appearance and the kill) was hit

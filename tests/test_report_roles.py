@@ -15,7 +15,7 @@ from debias_workbench.report.helpers import sweep_only_experiments
 from debias_workbench.report.roles import ROLES
 from debias_workbench.workflow.config import deep_merge, resolve_config
 
-from .conftest import ROOT
+from .conftest import ROOT, workdir
 from .test_config import SHIPPED_CONFIGS
 
 
@@ -43,9 +43,9 @@ RENAMED = "«{}»"  # a renamed label holds the old one, so the report's text ma
 def _report_command(results) -> list[str]:
     """The arguments of the `workbench report` job that made `results`/report (Snakemake's record)."""
     target = str(results / "report" / "report.md")
-    record = ROOT / ".snakemake" / "metadata" / base64.b64encode(target.encode()).decode()
-    if not record.exists():
-        pytest.skip(f"no Snakemake record of {target}")
+    # the smoke run's Snakemake kept its record in the folder it ran in (`workdir`)
+    record = workdir() / ".snakemake" / "metadata" / base64.b64encode(target.encode()).decode()
+    assert record.exists(), f"no Snakemake record of {target}"
     words = shlex.split(json.loads(record.read_text())["shellcmd"].split(">", 1)[0])
     return words[words.index("report") + 1:]
 
@@ -54,7 +54,7 @@ def _build(args: list[str], config_file, out_dir) -> str:
     args = list(args)
     args[args.index("--config") + 1] = str(config_file)
     args[args.index("--out-dir") + 1] = str(out_dir)
-    subprocess.run([sys.executable, "-m", "debias_workbench", "report", *args], cwd=ROOT, check=True)
+    subprocess.run([sys.executable, "-m", "debias_workbench", "report", *args], cwd=workdir(), check=True)
     return (out_dir / "report.md").read_text()
 
 
@@ -63,7 +63,7 @@ def test_renaming_every_label_changes_no_verdict(paper_smoke, tmp_path):
     (tables, capability checks, verdict sentences), from the same rows."""
     results, _args = paper_smoke
     args = _report_command(results)
-    config = json.loads((ROOT / args[args.index("--config") + 1]).read_text())  # an absolute path stays one
+    config = json.loads((workdir() / args[args.index("--config") + 1]).read_text())  # an absolute path stays one
     renamed = json.loads(json.dumps(config))
     for exp in renamed["experiments"].values():
         exp["label"] = RENAMED.format(exp["label"])

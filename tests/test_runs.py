@@ -14,7 +14,7 @@ from debias_workbench.report.sections import SECTIONS
 from debias_workbench.report.sections.runs import other_runs
 from debias_workbench.workflow.config import resolve_config, scoring
 
-from .conftest import ROOT
+from .conftest import ROOT, workdir
 
 CMNIST_RUN = {"method": "erm", "dataset": "colored_mnist", "train_variant": "conflict_5", "label": "ERM on CMNIST 5 %",
               "training": {"arch": "small_cnn", "pretrained": None}}
@@ -41,7 +41,7 @@ def test_a_run_declared_alone_on_another_family_plans_its_train_and_evaluate_job
     target = f"{tmp_path}/results/runs/cmnist_erm/seed0/eval.jsonl"
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", target, "--configfile",
                            str(ROOT / "config" / "config.yaml"), str(extra), "--config", f"results={tmp_path}/results"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          cwd=workdir(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     jobs = proc.stdout.split("Job stats:", 1)[1]
     assert "\ntrain " in jobs and "\nevaluate " in jobs and "colored_mnist/unbiased.zarr" in proc.stdout

@@ -20,7 +20,7 @@ import torch
 from debias_workbench.training.job_time import CONTINUE_EXIT_CODE
 from devtools import local_slurm
 
-from .conftest import ROOT
+from .conftest import checkout_view, workdir
 from .test_generation import store_digest
 from .test_workflow import snakemake
 
@@ -88,8 +88,7 @@ def cancel_after_first_checkpoint(cluster, proc: subprocess.Popen, run_dir: Path
 
 def test_tiny_slice_through_slurm_matches_a_local_run(cluster, tmp_path):
     local_configs, local_targets = slice_config(tmp_path / "local")
-    snakemake(*local_targets, "--cores", "2", "--configfile", *local_configs)
-
+    local_log = tmp_path / "local.log"
     configs, targets = slice_config(tmp_path / "slurm")
     results = tmp_path / "slurm" / "results"
     log = tmp_path / "slurm.log"
@@ -97,14 +96,22 @@ def test_tiny_slice_through_slurm_matches_a_local_run(cluster, tmp_path):
     # the overlay's `config:` entry)
     cmd = [sys.executable, "-m", "snakemake", *targets, "--executor", "slurm", "--workflow-profile",
            "profiles/slurm", "--profile", "profiles/slurm-local", "--configfile", *configs]
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=cluster.env, stdout=out, stderr=subprocess.STDOUT)
+    # the local run goes beside the SLURM one, which mostly waits on the scheduler; in a folder of its own,
+    # as two Snakemake runs in one folder share (and delete) one lock folder
+    local_cmd = [sys.executable, "-m", "snakemake", *local_targets, "--cores", "2", "--configfile", *local_configs]
+    with log.open("w") as out, local_log.open("w") as local_out:
+        local = subprocess.Popen(local_cmd, cwd=checkout_view(tmp_path / "local-checkout"), stdout=local_out,
+                                 stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=workdir(), env=cluster.env, stdout=out, stderr=subprocess.STDOUT)
         try:
             cancelled = cancel_after_first_checkpoint(cluster, proc, results / "runs" / "slurm_probe" / "seed0")
             rc = proc.wait(timeout=480)
+            local_rc = local.wait(timeout=480)
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            for running in (proc, local):
+                if running.poll() is None:
+                    running.kill()
+    assert local_rc == 0, local_log.read_text()[-4000:]
     assert rc == 0, log.read_text()[-4000:]
 
     # the stores are the bytes the local run made

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from .conftest import ROOT
+from .conftest import ROOT, workdir
 from .test_generation import store_digest
 
 
-def snakemake(*args, cwd=ROOT, timeout=900, ok=True, env=None):
-    proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
+def snakemake(*args, cwd=None, timeout=900, ok=True, env=None):
+    """Snakemake's output of `args`, run in `cwd` (default: this process's view of the checkout, `workdir`)."""
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd or workdir(), capture_output=True, text=True,
                           timeout=timeout, env=None if env is None else {**os.environ, **env})
     if ok:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -274,7 +275,7 @@ def test_another_path_to_the_interpreter_reruns_nothing(paper_smoke, tmp_path):
     plans nothing, because neither params nor shell text name the interpreter or the checkout."""
     results, args = paper_smoke
     other = another_path_to_this_interpreter(tmp_path)
-    proc = subprocess.run([str(other), "-m", "snakemake", "-n", "all", "--cores", "2", *args], cwd=ROOT,
+    proc = subprocess.run([str(other), "-m", "snakemake", "-n", "all", "--cores", "2", *args], cwd=workdir(),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert planned(proc.stdout + proc.stderr) == {}, (proc.stdout + proc.stderr)[-3000:]

@@ -129,6 +129,7 @@ def paper_smoke(tmp_path_factory) -> tuple[Path, list[str]]:
 #: tests that mostly wait (on a scheduler, on Snakemake processes they start and kill): first in the
 #: order, so that pytest-xdist overlaps their waiting with other tests instead of ending the run on them
 WAITING_FIRST = ("tests/test_slurm.py::test_tiny_slice_through_slurm_matches_a_local_run",
+                 "tests/test_slurm.py::test_a_run_longer_than_a_job_continues_over_several_jobs",
                  "tests/test_kill_anywhere.py::test_a_slice_killed_in_every_stage_ends_as_an_uninterrupted_run")
 
 
@@ -137,8 +138,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests on `paper_smoke` change its results in turn (reruns, a regenerated store) and must see
     one another's changes in their order: one xdist group (`--dist loadgroup`, pyproject's addopts)
     runs them on one process, which builds the fixture once and, as the largest group, starts first.
-    Then `WAITING_FIRST`, then the rest in their order."""
+    The tests on the local SLURM cluster (`cluster`: one per machine, on fixed ports) share one process
+    too. Then `WAITING_FIRST`, then the rest in their order."""
     for item in items:
-        if "paper_smoke" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("paper_smoke"))
+        for fixture in ("paper_smoke", "cluster"):
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(fixture))
     items.sort(key=lambda item: item.nodeid not in WAITING_FIRST)

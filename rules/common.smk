@@ -184,8 +184,8 @@ SUBMITS_JOBS = workflow.is_main_process and not workflow.local_exec
 
 
 def train_retries(pack):
-    """The `retries` of `pack`'s train rule on a cluster: the given ones plus a job's continuations
-    (workbench.resources.continuation_retries); elsewhere None (--retries as given)."""
+    """How often `pack`'s training jobs are retried when they go to a cluster, the given retries plus a
+    job's continuations (workbench.resources.continuation_retries); elsewhere None (--retries as given)."""
     if not SUBMITS_JOBS:
         return None
     minutes = [res.training(pack_runs(pack, wc), RUNS_PER_GPU)[0] for wc in pack_jobs(config, pack)]

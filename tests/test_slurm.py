@@ -178,7 +178,7 @@ def test_a_run_longer_than_a_job_continues_over_several_jobs(cluster, tmp_path):
     cmd = [sys.executable, "-m", "snakemake", target, "--executor", "slurm", "--workflow-profile", "profiles/slurm",
            "--profile", "profiles/slurm-local", "--retries", "2", "--configfile", *configs]
     with log.open("w") as out:
-        rc = subprocess.run(cmd, cwd=ROOT, env=cluster.env, stdout=out, stderr=subprocess.STDOUT, timeout=900).returncode
+        rc = subprocess.run(cmd, cwd=workdir(), env=cluster.env, stdout=out, stderr=subprocess.STDOUT, timeout=900).returncode
     assert rc == 0, log.read_text()[-4000:]
 
     jobs = [j for j in scontrol_jobs(cluster) if "chain_probe" in j.get("Comment", "")]

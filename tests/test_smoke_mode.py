@@ -19,10 +19,10 @@ def _paper_config(default_config, *names):
 
 
 def test_smoke_shrinks_counts_only_and_keeps_every_shape(default_config):
-    cfg = _paper_config(default_config, "imagenet9.yaml", "park_real_data.yaml")
+    cfg = _paper_config(default_config, "imagenet9.yaml", "park_real_data.yaml", "imagenet100_ssl.yaml")
     real, smoke = resolve_config(copy.deepcopy(cfg)), resolve_config({**cfg, "smoke": True})
     assert smoke["results"] == real["results"] + "-smoke" and smoke["seeds"] == real["seeds"][:1]
-    for exp in ("clad", "moco", "r18_rebias", "r18_learned_mixin"):
+    for exp in ("clad", "in100_moco", "r18_rebias", "r18_learned_mixin"):
         a, b = run_config(real, exp, 0), run_config(smoke, exp, 0)
         assert b["training"]["epochs"] == 1 and b["training"]["steps_per_epoch"] == STEPS_PER_EPOCH
         assert b["training"]["batch_size"] == min(a["training"]["batch_size"], BATCH)
@@ -49,7 +49,8 @@ def test_smoke_is_idempotent_and_off_by_default(default_config):
 def test_grid_runs_do_not_inherit_the_top_level_pretrained_weights(default_config):
     """config/imagenet9.yaml's ImageNet ResNet-50 is for its own runs: the MNIST grids' small CNNs
     and the self-supervised runs start from random weights."""
-    cfg = resolve_config(_paper_config(default_config, "imagenet9.yaml", "biased_mnist_paper.yaml"))
+    cfg = resolve_config(_paper_config(default_config, "imagenet9.yaml", "biased_mnist_paper.yaml",
+                                       "park_real_data.yaml", "imagenet100_ssl.yaml"))
     assert run_config(cfg, "clad", 0)["training"]["pretrained"].endswith("resnet50-0676ba61.pth")
-    for exp in ("rebias_mnist_vanilla_rho_0.997", "park_cmnist_ours_conflict_1", "moco", "byol"):
+    for exp in ("rebias_mnist_vanilla_rho_0.997", "park_cmnist_ours_conflict_1", "in100_moco", "in100_byol"):
         assert run_config(cfg, exp, 0)["training"]["pretrained"] is None, exp

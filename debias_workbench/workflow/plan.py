@@ -27,7 +27,8 @@ from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline.segment_stage import shard_count
 
 from . import cost, resources
-from .config import background_challenge_runs, grid_experiment, pack_jobs, packs, resolve_config, scoring, scoring_packs
+from .config import (background_challenge_runs, grid_experiment, pack_jobs, packs, resolve_config, runs, scoring,
+                     scoring_packs)
 from .lookup import dataset_family, dataset_variants, deep_merge
 from .slices import DERIVED_SECTIONS, run_config
 from .scope import scoped
@@ -190,16 +191,20 @@ def data_jobs(config: dict[str, Any]) -> list[Job]:
     return jobs
 
 
+def _models(config: dict[str, Any], experiments: list[str]) -> int:
+    """The trained models (runs: experiment and seed) of `experiments`, as the rules' `run_files` lists them."""
+    return sum(1 for experiment, _seed in runs(config) if experiment in experiments)
+
+
 def analysis_jobs(config: dict[str, Any]) -> list[Job]:
     """The analyses (rules/analyses.smk), Base (IN) (rules/evaluate.smk) and the report, estimated as their rules."""
-    main = sum(len(config["experiments"][e].get("seeds", config["seeds"])) for e in background_challenge_runs(config))
-    saliency = config["analyses"]["saliency"]["experiments"]
-    saliency_models = sum(len(config["experiments"][e].get("seeds", config["seeds"])) for e in saliency)
+    main = _models(config, background_challenge_runs(config))
+    saliency_models = _models(config, config["analyses"]["saliency"]["experiments"])
     jobs = [_job(config, "analysis", a, ANALYSES, 1, resources.evaluation(config, 2, main)) for a in ("consistency", "fivecrop")]
     jobs.append(_job(config, "analysis_saliency", "saliency", ANALYSES, 1, resources.evaluation(config, 1, saliency_models)))
     texture = config["analyses"]["texture"]
     if texture["experiments"] and (texture["vgg"] or texture.get("vgg16")):
-        models = 1 + sum(len(config["experiments"][e].get("seeds", config["seeds"])) for e in texture["experiments"])
+        models = 1 + _models(config, texture["experiments"])
         jobs.append(_job(config, "analysis_texture", "texture", ANALYSES, 1, resources.evaluation(config, 1, models)))
     if config["evaluation"].get("imagenet_model"):
         stores = len(dataset_variants(config, config["evaluation"]["dataset"]))

@@ -18,9 +18,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE, TRACKERS_VARIABLE
-from debias_workbench.training.settings import LoaderSettings, TrainingSettings
-
 from debias_workbench.training.run_groups import process_groups
+from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
 from .cost import (cpu_minutes, dataset_images, forward_seconds_per_image, image_side, jobs_needed,
                    request_minutes, run_estimate, runs_at_once_speedup)
@@ -169,16 +168,16 @@ def training(runs: list[dict[str, Any]], runs_per_gpu: int = 1) -> tuple[float, 
     memory (each caches the training split). With `runs_per_gpu` K > 1 (`training.runs_per_gpu`, one
     GPU each) K of its process groups (`training.run_groups`) run side by side: the minutes divided by
     the measured speedup of K at once, never under the longest group's, and K times the memory."""
-    minutes, mem = 0.0, 0.0
+    run_minutes = {id(run): run_estimate(run).gpu_seconds / 60 for run in runs}  # each run's estimate, once
+    minutes, mem = sum(run_minutes.values()), 0.0
     for run in runs:
         ds, settings = run["dataset_config"], TrainingSettings.of(run["training"])
-        minutes += run_estimate(run).gpu_seconds / 60
         mem = max(mem, settings.gpus * (4000 + loader_mb(ds, settings.loader, dataset_images(ds))
                                         * (1 + len(run["aligned_variants"]))))
     groups = process_groups(runs)
     k = min(runs_per_gpu, len(groups)) if gpus(runs) == 1 else 1
     if k > 1:
-        longest = max(sum(run_estimate(run).gpu_seconds for run in group) for group in groups) / 60
+        longest = max(sum(run_minutes[id(run)] for run in group) for group in groups)
         minutes, mem = max(longest, minutes / runs_at_once_speedup(k)), mem * k
     return minutes, mem
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import copy
 import functools
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -131,6 +132,17 @@ def paper_smoke(tmp_path_factory) -> tuple[Path, list[str]]:
 WAITING_FIRST = ("tests/test_slurm.py::test_tiny_slice_through_slurm_matches_a_local_run",
                  "tests/test_slurm.py::test_a_run_longer_than_a_job_continues_over_several_jobs",
                  "tests/test_kill_anywhere.py::test_a_slice_killed_in_every_stage_ends_as_an_uninterrupted_run")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each test process of pytest-xdist computes with its share of the cores (OMP_NUM_THREADS, read
+    by torch when it is imported, after this hook, and passed on to the processes a test starts): two
+    processes of two OpenMP threads each on two cores wait at every parallel region for a thread that
+    is not running, and a step then costs several times its CPU time. Snakemake sets its own jobs'
+    threads; a value the user exported is kept."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(workers)))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups' marks

@@ -30,7 +30,9 @@ PROBE = {"method": "erm", "dataset": "in9", "train_variant": "original", "label"
 #: a run on two GPUs (`training.gpus`): one job with both of the node's GPUs, two processes
 DDP_PROBE = {"method": "erm", "dataset": "in9", "train_variant": "original", "label": "SLURM DDP probe",
              "training": {"gpus": 2, "sync_bn": True}}
-SHARDS = 6  # 9 classes x 5 images of the tiny config, block_images = 8
+#: segmentation shards of the slice: 9 classes x 5 images of the tiny config in blocks of 24 images (the
+#: tiny config's 8 would give 6: the same spread over submissions, in three waves of the node's 2 CPUs)
+BLOCK_IMAGES, SHARDS = 24, 2
 #: a run longer than its jobs: `cluster.max_job_hours` of 3 min is under the trainer's stop margin
 #: (training.job_time.STOP_MARGIN_SECONDS), so every job trains one epoch and stops for the next
 CHAIN_PROBE = {"method": "erm", "dataset": "in9", "train_variant": "original", "label": "SLURM chained probe",
@@ -44,7 +46,7 @@ def slice_config(path: Path) -> tuple[list[str], list[str]]:
     results = path / "results"
     extra = path / "slice.yaml"
     path.mkdir(parents=True)
-    extra.write_text(json.dumps({"results": str(results),
+    extra.write_text(json.dumps({"results": str(results), "datasets": {"in9": {"block_images": BLOCK_IMAGES}},
                                  "experiments": {"slurm_probe": PROBE, "ddp_probe": DDP_PROBE}}))
     targets = [f"{results}/datasets/in9/mixed_rand.zarr", f"{results}/runs/base_in9/seed0/model.pt",
                f"{results}/runs/slurm_probe/seed0/model.pt", f"{results}/runs/ddp_probe/seed0/model.pt"]

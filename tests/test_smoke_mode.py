@@ -37,6 +37,8 @@ def test_smoke_shrinks_counts_only_and_keeps_every_shape(default_config):
     assert ours["dataset_config"]["image_size"] == 224
     assert [e for e in smoke["experiments"] if e.startswith("park_bffhq_ours")] == ["park_bffhq_ours_conflict_1"]
     assert smoke["datasets"]["in9"]["source"]["max_per_class"] == {"train": 2, "val": 2}
+    assert real["datasets"]["in9"]["segmentation"]["iterations"] == 10  # the paper's; one in smoke mode
+    assert smoke["datasets"]["in9"]["segmentation"] == {**real["datasets"]["in9"]["segmentation"], "iterations": 1}
     assert run_config(real, "clad", 0) != run_config(smoke, "clad", 0)  # never the real run's identity
 
 

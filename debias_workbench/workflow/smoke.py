@@ -3,7 +3,7 @@
 A smoke run takes the same code path as the real one: the architecture, image size, method,
 losses, queue sizes, pretrained file, normalisation and augmentation stay as configured. Only
 counts shrink: one seed; one epoch of at most `STEPS_PER_EPOCH` batch of at most `BATCH` images;
-one thread per job; a few images per class from folder sources; short committees, pre-training
+one thread per job; a few images per class from folder sources; one GrabCut iteration; short committees, pre-training
 phases and probes; the first `EVAL_IMAGES` images of each test store; one sweep value besides the
 base; grids on their figure variant only. Its results go to `<results>-smoke`, so a smoke run
 never overwrites (or resumes) a real run, and the report says on its first line that its numbers
@@ -29,6 +29,8 @@ FOLDER_IMAGES_PER_CLASS = {"train": 2, "val": 2}
 EVAL_IMAGES = 2
 #: synthetic IN-9: the schema's minimum per class
 SYNTHETIC_PER_CLASS = 2
+#: GrabCut iterations (the schema's minimum): the same code path, the cost of one iteration instead of ten
+GRABCUT_ITERATIONS = 1
 #: method arguments that count steps or epochs -> their smoke value (a function of the configured one)
 METHOD_COUNTS = {
     "committee_size": lambda v: min(v, 2),      # BiasEnsemble: 2 members (a majority of 2 is both)
@@ -117,6 +119,8 @@ def _shrink_dataset(dataset: dict[str, Any]) -> None:
         dataset["bg_conflict_percents"] = percents[:1]
     if family_name(dataset) != DEFAULT_FAMILY:  # the other families' stand-ins are small files already
         return
+    if "iterations" in (segmentation := dataset.get("segmentation", {})):
+        segmentation["iterations"] = GRABCUT_ITERATIONS
     source = dataset["source"]
     source["max_per_class"] = dict(FOLDER_IMAGES_PER_CLASS)
     if synthetic := source.get("synthetic"):

@@ -51,8 +51,8 @@ DEFAULT_BUDGET_S = 470
 MIN_STAGE_S = 20
 #: (stage, its cap in seconds) on a GPU; on the CPU every cap is the same (tiny shapes)
 STAGE_CAPS = {"cuda tests": 100, "throughput": 300, "streaming": 60}
-#: the CPU path's shapes: a check that every path runs
-TINY = ["--size", "32", "--batch", "8", "--steps", "1", "--warmup", "0", "--workers", "1"]
+#: the CPU path's shapes: a check that every path runs, its rows in one process as on a GPU
+TINY = ["--size", "32", "--batch", "8", "--steps", "1", "--warmup", "0", "--workers", "1", "--one-process"]
 #: on a GPU every row in the stage's one process, 20 timed steps: the whole table inside the stage's cap
 GPU_ROWS = ["--one-process", "--steps", "20"]
 #: the streaming stage's rows: on a GPU ERM and CLAD (the method that streams three stores), on the CPU ERM

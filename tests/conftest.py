@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import compileall
 import copy
 import functools
 import os
@@ -143,6 +144,22 @@ def pytest_configure(config: pytest.Config) -> None:
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers and "OMP_NUM_THREADS" not in os.environ:
         os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(workers)))
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # once, in the process that starts the others
+        compile_checkout()
+
+
+#: the checkout's Python folders that the suite's processes import
+PACKAGES = ("debias_workbench", "benchmarks", "devtools", "tests")
+
+
+def compile_checkout() -> None:
+    """The checkout's bytecode, written once before any test runs. An editable install leaves the
+    package uncompiled, and where PYTHONDONTWRITEBYTECODE is set (as on the CI machines) Python then
+    compiles every module again in each of the suite's hundreds of processes (Snakemake's jobs and
+    starts, the tests' subprocesses), a large part of a CPU-second each for the whole package. Python reads
+    bytecode that is there whatever that variable says; the files are ignored by git."""
+    for package in PACKAGES:
+        compileall.compile_dir(ROOT / package, quiet=1)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups' marks

@@ -10,7 +10,10 @@ records how it was obtained (`mask_status`) so the quality report can show it.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,7 +103,8 @@ class U2NetSegmenter:
         if name == "u2netp" and file_digest(path, "md5") != U2NETP_MD5:
             raise PipelineError(f"{path} does not have the md5 of u2netp.onnx ({U2NETP_MD5}); replace it with an intact copy")
         os.environ["U2NET_HOME"] = str(path.parent)
-        from rembg import new_session  # imported late: rembg is an optional dependency
+        with _numba_compilation_off():
+            from rembg import new_session  # imported late: rembg is an optional dependency
 
         self._session = new_session(name)
         self.threshold = threshold
@@ -112,6 +116,31 @@ class U2NetSegmenter:
         mask = (np.asarray(prob, np.float32) / 255.0 >= self.threshold).astype(np.uint8)
         height, width = image.shape[:2]
         return _checked(mask, boxes_mask(boxes, height, width).astype(bool))
+
+
+@contextlib.contextmanager
+def _numba_compilation_off() -> Iterator[None]:
+    """numba's JIT off while rembg is imported: rembg imports pymatting, whose alpha-matting kernels
+    (never called here) numba compiles as they are defined, the first time in an environment for about
+    a CPU-minute. numba reads NUMBA_DISABLE_JIT when a function is decorated and again before each
+    compilation, so the kernels decorated inside stay plain Python and any compiled later is compiled."""
+    previous = os.environ.get("NUMBA_DISABLE_JIT")
+    os.environ["NUMBA_DISABLE_JIT"] = "1"
+    _reload_numba_config()
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["NUMBA_DISABLE_JIT"]
+        else:
+            os.environ["NUMBA_DISABLE_JIT"] = previous
+        _reload_numba_config()
+
+
+def _reload_numba_config() -> None:
+    """numba's settings read anew from the environment, where numba is already imported."""
+    if "numba" in sys.modules:
+        sys.modules["numba"].config.reload_config()
 
 
 def box_only(image: np.ndarray, boxes: list[Box]) -> Segmentation:

@@ -180,11 +180,11 @@ def _t_interval(estimate: float, seed_var: float, seed_df: float, image_var: flo
     unbounded where the seed spread is unknown (one seed)."""
     if math.isnan(seed_df) or seed_df <= 0 or not math.isfinite(seed_var + image_var):
         return Interval(estimate, -math.inf, math.inf, paired, seeds, images)
-    from scipy import stats  # here, not at the top: every training job imports this module (1 CPU-s)
+    from scipy import special  # here, not at the top: every training job imports this module (1 CPU-s)
 
-    quantile = 0.5 + LEVEL / 2
-    t = float(stats.t.ppf(quantile, seed_df)) if seed_var > 0 else 0.0
-    half = math.sqrt(t ** 2 * seed_var + float(stats.norm.ppf(quantile)) ** 2 * image_var)
+    quantile = 0.5 + LEVEL / 2      # special's quantiles: stats.t.ppf and stats.norm.ppf without their checks
+    t = float(special.stdtrit(seed_df, quantile)) if seed_var > 0 else 0.0
+    half = math.sqrt(t ** 2 * seed_var + float(special.ndtri(quantile)) ** 2 * image_var)
     return Interval(estimate, estimate - half, estimate + half, paired, seeds, images)
 
 

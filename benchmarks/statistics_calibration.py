@@ -147,7 +147,7 @@ def simulate(scenario: tuple[float, float, float | None], images: int, repetitio
                 _, seed_var, image_var = parts(d)
                 seed_sum, image_sum = seed_sum + seed_var.sum(), image_sum + image_var.sum()
     rates = {k: 100.0 * v / repetitions for k, v in counts.items()}
-    return {**rates, "image share": 100.0 * image_sum / (seed_sum + image_sum), "fits": float(fits)}
+    return {**rates, "image share": float(100.0 * image_sum / (seed_sum + image_sum)), "fits": float(fits)}
 
 
 def main() -> None:

@@ -28,15 +28,16 @@ test-image part v_image counted as known (thousands of images):
   (`ttest_ind(equal_var=False)`), and the same v_image.
 
 The interval is estimate +- sqrt(t_nu^2 v_seed + z^2 v_image), t_nu and z the 97.5 % quantiles of
-Student's t and the normal: Banerjee's bound (Sankhya A 23, 1961, for a sum of variance estimates
-with their own degrees of freedom), which covers the difference with at least 95 % whatever the
-true ratio of the two parts (in the Welch case, as far as Welch's nu holds for the seed part). Not estimate +- t_df sqrt(v_seed + v_image) with df = (v_seed +
-v_image)^2 nu / v_seed^2 (Welch-Satterthwaite, the rule before): with 3 seeds v_seed rests on 2
-degrees of freedom and is often far below its mean by chance; then df grows towards the normal's
-just when the interval is too narrow, and where v_image is a small or middling share of the
-variance the verdicts say "higher" or "lower" more often than 5 % of the time where nothing
-differs. Banerjee's bound is exact where either part is all of the variance and conservative in
-between (`benchmarks/statistics_calibration.py` measures both rules).
+Student's t and the normal: Banerjee's bound (S. K. Banerjee, Sankhya A 23, 1961: a confidence
+interval from separate variance estimates and the t table), which covers the difference with at
+least 95 % whatever the true ratio of the two parts (in the Welch case, as far as Welch's nu holds
+for the seed part). Not estimate +- t_df sqrt(v_seed + v_image) with df = (v_seed + v_image)^2 nu /
+v_seed^2 (Welch-Satterthwaite, the rule before): with 3 seeds v_seed rests on 2 degrees of freedom
+and is often far below its mean by chance; then df grows towards the normal's just when the
+interval is too narrow, and where v_image is a small or middling share of the variance the verdicts
+say "higher" or "lower" more often than 5 % of the time where nothing differs. Banerjee's bound is
+exact where either part is all of the variance, conservative in between, and never narrower than
+the rule before (`benchmarks/statistics_calibration.py` measures both rules).
 
 The verdict is "higher" or "lower" when the interval excludes 0 and "cannot tell" otherwise; with
 one seed on a side the seed spread is unknown and the verdict is "cannot tell" whatever the

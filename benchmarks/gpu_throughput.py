@@ -348,7 +348,6 @@ def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_n
                           pin_memory=device.type == "cuda",
                           aligned={f: stores[v] for f, v in method_cls.aligned_variants.items()})
     method = build_method(run_cfg, len(batches.classes), device)
-    method.steps_per_epoch = len(batches)
     t0 = time.perf_counter()
     method.setup(batches)
     _sync(device)

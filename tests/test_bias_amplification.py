@@ -169,7 +169,7 @@ def _guided_losses(default_config, tiny_stores, **method_args) -> dict[str, floa
     z = method.network.feature_map(x)
     w = torch.full((len(y),), 0.5)
     main = (w * torch.nn.functional.cross_entropy(method.network.head(z.mean((2, 3))), y, reduction="none")).mean()
-    method.iteration.fill_(method.steps_per_epoch * 2)  # lambda_main = 1
+    method.iteration.fill_(method.total_steps * 2)  # lambda_main = 1
     loss, stats = method._guided(x, y, index, z, w, main, int(method.iteration))
     return {**{k: float(v) for k, v in stats.items()}, "loss": loss.item(), "main": main.item()}
 

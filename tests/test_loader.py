@@ -117,6 +117,7 @@ def test_augmenter_padded_crop_fidelity_as_torchvision_random_crop():
 
     assert AugmentSettings.of({"crop_scale": [1.0, 1.0], "hflip": True, "crop_padding": 4}).crop_padding == 4
     assert AugmentSettings.of({"crop_scale": [1.0, 1.0], "hflip": True}).crop_padding == 0
+    assert AugmentSettings.of(None).crop_padding == 0   # the schema's augment default predates the key
     images = torch.randint(1, 256, (64, 12, 10, 3), dtype=torch.uint8)
     aug = Augmenter([0.0] * 3, [1.0] * 3, padding=4)
     offsets = aug.sample_shift(64, torch.Generator().manual_seed(0))

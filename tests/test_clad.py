@@ -116,6 +116,18 @@ def test_clad_bn_fidelity_anchors_and_positives_in_two_batch_norm_batches(tiny_s
     assert torch.allclose(bn.running_mean, reference.running_mean) and torch.allclose(bn.running_var, reference.running_var)
 
 
+def test_clad_views_carry_the_padded_crop_aligned_or_drawn_anew(default_config):
+    """With `training.augment.crop_padding`, CLAD's anchor and positive views are padded crops too:
+    the positive's the anchor's own window under `positive_view: aligned`, its own otherwise."""
+    training = {**default_config["training"], "augment": {"crop_scale": [1.0, 1.0], "hflip": False, "crop_padding": 4}}
+    images = torch.randint(1, 256, (16, 12, 12, 3), dtype=torch.uint8)
+    aligned = CLAD(9, training, {"positive_view": "aligned"})
+    anchors, positives = aligned.augmented_pair(images, images)
+    assert torch.equal(anchors, positives) and not torch.allclose(anchors, aligned.augmenter.normalize(images))
+    anchors, positives = CLAD(9, training, {}).augmented_pair(images, images)
+    assert not torch.equal(anchors, positives)
+
+
 def test_clad_trains_resumes_and_keeps_its_dictionary(tmp_path, tiny_stores, default_config):
     cfg = copy.deepcopy(default_config)
     cfg["training"].update(epochs=2, batch_size=6)

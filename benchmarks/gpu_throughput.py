@@ -152,7 +152,7 @@ def paper_run_configs(names: list[str], batch: int | None, committee_steps: int,
         cfg["training"] = deep_merge(cfg["training"], training)
         args = dict(case.method_args)
         if "committee_steps" in cfg["method_args"]:
-            args.update(committee_steps=committee_steps, committee_valid_every=committee_steps)
+            args.update(committee_steps=committee_steps, committee_vote="last")
         splits = cfg["method_args"].get("bn_splits")
         if splits and batch is not None and batch < 2 * splits:  # the largest split count that divides the batch
             args["bn_splits"] = next(s for s in range(max(1, batch // 2), 0, -1) if batch % s == 0)

@@ -79,7 +79,7 @@ class Method(nn.Module):
         self.num_classes, self.cfg, self.args = num_classes, train_cfg, {**self.default_args, **method_args}
         aug = AugmentSettings.of(train_cfg.get("augment"))
         self.augmenter = Augmenter(train_cfg["normalize"]["mean"], train_cfg["normalize"]["std"], aug.crop_scale,
-                                   aug.hflip)
+                                   aug.hflip, padding=aug.crop_padding)
         pretrained = {"pretrained": None} if _FOR_SCORING.get() else {}  # the checkpoint replaces them
         self.network = build_network(train_cfg["arch"], num_classes, {**train_cfg, **pretrained})
         self.generator = torch.Generator()

@@ -451,3 +451,16 @@ def test_momentum_update_is_the_per_parameter_rule():
         assert torch.equal(got, want)
     for got, want in zip(target.buffers(), online.buffers()):
         assert torch.equal(got, want)
+
+
+def test_the_similarity_rows_score_every_pair_with_negatives_made_as_in_training(tiny_stores, default_config):
+    """Figs. 2-3's rows (`ssl_eval.similarity_rows`, the patch negative tiled from the anchor's view,
+    the texture image in it): one per pair over the same images, each a mean cosine similarity
+    below 1 (no pair is the anchor itself)."""
+    from debias_workbench.training.methods.ssl_eval import PAIRS, similarity_rows
+
+    method = ssl_method("moco_v2_texture", default_config, batch_size=8).eval()
+    stores = {"original": tiny_stores["original"], "texture": tiny_stores["stylized"]}
+    rows = similarity_rows(method, stores, "val", 8, torch.device("cpu"), {"experiment": "e", "seed": 0})
+    assert [r["variant"] for r in rows] == list(PAIRS)
+    assert all(-1 <= r["value"] < 1 and r["n"] == rows[0]["n"] > 0 for r in rows)

@@ -82,10 +82,10 @@ def tiling_map(tilings: Tilings, device: torch.device | str = "cpu") -> torch.Te
     size = tilings.size
     on_device = Tilings(size, *(t.to(device, non_blocking=True) for t in (tilings.d, tilings.offset, tilings.cells)))
     start = on_device.sources()                                                # (B, T, 2)
-    origin = start[..., 0] * size + start[..., 1]                              # (B, T) each tile's top-left source pixel
+    origin = start[..., 0] * size + start[..., 1]                              # (B, T) tiles' top-left sources
     d = on_device.d.view(-1, 1)                                                # (B, 1)
     i = torch.arange(size, device=d.device).view(1, -1)                        # (1, S)
-    tile_of, within = i // d, i % d                                            # (B, S): a row's (column's) tile and place in it
+    tile_of, within = i // d, i % d                                            # (B, S) a row's tile, place in it
     tile_index = (tile_of * -(-size // d)).unsqueeze(2) + tile_of.unsqueeze(1)  # (B, S, S) row-major tile
     return (origin.gather(1, tile_index.flatten(1)).view(-1, size, size)
             + (within * size).unsqueeze(2) + within.unsqueeze(1))

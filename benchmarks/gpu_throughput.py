@@ -152,7 +152,7 @@ def paper_run_configs(names: list[str], batch: int | None, committee_steps: int,
         cfg["training"] = deep_merge(cfg["training"], training)
         args = dict(case.method_args)
         if "committee_steps" in cfg["method_args"]:
-            args.update(committee_steps=committee_steps, committee_valid_every=committee_steps)
+            args.update(committee_steps=committee_steps, committee_vote="last")
         splits = cfg["method_args"].get("bn_splits")
         if splits and batch is not None and batch < 2 * splits:  # the largest split count that divides the batch
             args["bn_splits"] = next(s for s in range(max(1, batch // 2), 0, -1) if batch % s == 0)
@@ -348,7 +348,6 @@ def measure_workbench(run_cfg: dict[str, Any], stores: dict[str, Path], device_n
                           pin_memory=device.type == "cuda",
                           aligned={f: stores[v] for f, v in method_cls.aligned_variants.items()})
     method = build_method(run_cfg, len(batches.classes), device)
-    method.steps_per_epoch = len(batches)
     t0 = time.perf_counter()
     method.setup(batches)
     _sync(device)

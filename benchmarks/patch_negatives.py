@@ -2,9 +2,9 @@
 
     python -m benchmarks.patch_negatives [--arch resnet50] [--batch 32] [--size 224] [--repeats 5]
 
-Times, on this machine's device and threads, (a) building the patch negatives of a uint8 batch
-(`training.negatives.patch_negatives`, d ~ U(16, 72)) and (b) one full MoCo-v2 training step
-with patch negatives on the same batch (two aug-plus views, query and key encoders, the
+Times, on this machine's device and threads, (a) building the patch negatives of a batch of
+normalised query views (`training.negatives.patch_negatives`, d ~ U(16, 72)) and (b) one full
+MoCo-v2 training step with patch negatives on the same batch (two aug-plus views, query and key encoders, the
 negatives through the key encoder, backward, optimiser, enqueue). Prints both medians and the
 ratio (a) / (b): the issue's goal is at most 5 %.
 """
@@ -51,7 +51,8 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (args.batch, args.size, args.size, 3), dtype=torch.uint8, generator=g).to(device)
     batch = {"images": images, "labels": torch.zeros(args.batch, dtype=torch.long, device=device)}
-    negatives = median_seconds(lambda: patch_negatives(images, g), args.repeats)
+    views = method.views(images, g)                                      # (B, 3, H, W) the query views
+    negatives = median_seconds(lambda: patch_negatives(views, g), args.repeats)
     step = median_seconds(lambda: method.update(batch), args.repeats)
     print(f"device {device}, {torch.get_num_threads()} threads, {args.arch}, batch {args.batch} at {args.size} px")
     print(f"patch negatives: {negatives * 1000:.1f} ms per batch; MoCo-v2 step with them: {step * 1000:.0f} ms")

@@ -133,9 +133,16 @@ def test_partners_share_the_class_and_are_never_the_anchor():
     assert 60 < picks.count(0) < 140  # uniform over the two rows
 
 
+def _unaugmented(run: dict) -> dict:
+    """`run` training without random crops or flips (a committee's scoring then draws no difference)."""
+    run["training"]["augment"] = {"crop_scale": [1.0, 1.0], "hflip": False, "crop_padding": 0}
+    return run
+
+
 def test_committee_votes_with_each_members_best_validation_checkpoint(default_config, tiny_stores, monkeypatch):
     """BiasEnsemble scores each member at its best-validation checkpoint: with val accuracies
-    10, 50, 20, 30 after steps 1-4, the member of step 2 votes, exactly as a member trained 2 steps."""
+    10, 50, 20, 30 after steps 1-4, the member of step 2 votes, exactly as a member trained 2 steps
+    that votes with its last iterate."""
     from debias_workbench.training.build import build_method
     from debias_workbench.training.data import ZarrBatches
     from debias_workbench.training.methods.bias_amplification import LfFBiasEnsemble
@@ -143,14 +150,63 @@ def test_committee_votes_with_each_members_best_validation_checkpoint(default_co
     batches = ZarrBatches(tiny_stores["original"], "train", 6, shuffle=True, drop_last=True)
     accuracies = iter([10.0, 50.0, 20.0, 30.0])
     monkeypatch.setattr(LfFBiasEnsemble, "_accuracy", lambda self, model, valid, device: next(accuracies))
-    four = build_method(_run(default_config, "lff_be", committee_size=1, committee_steps=4, committee_valid_every=1),
-                        9, torch.device("cpu"))
+    four = build_method(_unaugmented(_run(default_config, "lff_be", committee_size=1, committee_steps=4,
+                                          committee_valid_every=1)), 9, torch.device("cpu"))
     p4, wrong4, stats = four._committee(batches, torch.device("cpu"))
     assert stats["committee_best_step_mean"] == 2 and stats["committee_valid_accuracy_mean"] == 50.0
     monkeypatch.setattr(LfFBiasEnsemble, "_accuracy", lambda self, model, valid, device: 0.0)
-    two = build_method(_run(default_config, "lff_be", committee_size=1, committee_steps=2), 9, torch.device("cpu"))
+    two = build_method(_unaugmented(_run(default_config, "lff_be", committee_size=1, committee_steps=2,
+                                         committee_vote="last")), 9, torch.device("cpu"))
     p2, wrong2, _ = two._committee(batches, torch.device("cpu"))
     assert torch.equal(p4, p2) and torch.equal(wrong4, wrong2)
+
+
+def test_committee_checkpoints_fidelity_after_updates_1_and_501_strictly_better(default_config, tiny_stores,
+                                                                                monkeypatch):
+    """BiasEnsemble's schedule (learner.py:440, 465): a member is scored at `step % valid_freq == 0`
+    of its 0-based steps, i.e. after updates 1, 1 + every, ... and never after its last (1 and 501 of
+    1,000); a later checkpoint replaces the kept one only if strictly better (learner.py:364)."""
+    from debias_workbench.training.build import build_method
+    from debias_workbench.training.data import ZarrBatches
+    from debias_workbench.training.methods.amplification_parts import checkpoint_steps
+    from debias_workbench.training.methods.bias_amplification import LfFBiasEnsemble
+
+    assert checkpoint_steps(1000, 500, "best_valid") == [1, 501] and checkpoint_steps(2, 2, "best_valid") == [1]
+    assert checkpoint_steps(150, 150, "last") == [150]
+    updates, scored_after = [], []
+    step = LfFBiasEnsemble.step
+    monkeypatch.setattr(LfFBiasEnsemble, "step", staticmethod(lambda opt, loss: (updates.append(1), step(opt, loss))))
+    accuracies = iter([40.0, 40.0, 90.0])   # a tie with the first, then better: but the last never scored
+    monkeypatch.setattr(LfFBiasEnsemble, "_accuracy",
+                        lambda self, model, valid, device: (scored_after.append(len(updates)), next(accuracies))[1])
+    method = build_method(_run(default_config, "lff_be", committee_size=1, committee_steps=6, committee_valid_every=2),
+                          9, torch.device("cpu"))
+    batches = ZarrBatches(tiny_stores["original"], "train", 6, shuffle=True, drop_last=True)
+    _, _, stats = method._committee(batches, torch.device("cpu"))
+    assert scored_after == [1, 3, 5]
+    assert stats["committee_best_step_mean"] == 5 and stats["committee_valid_accuracy_mean"] == 90.0
+    scored_after.clear(), updates.clear()
+    accuracies = iter([40.0, 40.0, 20.0])
+    _, _, stats = method._committee(batches, torch.device("cpu"))
+    assert stats["committee_best_step_mean"] == 1   # the tie keeps the earlier checkpoint
+
+
+def test_committee_scores_p_y_fidelity_through_the_training_transforms(default_config, tiny_stores, monkeypatch):
+    """BiasEnsemble computes each member's p_y on its `pretrain_loader`, the training set with its
+    training transform (learner.py:66-73, 115-122, 471-478): every training row, in order, goes
+    through the method's augmentation once for the vote (besides the members' training batches)."""
+    from debias_workbench.training.build import build_method
+    from debias_workbench.training.data import ZarrBatches
+
+    method = build_method(_run(default_config, "lff_be", committee_size=1, committee_steps=1), 9, torch.device("cpu"))
+    scored = []
+    augment = method.augment
+    monkeypatch.setattr(method, "augment", lambda images: (scored.append(images) if not torch.is_grad_enabled()
+                                                           else None, augment(images))[1])
+    batches = ZarrBatches(tiny_stores["original"], "train", 6, shuffle=True, drop_last=True)
+    method._committee(batches, torch.device("cpu"))
+    rows = torch.cat([batch["images"] for batch in batches.in_order()])
+    assert scored and torch.equal(torch.cat(scored), rows)
 
 
 def _guided_losses(default_config, tiny_stores, **method_args) -> dict[str, float]:
@@ -169,7 +225,7 @@ def _guided_losses(default_config, tiny_stores, **method_args) -> dict[str, floa
     z = method.network.feature_map(x)
     w = torch.full((len(y),), 0.5)
     main = (w * torch.nn.functional.cross_entropy(method.network.head(z.mean((2, 3))), y, reduction="none")).mean()
-    method.iteration.fill_(method.steps_per_epoch * 2)  # lambda_main = 1
+    method.iteration.fill_(method.total_steps * 2)  # lambda_main = 1
     loss, stats = method._guided(x, y, index, z, w, main, int(method.iteration))
     return {**{k: float(v) for k, v in stats.items()}, "loss": loss.item(), "main": main.item()}
 

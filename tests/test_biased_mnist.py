@@ -35,6 +35,17 @@ def test_colourise_paints_the_background_not_the_digit():
     assert (out[:, 1, 1] == 255).all()
 
 
+def test_fidelity_colourise_binarises_as_the_authors():
+    """clovaai/rebias colour_mnist.py:156-170: a pixel of grey 1 is digit (pure white), a pixel of
+    grey 0 background at the full colour; no blend by grey level."""
+    img = np.zeros((3, 2, 2), np.uint8)
+    img[:, 0, 0], img[:, 0, 1] = 1, 30   # faint rim of a stroke
+    out = colourise(img, np.array([0, 4, 9]))
+    assert out.dtype == np.uint8 and out.shape == (3, 2, 2, 3)
+    assert (out[:, 0, :2] == 255).all()
+    assert all((out[i, 1] == COLOURS[c]).all() for i, c in enumerate([0, 4, 9]))
+
+
 def _write_idx(path, array, gz):
     header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
     (gzip.open if gz else open)(path, "wb").write(header + array.tobytes())
@@ -83,6 +94,23 @@ def test_family_builds_stores_in_the_workbench_format(tmp_path):
     first = train["images"][:]
     fam.run_step("variant", cfg, 0, tmp_path / "again.zarr", [], 1, "rho_0.99")
     assert np.array_equal(first, zarr.open_group(str(tmp_path / "again.zarr"), mode="r")["train/images"][:])
+
+
+def test_fidelity_biased_test_split_wears_the_label_colour(tmp_path):
+    """The "biased" test set is scored at rho = 1 (clovaai/rebias main_biased_mnist.py:80-83), so
+    every row of a variant's val split wears its own digit's colour, at any training rho."""
+    import zarr
+
+    from debias_workbench.pipeline.datasets import get_family
+
+    cfg = {"family": "biased_mnist", "source": {"kind": "sklearn_digits", "test_fraction": 0.2, "copies": 1},
+           "rhos": [0.5], "unbiased_rho": 0.1, "chunk_images": 64}
+    get_family("biased_mnist").run_step("variant", cfg, 0, tmp_path / "rho_0.5.zarr", [], 1, "rho_0.5")
+    store = zarr.open_group(str(tmp_path / "rho_0.5.zarr"), mode="r")
+    labels, colours, images = store["val/labels"][:], store["val/bias_labels"][:], store["val/images"][:]
+    assert len(labels) == 359 and np.array_equal(colours, labels)
+    assert (images[:, 0, 0] == COLOURS[labels]).all()   # the corner pixel is background
+    assert (store["train/bias_labels"][:] == store["train/labels"][:]).mean() < 0.6   # the train split keeps rho
 
 
 def test_jittered_copies_are_new_seeded_digits():

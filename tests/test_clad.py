@@ -99,6 +99,35 @@ def test_positives_paste_the_foreground_on_another_class_background(tiny_stores,
         assert j and all(batch["labels"][k] == bg_labels[i] for k in j)
 
 
+def test_clad_bn_fidelity_anchors_and_positives_in_two_batch_norm_batches(tiny_stores, default_config):
+    """The authors pass anchors and positives through the encoder separately (main_clad_bg.py:118,
+    128): the first batch norm normalises the B anchors by their own statistics, then the B
+    positives by theirs (the anchors' never mix with the positives'), and its running statistics
+    after a step are those of these two passes in that order."""
+    method = CLAD(9, default_config["training"], {})
+    batch = debug_batch(method, tiny_stores, batch_size=6)
+    bn = next(m for m in method.network.modules() if isinstance(m, torch.nn.BatchNorm2d))
+    reference, seen = copy.deepcopy(bn), []
+    bn.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
+    method.update(batch)
+    assert [len(x) for x in seen] == [6, 6]
+    for x in seen:
+        reference(x)
+    assert torch.allclose(bn.running_mean, reference.running_mean) and torch.allclose(bn.running_var, reference.running_var)
+
+
+def test_clad_views_carry_the_padded_crop_aligned_or_drawn_anew(default_config):
+    """With `training.augment.crop_padding`, CLAD's anchor and positive views are padded crops too:
+    the positive's the anchor's own window under `positive_view: aligned`, its own otherwise."""
+    training = {**default_config["training"], "augment": {"crop_scale": [1.0, 1.0], "hflip": False, "crop_padding": 4}}
+    images = torch.randint(1, 256, (16, 12, 12, 3), dtype=torch.uint8)
+    aligned = CLAD(9, training, {"positive_view": "aligned"})
+    anchors, positives = aligned.augmented_pair(images, images)
+    assert torch.equal(anchors, positives) and not torch.allclose(anchors, aligned.augmenter.normalize(images))
+    anchors, positives = CLAD(9, training, {}).augmented_pair(images, images)
+    assert not torch.equal(anchors, positives)
+
+
 def test_clad_trains_resumes_and_keeps_its_dictionary(tmp_path, tiny_stores, default_config):
     cfg = copy.deepcopy(default_config)
     cfg["training"].update(epochs=2, batch_size=6)

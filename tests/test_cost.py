@@ -54,6 +54,20 @@ def test_a_run_at_the_measured_shape_is_the_measurement_and_others_scale(default
     assert measured.gpu_seconds == pytest.approx(measured.steps * 0.025)
 
 
+def test_learned_mixins_estimate_counts_g_pretraining_besides_fs_epochs():
+    """ReBias's LearnedMixin+H on IN-9: F's 120 epochs at the ReBias row, and G's 30 epochs of
+    pre-training before them as ERM steps of BagNet-18."""
+    cfg = resolve_config(load_config([ROOT / "config" / "imagenet9.yaml"]))
+    run = run_config(cfg, "r18_learned_mixin", 0)
+    without = copy.deepcopy(run)
+    without["method_args"]["g_pretrain_epochs"] = 0
+    estimate, plain = cost.run_estimate(run), cost.run_estimate(without)
+    per_epoch = math.ceil(cost.dataset_images(run["dataset_config"]) / run["training"]["batch_size"])
+    assert estimate.steps == plain.steps == 120 * per_epoch
+    g_ms, _ = cost.scaled_step_ms("erm", ["bagnet18"], 224, 128)
+    assert estimate.gpu_seconds - plain.gpu_seconds == pytest.approx(30 * per_epoch * g_ms / 1000)
+
+
 def test_method_arguments_pick_their_row():
     assert cost.method_cost("moco_v2", {"negative": "patch"}).row == "moco_v2_patch"
     assert cost.method_cost("moco_v2", {"negative": "none"}).row == "moco_v2"

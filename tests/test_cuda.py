@@ -55,7 +55,7 @@ def _one_step(name: str, stores: dict):
                           drop_last=True, fields=("images", "labels", "bias_labels", *cls.extra_fields),
                           pin_memory=True, aligned={f: stores[v] for f, v in cls.aligned_variants.items()})
     method = build_method(run, len(batches.classes), device)
-    method.steps_per_epoch, method.total_steps = len(batches), len(batches)
+    method.total_steps = len(batches)
     method.setup(batches)
     method.train()
     batch = {k: v.to(device, non_blocking=True) for k, v in next(iter(batches.epoch(0))).items()}

@@ -105,3 +105,26 @@ def test_augmenter_identity_and_flip():
     y = flip(images, g)
     for i in range(3):
         assert torch.allclose(y[i], x[i], atol=1e-5) or torch.allclose(y[i], x[i].flip(-1), atol=1e-5)
+
+
+def test_augmenter_padded_crop_fidelity_as_torchvision_random_crop():
+    """BiasEnsemble's RandomCrop(224, padding=4) (data/util.py:207, 229), `training.augment.crop_padding`:
+    each image padded with 4 black pixels a side and cut to its size at its own offsets, uniform over
+    0 .. 8, exactly as torchvision crops the padded image; before the resized crop and flip."""
+    import torchvision.transforms.functional as TF
+
+    from debias_workbench.training.settings import AugmentSettings
+
+    assert AugmentSettings.of({"crop_scale": [1.0, 1.0], "hflip": True, "crop_padding": 4}).crop_padding == 4
+    assert AugmentSettings.of({"crop_scale": [1.0, 1.0], "hflip": True}).crop_padding == 0
+    assert AugmentSettings.of(None).crop_padding == 0   # the schema's augment default predates the key
+    images = torch.randint(1, 256, (64, 12, 10, 3), dtype=torch.uint8)
+    aug = Augmenter([0.0] * 3, [1.0] * 3, padding=4)
+    offsets = aug.sample_shift(64, torch.Generator().manual_seed(0))
+    assert set(offsets.flatten().tolist()) == set(range(9))
+    shifted = aug.shift(images, offsets)
+    for i in range(64):
+        padded = TF.pad(images[i].permute(2, 0, 1), [4])
+        assert torch.equal(shifted[i].permute(2, 0, 1), TF.crop(padded, int(offsets[i, 0]), int(offsets[i, 1]), 12, 10))
+    assert torch.allclose(aug(images, torch.Generator().manual_seed(0)), aug.normalize(shifted), atol=1e-5)
+    assert torch.equal(Augmenter([0.0] * 3, [1.0] * 3).shift(images, offsets), images)   # no padding: unchanged

@@ -71,6 +71,25 @@ def test_a_protocol_catches_drift_stale_deviations_and_uncovered_keys(default_co
                    for key in ("chunk_images", "block_images", "source.in9_folder.root", "source.imagenet.root"))
 
 
+def test_a_code_rule_is_a_setting_that_must_be_declared(default_config):
+    """A `code:` key reads the workbench's fixed rule (`CODE_RULES`): a paper value that differs needs a deviation,
+    one that agrees must not declare one, and an unknown rule is reported by name."""
+    from debias_workbench.workflow.protocol import CODE_RULES
+
+    config = _hand_made(default_config)
+    settings = config["protocols"]["demo"]["settings"]
+    settings.append({"setting": "probe checkpoint", "key": "code:probe_checkpoint", "paper": "best val epoch",
+                     "source": "here"})
+    [problem] = check(config, "demo")
+    assert "code:probe_checkpoint" in problem and "declare a `deviation`" in problem
+    settings[-1]["deviation"] = "a reason"
+    assert check(config, "demo") == []
+    settings[-1] = {**settings[-1], "paper": CODE_RULES["probe_checkpoint"]}
+    assert any("remove the deviation" in p for p in check(config, "demo"))
+    settings[-1] = {"setting": "no such rule", "key": "code:no_such_rule", "paper": 1, "source": "here"}
+    assert any("has no key code:no_such_rule" in p for p in check(config, "demo"))
+
+
 def test_the_report_prints_the_protocol_table(default_config):
     """The report's table: one row per setting with the paper's value, this run's and the source, and the
     reason where they differ."""

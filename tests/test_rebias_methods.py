@@ -40,7 +40,7 @@ def test_rebias_updates_g_then_f_with_hsic(cfg, tiny_stores):
 def test_learned_mixin_pretrains_g_then_fixes_it(cfg, tiny_stores):
     """Appendix C: G is trained alone first, then fixed while F and the gate learn."""
     method = METHODS["learned_mixin_h"](9, cfg, {"g_pretrain_epochs": 1})
-    method.steps_per_epoch = 1
+    method.pre_steps = 1  # as the trainer sets it: one epoch of one step (`training.run_length`)
     batch = debug_batch(method, tiny_stores)
     f0, g0 = copy.deepcopy(method.network.state_dict()), copy.deepcopy(method.biased.state_dict())
     method.update(batch)  # step 1: G's pre-training

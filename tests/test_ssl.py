@@ -51,47 +51,52 @@ def test_byol_loss_matches_equation_2_per_sample():
 
 
 @pytest.mark.parametrize("size,d", [(32, 5), (32, 8), (224, 72), (224, 16), (64, 30)])
-def test_patch_negative_tiles_non_overlapping_patches_from_inside_the_image(size, d):
-    from debias_workbench.training.negatives import patch_negative
+def test_patch_negative_tiles_non_overlapping_patches_from_inside_the_view(size, d):
+    from debias_workbench.training.negatives import draw_tilings, tile, tiling_map
 
     g = torch.Generator().manual_seed(size * 100 + d)
-    image = torch.randint(0, 256, (size, size, 3), dtype=torch.uint8, generator=g)
-    negative, sources = patch_negative(image, d, g)
-    tiles = math.ceil(size / d)
-    assert negative.shape == image.shape and len(sources) == tiles ** 2
-    assert (sources >= 0).all() and (sources + d <= size).all()          # every patch lies inside the image
-    cells = size // d
-    first_pass = [tuple(s) for s in sources[:cells ** 2].tolist()]
-    assert len(set(first_pass)) == len(first_pass)                        # no cell twice before all are used
-    for (y1, x1) in set(first_pass):                                      # distinct patches never overlap
-        for (y2, x2) in set(first_pass) - {(y1, x1)}:
-            assert abs(y1 - y2) >= d or abs(x1 - x2) >= d
-    # the tiling covers the crop: every output pixel is the pixel of its tile's source patch
-    for t, (y, x) in enumerate(sources.tolist()):
-        ty, tx = divmod(t, tiles)
-        block = negative[ty * d:(ty + 1) * d, tx * d:(tx + 1) * d]
-        assert torch.equal(block, image[y:y + block.shape[0], x:x + block.shape[1]])
+    views = torch.randn(2, 3, size, size, generator=g)
+    tilings = draw_tilings(2, size, g, (d, d))
+    negatives = tile(views, tiling_map(tilings))
+    tiles, cells = math.ceil(size / d), size // d
+    assert negatives.shape == views.shape and negatives.is_contiguous(memory_format=torch.channels_last)
+    for view, negative, sources in zip(views, negatives, tilings.sources()):
+        sources = sources[:tiles ** 2]
+        assert (sources >= 0).all() and (sources + d <= size).all()      # every patch lies inside the view
+        first_pass = [tuple(s) for s in sources[:cells ** 2].tolist()]
+        assert len(set(first_pass)) == len(first_pass)                    # no cell twice before all are used
+        for (y1, x1) in set(first_pass):                                  # distinct patches never overlap
+            for (y2, x2) in set(first_pass) - {(y1, x1)}:
+                assert abs(y1 - y2) >= d or abs(x1 - x2) >= d
+        # the tiling, cropped at its top-left: every pixel is the pixel of its tile's source patch
+        for t, (y, x) in enumerate(sources.tolist()):
+            ty, tx = divmod(t, tiles)
+            block = negative[:, ty * d:(ty + 1) * d, tx * d:(tx + 1) * d]
+            assert torch.equal(block, view[:, y:y + block.shape[1], x:x + block.shape[2]])
 
 
 def test_patch_negative_of_a_dividing_size_is_a_permutation_of_the_cells():
-    from debias_workbench.training.negatives import patch_negative
+    from debias_workbench.training.negatives import draw_tilings, tile, tiling_map
 
-    image = torch.arange(32 * 32 * 3, dtype=torch.int32).reshape(32, 32, 3)
-    negative, sources = patch_negative(image, 8, torch.Generator().manual_seed(3))
-    assert sorted(map(tuple, sources.tolist())) == [(y, x) for y in range(0, 32, 8) for x in range(0, 32, 8)]
-    assert sorted(negative.flatten().tolist()) == sorted(image.flatten().tolist())
-    assert not torch.equal(negative, image)
+    view = torch.arange(3 * 32 * 32, dtype=torch.int32).reshape(1, 3, 32, 32)
+    tilings = draw_tilings(1, 32, torch.Generator().manual_seed(3), (8, 8))
+    negative = tile(view, tiling_map(tilings))
+    assert sorted(map(tuple, tilings.sources()[0].tolist())) == [(y, x) for y in range(0, 32, 8) for x in range(0, 32, 8)]
+    assert sorted(negative.flatten().tolist()) == sorted(view.flatten().tolist())
+    assert not torch.equal(negative, view)
 
 
-def test_patch_sizes_scale_the_papers_range_and_are_drawn_per_image():
-    from debias_workbench.training.negatives import patch_negatives, patch_size_range
+def test_patch_sizes_are_the_papers_range_inclusive_drawn_per_view():
+    """d ~ U(16, 72) at 224 px, both ends included (the authors' random.randint), scaled with the side."""
+    from debias_workbench.training.negatives import draw_tilings, patch_negatives, patch_size_range
 
     assert patch_size_range(224) == (16, 72) and patch_size_range(32) == (2, 10) and patch_size_range(112) == (8, 36)
-    images = torch.randint(0, 256, (6, 32, 32, 3), dtype=torch.uint8)
-    a = patch_negatives(images, torch.Generator().manual_seed(0))
-    b = patch_negatives(images, torch.Generator().manual_seed(0))
-    assert a.shape == images.shape and a.dtype == torch.uint8 and torch.equal(a, b)
-    assert not torch.equal(a, patch_negatives(images, torch.Generator().manual_seed(1)))
+    d = draw_tilings(2000, 224, torch.Generator().manual_seed(0)).d
+    assert int(d.min()) == 16 and int(d.max()) == 72 and len(d.unique()) == 57
+    views = torch.randn(6, 3, 32, 32)
+    a = patch_negatives(views, torch.Generator().manual_seed(0))
+    assert a.shape == views.shape and torch.equal(a, patch_negatives(views, torch.Generator().manual_seed(0)))
+    assert not torch.equal(a, patch_negatives(views, torch.Generator().manual_seed(1)))
 
 
 def ssl_method(name: str, default_config, batch_size: int = 6, training: dict | None = None, **method_args):
@@ -146,7 +151,8 @@ def test_the_texture_negative_is_the_aligned_in9_texture_image_in_the_query_view
     assert method.aligned_variants == {"textures": "texture"}
     batch = debug_batch(method, {**tiny_stores, "texture": tiny_stores["stylized"]})
     view = method.views.sample(6, 32, torch.Generator().manual_seed(0))
-    assert torch.allclose(method.negative_inputs(batch, view), method.views.apply(batch["textures"], view))
+    query = method.views.apply(batch["images"], view)
+    assert torch.allclose(method.negative_inputs(batch, query, view), method.views.apply(batch["textures"], view))
     with pytest.raises(ValueError, match="moco_v2_texture"):
         ssl_method("moco_v2", default_config, negative="texture")
 
@@ -167,6 +173,20 @@ def seen_by_the_encoders(method, batch) -> tuple[torch.Tensor, torch.Tensor]:
 
 NEGATIVE_METHODS = [("moco_v2", {"negative": "patch"}), ("moco_v2_texture", {}),
                     ("byol", {"negative": "patch", "alpha": 0.05})]
+
+
+@pytest.mark.parametrize("name,args", [m for m in NEGATIVE_METHODS if m[0] != "moco_v2_texture"])
+def test_fidelity_patch_negatives_are_tiled_from_the_augmented_query_view(name, args, tiny_stores, default_config):
+    """Ge et al.'s loader tiles the augmented query itself (moco/loader.py:64-66, `t = nonsem_transform(q)`),
+    its crop (0.2-1) included: every pixel of a negative is a pixel of its own query view (BYOL: of
+    each of the two views), and the negative is no copy of that view."""
+    method = ssl_method(name, default_config, batch_size=8, **args)
+    query, negative = seen_by_the_encoders(method, debug_batch(method, tiny_stores, batch_size=8))
+    assert negative.shape == query.shape
+    for q, n in zip(query, negative):
+        q_pixels, n_pixels = q.flatten(1).T, n.flatten(1).T               # (H W, 3) each
+        assert (n_pixels[:, None] == q_pixels[None]).all(2).any(1).all()
+        assert not torch.equal(n, q)
 
 
 @pytest.mark.parametrize("name,args", NEGATIVE_METHODS)
@@ -252,30 +272,6 @@ def test_both_encoders_split_their_batch_norm_as_the_one_gpu_demo(default_config
     whole = ssl_method("moco_v2", default_config, batch_size=8, shuffle_bn=False)
     assert not any(isinstance(m, SplitBatchNorm2d) for m in whole.modules())
     assert split.args["probe_batch_size"] == 128   # the authors' README (main_lincls --batch-size 128)
-
-
-def test_a_patch_tiling_map_is_the_patch_negative_and_is_cut_from_the_augmented_image(default_config):
-    """`patch_tilings` draws exactly what `patch_negatives` draws; `patch_view` flips, recolours and
-    blurs the stored image and then tiles it, so no blur runs across a seam (the authors cut their
-    patches from the augmented query)."""
-    from debias_workbench.training.negatives import patch_negatives, patch_tilings
-    from debias_workbench.training.methods.ssl_augment import ViewParams, gaussian_blur, unit
-
-    images = torch.randint(0, 256, (3, 32, 32, 3), dtype=torch.uint8)
-    tiling = patch_tilings(3, 32, torch.Generator().manual_seed(5))
-    tiled = images.flatten(1, 2)[torch.arange(3)[:, None], tiling.flatten(1)].view(3, 32, 32, 3)
-    assert torch.equal(tiled, patch_negatives(images, torch.Generator().manual_seed(5)))
-    method = ssl_method("moco_v2", default_config, batch_size=8)
-    flip = torch.tensor([-1.0, 1.0, -1.0])
-    theta = torch.zeros(3, 2, 3)
-    theta[:, 0, 0], theta[:, 1, 1] = flip, 1.0
-    view = ViewParams(theta, torch.tensor([[1.0, 1.0, 1.0, 0.0]]).repeat(3, 1), torch.zeros(3, dtype=torch.bool),
-                      torch.tensor([1.5, 0.0, 0.8]))
-    x = unit(images)
-    x = gaussian_blur(torch.where((flip < 0).view(3, 1, 1, 1), x.flip(3), x), view.sigma)   # the view, whole image
-    by_hand = x.flatten(2)[torch.arange(3)[:, None, None], torch.arange(3)[None, :, None], tiling.flatten(1)[:, None]]
-    assert torch.allclose(method.views.patch_view(images, view, tiling), method.views.normalize(by_hand.view(3, 3, 32, 32)),
-                          atol=1e-5)
 
 
 def test_shuffled_bn_needs_a_batch_size_that_its_splits_divide(default_config):
@@ -455,3 +451,16 @@ def test_momentum_update_is_the_per_parameter_rule():
         assert torch.equal(got, want)
     for got, want in zip(target.buffers(), online.buffers()):
         assert torch.equal(got, want)
+
+
+def test_the_similarity_rows_score_every_pair_with_negatives_made_as_in_training(tiny_stores, default_config):
+    """Figs. 2-3's rows (`ssl_eval.similarity_rows`, the patch negative tiled from the anchor's view,
+    the texture image in it): one per pair over the same images, each a mean cosine similarity
+    below 1 (no pair is the anchor itself)."""
+    from debias_workbench.training.methods.ssl_eval import PAIRS, similarity_rows
+
+    method = ssl_method("moco_v2_texture", default_config, batch_size=8).eval()
+    stores = {"original": tiny_stores["original"], "texture": tiny_stores["stylized"]}
+    rows = similarity_rows(method, stores, "val", 8, torch.device("cpu"), {"experiment": "e", "seed": 0})
+    assert [r["variant"] for r in rows] == list(PAIRS)
+    assert all(-1 <= r["value"] < 1 and r["n"] == rows[0]["n"] > 0 for r in rows)

@@ -143,8 +143,10 @@ def test_hits_round_trip_through_a_tidy_row():
 def test_paired_over_images_is_the_crossed_two_way_variance():
     """Two models on the same 500 images over 3 seeds: the interval's variance is var(seed means) / k +
     var(image means) / N - MS_residual / (k N) of the per-seed, per-image differences (written out
-    here with numpy), with k - 1 degrees of freedom for the seed part; and it is much narrower than the
-    old rule that added each model's image error as if the two were independent."""
+    here with numpy), its seed part var(seed means) / k with k - 1 degrees of freedom and the rest
+    known, combined by Banerjee's bound: half-width sqrt(t_{k-1}^2 seed part + z^2 image part); and it
+    is much narrower than the old rule that added each model's image error as if the two were
+    independent."""
     rng = np.random.default_rng(1)
     easy = rng.random(500) < 0.75                        # most images right or wrong for both models
     a = [np.where(rng.random(500) < 0.05, ~easy, easy) for _ in range(3)]
@@ -153,15 +155,46 @@ def test_paired_over_images_is_the_crossed_two_way_variance():
     d = 100.0 * (np.stack(a).astype(float) - np.stack(b).astype(float))
     k, n = d.shape
     resid = d - d.mean(1, keepdims=True) - d.mean(0, keepdims=True) + d.mean()
-    var = d.mean(1).var(ddof=1) / k + max(d.mean(0).var(ddof=1) / n - (resid ** 2).sum() / ((k - 1) * (n - 1)) / (k * n), 0)
     seed_var = d.mean(1).var(ddof=1) / k
-    df = var ** 2 * (k - 1) / seed_var ** 2
-    half = stats.t.ppf(0.975, df) * math.sqrt(var)
+    image_var = max(d.mean(0).var(ddof=1) / n - (resid ** 2).sum() / ((k - 1) * (n - 1)) / (k * n), 0)
+    assert image_var > 0
+    half = math.sqrt(stats.t.ppf(0.975, k - 1) ** 2 * seed_var + stats.norm.ppf(0.975) ** 2 * image_var)
     assert ci.images == 500 and ci.paired and "500 images" in ci.text()
     assert ci.low == pytest.approx(d.mean() - half) and ci.high == pytest.approx(d.mean() + half)
     independent = difference([RunValue(float(v), v.seed, v.se) for v in (_scored(x, s) for s, x in enumerate(a))],
                              [RunValue(float(v), v.seed, v.se) for v in (_scored(x, s) for s, x in enumerate(b))])
     assert ci.high - ci.low < 0.6 * (independent.high - independent.low)
+
+
+def _method_by_image_draws(repetitions: int, images: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hits (points, 0 or 100; repetitions x 3 seeds x images) of two models of equal accuracy on
+    shared test images: image i is right with probability sigmoid(1.3 + z_i + u_mi), z_i ~ N(0, 1.5^2)
+    shared, u_mi ~ N(0, 0.7^2) each model's own and fixed across seeds (a method x image term: the
+    two models are right on partly different images), the seeds independent coin flips."""
+    rng = np.random.default_rng(seed)
+    z = 1.3 + 1.5 * rng.standard_normal((repetitions, 1, images))
+    a, b = (100.0 * (rng.random((repetitions, 3, images)) < 1 / (1 + np.exp(-z - 0.7 * rng.standard_normal(z.shape))))
+            for _ in range(2))
+    return a, b
+
+
+def test_fidelity_of_verdicts_where_two_models_err_on_different_images():
+    """2,000 simulated pairs of equal models with a method x image term, 3 seeds, 200 shared images:
+    where nothing differs, the Welch-Satterthwaite rule before (the calibration benchmark's
+    `before_verdicts`: its df grows when the 2-df seed part is small by chance) says "higher" or
+    "lower" clearly more often than 5 % of the time, the report's comparison (`difference`,
+    Banerjee's bound) at most 5 %; and Banerjee's interval holds the one before, so every verdict it
+    draws, the rule before drew too."""
+    from benchmarks.statistics_calibration import before_verdicts
+
+    a, b = _method_by_image_draws(2000, 200, seed=0)
+    before = before_verdicts(a - b)
+    codes = {"higher": 1, "lower": -1, "cannot tell": 0}
+    today = np.array([codes[difference([RunValue(x.mean(), s, 0.0, x.size, x) for s, x in enumerate(ra)],
+                                       [RunValue(x.mean(), s, 0.0, x.size, x) for s, x in enumerate(rb)]).verdict]
+                      for ra, rb in zip(a, b)])
+    assert np.mean(before != 0) > 0.06 and np.mean(today != 0) <= 0.05, (np.mean(before != 0), np.mean(today != 0))
+    assert np.all(before[today != 0] == today[today != 0])
 
 
 def test_a_share_of_0_or_100_percent_keeps_the_uncertainty_of_its_images():

@@ -46,6 +46,21 @@ def test_different_seeds_give_different_models(tmp_path, tiny_store, train_confi
     assert not torch.equal(a["network.head.weight"], b["network.head.weight"])
 
 
+def test_fidelity_learned_mixin_pretrains_g_before_all_of_fs_epochs(tmp_path, tiny_store, train_config):
+    """As the ReBias authors' `pretrain()` (clovaai/rebias trainer.py:248-266, 384): G's pre-training
+    comes before F's epochs, with no scheduler step; F then trains every epoch of the run on its whole
+    schedule (the fixture's step at epoch 1, x0.5). `lr` is read after each epoch's scheduler step."""
+    train_config["experiments"]["lm"] = {"method": "learned_mixin_h", "dataset": "in9", "train_variant": "original",
+                                         "label": "LearnedMixin+H", "method_args": {"g_pretrain_epochs": 1}}
+    train(run_config(train_config, "lm", 0), tiny_store, tmp_path / "lm")
+    rows = [json.loads(r) for r in (tmp_path / "lm" / "train_metrics.jsonl").read_text().splitlines()]
+    epochs = lambda metric: sorted(r["epoch"] for r in rows if r["metric"] == metric)  # noqa: E731
+    assert epochs("ce_g") == [0] and epochs("ce_mix") == [1, 2]   # G alone, then F for both of the run's epochs
+    lr = train_config["training"]["optimizer"]["lr"]
+    assert [r["value"] for r in sorted((r for r in rows if r["metric"] == "lr"), key=lambda r: r["epoch"])] == \
+        pytest.approx([lr, lr / 2, lr / 2])   # G's epoch: no step; F's first epoch at lr, its second at lr / 2
+
+
 # LearnedMixin+H trains G alone first (tested in test_rebias_methods); here F must move at once.
 FIRST_UPDATE_TRAINS_F = {"learned_mixin_h": {"g_pretrain_epochs": 0}, "moco_v2": {"queue_size": 16, "bn_splits": 2},
                          "moco_v2_texture": {"queue_size": 16, "bn_splits": 2}, "lff_be": {"committee_steps": 2},

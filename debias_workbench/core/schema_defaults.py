@@ -35,10 +35,10 @@ def defaults(definition: str) -> dict[str, Any]:
 
 
 def filled(definition: str, key: str, given: dict[str, Any] | None) -> dict[str, Any]:
-    """The object property `key` of `$defs.<definition>` as a run reads it: the object's own default
-    where it is not `given`; else `given` over the defaults of the object's properties (JSON
-    Schema's reading of a partial object)."""
+    """The object property `key` of `$defs.<definition>` as a run reads it: `given`, or the object's
+    own default where it is not given, over the defaults of the object's properties (JSON Schema's
+    reading of a partial object: a property added later, whose default the object's own predates,
+    is filled too)."""
     node = _definitions()[definition]["properties"][key]
-    if given is None:
-        return _default(node)
+    given = _default(node) if given is None else given
     return {**{k: _default(v) for k, v in node["properties"].items()}, **given}

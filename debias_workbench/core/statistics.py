@@ -9,27 +9,41 @@ right (`hits`, packed bits in store order), so that two models scored on the sam
 compared image by image.
 
 The difference between two models' means over seeds gets a 95 % confidence interval
-(`difference`), a t interval:
+(`difference`) from two variance parts, a seed part v_seed with nu degrees of freedom and a
+test-image part v_image counted as known (thousands of images):
 
 - **paired over seeds and images** where both models ran the same k >= 2 seeds and every run
   kept its per-image values on the same images: the seeds and the test images are two crossed
   random factors of the per-seed, per-image differences d[s, i], and the variance of their mean is
   var(seed means) / k + var(image means) / N - MS_residual / (k N) (the crossed two-way
-  random-effects estimate; the last term is in both of the first two). Both models are judged on
-  the same images, so an image that is hard for both adds nothing to the difference;
-- **paired over seeds** where only the seeds pair: the variance of the per-seed differences / k
-  (scipy's `ttest_rel`) plus each model's test-image error, (mean se_a)^2 + (mean se_b)^2, the two
-  models taken as independent (they are positively correlated on shared images, so this overstates
-  the error: the interval is conservative);
-- **Welch's** otherwise: s_a^2 / k_a + s_b^2 / k_b (`ttest_ind(equal_var=False)`) plus the same
-  test-image error;
+  random-effects estimate; the last term is in both of the first two): v_seed = var(seed means) / k
+  with nu = k - 1, v_image = max(var(image means) / N - MS_residual / (k N), 0). An image hard for
+  both models adds nothing; an image one model gets right and the other wrong in every seed (a
+  method x image term) makes the image means vary, and enters through v_image;
+- **paired over seeds** where only the seeds pair: v_seed = the variance of the per-seed
+  differences / k (scipy's `ttest_rel`), nu = k - 1, and v_image = (mean se_a)^2 + (mean se_b)^2,
+  each model's test-image error taken as independent (they are positively correlated on shared
+  images, so this overstates the error: the interval is conservative);
+- **Welch's** otherwise: v_seed = s_a^2 / k_a + s_b^2 / k_b with the Welch-Satterthwaite nu
+  (`ttest_ind(equal_var=False)`), and the same v_image.
 
-with the Welch-Satterthwaite degrees of freedom (the test-image part, from thousands of images,
-counts as known). The verdict is "higher" or "lower" when the interval excludes 0 and
-"cannot tell" otherwise; with one seed on a side the seed spread is unknown and the verdict is
-"cannot tell" whatever the difference. Intervals are per comparison, without a correction for the
-number of comparisons a report makes: of twenty comparisons where nothing differs, about one says
-"higher" or "lower" (`benchmarks/statistics_calibration.py` measures the rate and the power).
+The interval is estimate +- sqrt(t_nu^2 v_seed + z^2 v_image), t_nu and z the 97.5 % quantiles of
+Student's t and the normal: Banerjee's bound (S. K. Banerjee, Sankhya A 23, 1961: a confidence
+interval from separate variance estimates and the t table), which covers the difference with at
+least 95 % whatever the true ratio of the two parts (in the Welch case, as far as Welch's nu holds
+for the seed part). Not estimate +- t_df sqrt(v_seed + v_image) with df = (v_seed + v_image)^2 nu /
+v_seed^2 (Welch-Satterthwaite, the rule before): with 3 seeds v_seed rests on 2 degrees of freedom
+and is often far below its mean by chance; then df grows towards the normal's just when the
+interval is too narrow, and where v_image is a small or middling share of the variance the verdicts
+say "higher" or "lower" more often than 5 % of the time where nothing differs. Banerjee's bound is
+exact where either part is all of the variance, conservative in between, and never narrower than
+the rule before (`benchmarks/statistics_calibration.py` measures both rules).
+
+The verdict is "higher" or "lower" when the interval excludes 0 and "cannot tell" otherwise; with
+one seed on a side the seed spread is unknown and the verdict is "cannot tell" whatever the
+difference. Intervals are per comparison, without a correction for the number of comparisons a
+report makes: of twenty comparisons where nothing differs, at most about one says "higher" or
+"lower" (`benchmarks/statistics_calibration.py` measures the rate and the power).
 A share of 0 % or 100 % has no binomial spread; its standard error is then the Agresti-Coull one
 (two successes and two failures added), so it is never a zero-width interval.
 """
@@ -51,10 +65,11 @@ LEVEL = 0.95
 METHOD = ("Every comparison is a 95 % confidence interval of the difference of the two models' means over seeds: "
           "a t interval paired over seeds and test images where both models ran the same seeds on the same images "
           "(seeds and images as crossed random factors), else paired by seed or Welch's, adding each run's test-image "
-          "error from a bootstrap over its images as if the two were independent (conservative); a verdict says "
-          "\"higher\" or \"lower\" only when the interval excludes 0, else \"cannot tell\" (always with one seed on a "
-          "side). Intervals are per comparison, not corrected for their number: where nothing differs, about one in "
-          "twenty says \"higher\" or \"lower\".")
+          "error from a bootstrap over its images as if the two were independent (conservative); the seed part "
+          "(Student's t over the seeds) and the test-image part (normal) are combined by Banerjee's bound, valid "
+          "whatever their ratio; a verdict says \"higher\" or \"lower\" only when the interval excludes 0, else "
+          "\"cannot tell\" (always with one seed on a side). Intervals are per comparison, not corrected for their "
+          "number: where nothing differs, at most about one in twenty says \"higher\" or \"lower\".")
 
 
 class RunValue(float):
@@ -162,16 +177,15 @@ class Interval:
 
 def _t_interval(estimate: float, seed_var: float, seed_df: float, image_var: float, seeds: tuple[int, int],
                 paired: bool, images: int = 0) -> Interval:
-    """estimate +- t(df) sqrt(seed_var + image_var), df by Welch-Satterthwaite (image part: df infinite)."""
-    total = seed_var + image_var
-    if math.isnan(seed_df) or seed_df <= 0 or not math.isfinite(total):  # one seed: no spread to judge against
+    """estimate +- sqrt(t(seed_df)^2 seed_var + z^2 image_var), Banerjee's bound (module docstring);
+    unbounded where the seed spread is unknown (one seed)."""
+    if math.isnan(seed_df) or seed_df <= 0 or not math.isfinite(seed_var + image_var):
         return Interval(estimate, -math.inf, math.inf, paired, seeds, images)
-    if total == 0:
-        return Interval(estimate, estimate, estimate, paired, seeds, images)
-    from scipy import stats  # here, not at the top: every training job imports this module (1 CPU-s)
+    from scipy import special  # here, not at the top: every training job imports this module (1 CPU-s)
 
-    df = total ** 2 * seed_df / seed_var ** 2 if seed_var > 0 else math.inf
-    half = float(stats.t.ppf(0.5 + LEVEL / 2, df)) * math.sqrt(total)
+    quantile = 0.5 + LEVEL / 2      # special's quantiles: stats.t.ppf and stats.norm.ppf without their checks
+    t = float(special.stdtrit(seed_df, quantile)) if seed_var > 0 else 0.0
+    half = math.sqrt(t ** 2 * seed_var + float(special.ndtri(quantile)) ** 2 * image_var)
     return Interval(estimate, estimate - half, estimate + half, paired, seeds, images)
 
 

@@ -4,7 +4,7 @@
   texture says nothing about the label) and from the other classes on val (`pipeline.adain`,
   `pipeline.styles`); `bias_labels` = the style's class, `style_ids` = the style's id. Its val
   split is the cue-conflict set of the shape bias (shape of class A, texture of class B != A).
-- `texture` (IN-9-Texture, Ge et al. 2021 Sec. 3.1): a texture synthesized from the image's
+- `texture` (IN-9-Texture, Ge et al. 2021 Sec. 2.2): a texture synthesized from the image's
   central patch and one random patch (`pipeline.texture_synthesis`), sized by the source photo's
   side as the authors cut them from the photo (`work_patch_side`); `bias_labels` = the label.
 - `corrupted` (IN-9-C): the image under one ImageNet-C (corruption, severity) pair, the pairs

@@ -129,8 +129,10 @@ def assign_colours(labels: np.ndarray, rho: float, name: str, num_colours: int =
 
 
 def colourise(images: np.ndarray, colour_index: np.ndarray) -> np.ndarray:
-    """(N, H, W) grey digits -> (N, H, W, 3): the digit white, the background in its colour,
-    blended by the grey level so anti-aliased strokes stay smooth."""
-    d = images.astype(np.float32)[..., None] / 255.0
-    rgb = 255.0 * d + COLOURS[colour_index].astype(np.float32)[:, None, None, :] * (1.0 - d)
-    return np.rint(rgb).astype(np.uint8)
+    """(N, H, W) grey digits -> (N, H, W, 3) binarised as the authors' `_binary_to_colour`
+    (clovaai/rebias datasets/colour_mnist.py:156-170): every non-zero pixel is the digit, pure
+    white, and every zero pixel the background, in the sample's colour at full strength. The
+    anti-aliased rim of a stroke counts as digit, so strokes come out thicker than the grey
+    digit's, as in the authors' Biased MNIST."""
+    digit = (images != 0)[..., None]
+    return np.where(digit, np.uint8(255), COLOURS[colour_index][:, None, None, :])

@@ -1,6 +1,6 @@
 """Texture synthesis through an external command line, many images per call.
 
-Ge et al. (2021, Sec. 3.1) made ImageNet-Texture with EmbarkStudios' `texture-synthesis` binary
+Ge et al. (2021, Sec. 2.2) made ImageNet-Texture with EmbarkStudios' `texture-synthesis` binary
 (`--out-size 224 generate A.png B.png`, one texture per call). The default tool here is G'MIC's
 patch-based `syntexturize_matchpatch` (pip package `gmic`, CeCILL-2.1) through
 `python -m debias_workbench.pipeline.gmic_synth`, which takes a whole batch per call; `embark` runs the binary the

@@ -248,16 +248,17 @@ def in_background(source: Iterator, depth: int) -> Iterator:
 
 
 class Augmenter:
-    """Batched RandomResizedCrop + horizontal flip + normalisation, on whatever device the
-    images are on (one `grid_sample` call for the whole batch). Parameters drawn on the CPU go
-    to the device with `non_blocking`: a copy from pageable host memory is staged at once, and
-    a blocking one would make the CPU wait for the GPU's queue every step."""
+    """Batched padded RandomCrop + RandomResizedCrop + horizontal flip + normalisation, on
+    whatever device the images are on (one indexing and one `grid_sample` call for the whole
+    batch). Parameters drawn on the CPU go to the device with `non_blocking`: a copy from
+    pageable host memory is staged at once, and a blocking one would make the CPU wait for the
+    GPU's queue every step."""
 
     def __init__(self, mean: list[float], std: list[float], crop_scale: tuple[float, float] = (1.0, 1.0),
-                 hflip: bool = False, ratio: tuple[float, float] = (3 / 4, 4 / 3)):
+                 hflip: bool = False, ratio: tuple[float, float] = (3 / 4, 4 / 3), padding: int = 0):
         self.mean = torch.tensor(mean).view(1, 3, 1, 1)
         self.std = torch.tensor(std).view(1, 3, 1, 1)
-        self.crop_scale, self.hflip, self.ratio = crop_scale, hflip, ratio
+        self.crop_scale, self.hflip, self.ratio, self.padding = crop_scale, hflip, ratio, padding
 
     def normalize(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 (B, H, W, 3) -> normalised float (B, 3, H, W)."""
@@ -265,7 +266,31 @@ class Augmenter:
         return (x - self.mean.to(x.device, non_blocking=True)) / self.std.to(x.device, non_blocking=True)
 
     def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        return self.apply(self.normalize(images), self.sample(images.shape[0], generator))
+        shifted = self.shift(images, self.sample_shift(images.shape[0], generator))
+        return self.apply(self.normalize(shifted), self.sample(images.shape[0], generator))
+
+    def sample_shift(self, b: int, generator: torch.Generator) -> torch.Tensor:
+        """(b, 2) offsets (row, column) of torchvision's RandomCrop(size, padding=p): the window's
+        corner in the padded image, uniform over 0 .. 2p each (`torch.randint(0, h - th + 1)`); all
+        zero, and nothing drawn, without padding."""
+        if self.padding == 0:
+            return torch.zeros(b, 2, dtype=torch.long)
+        return torch.randint(0, 2 * self.padding + 1, (b, 2), generator=generator)
+
+    def shift(self, images: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        """uint8 (B, H, W, 3) images padded with `padding` black pixels on every side and cut to
+        H x W at `offsets` (B, 2): RandomCrop(size, padding) before ToTensor, as BiasEnsemble's
+        training transform (data/util.py:205-209, 227-231), black being 0 before normalisation.
+        Unchanged without padding."""
+        p = self.padding
+        if p == 0:
+            return images
+        b, h, w = images.shape[:3]
+        offsets = offsets.to(images.device, non_blocking=True)
+        padded = F.pad(images, (0, 0, p, p, p, p))                                    # (B, H + 2p, W + 2p, 3)
+        rows = offsets[:, :1] + torch.arange(h, device=images.device)                 # (B, H)
+        cols = offsets[:, 1:] + torch.arange(w, device=images.device)                 # (B, W)
+        return padded[torch.arange(b, device=images.device)[:, None, None], rows[:, :, None], cols[:, None, :]]
 
     def sample(self, b: int, generator: torch.Generator) -> torch.Tensor:
         """(b, 2, 3) affine crop-and-flip parameters, one random view per image."""

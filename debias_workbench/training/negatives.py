@@ -1,24 +1,29 @@
-"""Patch-based non-semantic negatives (Ge et al., NeurIPS 2021, Sec. 2.3).
+"""Patch-based non-semantic negatives (Ge et al., NeurIPS 2021, Sec. 2.3), cut from the query view.
 
 "Given an image and a patch size d, we sample patches of size d from ceil(224/d)^2
 non-overlapping random locations that lie entirely in the image. The patches are then tiled
-and cropped into 224x224." d ~ U(16, 72) at 224 px, drawn anew every time a sample is used.
+and cropped into 224x224." d ~ U(16, 72) at 224 px (Sec. 3.1), drawn anew every time a sample
+is used. The image is the augmented query view, as in the authors' loader (`moco/loader.py`
+`ImageNetFolder.__getitem__`: `t = nonsem_transform(q)` with `q` the normalised aug-plus view,
+its RandomResizedCrop (0.2-1), jitter, grey-scale, blur and flip included; nothing is applied
+after the tiling): so the negative's colours are its query's (Sec. 3.3) and the seams stay sharp.
 
-Here the source is the stored image (S x S), the same size as the training crop, so it holds
-only floor(S/d)^2 non-overlapping d x d cells, fewer than the ceil(S/d)^2 the tiling needs
-unless d divides S. Our rule: lay a non-overlapping grid of d x d cells at a random offset
-inside the image, draw cells without replacement in random order, and once every cell is used
-start another random pass over the same cells (so no two distinct patches ever overlap, and a
-cell repeats only after all cells were used). The tiling is cropped at its top-left corner.
-The authors' code instead takes overlapping patches from the augmented, normalised query view:
-theirs come from the query's crop (scale 0.2-1), so at one d they hold less of the image than
-ours (about 1.2x less per side against the photo); ours get the query view's flip and colours
-(`AugPlus.patch_view`) but not its crop.
+An S x S view holds only floor(S/d)^2 non-overlapping d x d cells, fewer than the ceil(S/d)^2
+tiles unless d divides S. Our rule (the paper's "non-overlapping", where the authors'
+`NonSemanticAug` draws (224 // d + 1)^2 independent, possibly overlapping positions): lay a
+non-overlapping grid of d x d cells at a random offset inside the view, draw cells without
+replacement in random order, and once every cell is used start another random pass over the
+same cells (no two distinct patches overlap; a cell repeats only after all were used). The
+tiling is cropped at its top-left corner, as theirs (`img_reorder[:, :224, :224]`).
+
+The draws of a batch (`draw_tilings`) are a few vectorised CPU calls; the tiling is applied on
+the views' device as one gather (`tiling_map`, `tile`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -33,73 +38,71 @@ def patch_size_range(image_size: int) -> tuple[int, int]:
     return min(lo, image_size), min(hi, image_size)
 
 
-def cell_order(n_cells: int, n_needed: int, generator: torch.Generator) -> torch.Tensor:
-    """`n_needed` cell indices: random passes without replacement over range(n_cells)."""
-    passes = math.ceil(n_needed / n_cells)
-    return torch.cat([torch.randperm(n_cells, generator=generator) for _ in range(passes)])[:n_needed]
+@dataclass(frozen=True)
+class Tilings:
+    """The random draws of B patch tilings of S x S views (CPU tensors)."""
+
+    size: int              # S
+    d: torch.Tensor        # (B,) patch side
+    offset: torch.Tensor   # (B, 2) (y, x) of the cell grid's top-left corner
+    cells: torch.Tensor    # (B, T) the grid cell of each tile (row-major tiles and cells); an image
+    #                        uses its first ceil(S/d)^2, T is that count at the batch's smallest d
+
+    def sources(self) -> torch.Tensor:
+        """(B, T, 2) the top-left pixel (y, x) in the view of each tile's patch."""
+        per_side, d = (self.size // self.d).view(-1, 1), self.d.view(-1, 1)
+        return torch.stack([self.offset[:, :1] + self.cells // per_side * d,
+                            self.offset[:, 1:] + self.cells % per_side * d], dim=2)
 
 
-def draw_tiling(s: int, d: int, generator: torch.Generator) -> tuple[tuple[int, int], torch.Tensor]:
-    """The random numbers of one patch tiling of an S x S image with patch side d: the grid's offset
-    (y, x) and the cell of each of the ceil(S/d)^2 tiles (`cell_order`), in that order from `generator`."""
-    per_side, tiles = s // d, math.ceil(s / d)
-    oy, ox = (int(torch.randint(0, s - per_side * d + 1, (1,), generator=generator)) for _ in range(2))
-    return (oy, ox), cell_order(per_side ** 2, tiles ** 2, generator)
-
-
-def patch_negative(image: torch.Tensor, d: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """One patch negative of image (S, S, C) with patch side d.
-
-    Returns (negative (S, S, C), sources (ceil(S/d)^2, 2)): the top-left pixel (y, x) in `image`
-    of each tile's patch, in row-major tile order (for tests and figures).
-    """
-    s = image.shape[0]
-    per_side, tiles = s // d, math.ceil(s / d)                     # cells per grid side, tiles per side
-    (oy, ox), chosen = draw_tiling(s, d, generator)
-    grid = image[oy:oy + per_side * d, ox:ox + per_side * d]       # (n d, n d, C)
-    cells = grid.reshape(per_side, d, per_side, d, -1).permute(0, 2, 1, 3, 4).reshape(per_side ** 2, d, d, -1)
-    chosen = chosen.to(image.device)
-    tiled = cells[chosen].reshape(tiles, tiles, d, d, -1).permute(0, 2, 1, 3, 4).reshape(tiles * d, tiles * d, -1)
-    sources = torch.stack([oy + chosen.cpu() // per_side * d, ox + chosen.cpu() % per_side * d], dim=1)
-    return tiled[:s, :s], sources
-
-
-def patch_negatives(images: torch.Tensor, generator: torch.Generator,
-                    d_range: tuple[int, int] | None = None) -> torch.Tensor:
-    """Patch negatives of a batch of images (B, S, S, C) of any dtype, each with its own
-    d ~ U(d_range) (default: the paper's range scaled to S); same shape and dtype out."""
-    lo, hi = d_range or patch_size_range(images.shape[1])
-    sizes = torch.randint(lo, hi + 1, (len(images),), generator=generator).tolist()
-    return torch.stack([patch_negative(img, d, generator)[0] for img, d in zip(images, sizes)])
-
-
-def patch_tilings(b: int, size: int, generator: torch.Generator, d_range: tuple[int, int] | None = None,
-                  device: torch.device | str = "cpu") -> torch.Tensor:
-    """(B, S, S) int64 on `device`: for each of b images of side S, the source pixel (y S + x) of
-    every pixel of its patch negative, drawn as `patch_negatives` draws it (the same random numbers):
-    the tiling as a gather map, so one draw can be applied to several views of an image. The draws
-    (each image's d, grid offset and cell order: a few hundred numbers) are made on the CPU and
-    the map is computed on `device`, so no (B, S, S) map crosses to a GPU each step."""
+def draw_tilings(b: int, size: int, generator: torch.Generator, d_range: tuple[int, int] | None = None) -> Tilings:
+    """b tilings of S x S views, each with its own d ~ U(d_range) (default: the paper's range
+    scaled to S), grid offset and cell order (random passes without replacement over its
+    floor(S/d)^2 cells, as argsorts of uniform keys), drawn from `generator` in that order."""
     lo, hi = d_range or patch_size_range(size)
-    sizes = torch.randint(lo, hi + 1, (b,), generator=generator).tolist()
-    max_tiles = math.ceil(size / lo) ** 2
-    d, offset = torch.tensor(sizes), torch.zeros(b, 2, dtype=torch.long)
-    chosen = torch.zeros(b, max_tiles, dtype=torch.long)
-    for k, dk in enumerate(sizes):                                            # the draws of `patch_negative`
-        (oy, ox), cells = draw_tiling(size, dk, generator)
-        offset[k] = torch.tensor([oy, ox])
-        chosen[k, :len(cells)] = cells
-    return _tiling_map(*(t.to(device, non_blocking=True) for t in (d, offset, chosen)), size)
+    d = torch.randint(lo, hi + 1, (b,), generator=generator)                   # (B,)
+    per_side, tiles = size // d, -(-size // d)                                 # (B,) each
+    n_cells, n_tiles = per_side ** 2, tiles ** 2
+    free = size - per_side * d                                                 # (B,) pixels beside the grid
+    offset = (torch.rand(b, 2, generator=generator) * (free + 1).view(b, 1)).long()   # (B, 2) in 0..free
+    passes = int((-(-n_tiles // n_cells)).max())
+    keys = torch.rand(b, passes, (size // lo) ** 2, generator=generator)       # (B, P, C_max)
+    keys = keys.masked_fill(torch.arange(keys.shape[2]) >= n_cells.view(b, 1, 1), 2.0)  # unused cells sort last
+    orders = keys.argsort(dim=2)                                               # (B, P, C_max) one order per pass
+    j = torch.arange(math.ceil(size / lo) ** 2).view(1, -1)                    # (1, T) tile index
+    which_pass = (j // n_cells.view(b, 1)).clamp(max=passes - 1)               # (B, T)
+    cells = orders[torch.arange(b).view(b, 1), which_pass, j % n_cells.view(b, 1)]
+    return Tilings(size, d, offset, cells)
 
 
-def _tiling_map(d: torch.Tensor, offset: torch.Tensor, chosen: torch.Tensor, size: int) -> torch.Tensor:
-    """(B, S, S) source pixels of the tilings with patch sides d (B,), grid offsets (B, 2) (y, x)
-    and cell orders chosen (B, T) (row-major tiles, cells row-major in the grid)."""
-    d = d.view(-1, 1, 1)
-    per_side, tiles = size // d, -(-size // d)                                 # (B, 1, 1) each
-    i = torch.arange(size, device=d.device)
-    ty, tx = i.view(1, -1, 1) // d, i.view(1, 1, -1) // d                      # the pixel's tile
-    cell = chosen.gather(1, (ty * tiles + tx).flatten(1)).view(-1, size, size)  # (B, S, S) its cell
-    y = offset[:, 0].view(-1, 1, 1) + cell // per_side * d + i.view(1, -1, 1) % d
-    x = offset[:, 1].view(-1, 1, 1) + cell % per_side * d + i.view(1, 1, -1) % d
-    return y * size + x
+def tiling_map(tilings: Tilings, device: torch.device | str = "cpu") -> torch.Tensor:
+    """(B, S, S) int64 on `device`: the source pixel (y S + x) in its view of every pixel of each
+    patch negative. Only the draws (a few hundred numbers per image) cross to the device; the
+    per-pixel work is one gather and two additions (no integer division per pixel)."""
+    size = tilings.size
+    on_device = Tilings(size, *(t.to(device, non_blocking=True) for t in (tilings.d, tilings.offset, tilings.cells)))
+    start = on_device.sources()                                                # (B, T, 2)
+    origin = start[..., 0] * size + start[..., 1]                              # (B, T) tiles' top-left sources
+    d = on_device.d.view(-1, 1)                                                # (B, 1)
+    i = torch.arange(size, device=d.device).view(1, -1)                        # (1, S)
+    tile_of, within = i // d, i % d                                            # (B, S) a row's tile, place in it
+    tile_index = (tile_of * -(-size // d)).unsqueeze(2) + tile_of.unsqueeze(1)  # (B, S, S) row-major tile
+    return (origin.gather(1, tile_index.flatten(1)).view(-1, size, size)
+            + (within * size).unsqueeze(2) + within.unsqueeze(1))
+
+
+def tile(views: torch.Tensor, tiling: torch.Tensor) -> torch.Tensor:
+    """views (B, C, S, S), any dtype, with each pixel replaced by its source pixel in `tiling`
+    (B, S, S) (`tiling_map`): one gather over the channels-last pixels; channels-last out."""
+    b, c, h, w = views.shape
+    pixels = views.permute(0, 2, 3, 1).reshape(b, h * w, c)                   # (B, HW, C): a view if channels-last
+    index = tiling.to(views.device, non_blocking=True).view(b, h * w, 1).expand(b, h * w, c)
+    return pixels.gather(1, index).view(b, h, w, c).permute(0, 3, 1, 2)       # (B, C, S, S)
+
+
+def patch_negatives(views: torch.Tensor, generator: torch.Generator,
+                    d_range: tuple[int, int] | None = None) -> torch.Tensor:
+    """The patch negative (B, C, S, S) of each query view (B, C, S, S): a fresh tiling per view
+    (`draw_tilings` from `generator`), cut from the view itself."""
+    tilings = draw_tilings(len(views), views.shape[-1], generator, d_range)
+    return tile(views, tiling_map(tilings, views.device))

@@ -58,15 +58,17 @@ class ScheduleSettings:
 
 @dataclass(frozen=True)
 class AugmentSettings:
-    """`training.augment`: the training crop and flip (`data.Augmenter`)."""
+    """`training.augment`: the training crops and flip (`data.Augmenter`)."""
 
     crop_scale: tuple[float, float]
     hflip: bool
+    crop_padding: int
 
     @classmethod
     def of(cls, augment: dict[str, Any] | None) -> AugmentSettings:
         values = filled("training_fields", "augment", augment)
-        return cls(crop_scale=tuple(values["crop_scale"]), hflip=bool(values["hflip"]))
+        return cls(crop_scale=tuple(values["crop_scale"]), hflip=bool(values["hflip"]),
+                   crop_padding=int(values["crop_padding"]))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ forced rerun of a finished run trains it again instead of resuming at its end).
 Re-running a killed run resumes from the last completed epoch and ends with the same weights as
 an uninterrupted run; a checkpoint made with another config is ignored and the run starts over.
 A run longer than its job stops itself at an epoch boundary before the job's time runs out
-(`job_time`: `ContinueInNextJob`) and the next job resumes it the same way.
+(`job_time`: `ContinueInNextJob`) and the next job resumes it the same way. A method's pre-training
+(`x-before-run`: LearnedMixin+H's G, as the ReBias authors' `pretrain()`) runs as the loop's first
+epochs, before the run's own and without scheduler steps, each checkpointed as any epoch.
 """
 
 from __future__ import annotations
@@ -144,7 +146,7 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     watch.log(state.history if state.start_epoch == 0 else [])
     try:
         with phase("epochs"):  # the steps, the checkpoints (saving) and monitors (scoring) taken out; a method's finish
-            for epoch in range(state.start_epoch, state.length.epochs):
+            for epoch in range(state.start_epoch, state.length.loop_epochs):
                 if stop_after_epochs is not None and epoch >= stop_after_epochs:
                     return run_dir / "model.pt"
                 _stop_for_next_job(budget, state, epoch, device)
@@ -160,7 +162,7 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                 if budget is not None:
                     budget.record(time.monotonic() - started)
             if final := state.method.finish(batches):
-                rows = [{"kind": "train", **state.tags, "epoch": state.length.epochs, "metric": k, "value": v}
+                rows = [{"kind": "train", **state.tags, "epoch": state.length.loop_epochs, "metric": k, "value": v}
                         for k, v in final.items()]
                 state.history += rows
                 watch.log([{**row, "kind": "final"} for row in rows])
@@ -174,7 +176,7 @@ def _stop_for_next_job(budget: JobBudget | None, state: RunState, epoch: int, de
     epoch (rank 0 decides for every process, so all stop at the same checkpoint)."""
     if budget is None or not distributed.main_decides(budget.must_stop(), device):
         return
-    line = (f"stopping at epoch {epoch} of {state.length.epochs} to continue in the next job (budget: "
+    line = (f"stopping at epoch {epoch} of {state.length.loop_epochs} to continue in the next job (budget: "
             f"{duration(budget.left())} left of the job, the longest epoch {duration(budget.longest_epoch or 0)}, "
             f"margin {duration(STOP_MARGIN_SECONDS)})")
     if distributed.is_main():
@@ -215,12 +217,13 @@ def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device,
     experiment = run_cfg["experiment"]
     method = build_method(run_cfg, len(batches.classes), device)
     distributed.broadcast_state_(method)
-    length = run_length(run_cfg["training"], len(batches))
-    if outside := switches_outside(run_cfg["method_args"], method_spec(run_cfg["method"]).within_run, length):
+    spec = method_spec(run_cfg["method"])
+    length = run_length(run_cfg["training"], len(batches), spec.epochs_before_run(run_cfg["method_args"]))
+    if outside := switches_outside(run_cfg["method_args"], spec.within_run, length):
         raise ValueError(f"{experiment}: method_args " + "; ".join(outside.values())
                          + f" ({length.steps_per_epoch} steps an epoch): set training.iterations to the paper's "
                          "run length, or move the switch")
-    method.steps_per_epoch, method.total_steps = length.steps_per_epoch, length.steps
+    method.pre_steps, method.total_steps = length.pre_steps, length.steps
     prepared = method.setup(batches)
     schedulers = make_schedulers(method, run_cfg["training"], length.epochs)
     run_hash = config_hash(run_cfg)
@@ -230,7 +233,7 @@ def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device,
     if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
         history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
     done = sum(length.steps_in_epoch(e) for e in range(start_epoch))
-    return RunState(method, schedulers, length, tags, run_hash, start_epoch, history, Progress(length.steps, done))
+    return RunState(method, schedulers, length, tags, run_hash, start_epoch, history, Progress(length.all_steps, done))
 
 
 def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: TrainingSettings,
@@ -268,8 +271,9 @@ def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: Tr
                 rows += monitor.rows(method, interval, {**tags, "epoch": epoch, "step": epoch * len(batches) + steps})
             interval, monitor_seconds = {}, monitor_seconds + time.perf_counter() - t_mon
     epoch_sums = {k: float(v) for k, v in sums.items()}  # the epoch's one read: waits for the device
-    for sched in state.schedulers:
-        sched.step()
+    if epoch >= state.length.pre_epochs:  # the schedule counts the run's own epochs, not its pre-training
+        for sched in state.schedulers:
+            sched.step()
     elapsed = time.perf_counter() - t0 - monitor_seconds
     row_stats = {**distributed.mean_over_processes(epoch_sums, counts), "epoch_seconds": elapsed,
                  "images_per_second": steps * settings.batch_size / max(elapsed, 1e-9),

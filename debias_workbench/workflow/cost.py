@@ -24,7 +24,8 @@ from typing import Any
 import yaml
 
 from debias_workbench.pipeline.datasets import family_name, get_family
-from debias_workbench.training.run_length import run_length
+from debias_workbench.training.methods import spec as method_spec
+from debias_workbench.training.run_length import RunLength, run_length
 from debias_workbench.training.settings import TrainingSettings
 
 STEP_TIMES_FILE = Path(__file__).with_name("step_times.yaml")
@@ -196,19 +197,24 @@ def run_estimate(run: dict[str, Any]) -> RunEstimate:
     cost = method_cost(run["method"], args)
     nets = networks(run, cost)
     step_ms, scaled = scaled_step_ms(cost.row, nets, side, batch)
-    length = run_length(training, math.ceil(images / batch))
+    length = run_length(training, math.ceil(images / batch), method_spec(run["method"]).epochs_before_run(args))
     return RunEstimate(run["method"], cost.row, cost.reason, scaled, length.steps, batch, step_ms,
-                       _extra_seconds(run, nets, length.steps, images), TrainingSettings.of(training).gpus)
+                       _extra_seconds(run, nets, length, images), TrainingSettings.of(training).gpus)
 
 
-def _extra_seconds(run: dict[str, Any], nets: list[str], steps: int, images: int) -> float:
-    """GPU seconds beside the optimiser steps: a BiasEnsemble committee (`committee_size` networks of
-    `committee_steps` ERM-like steps each, counted for every run that trains one), the linear probe
-    (`probe_epochs` passes of the training images through the backbone with `probe_augment`, else one),
-    and the scoring of the validation split every `every_steps` for curves and model selection."""
+def _extra_seconds(run: dict[str, Any], nets: list[str], length: RunLength, images: int) -> float:
+    """GPU seconds beside the run's own optimiser steps: the pre-training before them
+    (`length.pre_steps`, LearnedMixin+H's G alone: ERM-like steps of `biased_arch`), a BiasEnsemble
+    committee (`committee_size` networks of `committee_steps` ERM-like steps each, counted for every run
+    that trains one), the linear probe (`probe_epochs` passes of the training images through the
+    backbone with `probe_augment`, else one), and the scoring of the validation split every
+    `every_steps` for curves and model selection."""
     ds, args = run["dataset_config"], run["method_args"]
     side, batch = image_side(ds), int(run["training"]["batch_size"])
     seconds = 0.0
+    if length.pre_steps:
+        g_ms, _ = scaled_step_ms("erm", [args["biased_arch"]], side, batch)
+        seconds += length.pre_steps * g_ms / 1000
     if "committee_size" in args:
         member_ms, _ = scaled_step_ms("erm", [run["training"]["arch"]], side, batch)
         seconds += args["committee_size"] * args["committee_steps"] * member_ms / 1000
@@ -217,7 +223,7 @@ def _extra_seconds(run: dict[str, Any], nets: list[str], steps: int, images: int
         seconds += passes * images * forward_seconds_per_image([run["training"]["arch"]], side)
     for monitor in ("curves", "model_selection"):
         if monitor in run:
-            scorings = steps // run[monitor]["every_steps"]
+            scorings = length.all_steps // run[monitor]["every_steps"]
             seconds += scorings * dataset_images(ds, "val") * forward_seconds_per_image(nets, side)
     return seconds
 

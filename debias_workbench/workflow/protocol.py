@@ -6,8 +6,10 @@ normalisation, method hyper-parameters, evaluation and model selection): the pap
 source (a section of the paper or a file of the authors' code) and, where this config runs
 otherwise, the `deviation` with its reason. Each setting names a key of the run config of the
 `runs` it applies to (`workflow.slices.run_config`: the training section as the run resolves
-it, its method's arguments with their defaults, its dataset section), or with `config:` a key of
-the resolved config itself.
+it, its method's arguments with their defaults, its dataset section), with `config:` a key of
+the resolved config itself, or with `code:` one of `CODE_RULES`: what the workbench's code does
+where no setting chooses, so that a fixed rule that differs from the paper's (or that the paper
+does not state) is declared as a row like any setting, not only in a note.
 
 `check` lists what the protocol does not account for: a setting whose value differs from the
 paper's without a declared deviation, a deviation declared where the values agree (stale), and
@@ -37,6 +39,15 @@ STORAGE_KEYS = ("chunk_images", "block_images", "image_codec", "batch_images", "
 #: accounted for in every protocol (with the reason) so that no protocol repeats them
 EXECUTION_SETTINGS = {"training.deterministic": "CUDA's choice of kernels: deterministic ones (run-to-run equality) or "
                                                 "cudnn.benchmark's fastest"}
+#: the `code:` keys: rules fixed in the code that can move a paper's numbers, each with where it is
+#: implemented (a change there must change its value here, and so meet the protocols that name it)
+CODE_RULES = {
+    # training/methods/ssl.py SelfSupervised.finish: the linear probe's head after its last epoch
+    "probe_checkpoint": "last epoch",
+    # training/evaluation.py score_run: a test set that holds some of the classes (ImageNet-R) is scored
+    # by the argmax over every class of the model
+    "partial_class_scoring": "argmax over all classes",
+}
 #: keys naming a file the user places anywhere: compared by the file's name (torchvision's names carry
 #: the weights' checksum prefix, resnet50-0676ba61.pth)
 FILE_KEYS = ("training.pretrained",)
@@ -86,9 +97,12 @@ def _lookup(node: Any, dotted: str) -> Any:
 
 
 def value(config: dict[str, Any], run: str | None, key: str) -> Any:
-    """The value of `key` for `run` (its run config, seed of the config's first) or of the config."""
+    """The value of `key` for `run` (its run config, seed of the config's first), of the config
+    (`config:`) or of the code (`code:`)."""
     if key.startswith("config:"):
         return _lookup(config, key.removeprefix("config:"))
+    if key.startswith("code:"):
+        return _lookup(CODE_RULES, key.removeprefix("code:"))
     found = _lookup(slices.run_config(config, run_name(config, run), config["seeds"][0]), key)
     return Path(found).name if key in FILE_KEYS and isinstance(found, str) else found
 

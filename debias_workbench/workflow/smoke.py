@@ -38,7 +38,7 @@ METHOD_COUNTS = {
     "committee_valid_every": lambda v: min(v, 2),
     "t1": lambda v: 0,                          # Park et al.: both phases start inside the smoke run
     "t2": lambda v: 0,
-    "g_pretrain_epochs": lambda v: min(v, 0.5),  # ReBias' LearnedMixin: G alone, then F and G
+    "g_pretrain_epochs": lambda v: min(v, 1),    # ReBias' LearnedMixin: G's one step alone, before F's epoch
     "bn_splits": lambda v: 2,                   # MoCo's shuffled BN: 2 sub-batches of 2 (BATCH = 4)
     "probe_epochs": lambda v: 1,
     "probe_milestones": lambda v: [],

@@ -65,6 +65,17 @@ def lff_weight(loss_b: torch.Tensor, loss_d: torch.Tensor) -> torch.Tensor:
     return loss_b / (loss_b + loss_d + 1e-8)
 
 
+def checkpoint_steps(steps: int, every: int, vote: str) -> list[int]:
+    """The update counts after which a BiasEnsemble committee member of `steps` updates is scored
+    as a candidate to vote. `best_valid`: the authors' `step % valid_freq == 0` over their 0-based
+    steps 0 .. steps - 1 (learner.py:440, 465), i.e. after updates 1, 1 + every, 1 + 2 every, ...
+    (1 and 501 of 1,000): the last iterate is a candidate only where every divides steps - 1.
+    `last`: the last iterate alone (for a val split on which a biased member cannot be chosen)."""
+    if vote == "last":
+        return [steps]
+    return list(range(1, steps + 1, every))
+
+
 def bias_aligned(correct_prob: torch.Tensor, threshold: float) -> torch.Tensor:
     """BiasEnsemble's bias-aligned set D^A: (N,) True where a majority of the K committee members
     give the true class a probability above `threshold` (0.99). `correct_prob`: (K, N) p_y."""

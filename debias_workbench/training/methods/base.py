@@ -79,12 +79,12 @@ class Method(nn.Module):
         self.num_classes, self.cfg, self.args = num_classes, train_cfg, {**self.default_args, **method_args}
         aug = AugmentSettings.of(train_cfg.get("augment"))
         self.augmenter = Augmenter(train_cfg["normalize"]["mean"], train_cfg["normalize"]["std"], aug.crop_scale,
-                                   aug.hflip)
+                                   aug.hflip, padding=aug.crop_padding)
         pretrained = {"pretrained": None} if _FOR_SCORING.get() else {}  # the checkpoint replaces them
         self.network = build_network(train_cfg["arch"], num_classes, {**train_cfg, **pretrained})
         self.generator = torch.Generator()
-        self.steps_per_epoch = 1  # set by the trainer (methods with schedules in epochs read it)
-        self.total_steps = 1      # the run's optimiser steps (`training.run_length`), set by the trainer
+        self.pre_steps = 0    # steps before the run's own (`x-before-run` args: `training.run_length`), set by the trainer
+        self.total_steps = 1  # the optimiser steps of the run's own epochs (`training.run_length`), set by the trainer
         self.autocast_dtype: torch.dtype | None = None
         self._host_counts: dict[str, int] = {}  # `host_count`'s copies, dropped when a state is loaded
         self.register_load_state_dict_post_hook(_forget_host_counts)

@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from debias_workbench.core.seeding import name_seed
 from debias_workbench.pipeline.fingerprint import read_fingerprint
 
-from .amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
-                                  draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
+from .amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, checkpoint_steps,
+                                  class_activation_map, draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
 from ..distributed import (averaged_gradients, broadcast_batch_norm_, broadcast_state_, gather_rows, own_rows, rank,
                            sum_over_processes, world)
 from ..evaluation import accuracy, predict_store
@@ -110,9 +110,10 @@ _COMMITTEES: dict[str, tuple[torch.Tensor, torch.Tensor, dict[str, float]]] = {}
 
 class LfFBiasEnsemble(LfF):
     """`method_args` besides LfF's: committee_size, committee_steps (each member's GCE iterations,
-    in steps of the run's batch size), committee_valid_every (how often a member is scored on the
-    val split: it keeps its best-validation checkpoint), confidence (p_y above which a member calls
-    a sample bias-aligned)."""
+    in steps of the run's batch size), committee_vote (which checkpoint of a member votes: its best
+    on the val split, or its last iterate), committee_valid_every (the spacing of the candidates
+    scored on the val split, `checkpoint_steps`), confidence (p_y above which a member calls a
+    sample bias-aligned)."""
 
     FLAGS = ("conflicting", "aligned", "candidates")
 
@@ -121,7 +122,8 @@ class LfFBiasEnsemble(LfF):
         the run's seed and training settings, and the committee's own arguments; not the run's name,
         so that the runs of one pack that would train the same committee (LfF+BE and Park et al. on
         one train variant and seed) share one, `_COMMITTEES`."""
-        args = {k: self.args[k] for k in ("committee_size", "committee_steps", "committee_valid_every", "q")}
+        args = {k: self.args[k] for k in ("committee_size", "committee_steps", "committee_valid_every", "committee_vote",
+                                          "q")}
         identity = {"store": read_fingerprint(batches.store)["digest"], "seed": batches.seed, "training": self.cfg,
                     "committee": args}
         return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -147,71 +149,82 @@ class LfFBiasEnsemble(LfF):
                               candidates=bn_candidates(wrong))
         if not self.flags.aligned.any():
             print(f"warning: D^A is empty (no training sample has p_y > {self.args['confidence']} for a majority of "
-                  "the committee), so f_b never trains: raise committee_steps, or score the members' last iterate "
-                  "(committee_valid_every = committee_steps) if the val split is unbiased", flush=True)
+                  "the committee), so f_b never trains: raise committee_steps, or let the members vote with their last "
+                  "iterate (committee_vote: last) if the val split is unbiased", flush=True)
         return {**early_stop, **_detection("aligned_set", self.flags.aligned, ~conflicting),
                 **_detection("candidate_set", self.flags.candidates, conflicting)}
 
     def _committee(self, batches, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-        """(K, N) p_y and (K, N) "argmax != y" of K GCE models on every training row un-augmented,
-        and statistics of the members' early stop. Each member trains `committee_steps` steps from
-        its own initialisation and shuffling and is scored on the val split of the training store
-        every `committee_valid_every` steps and after its last step; the checkpoint with the best
-        val accuracy (the earliest of equals) scores the training rows, as BiasEnsemble's
-        `pretrain_b_ensemble_best` does. (There the check runs after steps 1, 501, ... of 1,000,
-        0-based `step % valid_freq == 0`, so the last iterate is never a candidate; here the
-        candidates are every `committee_valid_every` steps and the last step. The authors score the
-        training rows through the training transforms, random crops and flips on BFFHQ / BAR; here
-        un-augmented, so a sample's vote does not depend on a random crop.) On a val split without
-        the bias (Colored MNIST's here) a biased member scores chance at every checkpoint and the
-        earliest wins, before any sample reaches p_y > 0.99: set committee_valid_every =
-        committee_steps there (the demo does, and says why)."""
-        n, k_members, every = batches.n, self.args["committee_size"], self.args["committee_valid_every"]
+        """(K, N) p_y and (K, N) "argmax != y" of K GCE models, each at its voting checkpoint
+        (`_member`), on every training row (`_score`), and statistics of the members' early stop,
+        as BiasEnsemble's `pretrain_b_ensemble_best` (learner.py:425-480)."""
+        n, k_members = batches.n, self.args["committee_size"]
         correct_prob = torch.zeros(k_members, n, device=device)
         wrong = torch.zeros(k_members, n, dtype=torch.bool, device=device)
         best_steps, best_accs = [], []
         for k in range(k_members):
-            member = build_network(self.cfg["arch"], self.num_classes, self.cfg).to(device)
-            broadcast_state_(member)  # the same member on every process, not only the same RNG state
-            opt = self.make_optimizer(member.parameters())
-            best_acc, best_state, best_step = -1.0, None, 0
-            member.train()
-            steps, epoch = 0, 0
-            while steps < self.args["committee_steps"]:
-                # each member its own shuffling: the loader's epochs from a member-specific offset
-                for batch in batches.epoch(1_000_000 * (k + 1) + epoch):
-                    x = self.augment(batch["images"].to(device))
-                    with self.autocast():
-                        loss = gce_loss(member(x).float(), batch["labels"].to(device), self.args["q"]).mean()
-                    self.step(opt, loss)
-                    broadcast_batch_norm_(member)  # the same member on every process: its val scores decide
-                    steps += 1
-                    if steps % every == 0 or steps == self.args["committee_steps"]:
-                        acc = self._accuracy(member, batches.store, device)
-                        if acc > best_acc:
-                            best_acc, best_step, best_state = acc, steps, copy.deepcopy(member.state_dict())
-                        member.train()
-                    if steps >= self.args["committee_steps"]:
-                        break
-                epoch += 1
-            member.load_state_dict(best_state)
-            member.eval()
+            member, best_step, best_acc = self._member(k, batches, device)
             best_steps.append(best_step)
             best_accs.append(best_acc)
-            with torch.no_grad():
-                for i, batch in enumerate(batches.in_order()):
-                    if i % world() != rank():                  # each process scores its share of the rows
-                        continue
-                    index, y = batch["index"].to(device), batch["labels"].to(device)
-                    with self.autocast():
-                        logits = member(self.augmenter.normalize(batch["images"].to(device))).float()
-                    correct_prob[k, index] = F.softmax(logits, 1).gather(1, y[:, None]).squeeze(1)
-                    wrong[k, index] = logits.argmax(1) != y
+            self._score(member, batches, device, correct_prob[k], wrong[k])
         # every row was scored by one process: the sums hold each row's scores, the same on every process
         correct_prob, wrong = sum_over_processes(correct_prob), sum_over_processes(wrong.to(torch.uint8)).bool()
         return correct_prob, wrong, {"committee_best_step_mean": sum(best_steps) / k_members,
                                      "committee_best_step_min": float(min(best_steps)),
                                      "committee_valid_accuracy_mean": sum(best_accs) / k_members}
+
+    def _member(self, k: int, batches, device: torch.device) -> tuple[torch.nn.Module, int, float]:
+        """Committee member `k` trained `committee_steps` GCE steps from its own initialisation and
+        shuffling, returned at its voting checkpoint with that checkpoint's step and val accuracy.
+        The candidates are `checkpoint_steps` (BiasEnsemble: after updates 1 and 501 of 1,000, never
+        the last); a later one replaces the kept one only if its val accuracy is strictly higher, so
+        the earliest of equals votes (learner.py:364; the authors start from 0 %, and a member that
+        scores 0 % at every candidate leaves them no model: here the first candidate stands)."""
+        total = self.args["committee_steps"]
+        candidates = set(checkpoint_steps(total, self.args["committee_valid_every"], self.args["committee_vote"]))
+        member = build_network(self.cfg["arch"], self.num_classes, self.cfg).to(device)
+        broadcast_state_(member)  # the same member on every process, not only the same RNG state
+        opt = self.make_optimizer(member.parameters())
+        best_acc, best_state, best_step = -1.0, None, 0
+        member.train()
+        steps, epoch = 0, 0
+        while steps < total:
+            # each member its own shuffling: the loader's epochs from a member-specific offset
+            for batch in batches.epoch(1_000_000 * (k + 1) + epoch):
+                x = self.augment(batch["images"].to(device))
+                with self.autocast():
+                    loss = gce_loss(member(x).float(), batch["labels"].to(device), self.args["q"]).mean()
+                self.step(opt, loss)
+                broadcast_batch_norm_(member)  # the same member on every process: its val scores decide
+                steps += 1
+                if steps in candidates:
+                    acc = self._accuracy(member, batches.store, device)
+                    if acc > best_acc:
+                        best_acc, best_step, best_state = acc, steps, copy.deepcopy(member.state_dict())
+                    member.train()
+                if steps >= total:
+                    break
+            epoch += 1
+        member.load_state_dict(best_state)
+        return member, best_step, best_acc
+
+    def _score(self, member: torch.nn.Module, batches, device: torch.device, correct_prob: torch.Tensor,
+               wrong: torch.Tensor) -> None:
+        """Fill (N,) `correct_prob` (p_y) and `wrong` ("argmax != y") with `member`'s scores, in eval
+        mode, of every training row through the training transforms (one random view a row, drawn
+        from the method's augmentation generator), as BiasEnsemble scores its `pretrain_loader`: the
+        training set with its training transform (learner.py:66-73, 115-122, 471-478; random crops
+        and flips on BFFHQ and BAR, nothing on Colored MNIST). Each process scores its share."""
+        member.eval()
+        with torch.no_grad():
+            for i, batch in enumerate(batches.in_order()):
+                if i % world() != rank():
+                    continue
+                index, y = batch["index"].to(device), batch["labels"].to(device)
+                with self.autocast():
+                    logits = member(self.augment(batch["images"].to(device))).float()
+                correct_prob[index] = F.softmax(logits, 1).gather(1, y[:, None]).squeeze(1)
+                wrong[index] = logits.argmax(1) != y
 
     def _accuracy(self, model: torch.nn.Module, store: Path, device: torch.device) -> float:
         """Accuracy (%) of `model` in eval mode on the val split of `store`, un-augmented (as the

@@ -10,7 +10,10 @@ Per batch (paper Sec. 3.4, Fig. 4):
    positive by default (`positive_view: independent`): the supplementary's Sec. III credits
    CLAD's robustness to positional shift to "randomly augmented positive pairs", and the
    authors' code does the same. `positive_view: aligned` gives the positive the anchor's crop
-   and flip, so only the background differs.
+   and flip, so only the background differs. Anchors and positives go through the encoder in
+   two forward passes, as in the authors' code (main_clad_bg.py:118, 128), so that batch norm
+   normalises each by its own batch: one batch of 2B would mix the positives' statistics into
+   the anchors' features (and the running statistics).
 3. The positives' detached features are pushed into the negative dictionary, one FIFO queue of
    `queue_size` entries per background class, keyed by the positive's background label.
 4. Loss (Eqs. 2, 3): CE(x) [+ CE(x+) for CLAD+] + lambda * InfoNCE(x, x+, queue[y]).
@@ -123,21 +126,29 @@ class CLAD(Method):
         fg = batch["masks"].bool().unsqueeze(-1)                                      # (B, H, W, 1)
         return torch.where(fg, batch["images"], batch["backgrounds"][partner]), batch["labels"][partner], found
 
+    def augmented_pair(self, images: torch.Tensor, positives: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The anchors' and the positives' augmented views, (B, 3, H, W) each: the positive's crop
+        and flip drawn anew (`independent`) or the anchor's (`aligned`)."""
+        b, aug = len(images), self.augmenter
+        views, shifts = aug.sample(b, self.generator), aug.sample_shift(b, self.generator)
+        if self.args["positive_view"] == "independent":
+            views = torch.cat([views, aug.sample(b, self.generator)])
+            shifts = torch.cat([shifts, aug.sample_shift(b, self.generator)])
+        else:
+            views, shifts = views.repeat(2, 1, 1), shifts.repeat(2, 1)
+        x = aug.apply(aug.normalize(aug.shift(torch.cat([images, positives]), shifts)), views)  # (2B, 3, H, W)
+        return x[:b], x[b:]
+
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         images, y, rows = batch["images"], batch["labels"], batch["index"]  # images (B, H, W, 3) uint8
-        b = len(y)
         positives, bg_labels, found = self.make_positives(batch)
-        views = self.augmenter.sample(b, self.generator)
-        if self.args["positive_view"] == "independent":
-            views = torch.cat([views, self.augmenter.sample(b, self.generator)])
-        else:
-            views = views.repeat(2, 1, 1)
-        x = self.augmenter.apply(self.augmenter.normalize(torch.cat([images, positives])), views)  # (2B, 3, H, W)
+        x_a, x_p = self.augmented_pair(images, positives)
         with self.autocast():
-            z = self.network.features(x)                                            # (2B, D)
-            logits = self.network.head(z).float()
-        z = z.float()
-        z_a, z_p, logits_a, logits_p = z[:b], z[b:], logits[:b], logits[b:]
+            # two forward passes, anchors first, as the authors' (main_clad_bg.py:118, 128): each its own
+            # batch-norm batch of B, and the running statistics updated by the anchors', then the positives'
+            z_a, z_p = self.network.features(x_a), self.network.features(x_p)              # (B, D) each
+            logits_a, logits_p = self.network.head(z_a).float(), self.network.head(z_p).float()
+        z_a, z_p = z_a.float(), z_p.float()
         keys = bg_labels if self.keyed_negatives else torch.zeros_like(bg_labels)
         # paper order: the batch's positives enter the dictionary, then negatives are drawn; with several
         # processes, every process's positives in rank order (the global batch's), so the dictionaries stay equal
@@ -145,7 +156,7 @@ class CLAD(Method):
         negatives, usable = self.dictionary.negatives(y if self.keyed_negatives else torch.zeros_like(y), rows)
         ce = F.cross_entropy(logits_a, y)
         con = info_nce(z_a[found], z_p[found], negatives[found], self.args["tau"], usable[found]) \
-            if found.any() else z.sum() * 0.0
+            if found.any() else z_a.sum() * 0.0
         loss = ce + self.args["lambda"] * con
         stats = {}
         if self.positive_ce and found.any():

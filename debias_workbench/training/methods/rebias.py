@@ -102,8 +102,11 @@ class LearnedMixinH(_WithBiasedNetwork):
     trained alone with CE(g) for `g_pretrain_epochs` epochs (5 on Biased MNIST, 30 on ImageNet;
     fractions allowed, counted in steps) and then fixed. F is trained on the combined
     log-probabilities log p_f + softplus(w . z_f + b) * log p_g with CE, plus `entropy` (0.36)
-    times the entropy of softmax(softplus(.) * log p_g). Both phases share the run's epoch
-    budget. Unlike the ReBias authors' code, the gate (w, b) is optimised."""
+    times the entropy of softmax(softplus(.) * log p_g). G's pre-training comes before F's
+    epochs and outside their schedule, as the authors' `pretrain()` (clovaai/rebias
+    trainer.py:248-266, 384): the trainer runs its `pre_steps` first (`x-before-run`), so F gets
+    the run's every epoch and its whole schedule. Unlike the authors' code, the gate (w, b) is
+    optimised."""
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
@@ -116,7 +119,7 @@ class LearnedMixinH(_WithBiasedNetwork):
         return [self.optimizer, self.optimizer_g]
 
     def pretraining_g(self) -> bool:
-        return self.host_count("updates") < round(self.args["g_pretrain_epochs"] * self.steps_per_epoch)
+        return self.host_count("updates") < self.pre_steps
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         x, y = self.augment(batch["images"]), batch["labels"]

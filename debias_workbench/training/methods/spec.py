@@ -1,7 +1,8 @@
 """What each method declares beside its class, readable without torch: its `method_args`
 (JSON-schema types, ranges, defaults, descriptions; `x-within-run: iterations | epochs` on an
 argument that switches something on at that point of the run, which the config check and the
-trainer keep inside the run) and the variants it reads row-aligned with its training images. The
+trainer keep inside the run; `x-before-run: epochs` on one that counts epochs of training before
+the run's own, `training.run_length`) and the variants it reads row-aligned with its training images. The
 declaration of `<module>.py`'s classes is `<module>.yaml` next to it, one entry per class; the
 config check validates every experiment's `method_args` against it.
 """
@@ -34,9 +35,16 @@ class MethodSpec:
         """{arg: "iterations" | "epochs"}: the args that name a point of the run (Park et al.'s T1, T2)."""
         return {name: arg["x-within-run"] for name, arg in self.args.items() if "x-within-run" in arg}
 
+    def epochs_before_run(self, method_args: dict[str, Any]) -> float:
+        """Epochs trained before the run's own by `method_args` (those declared `x-before-run: epochs`:
+        LearnedMixin+H's G pre-training), 0 for most methods."""
+        return float(sum(method_args.get(name, arg["default"]) for name, arg in self.args.items()
+                         if arg.get("x-before-run") == "epochs"))
+
     def schema(self) -> dict[str, Any]:
         """JSON schema of a `method_args` mapping: only the declared args, each of its type."""
-        props = {name: {k: v for k, v in arg.items() if k not in ("default", "description", "x-within-run")}
+        props = {name: {k: v for k, v in arg.items() if k not in ("default", "description", "x-within-run",
+                                                                    "x-before-run")}
                  for name, arg in self.args.items()}
         return {"type": "object", "additionalProperties": False, "properties": props}
 

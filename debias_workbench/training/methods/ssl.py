@@ -5,15 +5,14 @@ MoCo-v2 (Chen et al. 2020): a query encoder (the backbone + a 2-layer MLP head),
 key encoder, a FIFO queue of K keys, temperature T and the aug-plus views. BYOL (Grill et al.
 2020): an online backbone + projector + predictor against an EMA target, symmetrised over the
 two views. A non-semantic negative x_ns of each image (Sec. 2.2-2.3) enters the loss through
-Eq. (1) (MoCo) or Eq. (2) (BYOL): the patch negative is made anew every step from the stored
-image (`training.negatives`), the texture negative is the image's IN-9-Texture copy, read
-row-aligned. Each negative is seen in the colours of the view it is contrasted with (Sec. 3.3:
-"the expected color distribution of our patch-based negatives is identical to that of the query
-images"; the authors tile the augmented query, and augment the texture image with the query's
-random state): the patch tiling of the stored image gets that view's sampled colour jitter,
-grey-scale and blur and its flip before the tiling (`AugPlus.patch_view`: not its crop), the
-texture image that view's whole augmentation, crop and flip included. Negatives go through the key (target)
-encoder, get no gradient and are never enqueued.
+Eq. (1) (MoCo) or Eq. (2) (BYOL): the patch negative is made anew every step by tiling the
+query view itself (`training.negatives`, as the authors' `nonsem_transform(q)`), the texture
+negative is the image's IN-9-Texture copy, read row-aligned. Each negative is seen in the colours
+of the view it is contrasted with (Sec. 3.3: "the expected color distribution of our patch-based
+negatives is identical to that of the query images"): the patch negative is cut from that view,
+its crop included; the texture image gets that view's whole augmentation, as the authors'
+loader re-seeds the augmentation for it. Negatives go through the key (target) encoder, get no
+gradient and are never enqueued.
 
 MoCo's shuffled batch norm (He et al. 2020, Sec. 3.3; `shuffle_bn`, on by default): the key
 encoder's BN statistics must not come from the same batch as the query's, or the model finds
@@ -54,7 +53,7 @@ from debias_workbench.core.seeding import name_seed
 from ..data import Augmenter
 from ..distributed import gather_rows, is_main, world
 from ..losses import byol_loss, moco_nce
-from ..negatives import patch_tilings
+from ..negatives import patch_negatives
 from ..settings import TrainingSettings
 from .split_batch_norm import split_batch_norm
 from .ssl_augment import AugPlus, ViewParams
@@ -101,25 +100,18 @@ class SelfSupervised(Method):
         self.views = AugPlus(norm["mean"], norm["std"])
         self.register_buffer("steps_done", torch.zeros((), dtype=torch.long))
 
-    def nonsemantic(self, kind: str, images: torch.Tensor, views: list[ViewParams],
-                    generator: torch.Generator) -> torch.Tensor:
-        """Normalised non-semantic negatives (len(views) B, 3, H, W) of uint8 `images` (B, H, W, 3),
-        once per query view in `views`, in that view's colours (Sec. 3.3): "patch": the view's flip,
-        jitter, grey-scale and blur on the stored image, then one patch tiling drawn from
-        `generator` and shared by the views; "texture": `images` are the IN-9-Texture copies and
-        get the whole view, as the authors' loader gives them."""
-        if kind == "texture":
-            return torch.cat([self.views.apply(images, view) for view in views])
-        tiling = patch_tilings(len(images), images.shape[1], generator, device=images.device)  # (B, H, W)
-        return torch.cat([self.views.patch_view(images, view, tiling) for view in views])
-
-    def negative_inputs(self, batch: dict[str, torch.Tensor], *views: ViewParams) -> torch.Tensor | None:
-        """The method's non-semantic negative of each image of the batch once per query view in
-        `views` (`nonsemantic`, from self.generator), or None without one."""
+    def negative_inputs(self, batch: dict[str, torch.Tensor], queries: torch.Tensor,
+                        *views: ViewParams) -> torch.Tensor | None:
+        """The method's non-semantic negative of each query view, or None without one. queries:
+        the normalised query views (len(views) B, 3, H, W), the B images' views `views` in order.
+        "patch": a patch tiling of each query view (`negatives.patch_negatives`, self.generator);
+        "texture": the batch's IN-9-Texture copies in each view of `views`."""
         kind = self.args["negative"]
         if kind == "none":
             return None
-        return self.nonsemantic(kind, batch["textures" if kind == "texture" else "images"], list(views), self.generator)
+        if kind == "patch":
+            return patch_negatives(queries, self.generator)
+        return torch.cat([self.views.apply(batch["textures"], view) for view in views])
 
     @staticmethod
     @torch.no_grad()
@@ -284,7 +276,7 @@ class MoCoV2(SelfSupervised):
         b, size = images.shape[:2]
         p_q, p_k = self.views.sample(b, size, self.generator), self.views.sample(b, size, self.generator)
         v_q, v_k = self.views.apply(images, p_q), self.views.apply(images, p_k)  # (B, 3, H, W) each
-        ns = self.negative_inputs(batch, p_q)                             # (B, 3, H, W) in v_q's colours
+        ns = self.negative_inputs(batch, v_q, p_q)                        # (B, 3, H, W) from v_q
         with self.autocast():
             q = self.projector(self.network.features(v_q))               # (B, dim)
             with torch.no_grad():
@@ -320,8 +312,8 @@ class BYOL(SelfSupervised):
     raised to 1 with BYOL's cosine schedule), proj_dim, hidden_dim, negative (none | patch), probe_*.
 
     Our reading of Eq. (2) in the symmetrised loss (the BYOL variant has no public code): the
-    term of view 1's prediction has view 1 as its query, so its negative gets view 1's colours,
-    and the term of view 2's prediction a second copy of the same tiling in view 2's colours."""
+    term of view 1's prediction has view 1 as its query, so its negative is a tiling of view 1,
+    and the term of view 2's prediction a tiling of view 2 (each drawn anew)."""
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
@@ -345,7 +337,7 @@ class BYOL(SelfSupervised):
         b, size = images.shape[:2]
         p_1, p_2 = self.views.sample(b, size, self.generator), self.views.sample(b, size, self.generator)
         views = torch.cat([self.views.apply(images, p_1), self.views.apply(images, p_2)])  # (2B, 3, H, W)
-        ns = self.negative_inputs(batch, p_1, p_2)                             # (2B, 3, H, W), row i as views[i]
+        ns = self.negative_inputs(batch, views, p_1, p_2)                      # (2B, 3, H, W), row i from views[i]
         with self.autocast():
             p = self.predictor(self.projector(self.network.features(views)))   # (2B, proj)
             with torch.no_grad():

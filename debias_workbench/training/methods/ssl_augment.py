@@ -7,8 +7,10 @@ the four jitters run in a fixed order (brightness, contrast, saturation, hue) in
 one, and the hue shift is a rotation of the chroma plane in YIQ space instead of a shift in HSV.
 
 A view is sampled (`AugPlus.sample`: a `ViewParams` record per image) and then applied
-(`AugPlus.apply`), so that it can also be applied to a second batch: the non-semantic negatives
-get their query's colours (Ge et al. Sec. 3.3; `AugPlus.patch_view` for the patch tilings). The random numbers are drawn from the caller's generator in a fixed order.
+(`AugPlus.apply`), so that it can also be applied to a second batch: the texture negatives get
+their query's whole view (Ge et al. Sec. 3.3; the patch negatives are tiled from the query view
+itself, `training.negatives`). The random numbers are drawn from the caller's generator in a fixed
+order.
 """
 
 from __future__ import annotations
@@ -122,23 +124,8 @@ class AugPlus:
         return self.apply(images, self.sample(images.shape[0], images.shape[1], g))
 
     def apply(self, images: torch.Tensor, view: ViewParams) -> torch.Tensor:
-        """The views `view` of uint8 images (B, H, W, 3): crop and flip, then `photometric`'s steps."""
+        """The views `view` of uint8 images (B, H, W, 3): crop and flip, then `_colour`'s steps."""
         return self._colour(Augmenter.apply(unit(images), view.theta), view)
-
-    def patch_view(self, images: torch.Tensor, view: ViewParams, tiling: torch.Tensor) -> torch.Tensor:
-        """The patch negatives of uint8 images (B, H, W, 3) in the view `view` (Ge et al. Sec. 3.3): the
-        view's flip, jitter, grey-scale and blur on the whole stored image, then the patch tiling
-        (`tiling` (B, H, W): the source pixel y W + x of every pixel, `negatives.patch_tilings`), so
-        the patches carry the view's colours and the seams stay sharp, as when the authors cut
-        patches out of the augmented query; the view's crop is not applied (the patches come from
-        the stored image). Normalised (B, 3, H, W) out."""
-        x = unit(images)
-        flipped = (view.theta[:, 0, 0] < 0).to(x.device, non_blocking=True).view(-1, 1, 1, 1)
-        x = torch.where(flipped, x.flip(3), x)
-        x = gaussian_blur(self._recolour(x, view), view.sigma)                 # (B, 3, H, W) in [0, 1]
-        b, c, h, w = x.shape
-        index = tiling.to(x.device, non_blocking=True).view(b, 1, h * w).expand(b, c, h * w)
-        return self.normalize(x.reshape(b, c, h * w).gather(2, index).view(b, c, h, w))
 
     def plain(self, images: torch.Tensor) -> torch.Tensor:
         """Normalised images without augmentation (the linear probe's features)."""
@@ -146,10 +133,6 @@ class AugPlus:
 
     def _colour(self, x: torch.Tensor, view: ViewParams) -> torch.Tensor:
         """Jitter, grey-scale, blur and normalise [0, 1] images x (B, 3, H, W) by `view`."""
-        return self.normalize(gaussian_blur(self._recolour(x, view), view.sigma))
-
-    @staticmethod
-    def _recolour(x: torch.Tensor, view: ViewParams) -> torch.Tensor:
-        """The per-pixel steps of `view` (jitter, grey-scale) on [0, 1] images x (B, 3, H, W)."""
         x = color_jitter(x, view.jitter)
-        return torch.where(view.to_gray.to(x.device, non_blocking=True).view(-1, 1, 1, 1), gray(x).expand_as(x), x)
+        x = torch.where(view.to_gray.to(x.device, non_blocking=True).view(-1, 1, 1, 1), gray(x).expand_as(x), x)
+        return self.normalize(gaussian_blur(x, view.sigma))

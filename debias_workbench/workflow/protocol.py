@@ -82,7 +82,7 @@ CODE_RULES = {
 #: wording of a difference from the paper or the authors' code (lower case, regular expressions): a
 #: note that uses it must name the settings rows that declare the difference (`note_problems`)
 DIFFERENCE_WORDING = (r"where the (authors|paper)", r"instead of", r"rather than", r"differ", r"unlike", r"deviat",
-                      r"left out", r"\bhere\b[^.;]*\bthe authors'")
+                      r"left out", r"\bhere\b[^.]*\bthe authors'")
 #: keys naming a file the user places anywhere: compared by the file's name (torchvision's names carry
 #: the weights' checksum prefix, resnet50-0676ba61.pth)
 FILE_KEYS = ("training.pretrained",)

@@ -27,7 +27,7 @@ def rule(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     return register
 
 
-def _method(name: str, default_config: dict, **args) -> torch.nn.Module:
+def _method(name: str, default_config: dict, **args: object) -> torch.nn.Module:
     cfg = copy.deepcopy(default_config["training"])
     cfg["arch"] = "simple_cnn7"
     return METHODS[name](10, cfg, {"biased_arch": "simple_cnn1", **args})
@@ -89,7 +89,7 @@ def _positive_partner(default_config, monkeypatch, request) -> None:
     from debias_workbench.training.methods.clad import choose_partners
 
     partner, found = choose_partners(torch.tensor([0, 0, 0, 1]), torch.Generator().manual_seed(0))
-    assert partner[:3].tolist() == [3, 3, 3] and partner[3] in (0, 1, 2) and bool(found.all())
+    assert partner[:3].tolist() == [3, 3, 3] and int(partner[3]) in (0, 1, 2) and bool(found.all())
 
 
 @rule("negative_dictionary_start")

@@ -50,14 +50,18 @@ def test_fidelity_notes_on_a_hand_made_protocol(default_config):
     protocol = config["protocols"]["demo"]
     protocol["notes"] = ["The paper leaves the crop's ratio open; the one here is torchvision's."]
     assert check(config, "demo") == []
-    for worded in ("Here the gate is trained, where the authors' never is.", "The dictionary starts empty instead of full.",
-                   "The head is optimised here; the authors' is not.", "Our order differs from Algorithm 1's."):
+    for worded in ("Here the gate is trained, where the authors' never is.",
+                   "The dictionary starts empty instead of full.",
+                   "The head is optimised here; the authors' is not.",
+                   "Our order differs from Algorithm 1's."):
         protocol["notes"] = [worded]
         [problem] = note_problems(protocol, "protocols.demo")
         assert "protocols.demo.notes[0]" in problem and "names no row" in problem
-    protocol["notes"] = [{"text": "The rate is halved, where the paper's is not.", "rows": ["learning rate", "no such row"]}]
+    protocol["notes"] = [{"text": "The rate is halved, where the paper's is not.",
+                          "rows": ["learning rate", "no such row"]}]
     problems = note_problems(protocol, "protocols.demo")
-    assert len(problems) == 2 and "'no such row', which no setting" in problems[0] and "declares no deviation" in problems[1]
+    assert len(problems) == 2 and "'learning rate', which declares no deviation" in problems[0]
+    assert "'no such row', which no setting of protocols.demo has" in problems[1]
     protocol["notes"][0]["rows"] = ["learning rate"]
     protocol["settings"][0].update(paper=0.5, deviation="a reason")
     assert check(config, "demo") == []

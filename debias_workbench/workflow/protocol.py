@@ -242,10 +242,11 @@ def note_problems(protocol: dict[str, Any], where: str) -> list[str]:
 
 
 def report_protocols(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """{paper: {title, section, rows, notes}} for the report (rows as plain dicts)."""
+    """{paper: {title, section, rows, notes}} for the report (rows as plain dicts, notes as {text, rows})."""
     out = {}
     for paper, protocol in config.get("protocols", {}).items():
-        out[paper] = {"title": protocol["title"], "section": protocol["section"], "notes": [dict(zip(("text", "rows"), note_parts(n))) for n in protocol.get("notes", [])],
+        notes = [dict(zip(("text", "rows"), note_parts(n))) for n in protocol.get("notes", [])]
+        out[paper] = {"title": protocol["title"], "section": protocol["section"], "notes": notes,
                       "rows": [{"setting": r.setting, "paper": r.paper, "this_run": r.this_run, "source": r.source,
                                 "deviation": r.deviation} for r in rows(config, paper)]}
     return out

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from debias_workbench.workflow.config import deep_merge, resolve_config
-from debias_workbench.workflow.protocol import check, report_protocols
+from debias_workbench.workflow.protocol import check, note_problems, report_protocols
 
 from .conftest import PAPER_CONFIGS, ROOT
 
@@ -27,6 +27,47 @@ def test_paper_protocol(default_config, path):
     for paper in own["protocols"]:
         assert check(config, paper) == [], paper
         assert len(config["protocols"][paper]["settings"]) >= 10
+
+
+@pytest.mark.parametrize("path", PAPER_CONFIGS, ids=[f"fidelity[{p.split('/')[-1]}]" for p in PAPER_CONFIGS])
+def test_fidelity_no_deviation_lives_only_in_a_note(default_config, path):
+    """Every difference from the paper (or from the authors' code where the paper is silent) that a
+    protocol's notes describe is a settings row with its `deviation`: a note naming rows names
+    existing deviation rows, and a context note is not worded as a difference."""
+    config = _resolved(default_config, path)
+    for paper in yaml.safe_load((ROOT / path).read_text())["protocols"]:
+        assert note_problems(config["protocols"][paper], f"protocols.{paper}") == [], paper
+
+
+def test_fidelity_notes_on_a_hand_made_protocol(default_config):
+    """A context note may say what the paper leaves open; one worded as a difference fails, as does a
+    note naming a row that does not exist or declares no deviation; a note naming a deviation row
+    holds, and the report prints it with the rows' names."""
+    from debias_workbench.report.build import protocol_table
+    from debias_workbench.report.document import Document
+
+    config = _hand_made(default_config)
+    protocol = config["protocols"]["demo"]
+    protocol["notes"] = ["The paper leaves the crop's ratio open; the one here is torchvision's."]
+    assert check(config, "demo") == []
+    for worded in ("Here the gate is trained, where the authors' never is.",
+                   "The dictionary starts empty instead of full.",
+                   "The head is optimised here; the authors' is not.",
+                   "Our order differs from Algorithm 1's."):
+        protocol["notes"] = [worded]
+        [problem] = note_problems(protocol, "protocols.demo")
+        assert "protocols.demo.notes[0]" in problem and "names no row" in problem
+    protocol["notes"] = [{"text": "The rate is halved, where the paper's is not.",
+                          "rows": ["learning rate", "no such row"]}]
+    problems = note_problems(protocol, "protocols.demo")
+    assert len(problems) == 2 and "'learning rate', which declares no deviation" in problems[0]
+    assert "'no such row', which no setting of protocols.demo has" in problems[1]
+    protocol["notes"][0]["rows"] = ["learning rate"]
+    protocol["settings"][0].update(paper=0.5, deviation="a reason")
+    assert check(config, "demo") == []
+    doc = Document("t")
+    protocol_table(doc, report_protocols(config)["demo"])
+    assert "The rate is halved, where the paper's is not. (Rows: learning rate.)" in doc.markdown()
 
 
 def _hand_made(default_config) -> dict:

@@ -45,13 +45,13 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
 
 def protocol_table(doc: Document, protocol: dict[str, Any]) -> None:
     """The paper's protocol against this run's (`workflow.protocol`): setting / paper / this run / source
-    or, where they differ, the reason."""
+    or, where they differ, the reason; under it the notes, each with the rows whose deviations it explains."""
     doc.heading(f"Protocol: {protocol['title']}")
     doc.table(["setting", "paper", "this run", "source; why it differs"],
               [[r["setting"], _setting_text(r["paper"]), _setting_text(r["this_run"]),
                 r["source"] + (f"; **differs**: {r['deviation']}" if r["deviation"] else "")] for r in protocol["rows"]])
     for note in protocol["notes"]:
-        doc.para(note)
+        doc.para(note["text"] + (f" (Rows: {'; '.join(note['rows'])}.)" if note["rows"] else ""))
 
 
 def _setting_text(value: Any) -> str:

@@ -17,11 +17,18 @@ any training setting or method argument of a listed run that no setting covers a
 declared as `not_compared` with its reason. A changed default can therefore not drift away from
 the paper silently: a test resolves each paper config and fails on any of them. `rows` gives the
 report its table: setting / paper / this run / source or reason.
+
+No difference lives only in a note: a protocol's `notes` are either context (a plain string: what
+the paper leaves open and how it is read here, where the user's files go) or `{text, rows}`, the
+explanation of the named settings rows, each of which declares a `deviation`. `check` also fails
+on a note naming a missing row or one without a deviation, and on a context note worded as a
+difference (`DIFFERENCE_WORDING`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +54,35 @@ CODE_RULES = {
     # training/evaluation.py score_run: a test set that holds some of the classes (ImageNet-R) is scored
     # by the argmax over every class of the model
     "partial_class_scoring": "argmax over all classes",
+    # training/data.py Augmenter.sample (the SSL views too): RandomResizedCrop's scale and aspect drawn once
+    "random_resized_crop": "one draw, the window clamped to the image",
+    # training/methods/clad.py choose_partners: each anchor's own uniform draw (two may share a partner)
+    "positive_partner": "uniform among the batch's samples of another class",
+    # training/methods/clad.py NegativeDictionary: rows -1 until filled, masked out by `negatives`
+    "negative_dictionary_start": "empty, its empty slots masked",
+    # training/methods/rebias.py LearnedMixinH: the gate (w, b) in F's optimiser
+    "learned_mixin_gate": "optimised with F",
+    # training/methods/rebias.py LearnedMixinH.update: the fixed G in F's step
+    "fixed_g_batch_norm": "eval mode (running statistics)",
+    # training/methods/rebias.py RUBi: the mask head's input, in the one optimiser of F, G and the head
+    "rubi_mask_head": "on G's detached logits, optimised",
+    # training/methods/rebias.py RUBi.update: CE(masked F) + CE(G)
+    "rubi_question_loss": "none",
+    # training/methods/rebias.py ReBias.update: G's step, then F's, each batch
+    "rebias_update_order": "G, then F",
+    # pipeline/datasets/biased_mnist.py BIASED_TEST_RHO: the colour-label correlation of the "biased" test set
+    "biased_test_rho": 1.0,
+    # pipeline/mnist.py assign_colours: the 1 - rho of a class not in its own colour
+    "leftover_colours": "spread evenly over the other colours",
+    # pipeline/corruptions.py assign_pairs: the (corruption, severity) copies of each val image scored
+    "corruption_copies": "one drawn pair per image",
+    # training/negatives.py draw_tilings: where a patch negative's patches come from
+    "patch_tiling": "ceil(224 / d)^2 cells of a grid at a random offset",
 }
+#: wording of a difference from the paper or the authors' code (lower case, regular expressions): a
+#: note that uses it must name the settings rows that declare the difference (`note_problems`)
+DIFFERENCE_WORDING = (r"where the (authors|paper)", r"instead of", r"rather than", r"differ", r"unlike", r"deviat",
+                      r"left out", r"\bhere\b[^.]*\bthe authors'")
 #: keys naming a file the user places anywhere: compared by the file's name (torchvision's names carry
 #: the weights' checksum prefix, resnet50-0676ba61.pth)
 FILE_KEYS = ("training.pretrained",)
@@ -162,7 +197,7 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
                 if not any(leaf == k or leaf.startswith(k + ".") for k in (*keys, *skipped)):
                     problems.append(f"{where}: {leaf} of run {run!r} ({_lookup(rc, leaf)!r}) is in no setting; add "
                                     f"it with the paper's value and source, or to not_compared with the reason")
-    return problems
+    return problems + note_problems(protocol, where)
 
 
 def _not_dataset_settings(config: dict[str, Any], dataset: str, unsettings: set[str]) -> set[str]:
@@ -175,11 +210,43 @@ def _not_dataset_settings(config: dict[str, Any], dataset: str, unsettings: set[
     return out | {leaf for leaf in _leaves(section, "dataset_config") if leaf.rsplit(".", 1)[-1] in STORAGE_KEYS}
 
 
+def note_parts(note: str | dict[str, Any]) -> tuple[str, list[str]]:
+    """A note's text and the settings rows whose deviations it explains (none: a context note, a
+    plain string)."""
+    return (note, []) if isinstance(note, str) else (note["text"], list(note["rows"]))
+
+
+def note_problems(protocol: dict[str, Any], where: str) -> list[str]:
+    """How the notes of `protocol` could hold a difference from the paper that its table does not:
+    a note naming a row that no setting has or that declares no deviation, and a context note
+    (naming no row) worded as a difference (`DIFFERENCE_WORDING`). A difference is a settings row
+    with its `deviation`; a note may only explain it, naming the row."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for s in protocol["settings"]:
+        by_name.setdefault(s["setting"], []).append(s)
+    problems = []
+    for i, note in enumerate(protocol.get("notes", [])):
+        text, named = note_parts(note)
+        here = f"{where}.notes[{i}] ({text[:50]!r}...)"
+        for name in named:
+            if name not in by_name:
+                problems.append(f"{here}: names row {name!r}, which no setting of {where} has")
+            elif not all(s.get("deviation") for s in by_name[name]):
+                problems.append(f"{here}: names row {name!r}, which declares no deviation; name only rows that do")
+        wording = [w for w in DIFFERENCE_WORDING if re.search(w, text.lower())]
+        if wording and not named:
+            problems.append(f"{here}: is worded as a difference from the paper ({wording[0]!r}) but names no row; "
+                            "declare the difference as a settings row with its `deviation` and name it in the "
+                            "note's `rows`, or word the note as context")
+    return problems
+
+
 def report_protocols(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """{paper: {title, section, rows, notes}} for the report (rows as plain dicts)."""
+    """{paper: {title, section, rows, notes}} for the report (rows as plain dicts, notes as {text, rows})."""
     out = {}
     for paper, protocol in config.get("protocols", {}).items():
-        out[paper] = {"title": protocol["title"], "section": protocol["section"], "notes": protocol.get("notes", []),
+        notes = [dict(zip(("text", "rows"), note_parts(n))) for n in protocol.get("notes", [])]
+        out[paper] = {"title": protocol["title"], "section": protocol["section"], "notes": notes,
                       "rows": [{"setting": r.setting, "paper": r.paper, "this_run": r.this_run, "source": r.source,
                                 "deviation": r.deviation} for r in rows(config, paper)]}
     return out

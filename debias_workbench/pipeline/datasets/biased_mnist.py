@@ -23,8 +23,8 @@ from .labelled_store import write_labelled_store
 #: rho of the "biased" test split, whatever the training rho: the authors score "biased" on a fully
 #: correlated test set (clovaai/rebias main_biased_mnist.py:80-83, `data_label_correlation=1`), and
 #: the paper's Table 1 needs it (the colour-only G scores 100.0 at every rho, where a test set at the
-#: training rho would hold it near rho). Sec. 4.2.1's words ("same rho") say otherwise: see the notes
-#: of config/biased_mnist_paper.yaml's protocol.
+#: training rho would hold it near rho). Sec. 4.2.1's words ("same rho") say otherwise: the protocol of
+#: config/biased_mnist_paper.yaml declares it (`code:biased_test_rho`, with its deviation).
 BIASED_TEST_RHO = 1.0
 
 

@@ -1,0 +1,192 @@
+"""Each rule of `workflow.protocol.CODE_RULES` (a value kept by hand, which the protocols compare
+with the paper's) against what the code does: a change of the code that leaves the table as it was
+fails here, so the protocol table cannot go on declaring a rule the code no longer follows."""
+
+from __future__ import annotations
+
+import copy
+import math
+from types import SimpleNamespace
+from typing import Callable
+
+import numpy as np
+import pytest
+import torch
+
+from debias_workbench.training.methods import METHODS
+from debias_workbench.workflow.protocol import CODE_RULES
+
+RULES: dict[str, Callable[..., None]] = {}
+
+
+def rule(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register the check of CODE_RULES[name]."""
+    def register(check: Callable[..., None]) -> Callable[..., None]:
+        RULES[name] = check
+        return check
+    return register
+
+
+def _method(name: str, default_config: dict, **args: object) -> torch.nn.Module:
+    cfg = copy.deepcopy(default_config["training"])
+    cfg["arch"] = "simple_cnn7"
+    return METHODS[name](10, cfg, {"biased_arch": "simple_cnn1", **args})
+
+
+def _batch(n: int = 8) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return {"images": torch.randint(0, 256, (n, 28, 28, 3), dtype=torch.uint8, generator=g),
+            "labels": torch.arange(n) % 10}
+
+
+def _optimised(optimizer: torch.optim.Optimizer, module: torch.nn.Module) -> bool:
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    return all(id(p) in held for p in module.parameters())
+
+
+@rule("probe_checkpoint")
+def _probe_checkpoint(default_config, monkeypatch, request) -> None:
+    """The probe's head after `finish` is the one of its last SGD step (no epoch picked afterwards)."""
+    from debias_workbench.training.data import ZarrBatches
+
+    from .test_ssl import ssl_method
+
+    stores = request.getfixturevalue("tiny_stores")
+    method = ssl_method("moco_v2", default_config, batch_size=8, probe_epochs=2, probe_milestones=[1])
+    after_step, step = [], torch.optim.SGD.step
+    monkeypatch.setattr(torch.optim.SGD, "step", lambda opt, *a, **k: (step(opt, *a, **k),
+                        after_step.append(method.network.head.weight.detach().clone()))[0])
+    method.finish(ZarrBatches(stores["original"], "train", 8, shuffle=True, drop_last=True))
+    assert after_step and torch.equal(after_step[-1], method.network.head.weight)
+
+
+@rule("partial_class_scoring")
+def _partial_class_scoring(default_config, monkeypatch, request) -> None:
+    """score_run predicts the argmax over every class of the model, whatever classes the test set holds."""
+    from debias_workbench.training import evaluation
+
+    predictors = []
+    monkeypatch.setattr(evaluation, "run_tags", lambda run_cfg: {})
+    monkeypatch.setattr(evaluation, "accuracy_rows", lambda predict, *a, **k: predictors.append(predict) or [])
+    method = SimpleNamespace(predict=lambda x: x, augmenter=None, scores_similarity=False)
+    evaluation.score_run(method, {"run_config": {}}, {"dataset": "d", "split": "val", "batch_size": 2}, {}, "cpu")
+    assert predictors[0](torch.tensor([[0.0, 1.0, 5.0], [3.0, 1.0, 0.0]])).tolist() == [2, 0]
+
+
+@rule("random_resized_crop")
+def _random_resized_crop(default_config, monkeypatch, request) -> None:
+    """A crop larger than the image on one side is clamped to it (torchvision would draw again)."""
+    from debias_workbench.training.data import Augmenter
+
+    theta = Augmenter([0.0] * 3, [1.0] * 3, crop_scale=(0.9, 1.0)).sample(500, torch.Generator().manual_seed(0))
+    sides = torch.stack([theta[:, 0, 0].abs(), theta[:, 1, 1]])
+    assert sides.max() == 1.0 and (sides == 1.0).any(0).float().mean() > 0.5
+
+
+@rule("positive_partner")
+def _positive_partner(default_config, monkeypatch, request) -> None:
+    """Three anchors of one class and one of another: all three take the one other-class sample."""
+    from debias_workbench.training.methods.clad import choose_partners
+
+    partner, found = choose_partners(torch.tensor([0, 0, 0, 1]), torch.Generator().manual_seed(0))
+    assert partner[:3].tolist() == [3, 3, 3] and int(partner[3]) in (0, 1, 2) and bool(found.all())
+
+
+@rule("negative_dictionary_start")
+def _negative_dictionary_start(default_config, monkeypatch, request) -> None:
+    """A new dictionary offers no usable negative until something is pushed."""
+    from debias_workbench.training.methods.clad import NegativeDictionary
+
+    _, usable = NegativeDictionary(3, 4, 5).negatives(torch.tensor([0, 2]), torch.tensor([7, 8]))
+    assert not usable.any()
+
+
+@rule("learned_mixin_gate")
+def _learned_mixin_gate(default_config, monkeypatch, request) -> None:
+    method = _method("learned_mixin_h", default_config, g_pretrain_epochs=0)
+    assert _optimised(method.optimizer, method.gate)
+
+
+@rule("fixed_g_batch_norm")
+def _fixed_g_batch_norm(default_config, monkeypatch, request) -> None:
+    """After G's pre-training, every forward of G in F's step runs in eval mode."""
+    method = _method("learned_mixin_h", default_config, g_pretrain_epochs=0)
+    modes = []
+    for module in method.biased.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            module.register_forward_pre_hook(lambda module, args: modes.append(module.training))
+    method.train()
+    method.update(_batch())
+    assert modes and not any(modes)
+
+
+@rule("rubi_mask_head")
+def _rubi_mask_head(default_config, monkeypatch, request) -> None:
+    method = _method("rubi", default_config)
+    assert method.mask_head.in_features == 10 and _optimised(method.optimizer, method.mask_head)
+
+
+@rule("rubi_question_loss")
+def _rubi_question_loss(default_config, monkeypatch, request) -> None:
+    """RUBi's loss is CE of the masked logits plus G's CE, nothing more."""
+    stats = _method("rubi", default_config).update(_batch())
+    assert math.isclose(float(stats["loss"]), float(stats["ce_masked"] + stats["ce_g"]), rel_tol=1e-6)
+
+
+@rule("rebias_update_order")
+def _rebias_update_order(default_config, monkeypatch, request) -> None:
+    method = _method("rebias", default_config)
+    stepped, step = [], method.step
+    monkeypatch.setattr(method, "step", lambda opt, loss: (stepped.append("G" if opt is method.optimizer_g else "F"),
+                                                           step(opt, loss)))
+    method.update(_batch())
+    assert ", then ".join(stepped) == CODE_RULES["rebias_update_order"]
+
+
+@rule("biased_test_rho")
+def _biased_test_rho(default_config, monkeypatch, request) -> None:
+    from debias_workbench.pipeline.datasets.biased_mnist import BIASED_TEST_RHO
+
+    assert BIASED_TEST_RHO == CODE_RULES["biased_test_rho"]
+
+
+@rule("leftover_colours")
+def _leftover_colours(default_config, monkeypatch, request) -> None:
+    """50 samples of a class outside its colour: 5 or 6 per other colour (the authors' chunks of
+    ceil(50 / 9) = 6 would leave 2 to the last)."""
+    from debias_workbench.pipeline.mnist import assign_colours
+
+    counts = np.bincount(assign_colours(np.zeros(100, np.int64), 0.5, "rule"), minlength=10)
+    assert counts[0] == 50 and counts[1:].max() - counts[1:].min() <= 1
+
+
+@rule("corruption_copies")
+def _corruption_copies(default_config, monkeypatch, request) -> None:
+    """One pair index per image, the pairs used in turn within each class."""
+    from debias_workbench.pipeline.corruptions import assign_pairs
+
+    labels = np.arange(150) % 2
+    pairs = assign_pairs(labels, np.array([f"img{i}" for i in range(150)]), 75, 0)
+    assert pairs.shape == (150,) and all(len(set(pairs[labels == c])) == 75 for c in (0, 1))
+
+
+@rule("patch_tiling")
+def _patch_tiling(default_config, monkeypatch, request) -> None:
+    """Each view's ceil(224 / d)^2 patches sit on the d-px grid at the view's offset, inside the view."""
+    from debias_workbench.training.negatives import draw_tilings
+
+    tilings = draw_tilings(16, 224, torch.Generator().manual_seed(0))
+    sources = tilings.sources()
+    for i, d in enumerate(tilings.d.tolist()):
+        used = sources[i, :math.ceil(224 / d) ** 2]
+        assert ((used - tilings.offset[i]) % d == 0).all() and (used >= 0).all() and (used + d <= 224).all()
+
+
+def test_every_code_rule_has_its_check():
+    assert set(RULES) == set(CODE_RULES)
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_code_rule_matches_the_code(name, default_config, monkeypatch, request):
+    """CODE_RULES[name]'s declared value holds in the code (each check's docstring says how it is read)."""
+    RULES[name](default_config, monkeypatch, request)

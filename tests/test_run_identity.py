@@ -17,7 +17,8 @@ from debias_workbench.training.methods import METHODS, REGISTRY, spec
 from debias_workbench.training.trainer import train
 from debias_workbench.workflow.config import ConfigError, deep_merge, resolve_config
 from debias_workbench.workflow.schema import load_schema
-from debias_workbench.workflow.slices import config_provenance, report_config, run_config
+from debias_workbench.pipeline.datasets import FAMILIES
+from debias_workbench.workflow.slices import config_provenance, dataset_job_config, report_config, run_config
 
 from .conftest import ROOT
 
@@ -36,6 +37,25 @@ def test_run_config_holds_what_the_run_depends_on_and_not_its_label(default_conf
     assert report_config(other, source) != report_config(cfg, source)
     other["experiments"]["base_in9"]["training"] = {"optimizer": {"name": "sgd", "lr": 0.5}}
     assert run_config(other, "clad", 1) == run and run_config(other, "base_in9", 0) != run_config(cfg, "base_in9", 0)
+
+
+def test_a_fix_of_a_methods_or_a_familys_code_changes_the_identity_of_exactly_its_runs_and_stores(default_config,
+                                                                                                  monkeypatch):
+    """A method's or a family's `revision` (raised with a fix that moves results) enters the identity of
+    its runs or stores only: a run of a revised method carries it, one of an unrevised method (and every
+    other family's store) keeps the hash it had before revisions existed."""
+    config = resolve_config(copy.deepcopy(default_config))
+    for experiment, exp in config["experiments"].items():
+        revision = spec(exp["method"]).revision
+        assert run_config(config, experiment, 0).get("method_revision") == (revision or None), experiment
+    assert spec("clad").revision >= 1 and spec("erm").revision == 0  # CLAD's two batch-norm passes (issue 51)
+    assert dataset_job_config(config, "biased_mnist")["family_revision"] >= 1  # binarised digits, rho = 1 test split
+    before = {d: dataset_job_config(config, d) for d in config["datasets"]}
+    assert "family_revision" not in before["in9"]
+    monkeypatch.setattr(FAMILIES["in9"], "revision", 7)
+    after = {d: dataset_job_config(config, d) for d in config["datasets"]}
+    assert after["in9"] == {**before["in9"], "family_revision": 7}
+    assert {d: v for d, v in after.items() if d != "in9"} == {d: v for d, v in before.items() if d != "in9"}
 
 
 def test_checkpoint_of_another_config_is_not_resumed(tmp_path, tiny_store, default_config, capsys):

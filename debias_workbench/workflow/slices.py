@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from debias_workbench.core.atomic import write_text_atomic
+from debias_workbench.pipeline.datasets import FAMILIES
 from debias_workbench.training.methods import spec
 
 from .config import scoring
@@ -49,6 +50,8 @@ def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, 
            "dataset": exp["dataset"],
            "dataset_config": dataset_section(config, exp["dataset"], [exp["train_variant"], *declared.aligned_variants.values()]),
            "train_variant": exp["train_variant"], "aligned_variants": declared.aligned_variants}
+    if declared.revision:  # absent at 0: a method's runs keep their hash until a fix of its code
+        out["method_revision"] = declared.revision
     if "tags" in exp:  # absent (a run declared on its own): its hash stays what it was before tags existed
         out["tags"] = dict(exp["tags"])
     for monitor in ("curves", "model_selection"):
@@ -104,9 +107,13 @@ def dataset_section(config: dict[str, Any], dataset: str, variants: list[str]) -
 
 def dataset_job_config(config: dict[str, Any], dataset: str, variant: str | None = None) -> dict[str, Any]:
     """What a generation step of `dataset` (about `variant`, if one) depends on: its config section
-    (see `dataset_section`) and the seed."""
-    return {"dataset": dataset, "config": dataset_section(config, dataset, [variant] if variant else []),
-            "seed": config["seed"]}
+    (see `dataset_section`), the seed, and its family's `revision` where a fix of the family's code
+    moved its stores (absent at 0, so that the other families' stores keep their hash)."""
+    job = {"dataset": dataset, "config": dataset_section(config, dataset, [variant] if variant else []),
+           "seed": config["seed"]}
+    if revision := FAMILIES[dataset_family(config, dataset)].revision:
+        job["family_revision"] = revision
+    return job
 
 
 def _results_only(node: Any) -> Any:

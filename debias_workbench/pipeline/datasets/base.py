@@ -43,6 +43,9 @@ class DatasetFamily:
     #: the terms of the images' source, for a dataset card (`pipeline.export`): whoever hands a variant
     #: on hands on these terms with it
     licence: str = "the terms of the source the images were made from (see the dataset's `source` in its config)"
+    #: the revision of the family's generation code: raised with a change that moves its stores' bytes (a
+    #: fix), so that stores made before it are made again (`workflow.slices.dataset_job_config`)
+    revision: int = 0
 
     @classmethod
     def schema(cls) -> dict[str, Any]:

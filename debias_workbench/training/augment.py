@@ -17,9 +17,10 @@ CROP_TRIES = 10
 
 @dataclass(frozen=True)
 class Crop:
-    """One RandomResizedCrop draw per image (CPU tensors): the window's share of the image's area and
-    its ratio width / height in the image's own pixels (the photo's, for a photo stored squashed),
-    its place (B, 2) in [0, 1] (x, y; 0 at the left / top edge) and the flip (-1: mirrored)."""
+    """One RandomResizedCrop draw per image (on the CPU; of photos, on their aspects' device): the
+    window's share of the image's area and its ratio width / height in the image's own pixels (the
+    photo's, for a photo stored squashed), its place (B, 2) in [0, 1] (x, y; 0 at the left / top
+    edge) and the flip (-1: mirrored)."""
 
     area: torch.Tensor
     ratio: torch.Tensor
@@ -85,7 +86,7 @@ class Augmenter:
         ~ U(crop_scale) and the ratio r (log-uniform), the window clamped to the image in `theta` (no
         crop requested means no ratio jitter either). Of photos of aspects a (B,): `photo_draw`."""
         if aspects is not None:
-            return self.photo_draw(b, generator, aspects.float().cpu())
+            return self.photo_draw(b, generator, aspects.float())
         area = torch.empty(b).uniform_(*self.crop_scale, generator=generator)
         log_r = torch.empty(b).uniform_(math.log(self.ratio[0]), math.log(self.ratio[1]), generator=generator)
         r = torch.exp(log_r) if tuple(self.crop_scale) != (1.0, 1.0) else torch.ones(b)
@@ -100,18 +101,23 @@ class Augmenter:
         to `ratio`. Where it differs: the window and its place are continuous (get_params rounds to
         whole pixels), every image draws all its tries at once (the same distribution: the first
         fitting of 10 independent draws), and the view is resampled bilinearly from the photo
-        squashed to the stored square (`apply`) where the authors' PIL resizes the decoded photo."""
-        area = torch.empty(b, CROP_TRIES).uniform_(*self.crop_scale, generator=generator)
+        squashed to the stored square (`apply`) where the authors' PIL resizes the decoded photo.
+        The numbers are drawn on the CPU and sent to a's device (non_blocking), where the window is
+        chosen: nothing is read back."""
+        def sent(drawn: torch.Tensor) -> torch.Tensor:
+            return drawn.to(a.device, non_blocking=True)
+
+        area = sent(torch.empty(b, CROP_TRIES).uniform_(*self.crop_scale, generator=generator))
         log_r = torch.empty(b, CROP_TRIES).uniform_(math.log(self.ratio[0]), math.log(self.ratio[1]), generator=generator)
-        r, col = torch.exp(log_r), a.view(b, 1)
+        r, col = torch.exp(sent(log_r)), a.view(b, 1)
         fits = (area * r <= col) & (area * col <= r)
         first = fits.int().argmax(1, keepdim=True)                       # the first fitting try (0: none fits)
         found = fits.any(1)
         clamped = a.clamp(*self.ratio)                                    # the fallback: the photo's ratio, clamped
         area = torch.where(found, area.gather(1, first).squeeze(1), torch.minimum(a / clamped, clamped / a))
         r = torch.where(found, r.gather(1, first).squeeze(1), clamped)
-        place = torch.where(found.view(b, 1), torch.rand(b, 2, generator=generator), torch.full((b, 2), 0.5))
-        return Crop(area, r, place, self._flip(b, generator))
+        place = torch.where(found.view(b, 1), sent(torch.rand(b, 2, generator=generator)), 0.5)
+        return Crop(area, r, place, sent(self._flip(b, generator)))
 
     def _flip(self, b: int, generator: torch.Generator) -> torch.Tensor:
         """-1 (mirrored) with p = 0.5 where `hflip`; nothing drawn without it."""
@@ -121,8 +127,8 @@ class Augmenter:
     def theta(crop: Crop, aspects: torch.Tensor | None = None) -> torch.Tensor:
         """(B, 2, 3) affines of `crop` in images of `aspects` (None: squares; a photo stored squashed:
         its W / H): the window's width share sqrt(s r / a) and height share sqrt(s a / r), each at
-        most 1, placed at `crop.place` and flipped."""
-        a = torch.ones_like(crop.area) if aspects is None else aspects.float().cpu()
+        most 1, placed at `crop.place` and flipped; on the crop's device."""
+        a = torch.ones_like(crop.area) if aspects is None else aspects.float()
         sx = torch.sqrt(crop.area * crop.ratio / a).clamp(max=1.0)
         sy = torch.sqrt(crop.area * a / crop.ratio).clamp(max=1.0)
         return Augmenter._affine(sx * crop.flip, sy, (crop.place[:, 0] * 2 - 1) * (1 - sx),
@@ -132,13 +138,13 @@ class Augmenter:
     def centre(aspects: torch.Tensor, fraction: float) -> torch.Tensor:
         """(B, 2, 3) affines of the test view of photos stored squashed (aspects W / H): the centred
         square of `fraction` of the shorter side (Resize + CenterCrop, the stored test images' geometry)."""
-        a = aspects.float().cpu()
+        a = aspects.float()
         zero = torch.zeros_like(a)
         return Augmenter._affine(fraction * (1 / a).clamp(max=1.0), fraction * a.clamp(max=1.0), zero, zero)
 
     @staticmethod
     def _affine(sx: torch.Tensor, sy: torch.Tensor, cx: torch.Tensor, cy: torch.Tensor) -> torch.Tensor:
-        theta = torch.zeros(len(sx), 2, 3)
+        theta = torch.zeros(len(sx), 2, 3, device=sx.device)
         theta[:, 0, 0], theta[:, 0, 2] = sx, cx
         theta[:, 1, 1], theta[:, 1, 2] = sy, cy
         return theta

@@ -63,7 +63,7 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
                                "skipped": upstream[split]["skipped"] + skipped}
             whole = photos is not None and split == "train"  # the split holds the photos
             sub = _split_group(group.create_group(split), variant, ds_cfg, len(kept), photos.side if whole else size,
-                               not whole)
+                               whole)
             sub["labels"][:], sub["bias_labels"][:], sub["ids"][:] = labels[kept], bias, ids[kept]
             if whole:
                 shapes = seg["photo_shapes"][:][kept]
@@ -78,12 +78,13 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
     write_json(manifest_path, manifest)
 
 
-def _split_group(sub: zarr.Group, variant: str, ds_cfg: dict[str, Any], n: int, side: int, masks: bool) -> zarr.Group:
-    """A split's empty arrays: `images` at `side` px, `masks` where the variant shows the foreground (and
-    `masks`), and the per-row `labels`, `bias_labels`, `ids`."""
+def _split_group(sub: zarr.Group, variant: str, ds_cfg: dict[str, Any], n: int, side: int,
+                 photos: bool) -> zarr.Group:
+    """A split's empty arrays: `images` at `side` px, `masks` where the variant shows the foreground (not
+    of training `photos`: their masks are the square's), and the per-row `labels`, `bias_labels`, `ids`."""
     chunk = int(ds_cfg["chunk_images"])
     create_array(sub, "images", (n, side, side, 3), np.uint8, chunk, codec=ds_cfg["image_codec"])
-    if masks and variant in variants.WITH_FOREGROUND:
+    if not photos and variant in variants.WITH_FOREGROUND:
         create_array(sub, "masks", (n, side, side), np.uint8, chunk)
     for name, dtype in (("labels", np.int64), ("bias_labels", np.int64), ("ids", str)):
         create_array(sub, name, (n,), dtype, max(n, 1), max(n, 1))

@@ -58,10 +58,10 @@ class PhotoSplit:
     fraction: float
 
 
-def photo_split(store: Path | str, split: str, cuts_views: bool) -> PhotoSplit | None:
-    """`store`/`split`'s `PhotoSplit`, None for a split of stored images; a ValueError naming the store
-    when it holds photos and the caller (`cuts_views` False) would take them for images."""
-    root = zarr.open_group(str(store), mode="r")
+def photo_split(root: zarr.Group, store: Path | str, split: str, cuts_views: bool) -> PhotoSplit | None:
+    """The `PhotoSplit` of `split` of the store `root` (at `store`), None for a split of stored images;
+    a ValueError naming the store when it holds photos and the caller (`cuts_views` False) would take
+    them for images."""
     if "aspects" not in root[split]:
         return None
     if not cuts_views:
@@ -83,7 +83,7 @@ class ZarrBatches:
         if split not in group:
             raise FileNotFoundError(f"{store} has no split {split!r}; rebuild it with the workflow")
         self.store, self.group = Path(store), group[split]
-        self.photos = photo_split(store, split, cuts_views)  # None: the split holds the stored images
+        self.photos = photo_split(group, store, split, cuts_views)  # None: the split holds the stored images
         fields = (*fields, "aspects") if self.photos else fields
         self.arrays = {f: self.group[f] for f in fields if f in self.group}
         for name, other in (aligned or {}).items():

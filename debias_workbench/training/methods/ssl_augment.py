@@ -33,7 +33,8 @@ NO_JITTER = (1.0, 1.0, 1.0, 0.0)  # brightness, contrast, saturation factors and
 
 @dataclass(frozen=True)
 class ViewParams:
-    """The random parameters of one aug-plus view of each of B images (CPU tensors), and its side."""
+    """The random parameters of one aug-plus view of each of B images (CPU tensors; of photos, the crop
+    and its affine on their aspects' device), and its side."""
 
     crop: Crop             # the crop-and-flip draw (`Augmenter.draw`)
     theta: torch.Tensor    # (B, 2, 3) its affine in the sampled images' proportions (`Augmenter.theta`)

@@ -1,45 +1,60 @@
-"""Training views cut from the stored centre square against views cut from the whole photo (issue 51).
+"""Training views cut from the whole photo, as the authors cut them, against the centre square (issue 51).
 
     python -m benchmarks.photo_views [--photos DIR] [--views 8] [--seed 0]
 
 Ge et al. pre-train on RandomResizedCrop(224, scale 0.2-1) views of the decoded photo
 (moco-non-sem-neg.py:247) and fit the probe on RandomResizedCrop(224) views (scale 0.08-1,
-main_lincls.py:250). The ImageNet-100 stores hold the test geometry, Resize 256 + CenterCrop 224
-(`geometry: crop`, `crop_fraction: 0.875`), and our views are cut from that square (the
-`Augmenter`'s crop, bilinear `grid_sample`). On real photos this prints
+main_lincls.py:250). With `train_views: photo` (config/imagenet100_ssl.yaml) the train split stores
+each photo squashed to 256 x 256 with its aspect, and the views are drawn in the photo's proportions
+(`Augmenter.photo_draw`) and resampled by `grid_sample`; with `train_views: square` (the default) they
+are cut from the stored test image, Resize 256 + CenterCrop 224. On real photos this prints
 
-- the bytes per image of today's store (224 x 224 x 3 uint8, `image_codec: none`) and of two stores
-  from which views could be cut as the authors cut them: each photo at its aspect with its shorter
-  side at 256 (ragged rows), and each photo squashed to 256 x 256 with its aspect beside it (one
-  fixed shape, the crops drawn in photo proportions);
-- the views' geometry, per crop scale: the share of the photo a view covers, the share of an
-  authors' view that lies outside the centre square (what our views never see), and the view
-  pixels per source pixel (above 1: the view is up-sampled);
-- a packaged ImageNet-1k classifier's (EfficientNet-Lite0) top-1 accuracy on the test view, on
-  the authors' views and on ours (`views` of each kind per photo and scale), and their difference
-  paired by photo: how different the two kinds of view are to a trained network.
+- the bytes of the original store the pipeline builds from the photos under each (ImageNet-100's
+  dataset section: 224 px, crop 0.875, no codec; the photos split train / val by name, 30 % val):
+  per split, its images (with the aspects) and its files on disk (masks, lz4, and labels too), and
+  the ratio; and the intermediate (segmented) store's files;
+- the views' geometry, per crop scale, for the authors' views (torchvision on the decoded photo),
+  ours from the photo, ours from the centre square, and the same draw as ours from the photo
+  squashed at full resolution (its longer side; what a larger `view_source_size` tends to): the share
+  of the photo a view covers, the share of it outside the centre square (what views of the square
+  never see), and the view pixels per source pixel (photo pixels for the authors', stored pixels for
+  ours: above 1, up-sampled);
+- a packaged ImageNet-1k classifier's (EfficientNet-Lite0) top-1 accuracy on the test view and on
+  each kind of view (`views` of each per photo and scale), and the authors' minus each of ours,
+  paired by photo with its 95 % interval: how different the kinds of view are to a trained network.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
+import zarr
 from PIL import Image
 from torchvision.transforms import RandomResizedCrop
 from torchvision.transforms import functional as TF
 
-from debias_workbench.pipeline.imageio import Geometry
-from debias_workbench.training.data import Augmenter
+from debias_workbench.pipeline.imageio import Geometry, TrainPhotos
+from debias_workbench.pipeline.segment_stage import run_segment_stage
+from debias_workbench.pipeline.sources import list_source_items
+from debias_workbench.pipeline.variant_stage import run_variant_stage
+from debias_workbench.training.augment import Augmenter
 from debias_workbench.training.models import IMAGENET_NORMALIZE, efficientnet_lite0
 
 from .stylize_texture import ROOT
 
-SIZE, SHORT_SIDE, FRACTION = 224, 256, 0.875
+SIZE = 224
 SCALES = {"pre-training (0.2-1)": (0.2, 1.0), "probe (0.08-1)": (0.08, 1.0)}
+#: ImageNet-100's dataset section, the stores of which the bytes are measured
+DATASET = yaml.safe_load((ROOT / "config" / "imagenet100_ssl.yaml").read_text())["datasets"]["imagenet100"]
+PHOTOS = TrainPhotos.of(DATASET)
+GEOMETRY = Geometry.of(DATASET)
 
 
 def photos_with_labels(folder: Path) -> list[tuple[Image.Image, int]]:
@@ -51,50 +66,105 @@ def photos_with_labels(folder: Path) -> list[tuple[Image.Image, int]]:
     return [(Image.open(p).convert("RGB"), index[p.name.split("_")[0]]) for p in paths]
 
 
-def store_bytes(photos: list[Image.Image]) -> dict[str, float]:
-    """Bytes per image of today's store and of the two photo stores (module docstring), uint8 RGB."""
-    today = SIZE * SIZE * 3
-    ragged = [SHORT_SIDE * round(SHORT_SIDE * max(p.size) / min(p.size)) * 3 for p in photos]
-    return {"today (224 x 224)": today, "shorter side 256, at the aspect": statistics.mean(ragged),
-            "squashed 256 x 256 + aspect": SHORT_SIDE * SHORT_SIDE * 3 + 4}
+def disk_bytes(folder: Path) -> int:
+    """Bytes of every file under `folder`."""
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
-def centre_square(photo: Image.Image) -> tuple[torch.Tensor, tuple[int, int, int]]:
-    """The stored image, uint8 (224, 224, 3) as the store makes it, and its window (top, left, side) in the photo."""
-    geometry = Geometry("crop", FRACTION)
+def store_bytes(folder: Path, views: str, work: Path) -> dict[str, dict[str, int]]:
+    """{split: {"images": bytes of its images (and aspects), "disk": of its files, "n": images}, and
+    "segmented": {"disk": the intermediate store's files}} of the original store built from the
+    IN-9-layout `folder` under `train_views: views`."""
+    classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    cfg = copy.deepcopy(DATASET) | {"classes": classes, "train_views": views, "variants": ["original"]}
+    cfg["source"] = {"kind": "in9_folder", "in9_folder": {"root": str(folder), "val_fraction": 0.3}}
+    seg, out = work / views / "segmented.zarr", work / views / "original.zarr"
+    items = list_source_items(cfg["source"], classes)
+    run_segment_stage(items, cfg, 0, seg, seg.parent / "quality.jsonl", seg.parent / "segmented.manifest.json", 1)
+    run_variant_stage(seg, seg.parent / "segmented.manifest.json", "original", cfg, 0, out,
+                      out.parent / "original.manifest.json", 1)
+    group = zarr.open_group(str(out), mode="r")
+    sizes = {"segmented": {"disk": disk_bytes(seg), "n": zarr.open_group(str(seg), mode="r")["ids"].shape[0]}}
+    for split in ("train", "val"):
+        images = sum(group[split][name].nbytes for name in ("images", "aspects") if name in group[split])
+        sizes[split] = {"images": images, "disk": disk_bytes(out / split), "n": group[split]["labels"].shape[0]}
+    return sizes
+
+
+def print_bytes(folder: Path) -> None:
+    """The bytes of the two stores (`store_bytes`) per split and whole, and their ratio."""
+    with tempfile.TemporaryDirectory() as work:
+        square, photo = (store_bytes(folder, views, Path(work)) for views in ("square", "photo"))
+    for split, parts, kinds in (("train", ("train",), ("images", "disk")), ("val", ("val",), ("images", "disk")),
+                                ("whole store", ("train", "val"), ("images", "disk")),
+                                ("segmented store", ("segmented",), ("disk",))):
+        n = sum(square[s]["n"] for s in parts)
+        for what in kinds:
+            a, b = (sum(sizes[s][what] for s in parts) for sizes in (square, photo))
+            print(f"bytes, {split} ({n} images), {what}: square {a:,} ({a / n:,.0f} per image), photo {b:,} "
+                  f"({b / n:,.0f} per image): {b / a:.3f}x")
+
+
+def test_view(photo: Image.Image) -> tuple[torch.Tensor, tuple[int, int, int]]:
+    """The stored test image, uint8 (224, 224, 3), and its window (top, left, side) in the photo."""
     pixels = np.asarray(photo)
-    return torch.from_numpy(geometry.apply(pixels, SIZE)), geometry.window(*pixels.shape[:2], SIZE)
+    return torch.from_numpy(GEOMETRY.apply(pixels, SIZE)), GEOMETRY.window(*pixels.shape[:2], SIZE)
+
+
+def covered(boxes: list[tuple[float, float, float, float]], photo: Image.Image,
+            window: tuple[int, int, int]) -> dict[str, list[float]]:
+    """The geometry records of views at `boxes` (top, left, height, width in photo pixels): the share
+    of the photo each covers and the share of it outside the centre square `window`."""
+    width, height = photo.size
+    top, left, side = window
+    out: dict[str, list[float]] = {"covers": [], "outside": []}
+    for i, j, h, w in boxes:
+        inside = max(0, min(i + h, top + side) - max(i, top)) * max(0, min(j + w, left + side) - max(j, left))
+        out["covers"].append(h * w / (width * height))
+        out["outside"].append(1 - inside / (h * w))
+    return out
 
 
 def authors_views(photo: Image.Image, scale: tuple[float, float], n: int, window: tuple[int, int, int],
                   mean: list[float], std: list[float]) -> tuple[torch.Tensor, dict[str, list[float]]]:
     """n RandomResizedCrop views of the photo (torchvision, as the authors; no flip), normalised
-    (n, 3, 224, 224), and each view's share of the photo, share outside the centre square, and view
-    pixels per photo pixel."""
-    width, height = photo.size
-    top, left, side = window
-    views, geometry = [], {"covers": [], "outside": [], "magnification": []}
-    for _ in range(n):
-        i, j, h, w = RandomResizedCrop.get_params(photo, scale, (3 / 4, 4 / 3))
-        crop = TF.resized_crop(photo, i, j, h, w, [SIZE, SIZE], antialias=True)
-        views.append(TF.normalize(TF.to_tensor(crop), mean, std))
-        inside = max(0, min(i + h, top + side) - max(i, top)) * max(0, min(j + w, left + side) - max(j, left))
-        geometry["covers"].append(h * w / (width * height))
-        geometry["outside"].append(1 - inside / (h * w))
-        geometry["magnification"].append(SIZE / (h * w) ** 0.5)
-    return torch.stack(views), geometry
+    (n, 3, 224, 224), with their `covered` records and view pixels per photo pixel."""
+    boxes = [RandomResizedCrop.get_params(photo, scale, (3 / 4, 4 / 3)) for _ in range(n)]
+    views = [TF.normalize(TF.to_tensor(TF.resized_crop(photo, i, j, h, w, [SIZE, SIZE], antialias=True)), mean, std)
+             for i, j, h, w in boxes]
+    return torch.stack(views), {**covered(boxes, photo, window), "magnification": [SIZE / (h * w) ** 0.5
+                                                                                   for _, _, h, w in boxes]}
 
 
-def our_views(square: torch.Tensor, photo: Image.Image, scale: tuple[float, float], n: int, mean: list[float],
-              std: list[float], g: torch.Generator) -> tuple[torch.Tensor, dict[str, list[float]]]:
-    """n views of the stored square (the `Augmenter`'s crop, as pre-training and the probe cut them;
-    no flip), normalised (n, 3, 224, 224), with the same geometry records as `authors_views`
-    (magnification in stored pixels, the finest detail the store holds)."""
+def photo_views(photo: Image.Image, scale: tuple[float, float], n: int, window: tuple[int, int, int],
+                mean: list[float], std: list[float], g: torch.Generator,
+                side: int | None = None) -> tuple[torch.Tensor, dict[str, list[float]]]:
+    """n views of the photo as `train_views: photo` stores and cuts it (squashed to 256 with its aspect,
+    or to `side`; `Augmenter.photo_draw`, no flip), normalised (n, 3, 224, 224), with their `covered`
+    records and view pixels per stored pixel."""
+    store = PHOTOS if side is None else TrainPhotos(side, PHOTOS.fraction)
+    squashed, aspect = store.photo(np.asarray(photo))
     crop = Augmenter(mean, std, scale)
-    theta = crop.sample(n, g)                                               # (n, 2, 3) half-sides sx, sy
+    aspects = torch.full((n,), aspect)
+    theta = crop.sample(n, g, aspects)
+    views = Augmenter.apply(crop.normalize(torch.from_numpy(squashed)[None].expand(n, -1, -1, -1)), theta, SIZE)
+    width, height = photo.size
+    sx, sy, cx, cy = theta[:, 0, 0].abs(), theta[:, 1, 1], theta[:, 0, 2], theta[:, 1, 2]
+    boxes = [((float(y) - float(h) + 1) / 2 * height, (float(x) - float(w) + 1) / 2 * width, float(h) * height,
+              float(w) * width) for x, y, w, h in zip(cx, cy, sx, sy)]
+    return views, {**covered(boxes, photo, window),
+                   "magnification": [SIZE / (store.side * float(w * h) ** 0.5) for w, h in zip(sx, sy)]}
+
+
+def square_views(square: torch.Tensor, photo: Image.Image, scale: tuple[float, float], n: int, mean: list[float],
+                 std: list[float], g: torch.Generator) -> tuple[torch.Tensor, dict[str, list[float]]]:
+    """n views of the stored test square (`train_views: square`: the `Augmenter`'s crop, no flip),
+    normalised (n, 3, 224, 224), with the same records (view pixels per stored pixel)."""
+    crop = Augmenter(mean, std, scale)
+    theta = crop.sample(n, g)
     views = Augmenter.apply(crop.normalize(square.unsqueeze(0).expand(n, -1, -1, -1)), theta)
     area = (theta[:, 0, 0].abs() * theta[:, 1, 1]).tolist()                # share of the square
-    side = FRACTION * min(photo.size)
+    side = GEOMETRY.fraction * min(photo.size)
     return views, {"covers": [a * side ** 2 / (photo.size[0] * photo.size[1]) for a in area],
                    "outside": [0.0] * n, "magnification": [1 / a ** 0.5 for a in area]}
 
@@ -106,34 +176,42 @@ def hit_shares(model: torch.nn.Module, views: list[torch.Tensor], labels: list[i
                          for v, y in zip(views, labels)])
 
 
+def paired(name: str, who: str, diff: torch.Tensor) -> None:
+    """Print the mean of the per-photo differences (points) with its 95 % interval over the photos."""
+    half = 1.96 * float(diff.std()) / len(diff) ** 0.5
+    print(f"{name}: authors' views - {who}, paired by photo: {float(diff.mean()):+.1f} points "
+          f"(95 % interval {float(diff.mean()) - half:+.1f} to {float(diff.mean()) + half:+.1f})")
+
+
 def measure(photos: list[tuple[Image.Image, int]], n: int, seed: int) -> None:
-    """Print the bytes, the views' geometry and the classifier's accuracies (module docstring), the
-    difference of the two kinds of view paired by photo with its 95 % interval over the photos."""
+    """Print the views' geometry and the classifier's accuracies per kind of view (module docstring)."""
     model = efficientnet_lite0().eval().to(memory_format=torch.channels_last)
     mean, std = IMAGENET_NORMALIZE["efficientnet_lite0"]
     labels = [label for _, label in photos]
-    for kind, size in store_bytes([p for p, _ in photos]).items():
-        print(f"bytes per image, {kind}: {size:,.0f} ({size / (SIZE * SIZE * 3):.2f}x today's)")
-    squares = [centre_square(photo) for photo, _ in photos]
-    test = [Augmenter(mean, std).normalize(square.unsqueeze(0)) for square, _ in squares]
+    tests = [test_view(photo) for photo, _ in photos]
+    test = [Augmenter(mean, std).normalize(square.unsqueeze(0)) for square, _ in tests]
     print(f"{len(photos)} photos; EfficientNet-Lite0 top-1 on the test view (Resize 256 + CenterCrop 224): "
           f"{100 * float(hit_shares(model, test, labels).mean()):.1f} %")
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     for name, scale in SCALES.items():
-        theirs = [authors_views(photo, scale, n, window, mean, std) for (photo, _), (_, window) in zip(photos, squares)]
-        ours = [our_views(square, photo, scale, n, mean, std, g) for (photo, _), (square, _) in zip(photos, squares)]
-        hits = []
-        for who, made in (("the photo (authors)", theirs), ("the centre square (ours)", ours)):
+        kinds = {"the photo (authors)": [authors_views(p, scale, n, w, mean, std) for (p, _), (_, w) in zip(photos, tests)],
+                 "the photo (ours, train_views: photo)": [photo_views(p, scale, n, w, mean, std, g)
+                                                           for (p, _), (_, w) in zip(photos, tests)],
+                 "the centre square (ours, train_views: square)": [square_views(s, p, scale, n, mean, std, g)
+                                                                   for (p, _), (s, _) in zip(photos, tests)],
+                 "the photo at full resolution (our draw)": [photo_views(p, scale, n, w, mean, std, g, max(p.size))
+                                                             for (p, _), (_, w) in zip(photos, tests)]}
+        hits = {}
+        for who, made in kinds.items():
             record = {k: statistics.mean(v for _, geo in made for v in geo[k]) for k in made[0][1]}
-            hits.append(hit_shares(model, [v for v, _ in made], labels))
+            hits[who] = hit_shares(model, [v for v, _ in made], labels)
             print(f"{name} views of {who}: cover {100 * record['covers']:.1f} % of the photo, "
                   f"{100 * record['outside']:.1f} % outside the centre square, {record['magnification']:.2f} view px "
-                  f"per source px; top-1 {100 * float(hits[-1].mean()):.1f} %")
-        diff = 100 * (hits[0] - hits[1])
-        half = 1.96 * float(diff.std()) / len(diff) ** 0.5
-        print(f"{name}: authors' views - ours, paired by photo: {float(diff.mean()):+.1f} points "
-              f"(95 % interval {float(diff.mean()) - half:+.1f} to {float(diff.mean()) + half:+.1f})")
+                  f"per source px; top-1 {100 * float(hits[who].mean()):.1f} %")
+        authors = hits.pop("the photo (authors)")
+        for who, ours in hits.items():
+            paired(name, who, 100 * (authors - ours))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -142,6 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--views", type=int, default=8, help="views of each kind per photo and crop scale")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    print_bytes(args.photos)
     measure(photos_with_labels(args.photos), args.views, args.seed)
 
 

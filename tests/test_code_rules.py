@@ -76,11 +76,31 @@ def _partial_class_scoring(default_config, monkeypatch, request) -> None:
 @rule("random_resized_crop")
 def _random_resized_crop(default_config, monkeypatch, request) -> None:
     """A crop larger than the image on one side is clamped to it (torchvision would draw again)."""
-    from debias_workbench.training.data import Augmenter
+    from debias_workbench.training.augment import Augmenter
 
     theta = Augmenter([0.0] * 3, [1.0] * 3, crop_scale=(0.9, 1.0)).sample(500, torch.Generator().manual_seed(0))
     sides = torch.stack([theta[:, 0, 0].abs(), theta[:, 1, 1]])
     assert sides.max() == 1.0 and (sides == 1.0).any(0).float().mean() > 0.5
+
+
+@rule("random_resized_crop_of_photos")
+def _random_resized_crop_of_photos(default_config, monkeypatch, request) -> None:
+    """Photos (aspects given): of a 10:1 photo no draw at scale 0.9-1 fits, and every crop is the
+    central window of ratio 4:3 at the photo's full height; of a 6:5 photo a draw fits with some p, and
+    the share that falls back is (1 - p)^10, p measured with one try: get_params' ten."""
+    from debias_workbench.training import augment
+    from debias_workbench.training.augment import Augmenter
+
+    crop, n = Augmenter([0.0] * 3, [1.0] * 3, crop_scale=(0.9, 1.0)), 20_000
+    wide = torch.full((50,), 10.0)
+    theta = Augmenter.theta(crop.draw(50, torch.Generator().manual_seed(0), wide), wide)
+    assert torch.allclose(theta[:, 1, 1], torch.ones(50)) and torch.allclose(theta[:, 0, 0], torch.full((50,), 0.4 / 3))
+    assert (theta[:, :, 2] == 0).all()
+    fell_back = lambda: float((crop.draw(n, torch.Generator().manual_seed(1), torch.full((n,), 1.2)).place  # noqa: E731
+                               == 0.5).all(1).float().mean())
+    tries = fell_back()
+    monkeypatch.setattr(augment, "CROP_TRIES", 1)
+    assert abs(tries - fell_back() ** 10) < 0.015 and tries > 0.05
 
 
 @rule("positive_partner")

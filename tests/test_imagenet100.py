@@ -42,9 +42,9 @@ def tree(tmp_path_factory) -> Path:
 
 
 def small_config(tree: Path) -> dict:
-    """The config's dataset at 64 px, pointed at the stand-in tree."""
+    """The config's dataset at 64 px (the training photos at 72), pointed at the stand-in tree."""
     cfg = copy.deepcopy(yaml.safe_load(CONFIG.read_text())["datasets"]["imagenet100"])
-    cfg.update(image_size=64, chunk_images=4, block_images=8)
+    cfg.update(image_size=64, view_source_size=72, chunk_images=4, block_images=8)
     cfg["source"]["imagenet_subset"]["root"] = str(tree)
     cfg["external"] = {"imagenet_sketch": str(tree / "sketch"), "imagenet_r": str(tree / "imagenet-r")}
     cfg["stylized"].update(work_size=64, batch_images=8)
@@ -79,7 +79,8 @@ def test_every_store_builds_and_images_in_equal_images_out_plus_skipped(tree, bu
         assert group.attrs["classes"] == classes
         for split, m in manifest.items():
             assert m["inputs"] == m["outputs"] + len(m["skipped"]), (variant, split)
-            assert group[split]["images"].shape == (m["outputs"], 64, 64, 3)
+            side = 72 if (variant, split) == ("original", "train") else 64  # train_views: photo
+            assert group[split]["images"].shape == (m["outputs"], side, side, 3)
             labels = group[split]["labels"][:]
             ids = group[split]["ids"][:]
             # every image is labelled by its folder's wnid

@@ -6,7 +6,8 @@ import torch
 import zarr
 
 from debias_workbench.pipeline.fingerprint import write_fingerprint
-from debias_workbench.training.data import Augmenter, ZarrBatches
+from debias_workbench.training.augment import Augmenter
+from debias_workbench.training.data import ZarrBatches
 
 
 @pytest.fixture

@@ -126,7 +126,7 @@ def test_accuracy_rows_of_a_model_of_known_accuracy(tiny_store):
     the first 5 rows (smoke mode's `max_images`, in one batch) 3 of 5: catches a wrong denominator, labels
     compared in another order than the images, a row skipped or scored twice, and a `limit` that
     reads other rows than the first ones."""
-    from debias_workbench.training.data import Augmenter
+    from debias_workbench.training.augment import Augmenter
     from debias_workbench.training.evaluation import accuracy_rows
 
     wrong = set(range(0, 18, 3))

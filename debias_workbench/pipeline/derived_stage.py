@@ -6,7 +6,10 @@
   split is the cue-conflict set of the shape bias (shape of class A, texture of class B != A).
 - `texture` (IN-9-Texture, Ge et al. 2021 Sec. 2.2): a texture synthesized from the image's
   central patch and one random patch (`pipeline.texture_synthesis`), sized by the source photo's
-  side as the authors cut them from the photo (`work_patch_side`); `bias_labels` = the label.
+  side as the authors cut them from the photo (`work_patch_side`); `bias_labels` = the label. Under
+  `train_views: photo` the train split's patches (the negatives of MoCo-v2 + texture) are cut from
+  the whole photo at its aspect, as the authors' from the decoded photo; the val split's from the
+  stored square (the test image). The textures are squares at the image size either way.
 - `corrupted` (IN-9-C): the image under one ImageNet-C (corruption, severity) pair, the pairs
   balanced per class (`pipeline.corruptions`); `bias_labels` = the label, `corruption` (index
   into the store's `corruptions` attribute) and `severity` per image.
@@ -33,6 +36,7 @@ from debias_workbench.core.errors import PipelineError, SkipItem
 from debias_workbench.core.provenance import store_provenance
 from debias_workbench.core.seeding import name_rng, name_seed
 
+from .imageio import TrainPhotos, unsquashed
 from .corruptions import assign_pairs, check_work_size, corrupt_image, corruption_names
 from .parallel import run_blocks, worker_setup
 from .store import atomic_store, create_array
@@ -50,6 +54,9 @@ def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int,
     lo = shard * block
     hi = min(seg["ids"].shape[0], lo + block)
     cfg = ds_cfg[kind]
+    if kind != "texture" and "train" in cfg["splits"] and TrainPhotos.of(ds_cfg) is not None:
+        raise PipelineError(f"{kind}'s train split would be cut from the stored square: under train_views: photo "
+                            f"only original and texture make a training split; set {kind}.splits: [val]")
     splits = seg["splits"][lo:hi]
     wanted = np.isin(splits, cfg["splits"]) & seg["ok"][lo:hi].astype(bool)
     rows = lo + np.nonzero(wanted)[0]
@@ -62,7 +69,7 @@ def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int,
     else:
         if "source_sides" not in seg:
             raise PipelineError(f"{seg_store} predates the photos' sides the texture variant needs; delete it and rerun")
-        result = _texture(images, labels, ids, seg["source_sides"][:][rows], ds_cfg, seed)
+        result = _texture(*texture_examples(seg, rows, images, ds_cfg), labels, ids, ds_cfg, seed)
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, rows=rows, records=np.array(json.dumps(result.pop("records"))), **result)
@@ -216,26 +223,48 @@ def work_patch_side(source_side: int, work: int, cfg: dict[str, Any]) -> int:
 
 
 def example_patches(image: np.ndarray, p: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The central p x p patch and one p x p patch at a uniformly random position."""
-    side = image.shape[0]
-    c = (side - p) // 2
-    y, x = rng.integers(0, side - p + 1, size=2)
-    return image[c:c + p, c:c + p], image[y:y + p, x:x + p]
+    """The central p x p patch of `image` (H, W, 3) and one p x p patch at a uniformly random position."""
+    height, width = image.shape[:2]
+    cy, cx = (height - p) // 2, (width - p) // 2
+    y, x = rng.integers(0, np.array([height - p + 1, width - p + 1]))
+    return image[cy:cy + p, cx:cx + p], image[y:y + p, x:x + p]
 
 
-def _texture(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, source_sides: np.ndarray,
+#: a row's example image: the stored square (aspect None) or a training photo squashed, with its aspect
+Example = tuple[np.ndarray, float | None]
+
+
+def texture_examples(seg: zarr.Group, rows: np.ndarray, images: np.ndarray,
+                     ds_cfg: dict[str, Any]) -> tuple[list[Example], np.ndarray]:
+    """(the image each row's example patches are cut from, the photo pixels its shorter side spans):
+    the stored square (`images`) and `source_sides`; under `train_views: photo` a training row's whole
+    photo (`photos`, squashed, with its aspect) and the photo's shorter side."""
+    examples: list[Example] = [(image, None) for image in images]
+    sides = seg["source_sides"][:][rows]
+    if TrainPhotos.of(ds_cfg) is None:
+        return examples, sides
+    shapes = seg["photo_shapes"][:][rows]
+    for k in np.nonzero(seg["splits"][:][rows] == "train")[0]:
+        height, width = shapes[k]
+        examples[k], sides[k] = (seg["photos"][int(rows[k])], width / height), min(height, width)
+    return examples, sides
+
+
+def _texture(examples: list[Example], source_sides: np.ndarray, labels: np.ndarray, ids: np.ndarray,
              ds_cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+    """IN-9-Texture of each row from the example patches of its image (`texture_examples`), at
+    `work_size` (a photo at its aspect, its shorter side that size), the patches sized by `source_sides`."""
     from .texture_synthesis import TextureJob, make_tool, synthesize
 
     cfg = ds_cfg["texture"]
     tool = make_tool(cfg)
-    n, size = images.shape[:2]
+    n, size = len(examples), int(ds_cfg["image_size"])
     work = work_side(size, cfg["work_size"])
-    big = _resize(images, work)
     jobs = []
-    for k in range(n):
+    for k, (image, aspect) in enumerate(examples):
         p = work_patch_side(int(source_sides[k]), work, cfg)
-        a, b = example_patches(big[k], p, name_rng(seed, "texture-patch", ids[k]))
+        big = _resize(image[None], work)[0] if aspect is None else unsquashed(image, aspect, work)
+        a, b = example_patches(big, p, name_rng(seed, "texture-patch", ids[k]))
         jobs.append(TextureJob(str(ids[k]), a, b, name_seed(seed, "texture-synthesis", ids[k]) % 2**31, work))
     out = np.zeros((n, size, size, 3), np.uint8)
     ok = np.zeros(n, np.uint8)

@@ -96,6 +96,38 @@ class Geometry:
         return resize_square(image, size)
 
 
+@dataclass(frozen=True)
+class TrainPhotos:
+    """A dataset's `train_views: photo`: its training images stored as the whole photo squashed to
+    `side` x `side` (`view_source_size`), each with its aspect (width / height) beside it, so that
+    the training views are cut from the photo in its own proportions (Ge et al.: RandomResizedCrop of
+    the decoded photo, moco-non-sem-neg.py:247, main_lincls.py:250); `fraction` is the test
+    geometry's crop (the view of a training photo scored as a test image)."""
+
+    side: int
+    fraction: float
+
+    @classmethod
+    def of(cls, ds_cfg: dict) -> "TrainPhotos | None":
+        """The section's photo views; None for `train_views: square` (or the key left out)."""
+        if ds_cfg.get("train_views") != "photo":
+            return None
+        return cls(int(ds_cfg["view_source_size"]), Geometry.of(ds_cfg).fraction)
+
+    def photo(self, image: np.ndarray) -> tuple[np.ndarray, float]:
+        """The whole photo (H, W, 3) squashed to side x side, and its aspect W / H."""
+        return resize_square(image, self.side), image.shape[1] / image.shape[0]
+
+
+def unsquashed(image: np.ndarray, aspect: float, side: int | None = None) -> np.ndarray:
+    """A photo stored squashed (`TrainPhotos.photo`) back at its aspect, its shorter side `side` (default:
+    the stored side): Resize(side) of the photo, resampled from the stored square."""
+    side = side or image.shape[0]
+    size = (round(side * aspect), side) if aspect >= 1 else (side, round(side / aspect))  # (width, height)
+    shrink = min(size) < image.shape[0]
+    return cv2.resize(image, size, interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+
+
 def _to_rgb(im: Image.Image) -> np.ndarray:
     if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
         rgba = np.asarray(im.convert("RGBA"), dtype=np.float32)

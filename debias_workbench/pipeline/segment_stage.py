@@ -6,13 +6,17 @@ over nodes) and `gather_shards` assembles the intermediate zarr store with one r
 source item (rows of skipped items stay zero and `ok` = 0): `images`, `masks` (foreground),
 `box_masks`, `bg_t` (the ONLY_BG_T image, needed as the background of other images' MIXED_*
 variants), `labels`, `ok`, `source_sides`, `ids`, `splits`; plus a JSON-lines segmentation quality record per
-item and the manifest of skipped items. Shards are fixed by the data, never by the number of
+item and the manifest of skipped items. Under `train_views: photo` (`imageio.TrainPhotos`) the store also
+holds each training photo whole, squashed to `view_source_size` (`photos`; zero on the other rows), and every
+photo's (height, width) (`photo_shapes`): the original variant's training split and the texture negatives'
+example patches are cut from them. Shards are fixed by the data, never by the number of
 jobs or workers, so the store's bytes are the same however the work was spread.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,7 @@ from debias_workbench.core.seeding import name_seed
 
 from . import variants
 from .annotations import read_voc_boxes
-from .imageio import Geometry, load_rgb, resize_square
+from .imageio import Geometry, TrainPhotos, load_rgb, resize_square
 from .parallel import run_blocks, worker_setup
 from .segmentation import boxes_mask, fallback_box, make_segmenter
 from .sources import SourceItem
@@ -39,7 +43,7 @@ IMAGE_ARRAYS = ("images", "bg_t", "masks", "box_masks")
 #: per-row arrays beside the images; `source_sides` is how many of the photo's pixels the stored
 #: image's side spans (the texture variant sizes its example patches by it, as the authors cut them
 #: from the photo)
-ROW_ARRAYS = ("labels", "ok", "source_sides")
+ROW_ARRAYS = {"labels": np.int64, "ok": np.uint8, "source_sides": np.int64}
 
 
 def shard_count(n_items: int, ds_cfg: dict[str, Any]) -> int:
@@ -51,27 +55,42 @@ def shard_items(items: list[SourceItem], ds_cfg: dict[str, Any], shard: int) -> 
     return items[shard * size:(shard + 1) * size]
 
 
+def array_layout(n: int, ds_cfg: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], type]]:
+    """{name: (shape, dtype)} of the intermediate store's per-row arrays for n items, in the order they
+    are created: `IMAGE_ARRAYS`, `ROW_ARRAYS`, and under `train_views: photo` each training photo
+    squashed whole (`photos`, zero on the other rows) and every photo's (height, width) (`photo_shapes`)."""
+    size, photos = int(ds_cfg["image_size"]), TrainPhotos.of(ds_cfg)
+    layout = {name: ((n, size, size, 3) if name in ("images", "bg_t") else (n, size, size), np.uint8)
+              for name in IMAGE_ARRAYS}
+    layout |= {name: ((n,), dtype) for name, dtype in ROW_ARRAYS.items()}
+    if photos is not None:
+        layout |= {"photos": ((n, photos.side, photos.side, 3), np.uint8), "photo_shapes": ((n, 2), np.int64)}
+    return layout
+
+
 def segment_shard(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, out: Path) -> None:
     """Segment one shard's items and write its arrays and quality records to `out` (.npz)."""
     worker_setup()
-    size = int(ds_cfg["image_size"])
-    segmenter = make_segmenter(ds_cfg["segmentation"])
-    n = len(items)
-    arrays = {name: np.zeros((n, size, size, 3) if name in ("images", "bg_t") else (n, size, size), np.uint8)
-              for name in IMAGE_ARRAYS}
-    arrays["labels"], arrays["ok"] = np.array([it.label for it in items], np.int64), np.zeros(n, np.uint8)
-    arrays["source_sides"] = np.zeros(n, np.int64)
+    segmenter, photos = make_segmenter(ds_cfg["segmentation"]), TrainPhotos.of(ds_cfg)
+    arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in array_layout(len(items), ds_cfg).items()}
+    arrays["labels"][:] = [it.label for it in items]
     records = []
     for k, item in enumerate(items):
         record: dict[str, Any] = {"id": item.id, "path": str(item.path), "split": item.split, "label": item.label}
         try:
-            image, mask, box, quality = segment_item(item, ds_cfg, segmenter, seed)
+            raw = decoded(item, ds_cfg)
+            image, mask, box, quality = segment_item(item, ds_cfg, segmenter, seed, raw)
         except SkipItem as exc:
             record["skipped"] = exc.reason
         else:
             bg_t, bg_status = variants.only_bg_t(image, box)
             arrays["images"][k], arrays["masks"][k], arrays["box_masks"][k], arrays["bg_t"][k] = image, mask, box, bg_t
             arrays["ok"][k], arrays["source_sides"][k] = 1, quality["source_side"]
+            if photos is not None:
+                arrays["photo_shapes"][k] = raw.shape[:2]
+                if item.split == "train":
+                    arrays["photos"][k] = photos.photo(raw)[0]
+                    quality["released_square"] = raw.shape[:2] == image.shape[:2]  # no more of the photo to give
             record.update(quality, bg_t_status=bg_status)
         records.append(record)
     with atomic_path(out) as tmp:
@@ -90,10 +109,8 @@ def gather_shards(items: list[SourceItem], shard_files: list[Path], ds_cfg: dict
         group = zarr.open_group(tmp, mode="w")
         # One image per chunk: MIXED_* read other images' backgrounds at random rows, and
         # sharding keeps that to one small read per image instead of a whole chunk.
-        for name, shape, dtype in (("images", (n, size, size, 3), np.uint8), ("bg_t", (n, size, size, 3), np.uint8),
-                                   ("masks", (n, size, size), np.uint8), ("box_masks", (n, size, size), np.uint8),
-                                   ("labels", (n,), np.int64), ("ok", (n,), np.uint8),
-                                   ("source_sides", (n,), np.int64)):
+        layout = array_layout(n, ds_cfg)
+        for name, (shape, dtype) in layout.items():
             create_array(group, name, shape, dtype, chunk_rows=1, shard_rows=shard)
         for name, values in (("ids", [it.id for it in items]), ("splits", [it.split for it in items])):
             create_array(group, name, (n,), str, chunk_rows=max(n, 1), shard_rows=max(n, 1))[:] = np.array(values, dtype=str)
@@ -105,9 +122,12 @@ def gather_shards(items: list[SourceItem], shard_files: list[Path], ds_cfg: dict
                 expected = [it.id for it in shard_items(items, ds_cfg, k)]
                 if [r["id"] for r in shard_records] != expected:
                     raise ValueError(f"{path} does not hold shard {k} of this listing; delete it and rerun")
-                for name in (*IMAGE_ARRAYS, *ROW_ARRAYS):
+                for name in layout:
                     group[name][k * shard:k * shard + len(expected)] = data[name]
             records += shard_records
+    if squares := sum(bool(r.get("released_square")) for r in records):
+        print(f"note: {squares} training images are already squares of {size} px (released images, cut from their "
+              "photos so): train_views: photo cuts their views from that square", file=sys.stderr)
     with atomic_path(quality_path) as tmp_q:
         tmp_q.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     write_json(manifest_path, stage_manifest(items, records))
@@ -135,11 +155,17 @@ def stage_manifest(items: list[SourceItem], records: list[dict[str, Any]]) -> di
     return manifest
 
 
-def segment_item(item: SourceItem, ds_cfg: dict[str, Any], segmenter, seed: int):
-    """(image, foreground mask, box mask, quality record) of one item, all at the output size."""
+def decoded(item: SourceItem, ds_cfg: dict[str, Any]) -> np.ndarray:
+    """The item's photo, decoded (`imageio.load_rgb`); SkipItem with the reason it cannot be."""
     if item.problem is not None:
         raise SkipItem(item.problem)
-    raw = load_rgb(item.path, int(ds_cfg["min_image_side"]))
+    return load_rgb(item.path, int(ds_cfg["min_image_side"]))
+
+
+def segment_item(item: SourceItem, ds_cfg: dict[str, Any], segmenter, seed: int, raw: np.ndarray | None = None):
+    """(image, foreground mask, box mask, quality record) of one item, all at the output size; `raw`:
+    its photo when decoded already."""
+    raw = decoded(item, ds_cfg) if raw is None else raw
     height, width = raw.shape[:2]
     seg_cfg, geometry = ds_cfg["segmentation"], Geometry.of(ds_cfg)
     if item.annotation is not None:

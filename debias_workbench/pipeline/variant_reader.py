@@ -3,7 +3,10 @@
 
 A row is {"image": (H, W, 3) uint8, "label": int, "bias_label": int, "id": str} plus "mask"
 (H, W) uint8 where the variant stores masks and "style_id" for Stylized IN-9 (docs/workflow.md,
-"Outputs and data format"). The per-row labels and ids are read whole once (they are one small
+"Outputs and data format"). A training split of whole photos (`train_views: photo`: each stored
+squashed, with its aspect) gives each photo back at its aspect, its shorter side the stored side
+(`imageio.unsquashed`: what Resize(256) of the photo gives, for one's own RandomResizedCrop), and its
+"aspect" (width / height). The per-row labels and ids are read whole once (they are one small
 chunk each); images and masks a chunk at a time, the last chunk kept, so reading in order costs
 one decode per chunk. The store is opened on first use in each process (a DataLoader worker opens
 its own).
@@ -20,11 +23,12 @@ import zarr
 from debias_workbench.core.errors import PipelineError
 
 from .fingerprint import check_store, read_fingerprint
+from .imageio import unsquashed
 
 #: the per-row arrays every split has (rows' "label", "bias_label", "id")
 ROW_FIELDS = ("labels", "bias_labels", "ids")
-#: per-row arrays some variants have (rows' "mask", "style_id")
-OPTIONAL_FIELDS = ("masks", "style_ids")
+#: per-row arrays some variants have (rows' "mask", "style_id", "aspect")
+OPTIONAL_FIELDS = ("masks", "style_ids", "aspects")
 
 
 def store_splits(store: Path) -> list[str]:
@@ -101,4 +105,7 @@ class VariantSplit:
             row["mask"] = block["masks"][k]
         if "style_ids" in columns:
             row["style_id"] = str(columns["style_ids"][index])
+        if "aspects" in columns:
+            row["aspect"] = float(columns["aspects"][index])
+            row["image"] = unsquashed(row["image"], row["aspect"])
         return row

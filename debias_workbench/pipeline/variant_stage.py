@@ -8,6 +8,12 @@ Store layout (the format later stages and issues rely on):
                             /masks        (N, H, W) uint8, for variants that show the foreground
   attrs: classes, bias_classes, variant, family, image_size, provenance
 Beside it, `<variant>.manifest.json`: per split, inputs = outputs + skipped, with reasons.
+
+Under `train_views: photo` (`imageio.TrainPhotos`) the original variant's train split holds each whole
+photo squashed to `view_source_size` (`images` (N, S, S, 3), no masks) and `aspects` (N,) float32,
+the photo's width / height; attrs add `train_photos` {side, fraction} (the test geometry's crop, for
+scoring a training photo as a test image). Its val split is as without the option. The other
+variants of the stage are cut from the square and make no training split of photos: refused.
 """
 
 from __future__ import annotations
@@ -20,11 +26,12 @@ import numpy as np
 import zarr
 
 from debias_workbench.core.atomic import write_json
-from debias_workbench.core.errors import SkipItem
+from debias_workbench.core.errors import PipelineError, SkipItem
 from debias_workbench.core.provenance import store_provenance
 from debias_workbench.core.seeding import name_rng
 
 from . import variants
+from .imageio import TrainPhotos
 from .parallel import run_blocks, worker_setup
 from .store import atomic_store, create_array, rows_per_block
 
@@ -35,34 +42,53 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
     ids, splits = seg["ids"][:], seg["splits"][:]
     labels, ok = seg["labels"][:], seg["ok"][:].astype(bool)
     classes = list(seg.attrs["classes"])
-    size = int(seg.attrs["image_size"])
+    size, photos = int(seg.attrs["image_size"]), TrainPhotos.of(ds_cfg)
+    if photos is not None and variant != "original":
+        raise PipelineError(f"variant {variant!r} is cut from the stored square, and its train split would be too: "
+                            "under train_views: photo only original holds the training photos; drop the variant or "
+                            "set train_views: square")
     upstream = json.loads(Path(seg_manifest).read_text())
     manifest: dict[str, Any] = {}
     with atomic_store(out_store) as tmp:
         group = zarr.open_group(tmp, mode="w")
         group.attrs.update({"classes": classes, "bias_classes": classes, "variant": variant, "family": family,
                             "image_size": size, "provenance": store_provenance(ds_cfg, seed)})
+        if photos is not None:
+            group.attrs["train_photos"] = {"side": photos.side, "fraction": photos.fraction}
         blocks = []
         for split in sorted(set(splits.tolist())):
             rows = np.nonzero(ok & (splits == split))[0]
             partners, bias, kept, skipped = _pair(variant, rows, ids, labels, len(classes), seed)
             manifest[split] = {"inputs": upstream[split]["inputs"], "outputs": len(kept),
                                "skipped": upstream[split]["skipped"] + skipped}
-            sub = group.create_group(split)
-            n = len(kept)
-            chunk = int(ds_cfg["chunk_images"])
-            create_array(sub, "images", (n, size, size, 3), np.uint8, chunk, codec=ds_cfg["image_codec"])
-            if variant in variants.WITH_FOREGROUND:
-                create_array(sub, "masks", (n, size, size), np.uint8, chunk)
-            create_array(sub, "labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = labels[kept]
-            create_array(sub, "bias_labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = bias
-            create_array(sub, "ids", (n,), str, max(n, 1), max(n, 1))[:] = ids[kept]
+            whole = photos is not None and split == "train"  # the split holds the photos
+            sub = _split_group(group.create_group(split), variant, ds_cfg, len(kept), photos.side if whole else size,
+                               whole)
+            sub["labels"][:], sub["bias_labels"][:], sub["ids"][:] = labels[kept], bias, ids[kept]
+            if whole:
+                shapes = seg["photo_shapes"][:][kept]
+                create_array(sub, "aspects", (len(kept),), np.float32, max(len(kept), 1), max(len(kept), 1))[:] = \
+                    shapes[:, 1] / shapes[:, 0]
             block = rows_per_block(sub["images"].chunks[0], int(ds_cfg["block_images"]))
-            for start in range(0, n, block):
-                stop = min(n, start + block)
-                blocks.append((str(seg_store), str(tmp), split, variant, start, kept[start:stop], partners[start:stop]))
+            for start in range(0, len(kept), block):
+                stop = min(len(kept), start + block)
+                blocks.append((str(seg_store), str(tmp), split, variant, start, kept[start:stop], partners[start:stop],
+                               whole))
         run_blocks(_compose_block, blocks, workers, f"variant {variant}")
     write_json(manifest_path, manifest)
+
+
+def _split_group(sub: zarr.Group, variant: str, ds_cfg: dict[str, Any], n: int, side: int,
+                 photos: bool) -> zarr.Group:
+    """A split's empty arrays: `images` at `side` px, `masks` where the variant shows the foreground (not
+    of training `photos`: their masks are the square's), and the per-row `labels`, `bias_labels`, `ids`."""
+    chunk = int(ds_cfg["chunk_images"])
+    create_array(sub, "images", (n, side, side, 3), np.uint8, chunk, codec=ds_cfg["image_codec"])
+    if not photos and variant in variants.WITH_FOREGROUND:
+        create_array(sub, "masks", (n, side, side), np.uint8, chunk)
+    for name, dtype in (("labels", np.int64), ("bias_labels", np.int64), ("ids", str)):
+        create_array(sub, name, (n,), dtype, max(n, 1), max(n, 1))
+    return sub
 
 
 def _pair(variant: str, rows: np.ndarray, ids: np.ndarray, labels: np.ndarray, n_classes: int, seed: int):
@@ -90,10 +116,11 @@ def _pair(variant: str, rows: np.ndarray, ids: np.ndarray, labels: np.ndarray, n
 
 
 def _compose_block(seg_store: str, out_store: str, split: str, variant: str, start: int, rows: np.ndarray,
-                   partners: np.ndarray) -> None:
+                   partners: np.ndarray, whole: bool = False) -> None:
+    """The rows `rows` of the variant into its store from `start` on (`whole`: the training photos)."""
     worker_setup()
     seg = zarr.open_group(seg_store, mode="r")
-    image, fg = _rows(seg["images"], rows), _rows(seg["masks"], rows)
+    image, fg = _rows(seg["photos" if whole else "images"], rows), _rows(seg["masks"], rows)
     if variant == "original":
         out = image
     elif variant == "only_fg":

@@ -1,4 +1,4 @@
-"""Fast batches from the workbench's zarr variant stores, and batched augmentation on device.
+"""Fast batches from the workbench's zarr variant stores (their augmentation: `training.augment`).
 
 `ZarrBatches` reads a split in units of `read_chunks` whole consecutive chunks (shards for sharded
 arrays). When the split fits in `in_memory_max_gb` it is read once and shuffled globally each
@@ -18,7 +18,9 @@ ONLY_BG_T background this way, in the same reads as the anchors themselves, and 
 stylized copy and the style's class. With `shard=(rank, world)` (several training processes) every
 process draws the same global order and `epoch` yields its own contiguous share of each global
 batch (`share`); each process still caches, or in streaming mode reads, whole windows of the split
-(reading only its own rows would scatter the reads).
+(reading only its own rows would scatter the reads). A training split of whole photos (`train_views:
+photo`: each photo squashed to a square, its aspect in `aspects`) is read only by a caller that cuts
+its views from them (`cuts_views`, `PhotoSplit`); every batch then carries the `aspects`.
 """
 
 from __future__ import annotations
@@ -28,12 +30,12 @@ import itertools
 import math
 import queue
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import zarr
 
 from debias_workbench.core.seeding import name_seed
@@ -46,18 +48,43 @@ from debias_workbench.pipeline.fingerprint import check_store
 UNITS_PER_CLASS = 8
 
 
+@dataclass(frozen=True)
+class PhotoSplit:
+    """A training split of whole photos (`train_views: photo`, pipeline/variant_stage.py): the side
+    of the views cut from them (the store's `image_size`, the test images') and the test geometry's
+    share of a photo's shorter side (`crop_fraction`), the view a training photo is scored in."""
+
+    view_size: int
+    fraction: float
+
+
+def photo_split(root: zarr.Group, store: Path | str, split: str, cuts_views: bool) -> PhotoSplit | None:
+    """The `PhotoSplit` of `split` of the store `root` (at `store`), None for a split of stored images;
+    a ValueError naming the store when it holds photos and the caller (`cuts_views` False) would take
+    them for images."""
+    if "aspects" not in root[split]:
+        return None
+    if not cuts_views:
+        raise ValueError(f"{store}/{split} holds whole photos squashed to squares (train_views: photo), from which "
+                         "only the self-supervised methods cut their training views: score the val split "
+                         "(evaluation.split: val), train such a method, or build the dataset with train_views: square")
+    return PhotoSplit(int(root.attrs["image_size"]), float(root.attrs["train_photos"]["fraction"]))
+
+
 class ZarrBatches:
     def __init__(self, store: Path | str, split: str, batch_size: int, *, shuffle: bool, seed: int = 0,
                  name: str = "", drop_last: bool = False, read_chunks: int = 1, window_gb: float = 1.0,
                  units_per_class: int = UNITS_PER_CLASS, in_memory_max_gb: float = 4.0,
                  prefetch: int = 2, fields: tuple[str, ...] = ("images", "labels", "bias_labels"),
                  pin_memory: bool = False, aligned: dict[str, Path | str] | None = None,
-                 max_batches: int | None = None, shard: tuple[int, int] | None = None):
+                 max_batches: int | None = None, shard: tuple[int, int] | None = None, cuts_views: bool = False):
         check_store(store)
         group = zarr.open_group(str(store), mode="r")
         if split not in group:
             raise FileNotFoundError(f"{store} has no split {split!r}; rebuild it with the workflow")
         self.store, self.group = Path(store), group[split]
+        self.photos = photo_split(group, store, split, cuts_views)  # None: the split holds the stored images
+        fields = (*fields, "aspects") if self.photos else fields
         self.arrays = {f: self.group[f] for f in fields if f in self.group}
         for name, other in (aligned or {}).items():
             self.arrays[name], self.arrays[f"{name}_bias_labels"] = _aligned(other, split, self.group["ids"][:])
@@ -245,74 +272,3 @@ def in_background(source: Iterator, depth: int) -> Iterator:
         if isinstance(item, BaseException):
             raise item
         yield item
-
-
-class Augmenter:
-    """Batched padded RandomCrop + RandomResizedCrop + horizontal flip + normalisation, on
-    whatever device the images are on (one indexing and one `grid_sample` call for the whole
-    batch). Parameters drawn on the CPU go to the device with `non_blocking`: a copy from
-    pageable host memory is staged at once, and a blocking one would make the CPU wait for the
-    GPU's queue every step."""
-
-    def __init__(self, mean: list[float], std: list[float], crop_scale: tuple[float, float] = (1.0, 1.0),
-                 hflip: bool = False, ratio: tuple[float, float] = (3 / 4, 4 / 3), padding: int = 0):
-        self.mean = torch.tensor(mean).view(1, 3, 1, 1)
-        self.std = torch.tensor(std).view(1, 3, 1, 1)
-        self.crop_scale, self.hflip, self.ratio, self.padding = crop_scale, hflip, ratio, padding
-
-    def normalize(self, images: torch.Tensor) -> torch.Tensor:
-        """uint8 (B, H, W, 3) -> normalised float (B, 3, H, W)."""
-        x = images.permute(0, 3, 1, 2).float().div_(255.0)
-        return (x - self.mean.to(x.device, non_blocking=True)) / self.std.to(x.device, non_blocking=True)
-
-    def __call__(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        shifted = self.shift(images, self.sample_shift(images.shape[0], generator))
-        return self.apply(self.normalize(shifted), self.sample(images.shape[0], generator))
-
-    def sample_shift(self, b: int, generator: torch.Generator) -> torch.Tensor:
-        """(b, 2) offsets (row, column) of torchvision's RandomCrop(size, padding=p): the window's
-        corner in the padded image, uniform over 0 .. 2p each (`torch.randint(0, h - th + 1)`); all
-        zero, and nothing drawn, without padding."""
-        if self.padding == 0:
-            return torch.zeros(b, 2, dtype=torch.long)
-        return torch.randint(0, 2 * self.padding + 1, (b, 2), generator=generator)
-
-    def shift(self, images: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        """uint8 (B, H, W, 3) images padded with `padding` black pixels on every side and cut to
-        H x W at `offsets` (B, 2): RandomCrop(size, padding) before ToTensor, as BiasEnsemble's
-        training transform (data/util.py:205-209, 227-231), black being 0 before normalisation.
-        Unchanged without padding."""
-        p = self.padding
-        if p == 0:
-            return images
-        b, h, w = images.shape[:3]
-        offsets = offsets.to(images.device, non_blocking=True)
-        padded = F.pad(images, (0, 0, p, p, p, p))                                    # (B, H + 2p, W + 2p, 3)
-        rows = offsets[:, :1] + torch.arange(h, device=images.device)                 # (B, H)
-        cols = offsets[:, 1:] + torch.arange(w, device=images.device)                 # (B, W)
-        return padded[torch.arange(b, device=images.device)[:, None, None], rows[:, :, None], cols[:, None, :]]
-
-    def sample(self, b: int, generator: torch.Generator) -> torch.Tensor:
-        """(b, 2, 3) affine crop-and-flip parameters, one random view per image."""
-        area = torch.empty(b).uniform_(*self.crop_scale, generator=generator)
-        log_r = torch.empty(b).uniform_(math.log(self.ratio[0]), math.log(self.ratio[1]), generator=generator)
-        # No crop requested means no aspect jitter either (it would crop one side).
-        r = torch.exp(log_r) if tuple(self.crop_scale) != (1.0, 1.0) else torch.ones(b)
-        sx, sy = torch.sqrt(area * r).clamp(max=1.0), torch.sqrt(area / r).clamp(max=1.0)
-        cx = (torch.rand(b, generator=generator) * 2 - 1) * (1 - sx)
-        cy = (torch.rand(b, generator=generator) * 2 - 1) * (1 - sy)
-        flip = torch.where(torch.rand(b, generator=generator) < 0.5, -1.0, 1.0) if self.hflip else torch.ones(b)
-        theta = torch.zeros(b, 2, 3)
-        theta[:, 0, 0], theta[:, 0, 2] = sx * flip, cx
-        theta[:, 1, 1], theta[:, 1, 2] = sy, cy
-        return theta
-
-    @staticmethod
-    def apply(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
-        """The views `theta` (B, 2, 3) of normalised images x (B, 3, H, W), same size out."""
-        grid = F.affine_grid(theta.to(x.device, non_blocking=True), list(x.shape), align_corners=False)
-        views = F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)
-        # channels-last input makes the networks' convolutions, pooling and batch norm run in NHWC:
-        # training steps 25 % faster for small_cnn on one CPU thread (measured), and the layout
-        # tensor cores want; `normalize`'s output already has it (a permuted NHWC batch)
-        return views.contiguous(memory_format=torch.channels_last)

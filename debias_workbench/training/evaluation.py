@@ -14,7 +14,8 @@ from debias_workbench.core.statistics import group_bootstrap_se, pack_hits, prop
 from debias_workbench.pipeline.sources.imagenet import load_in1k_to_in9
 
 from .build import build_method, pick_device
-from .data import Augmenter, ZarrBatches, first_rows
+from .augment import Augmenter
+from .data import ZarrBatches, first_rows
 from .methods.base import Method
 
 #: variants whose val images are cue-conflict images (shape of the label's class, texture of the

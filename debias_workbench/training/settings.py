@@ -58,7 +58,7 @@ class ScheduleSettings:
 
 @dataclass(frozen=True)
 class AugmentSettings:
-    """`training.augment`: the training crops and flip (`data.Augmenter`)."""
+    """`training.augment`: the training crops and flip (`augment.Augmenter`)."""
 
     crop_scale: tuple[float, float]
     hflip: bool

@@ -209,7 +209,8 @@ def _training_batches(run_cfg: dict[str, Any], settings: TrainingSettings, train
                            name=run_cfg["experiment"], drop_last=True, **settings.loader.batches_args(),
                            fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
                            pin_memory=device.type == "cuda", aligned=aligned_stores,
-                           max_batches=settings.steps_per_epoch, shard=(rank, world) if world > 1 else None)
+                           max_batches=settings.steps_per_epoch, shard=(rank, world) if world > 1 else None,
+                           cuts_views=method_cls.cuts_photo_views)
 
 
 def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device, ckpt_path: Path) -> RunState:

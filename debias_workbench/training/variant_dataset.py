@@ -25,8 +25,10 @@ class VariantDataset(torch.utils.data.Dataset):
     """The rows of one split of a variant store (`pipeline.variant_reader.VariantSplit`): "image" as a
     uint8 tensor (3, H, W), torchvision's layout, or a PIL image (`image_type`), passed through
     `transform` when given; "label" and "bias_label" (-1: unknown) as ints, "id" (the source image),
-    and "mask" (H, W) uint8 tensor where the variant stores masks. `classes` / `bias_classes` name
-    the label indices."""
+    and "mask" (H, W) uint8 tensor where the variant stores masks. A training split of whole photos
+    (`train_views: photo`) gives each photo at its aspect, its shorter side the stored side, and its
+    "aspect" (width / height): RandomResizedCrop(224) as a `transform` then cuts the authors' views.
+    `classes` / `bias_classes` name the label indices."""
 
     def __init__(self, store: Path | str, split: str = "train", image_type: ImageType = "tensor",
                  transform: Callable[[Any], Any] | None = None):

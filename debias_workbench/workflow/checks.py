@@ -171,6 +171,51 @@ def _segmentation(config: Config) -> list[str]:
     return problems
 
 
+#: the in9 variants with a training split under `train_views: photo`: original (the photos) and texture
+#: (its negatives' example patches cut from them); the others would cut theirs from the stored square
+PHOTO_TRAIN_VARIANTS = ("original", "texture")
+
+
+def _photo_dataset(config: Config, name: str) -> list[str]:
+    """A dataset of `train_views: photo`: geometry crop (its val split), photos at least the views'
+    size, and no variant whose training split would be cut from the stored square."""
+    ds, where = config["datasets"][name], f"datasets.{name}"
+    problems = []
+    if ds["geometry"] != "crop":
+        problems.append(f"{where}.geometry: train_views: photo scores the centred square of each photo (geometry: "
+                        "crop, crop_fraction), the authors' test geometry; set geometry: crop")
+    if ds["view_source_size"] < ds["image_size"]:
+        problems.append(f"{where}.view_source_size: {ds['view_source_size']} is under image_size {ds['image_size']}: "
+                        "every view would be up-sampled from a smaller photo; set it to image_size or more (256 at 224 px)")
+    square = [v for v in dataset_variants(config, name) if v not in (*PHOTO_TRAIN_VARIANTS, *EXTERNAL)
+              and "train" in (ds.get(v) or {}).get("splits", ["train"])]
+    if square:
+        problems.append(f"{where}.variants: {square} would cut their train split from the stored square; under "
+                        "train_views: photo only original and texture make one: drop them, give a derived one "
+                        "`splits: [val]`, or set train_views: square")
+    return problems
+
+
+def _photo_views(config: Config) -> list[str]:
+    """`train_views: photo` (whole training photos): each such dataset fits it (`_photo_dataset`), is trained
+    only by methods that cut their views from photos, and is not scored on its training split."""
+    photos = [d for d in _in9_datasets(config) if config["datasets"][d].get("train_views") == "photo"]
+    problems = [p for name in photos for p in _photo_dataset(config, name)]
+    trained = [(f"experiments.{name}", exp["method"], exp["dataset"]) for name, exp in config["experiments"].items()]
+    trained += [(f"grids.{name}.methods.{key}", spec["method"], grid["dataset"])
+                for name, grid in config.get("grids", {}).items() for key, spec in grid["methods"].items()]
+    for where, method, dataset in trained:
+        if dataset in photos and method in REGISTRY and not method_spec(method).photo_views:
+            problems.append(f"{where}.method: {method!r} crops the stored square, and dataset {dataset!r} stores whole "
+                            "photos for training (train_views: photo), from which only the self-supervised methods "
+                            "cut their views; set train_views: square for it")
+    scored = {exp.get("eval_dataset") or config["evaluation"]["dataset"] for exp in config["experiments"].values()}
+    if config["evaluation"]["split"] == "train" and (whole := sorted(scored & set(photos))):
+        problems.append(f"evaluation.split: train of {whole}, whose training split holds whole photos (train_views: "
+                        "photo), not test images; score the val split")
+    return problems
+
+
 def _in9_experiment(config: Config, name: str, exp: dict[str, Any], in9: list[str]) -> list[str]:
     """An experiment on an in9 dataset: scored on one of its classes, trained on a built variant, its
     style pairs possible."""
@@ -293,8 +338,8 @@ def _timm_models(config: Config) -> list[str]:
 
 #: the cross-reference checks of a validated config, in the order their problems are listed
 CROSS_REFERENCE_CHECKS: tuple[Callable[[Config], list[str]], ...] = (
-    _experiments, _grids, _sweeps, _scope, _evaluation, _segmentation, _in9_experiments, _analyses, label_problems,
-    _trackers, _timm_models)
+    _experiments, _grids, _sweeps, _scope, _evaluation, _segmentation, _photo_views, _in9_experiments, _analyses,
+    label_problems, _trackers, _timm_models)
 
 
 def cross_reference_problems(config: Config) -> list[str]:

@@ -163,6 +163,11 @@ def image_side(ds_cfg: dict[str, Any]) -> int:
     return int(ds_cfg.get("image_size", 28))
 
 
+def train_side(ds_cfg: dict[str, Any]) -> int:
+    """Side of the stored training images: the squashed photos' under `train_views: photo`, else `image_side`."""
+    return int(ds_cfg["view_source_size"]) if ds_cfg.get("train_views") == "photo" else image_side(ds_cfg)
+
+
 @dataclass(frozen=True)
 class RunEstimate:
     """A training run's GPU work on the card of `step_times.yaml`: its optimiser steps at `step_ms`, and

@@ -21,7 +21,7 @@ from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE, TRACKERS_VARIABLE
 from debias_workbench.training.run_groups import process_groups
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
-from .cost import (cpu_minutes, dataset_images, forward_seconds_per_image, image_side, jobs_needed,
+from .cost import (cpu_minutes, dataset_images, forward_seconds_per_image, image_side, jobs_needed, train_side,
                    request_minutes, run_estimate, runs_at_once_speedup)
 
 #: environment of every job's process: glibc's malloc keeps the memory it frees for the next step
@@ -147,18 +147,19 @@ def launcher(python: str, gpus: int, threads: int) -> str:
     return f"OMP_NUM_THREADS={threads} {python} -m torch.distributed.run --standalone --nproc_per_node {gpus}"
 
 
-def image_mb(ds_cfg: dict[str, Any], images: int) -> float:
-    return images * image_side(ds_cfg) ** 2 * 3 / 2**20
+def image_mb(ds_cfg: dict[str, Any], images: int, side: int | None = None) -> float:
+    """MiB of `images` uint8 RGB images of `side` px (default: the dataset's image size)."""
+    return images * (side or image_side(ds_cfg)) ** 2 * 3 / 2**20
 
 
 def loader_mb(ds_cfg: dict[str, Any], loader: LoaderSettings, images: int) -> float:
     """Memory of one image field of the training loader (`training.data.ZarrBatches`): the split where
     it fits in `in_memory_max_gb`, else two streamed windows (one read ahead), each of `window_gb`
     and at least 8 read units per class (`training.data.UNITS_PER_CLASS`)."""
-    split = image_mb(ds_cfg, images)
+    split = image_mb(ds_cfg, images, train_side(ds_cfg))
     if split <= loader.in_memory_max_gb * 1024:
         return split
-    unit = image_mb(ds_cfg, ds_cfg.get("chunk_images", 32) * loader.read_chunks)
+    unit = image_mb(ds_cfg, ds_cfg.get("chunk_images", 32) * loader.read_chunks, train_side(ds_cfg))
     return 2 * max(loader.window_gb * 1024, 8 * len(ds_cfg.get("classes", [])) * unit)
 
 
@@ -192,10 +193,12 @@ def evaluation(config: dict[str, Any], stores: int, models: int = 1, dataset: st
 
 
 def segment_shard(config: dict[str, Any], dataset: str) -> tuple[float, float]:
-    """One segmentation shard: GrabCut's CPU time per image, scaled by its iterations (measured at 10)."""
+    """One segmentation shard: GrabCut's CPU time per image, scaled by its iterations (measured at 10);
+    its memory, the shard's arrays (with its squashed photos under `train_views: photo`)."""
     ds = config["datasets"][dataset]
     minutes = cpu_minutes("segment", ds["block_images"], image_side(ds), ds["segmentation"]["iterations"] / 10)
-    return minutes, 1000 + image_mb(ds, ds["block_images"]) * 4
+    photos = image_mb(ds, ds["block_images"], train_side(ds)) if ds.get("train_views") == "photo" else 0.0
+    return minutes, 1000 + image_mb(ds, ds["block_images"]) * 4 + photos
 
 
 def derived_shard(config: dict[str, Any], dataset: str, variant: str) -> tuple[float, float]:

@@ -101,8 +101,8 @@ def dataset_sections(doc: Document, config: dict[str, Any], dataset: str, table:
     columns = [(v, h if not h.startswith("-") else f"{name}{h}", c) for v, h, c in PAPER_COLUMNS if v in built]
     doc.heading(f"Non-semantic negatives – Ge et al. (NeurIPS 2021), Table 1 on {name} (dataset `{dataset}`)")
     doc.para(f"The self-supervised runs whose `eval_dataset` is `{dataset}` ({len(ds_cfg['classes'])} classes, "
-             f"{ds_cfg['image_size']} px, source `{ds_cfg['source']['kind']}`): pre-training on its training split, "
-             f"then the linear probe on the frozen backbone; top-1 accuracy (%) of its {len(ds_cfg['classes'])}-way "
+             f"{ds_cfg['image_size']} px, source `{ds_cfg['source']['kind']}`): pre-training on its training split"
+             f"{photo_views(ds_cfg)}, then the linear probe on the frozen backbone; top-1 accuracy (%) of its {len(ds_cfg['classes'])}-way "
              "argmax on each test set. -C: each val image under one ImageNet-C (corruption, severity) pair, the pairs "
              "balanced per class (the paper's ImageNet-C column is the mean over the 5 severities of all images). "
              "Stylized: the val images AdaIN-stylized with the configured style images. ImageNet-S / -R: the images "
@@ -126,6 +126,14 @@ def dataset_sections(doc: Document, config: dict[str, Any], dataset: str, table:
                 f" on {name}", f"{name}-Texture")
     doc.para(f"No shape bias or Fig. 6 (shape bias against α) on {name}: its Stylized set is made with class-free "
              "style images, so no stylized image is a cue conflict between two classes.")
+
+
+def photo_views(ds_cfg: dict[str, Any]) -> str:
+    """Where the pre-training views are cut from, for the caption, under `train_views: photo` (else nothing)."""
+    if ds_cfg.get("train_views") != "photo":
+        return ""
+    return (f" (views cut from each whole photo, stored squashed to {ds_cfg['view_source_size']} px with its aspect: "
+            "`train_views: photo`)")
 
 
 def _table1_caption(runs: list[dict[str, Any]], missing: list[str]) -> str:

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import torch
 import torch.nn as nn
 
-from ..data import Augmenter
+from ..augment import Augmenter
 from ..distributed import averaged_gradients
 from ..models import NETWORK_WIDTH_KEYS, build_network
 from ..settings import AugmentSettings, OptimizerSettings
@@ -61,6 +61,8 @@ class Method(nn.Module):
     #: whether scoring also measures the similarity of its embedding (`embed`) to a positive and to
     #: non-semantic negatives (Ge et al. Figs. 2-3, `methods.ssl_eval`)
     scores_similarity: bool = False
+    #: whether it cuts its training views from whole photos (a split of `train_views: photo`); from the declaration
+    cuts_photo_views: bool = False
 
     def __init_subclass__(cls, **kwargs):
         """Read the class's declaration (`<module>.yaml` beside it); a class without an entry
@@ -70,6 +72,7 @@ class Method(nn.Module):
         if cls.__name__ in module_specs(module):
             declared = module_specs(module)[cls.__name__]
             cls.default_args, cls.aligned_variants = declared.defaults, declared.aligned_variants
+            cls.cuts_photo_views = declared.photo_views
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__()

@@ -3,7 +3,8 @@
 argument that switches something on at that point of the run, which the config check and the
 trainer keep inside the run; `x-before-run: epochs` on one that counts epochs of training before
 the run's own, `training.run_length`), the variants it reads row-aligned with its training images
-and the `revision` of its code (raised with a fix that moves its results). The
+and the `revision` of its code (raised with a fix that moves its results), and whether it cuts its
+training views from whole photos (`photo_views`: a split of `train_views: photo`). The
 declaration of `<module>.py`'s classes is `<module>.yaml` next to it, one entry per class; the
 config check validates every experiment's `method_args` against it.
 """
@@ -29,6 +30,9 @@ class MethodSpec:
     #: the revision of the method's code: raised with a change that moves its runs' results (a fix),
     #: so that the runs made before it are made again (`workflow.slices.run_config`); 0 enters no identity
     revision: int = 0
+    #: whether it cuts its training views from whole photos (a split of `train_views: photo`,
+    #: `training.data.PhotoSplit`): the self-supervised methods; a method that crops the stored square is refused one
+    photo_views: bool = False
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -59,7 +63,7 @@ def module_specs(module: str) -> dict[str, MethodSpec]:
     path = HERE / f"{module}.yaml"
     raw = yaml.safe_load(path.read_text()) or {}
     return {cls: MethodSpec(dict(entry.get("args") or {}), dict(entry.get("aligned_variants") or {}),
-                            int(entry.get("revision", 0)))
+                            int(entry.get("revision", 0)), bool(entry.get("photo_views", False)))
             for cls, entry in raw.items()}
 
 

@@ -30,6 +30,12 @@ process's own rows; no split), every process enqueues the keys of the whole glob
 rank order (`concat_all_gather` in `_dequeue_and_enqueue`), and the gradients are averaged before
 each step (`Method.step`), so the queue and the weights stay the same on every process.
 
+A training split of whole photos (`train_views: photo`, `data.PhotoSplit`): the views, the probe's
+crops included, are cut from each photo in its own proportions and resampled to the test images'
+side, as the authors' RandomResizedCrop of the decoded photo (moco-non-sem-neg.py:247,
+main_lincls.py:250); the probe's unaugmented features are those of the test view (the centred
+square, Resize 256 + CenterCrop 224, main_lincls.py:256-257).
+
 After pre-training, `finish` fits the linear probe (the authors' protocol: SGD lr 10, batch 128,
 momentum 0.9, 60 epochs, lr x 0.1 at epochs 30, 40, 50, the last epoch's head) on the frozen backbone's features of
 every training image; the features are computed once, without augmentation (the paper's probe
@@ -50,7 +56,8 @@ import torch.nn.functional as F
 
 from debias_workbench.core.seeding import name_seed
 
-from ..data import Augmenter
+from ..augment import Augmenter
+from ..data import PhotoSplit
 from ..distributed import gather_rows, is_main, world
 from ..losses import byol_loss, moco_nce
 from ..negatives import patch_negatives
@@ -98,7 +105,27 @@ class SelfSupervised(Method):
                              " (texture negatives are the moco_v2_texture method, which reads IN-9-Texture)")
         norm = train_cfg["normalize"]
         self.views = AugPlus(norm["mean"], norm["std"])
+        self.photos: PhotoSplit | None = None  # the training split's photos, if it holds them (`setup`)
         self.register_buffer("steps_done", torch.zeros((), dtype=torch.long))
+
+    def setup(self, batches) -> dict[str, float]:
+        """Keep whether the training split holds whole photos (`data.PhotoSplit`): the views' side then."""
+        self.photos = batches.photos
+        return {}
+
+    def view_params(self, batch: dict[str, torch.Tensor]) -> ViewParams:
+        """One aug-plus view of each image of `batch` (self.generator): of its stored square, or of its
+        whole photo in the photo's proportions (the batch's `aspects`), at the test images' side."""
+        images, aspects = batch["images"], batch.get("aspects")
+        size = images.shape[1] if aspects is None else self.photos.view_size
+        return self.views.sample(len(images), size, self.generator, aspects)
+
+    def unaugmented(self, batch: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+        """The batch's images as the network sees a test image: as stored, or a photo's test view."""
+        images = batch["images"].to(device)
+        if self.photos is None:
+            return self.views.plain(images)
+        return self.views.test_view(images, batch["aspects"], self.photos.fraction, self.photos.view_size)
 
     def negative_inputs(self, batch: dict[str, torch.Tensor], queries: torch.Tensor,
                         *views: ViewParams) -> torch.Tensor | None:
@@ -111,7 +138,7 @@ class SelfSupervised(Method):
             return None
         if kind == "patch":
             return patch_negatives(queries, self.generator)
-        return torch.cat([self.views.apply(batch["textures"], view) for view in views])
+        return torch.cat([self.views.apply(batch["textures"], view.in_square()) for view in views])
 
     @staticmethod
     @torch.no_grad()
@@ -157,7 +184,7 @@ class SelfSupervised(Method):
         feats, labels = [], []
         with torch.no_grad():
             for batch in batches.in_order():  # every training row once, the last partial batch too
-                feats.append(self.features(self.views.plain(batch["images"].to(device))))
+                feats.append(self.features(self.unaugmented(batch, device)))
                 labels.append(batch["labels"].to(device))
         x, y = torch.cat(feats), torch.cat(labels)
         head = self.network.head
@@ -200,10 +227,11 @@ class SelfSupervised(Method):
         device = next(self.parameters()).device
         norm = self.cfg["normalize"]
         crop = Augmenter(norm["mean"], norm["std"], PROBE_CROP, hflip=True)
+        size = self.photos.view_size if self.photos else None  # a photo's crops resampled to the test side
         for epoch in range(self.args["probe_epochs"]):
             for batch in batches.epoch(epoch):
                 with torch.no_grad():
-                    z = self.features(crop(batch["images"].to(device), g))
+                    z = self.features(crop(batch["images"].to(device), g, batch.get("aspects"), size))
                 loss = F.cross_entropy(self.network.head(z), batch["labels"].to(device))
                 self.step(opt, loss)
             sched.step()
@@ -273,9 +301,8 @@ class MoCoV2(SelfSupervised):
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         images = batch["images"]                                          # (B, H, W, 3) uint8
-        b, size = images.shape[:2]
-        p_q, p_k = self.views.sample(b, size, self.generator), self.views.sample(b, size, self.generator)
-        v_q, v_k = self.views.apply(images, p_q), self.views.apply(images, p_k)  # (B, 3, H, W) each
+        p_q, p_k = self.view_params(batch), self.view_params(batch)
+        v_q, v_k = self.views.apply(images, p_q), self.views.apply(images, p_k)  # (B, 3, S, S) each
         ns = self.negative_inputs(batch, v_q, p_q)                        # (B, 3, H, W) from v_q
         with self.autocast():
             q = self.projector(self.network.features(v_q))               # (B, dim)
@@ -333,10 +360,9 @@ class BYOL(SelfSupervised):
         return self.target_projector(self.target_network.features(x))
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-        images = batch["images"]                                               # (B, H, W, 3) uint8
-        b, size = images.shape[:2]
-        p_1, p_2 = self.views.sample(b, size, self.generator), self.views.sample(b, size, self.generator)
-        views = torch.cat([self.views.apply(images, p_1), self.views.apply(images, p_2)])  # (2B, 3, H, W)
+        images, b = batch["images"], len(batch["images"])                     # (B, H, W, 3) uint8
+        p_1, p_2 = self.view_params(batch), self.view_params(batch)
+        views = torch.cat([self.views.apply(images, p_1), self.views.apply(images, p_2)])  # (2B, 3, S, S)
         ns = self.negative_inputs(batch, views, p_1, p_2)                      # (2B, 3, H, W), row i from views[i]
         with self.autocast():
             p = self.predictor(self.projector(self.network.features(views)))   # (2B, proj)

@@ -10,18 +10,21 @@ A view is sampled (`AugPlus.sample`: a `ViewParams` record per image) and then a
 (`AugPlus.apply`), so that it can also be applied to a second batch: the texture negatives get
 their query's whole view (Ge et al. Sec. 3.3; the patch negatives are tiled from the query view
 itself, `training.negatives`). The random numbers are drawn from the caller's generator in a fixed
-order.
+order. From a training split of whole photos (`train_views: photo`) the crop is drawn in each photo's
+proportions (`Augmenter.photo_draw`: RandomResizedCrop of the decoded photo, moco-non-sem-neg.py:247)
+and resampled to the views' side; the texture image, a square as the authors' 224-px textures, gets
+the same draw in its own proportions (`ViewParams.in_square`), as their re-seeded transform does.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
-from ..data import Augmenter
+from ..augment import Augmenter, Crop
 
 GRAY = (0.299, 0.587, 0.114)  # ITU-R 601 luma, as torchvision's rgb_to_grayscale
 RGB_TO_YIQ = torch.tensor([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]])
@@ -30,12 +33,20 @@ NO_JITTER = (1.0, 1.0, 1.0, 0.0)  # brightness, contrast, saturation factors and
 
 @dataclass(frozen=True)
 class ViewParams:
-    """The random parameters of one aug-plus view of each of B images (CPU tensors)."""
+    """The random parameters of one aug-plus view of each of B images (CPU tensors; of photos, the crop
+    and its affine on their aspects' device), and its side."""
 
-    theta: torch.Tensor    # (B, 2, 3) crop-and-flip affine (`Augmenter.sample`)
+    crop: Crop             # the crop-and-flip draw (`Augmenter.draw`)
+    theta: torch.Tensor    # (B, 2, 3) its affine in the sampled images' proportions (`Augmenter.theta`)
     jitter: torch.Tensor   # (B, 4) brightness, contrast, saturation factors, hue rotation in turns
     to_gray: torch.Tensor  # (B,) bool
-    sigma: torch.Tensor    # (B,) blur sigma in pixels of the image, 0 = no blur
+    sigma: torch.Tensor    # (B,) blur sigma in pixels of the view, 0 = no blur
+    size: int              # the views' side in pixels
+
+    def in_square(self) -> ViewParams:
+        """The same view of square images (the texture negatives'): the crop's area share and ratio
+        in the square's proportions."""
+        return replace(self, theta=Augmenter.theta(self.crop))
 
 
 def _uniform(b: int, lo: float, hi: float, g: torch.Generator) -> torch.Tensor:
@@ -109,27 +120,32 @@ class AugPlus:
         x = (x - self.mean.to(x.device, non_blocking=True)) / self.std.to(x.device, non_blocking=True)
         return x.contiguous(memory_format=torch.channels_last)
 
-    def sample(self, b: int, size: int, g: torch.Generator) -> ViewParams:
-        """One random view of each of b images of side `size`: crop and flip, then jitter
-        (p_jitter), grey-scale (p_gray), blur (p_blur), drawn in this order from g."""
-        theta = self.geometry.sample(b, g)
+    def sample(self, b: int, size: int, g: torch.Generator, aspects: torch.Tensor | None = None) -> ViewParams:
+        """One random view of side `size` of each of b images (photos of `aspects`, or squares): crop and
+        flip, then jitter (p_jitter), grey-scale (p_gray), blur (p_blur), drawn in this order from g."""
+        crop = self.geometry.draw(b, g, aspects)
         jitter = sample_jitter(self.jitter, torch.rand(b, generator=g) < self.p_jitter, g)
         to_gray = torch.rand(b, generator=g) < self.p_gray
         sigma = _uniform(b, *self.blur_sigma, g) * (size / 224)  # sigma U(0.1, 2.0) is in 224-px pixels
         sigma = torch.where(torch.rand(b, generator=g) < self.p_blur, sigma, torch.zeros(b))
-        return ViewParams(theta, jitter, to_gray, sigma)
+        return ViewParams(crop, Augmenter.theta(crop, aspects), jitter, to_gray, sigma, size)
 
     def __call__(self, images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         """One random aug-plus view per image: uint8 (B, H, W, 3) -> normalised (B, 3, H, W)."""
         return self.apply(images, self.sample(images.shape[0], images.shape[1], g))
 
     def apply(self, images: torch.Tensor, view: ViewParams) -> torch.Tensor:
-        """The views `view` of uint8 images (B, H, W, 3): crop and flip, then `_colour`'s steps."""
-        return self._colour(Augmenter.apply(unit(images), view.theta), view)
+        """The views `view` of uint8 images (B, H, W, 3): crop and flip to `view.size`, then `_colour`'s steps."""
+        return self._colour(Augmenter.apply(unit(images), view.theta, view.size), view)
 
     def plain(self, images: torch.Tensor) -> torch.Tensor:
         """Normalised images without augmentation (the linear probe's features)."""
         return self.normalize(unit(images))
+
+    def test_view(self, images: torch.Tensor, aspects: torch.Tensor, fraction: float, size: int) -> torch.Tensor:
+        """Photos stored squashed (uint8 (B, S, S, 3), aspects W / H) in the test geometry: the centred
+        square of `fraction` of each shorter side at `size` px (`Augmenter.centre`), normalised."""
+        return self.normalize(Augmenter.apply(unit(images), Augmenter.centre(aspects, fraction), size))
 
     def _colour(self, x: torch.Tensor, view: ViewParams) -> torch.Tensor:
         """Jitter, grey-scale, blur and normalise [0, 1] images x (B, 3, H, W) by `view`."""

@@ -80,6 +80,26 @@ def test_fidelity_photo_crops_follow_torchvision_get_params_in_photo_pixels(widt
     assert float(log_ratio(ours).abs().max()) <= math.log(4 / 3) + 1e-4                  # within the ratio range
 
 
+@pytest.mark.parametrize("width,height", [(400, 300), (600, 200)])
+def test_fidelity_texture_crops_replay_get_params_on_the_square(width, height):
+    """Ge et al.'s texture image t gets its query's random numbers (moco/loader.py `DuoImageNetFolder`
+    re-seeds before each transform), so get_params' tries are replayed on the 224-px texture and the
+    first that fits the square is kept: its windows are get_params' on a square, whatever the photo's
+    aspect (the photo's window, clamped to the square, is smaller and wider on wide photos)."""
+    from debias_workbench.training.methods.ssl_augment import AugPlus
+
+    n, scale = 6000, (0.2, 1.0)
+    theirs = _get_params_shares(224, 224, scale, n)
+    view = AugPlus([0.0] * 3, [1.0] * 3, scale).sample(n, 224, torch.Generator().manual_seed(2),
+                                                        torch.full((n,), width / height))
+    theta = view.in_square().theta
+    ours = torch.stack([theta[:, 0, 0].abs(), theta[:, 1, 1]], dim=1)
+    area = lambda s: s[:, 0] * s[:, 1]                         # noqa: E731
+    wide = lambda s: (s[:, 0] > s[:, 1]).float().mean()        # noqa: E731
+    assert float(area(ours).mean()) == pytest.approx(float(area(theirs).mean()), abs=0.01)
+    assert float(wide(ours)) == pytest.approx(float(wide(theirs)), abs=0.03)
+
+
 def test_square_images_draw_as_before():
     """Without aspects (every store of `train_views: square`) the draw and its affine are today's:
     the views of the demo's runs do not move."""

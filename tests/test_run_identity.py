@@ -56,6 +56,12 @@ def test_a_fix_of_a_methods_or_a_familys_code_changes_the_identity_of_exactly_it
     after = {d: dataset_job_config(config, d) for d in config["datasets"]}
     assert after["in9"] == {**before["in9"], "family_revision": 7}
     assert {d: v for d, v in after.items() if d != "in9"} == {d: v for d, v in before.items() if d != "in9"}
+    # a fix that moved only some configurations' bytes (jittered copies of the digits) moves only their stores
+    for dataset in ("biased_mnist", "colored_mnist"):
+        jittered = copy.deepcopy(config)
+        jittered["datasets"][dataset]["source"]["copies"] = 3
+        assert (dataset_job_config(jittered, dataset).get("family_revision", 0)
+                == before[dataset].get("family_revision", 0) + 1), dataset
 
 
 def test_checkpoint_of_another_config_is_not_resumed(tmp_path, tiny_store, default_config, capsys):

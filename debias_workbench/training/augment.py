@@ -20,12 +20,37 @@ class Crop:
     """One RandomResizedCrop draw per image (on the CPU; of photos, on their aspects' device): the
     window's share of the image's area and its ratio width / height in the image's own pixels (the
     photo's, for a photo stored squashed), its place (B, 2) in [0, 1] (x, y; 0 at the left / top
-    edge) and the flip (-1: mirrored)."""
+    edge) and the flip (-1: mirrored). A draw of photos also keeps, as `square`, the (area, ratio) the
+    same tries give a square image (`Augmenter.photo_draw`)."""
 
     area: torch.Tensor
     ratio: torch.Tensor
     place: torch.Tensor
     flip: torch.Tensor
+    square: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def of_square(self) -> Crop:
+        """The crop that the same random numbers cut from a square image: torchvision's get_params
+        replayed on it (the first of the same tries that fits the square, `photo_draw`), at the same
+        place and flip; the crop itself where it was drawn for squares."""
+        if self.square is None:
+            return self
+        return Crop(*self.square, self.place, self.flip)
+
+
+def _first_fitting(area: torch.Tensor, r: torch.Tensor, a: torch.Tensor, ratio: tuple[float, float]
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """get_params' choice among the tries (area shares and ratios, (B, CROP_TRIES)) in images of
+    aspects a (B, 1): (area, ratio, found), each (B,), of the first try whose window fits (width share
+    sqrt(s r / a) <= 1, height share sqrt(s a / r) <= 1); where none does, the central window of the
+    image's own ratio clamped to `ratio`."""
+    fits = (area * r <= a) & (area * a <= r)
+    first = fits.int().argmax(1, keepdim=True)                       # the first fitting try (0: none fits)
+    found = fits.any(1)
+    a = a.squeeze(1)
+    clamped = a.clamp(*ratio)                                         # the fallback: the image's ratio, clamped
+    return (torch.where(found, area.gather(1, first).squeeze(1), torch.minimum(a / clamped, clamped / a)),
+            torch.where(found, r.gather(1, first).squeeze(1), clamped), found)
 
 
 class Augmenter:
@@ -110,14 +135,10 @@ class Augmenter:
         area = sent(torch.empty(b, CROP_TRIES).uniform_(*self.crop_scale, generator=generator))
         log_r = torch.empty(b, CROP_TRIES).uniform_(math.log(self.ratio[0]), math.log(self.ratio[1]), generator=generator)
         r, col = torch.exp(sent(log_r)), a.view(b, 1)
-        fits = (area * r <= col) & (area * col <= r)
-        first = fits.int().argmax(1, keepdim=True)                       # the first fitting try (0: none fits)
-        found = fits.any(1)
-        clamped = a.clamp(*self.ratio)                                    # the fallback: the photo's ratio, clamped
-        area = torch.where(found, area.gather(1, first).squeeze(1), torch.minimum(a / clamped, clamped / a))
-        r = torch.where(found, r.gather(1, first).squeeze(1), clamped)
+        photo_area, photo_r, found = _first_fitting(area, r, col, self.ratio)
+        square_area, square_r, _ = _first_fitting(area, r, torch.ones_like(col), self.ratio)
         place = torch.where(found.view(b, 1), sent(torch.rand(b, 2, generator=generator)), 0.5)
-        return Crop(area, r, place, sent(self._flip(b, generator)))
+        return Crop(photo_area, photo_r, place, sent(self._flip(b, generator)), (square_area, square_r))
 
     def _flip(self, b: int, generator: torch.Generator) -> torch.Tensor:
         """-1 (mirrored) with p = 0.5 where `hflip`; nothing drawn without it."""

@@ -111,7 +111,7 @@ def dataset_job_config(config: dict[str, Any], dataset: str, variant: str | None
     moved its stores (absent at 0, so that the other families' stores keep their hash)."""
     job = {"dataset": dataset, "config": dataset_section(config, dataset, [variant] if variant else []),
            "seed": config["seed"]}
-    if revision := FAMILIES[dataset_family(config, dataset)].revision:
+    if revision := FAMILIES[dataset_family(config, dataset)].revision_of(config["datasets"][dataset]):
         job["family_revision"] = revision
     return job
 

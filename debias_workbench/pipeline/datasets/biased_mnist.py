@@ -32,6 +32,12 @@ def variant_name(rho: float) -> str:
     return f"rho_{rho:g}"
 
 
+def copies_revision(ds_cfg: dict[str, Any]) -> int:
+    """1 where the digits have jittered copies (`source.copies` > 1), whose resampling changed
+    (nearest neighbour: `mnist.jittered_copies`); 0 otherwise, whose bytes it did not move."""
+    return int(int(ds_cfg["source"].get("copies", 1)) > 1)
+
+
 def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{"train": (images, labels), "test": (images, labels)} grey 28x28 digits from the source."""
     source = ds_cfg["source"]
@@ -65,9 +71,11 @@ class BiasedMnistFamily(DatasetFamily):
     licence = ("MNIST digits (LeCun, Cortes & Burges), coloured as ReBias's Biased MNIST (Bahng et al. 2020): "
                "MNIST is distributed under CC BY-SA 3.0")
     headline = ("biased", "unbiased")  # ReBias's Table 1 columns
-    # 1: digits binarised and the biased test split at rho = 1, as the authors (issue 51); 2: jittered copies
-    # resampled by nearest neighbour, as thick as the digits they copy once binarised
-    revision = 2
+    revision = 1  # 1: digits binarised and the biased test split at rho = 1, as the authors (issue 51)
+
+    @classmethod
+    def revision_of(cls, ds_cfg: dict[str, Any]) -> int:
+        return cls.revision + copies_revision(ds_cfg)
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         return [variant_name(r) for r in ds_cfg["rhos"]] + ["unbiased"]

@@ -19,7 +19,7 @@ import numpy as np
 from debias_workbench.core.seeding import name_rng
 
 from ..stroke_colours import colour_strokes, conflicting_colours, independent_colours
-from .biased_mnist import idx_paths, load_digits, mnist_images
+from .biased_mnist import copies_revision, idx_paths, load_digits, mnist_images
 from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store
 
@@ -39,6 +39,10 @@ class ColoredMnistFamily(ConflictRatioFamily):
     licence = ("MNIST digits (LeCun, Cortes & Burges), coloured as LfF's Colored MNIST (Nam et al. 2020): "
                "MNIST is distributed under CC BY-SA 3.0")
     val_split = "colours independent of the digit, as the group-DRO Waterbirds recipe balances its val split"
+
+    @classmethod
+    def revision_of(cls, ds_cfg: dict[str, Any]) -> int:
+        return cls.revision + copies_revision(ds_cfg)
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         return idx_paths(ds_cfg)

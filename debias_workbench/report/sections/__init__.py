@@ -42,10 +42,19 @@ def _intro(doc: Document, ctx: ReportContext) -> None:
              + f" (later files override earlier ones); resolved config SHA-256 `{source['sha256'][:16]}`.")
     doc.para(f"Data source: `{ds['source']['kind']}`, {ds['image_size']}×{ds['image_size']} px, "
              f"segmentation {ds['segmentation']['method']}; backbone {config['training']['arch']}, "
-             f"{config['training']['epochs']} epochs; our rows are mean ± sample std over {len(config['seeds'])} "
+             f"{config['training']['epochs']} epochs{_own_epochs(config)}; our rows are mean ± sample std over {len(config['seeds'])} "
              f"seed(s) {config['seeds']}. Rows marked (paper) are quoted from the CLAD paper's Table 2 (ResNet-50 "
              "on real ImageNet-9): compare the *pattern*, not the values, when the data source is synthetic.")
     doc.para(f"Statistics: {METHOD}")
+
+
+def _own_epochs(config: dict) -> str:
+    """" (Base (MR) 24, ...)": the experiments that train another number of epochs than the config's
+    (a capability reference trained longer, say), so that no row's training length is left unsaid."""
+    default = config["training"]["epochs"]
+    own = [f"{exp.get('label', name)} {exp['training']['epochs']}" for name, exp in config["experiments"].items()
+           if exp.get("training", {}).get("epochs", default) != default]
+    return f" ({', '.join(own)})" if own else ""
 
 
 def _other_datasets(doc: Document, ctx: ReportContext) -> None:

@@ -13,7 +13,7 @@ itself, `training.negatives`). The random numbers are drawn from the caller's ge
 order. From a training split of whole photos (`train_views: photo`) the crop is drawn in each photo's
 proportions (`Augmenter.photo_draw`: RandomResizedCrop of the decoded photo, moco-non-sem-neg.py:247)
 and resampled to the views' side; the texture image, a square as the authors' 224-px textures, gets
-the same draw in its own proportions (`ViewParams.in_square`), as their re-seeded transform does.
+the same tries replayed on a square (`ViewParams.in_square`), as their re-seeded transform does.
 """
 
 from __future__ import annotations
@@ -44,9 +44,11 @@ class ViewParams:
     size: int              # the views' side in pixels
 
     def in_square(self) -> ViewParams:
-        """The same view of square images (the texture negatives'): the crop's area share and ratio
-        in the square's proportions."""
-        return replace(self, theta=Augmenter.theta(self.crop))
+        """The same view of square images (the texture negatives'): the window the authors' re-seeded
+        transform cuts from their 224-px texture (moco/loader.py `DuoImageNetFolder`: the same seed
+        before q's and t's transforms), i.e. get_params' tries replayed on a square
+        (`Crop.of_square`), at the query's place and flip."""
+        return replace(self, theta=Augmenter.theta(self.crop.of_square()))
 
 
 def _uniform(b: int, lo: float, hi: float, g: torch.Generator) -> torch.Tensor:

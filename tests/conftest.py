@@ -162,29 +162,6 @@ def compile_checkout() -> None:
         compileall.compile_dir(ROOT / package, quiet=1)
 
 
-#: how much lower the scheduling priority of a test process is once it runs a test off the critical
-#: path (`os.nice`; the processes a test starts inherit it)
-YIELD_NICENESS = 10
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A test process of pytest-xdist lowers its own priority, once (niceness only rises), when it
-    reaches a test that is neither in the `paper_smoke` group nor in `WAITING_FIRST`. The smoke run
-    and the tests on its results are the suite's longest chain, one process long, and the waiting
-    tests' time is mostly the scheduler's and Snakemake's start-up, which a busy core only delays;
-    the other tests can go in any order. At equal priority the chain gets its share of the cores
-    and ends the suite; below it, the other tests take what it leaves idle (its Snakemake's gaps
-    between jobs, the other processes' waits)."""
-    critical = "paper_smoke" in getattr(item, "fixturenames", ()) or item.nodeid.split("[")[0] in WAITING_FIRST
-    if os.environ.get("PYTEST_XDIST_WORKER") and not critical:
-        _yield_priority()
-
-
-@functools.cache
-def _yield_priority() -> None:
-    os.nice(YIELD_NICENESS)
-
-
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups' marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests on `paper_smoke` change its results in turn (reruns, a regenerated store) and must see

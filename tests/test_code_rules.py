@@ -202,6 +202,17 @@ def _patch_tiling(default_config, monkeypatch, request) -> None:
         assert ((used - tilings.offset[i]) % d == 0).all() and (used >= 0).all() and (used + d <= 224).all()
 
 
+@rule("texture_scale")
+def _texture_scale(default_config, monkeypatch, request) -> None:
+    """A 96-px patch of a 375-px photo becomes a patch of the same share of the 224-px work image (57 px):
+    the texture is synthesised at the work image's scale, not at the photo's."""
+    from debias_workbench.pipeline.derived_stage import work_patch_side
+
+    cfg = {"patch": 96, "small_patch": 48}
+    assert work_patch_side(375, 224, cfg) == round(96 * 224 / 375) == 57
+    assert work_patch_side(224, 224, cfg) == 96   # a photo already at the work size keeps the paper's patch
+
+
 def test_every_code_rule_has_its_check():
     assert set(RULES) == set(CODE_RULES)
 

@@ -31,19 +31,25 @@ PACKS = packs(config)  # the runs trained in one process (rules/runs.smk): PACKS
 SCORING_PACKS = scoring_packs(config)  # the runs scored in one process: every seed of an experiment, or of a grid pack
 THREADS = config["training"]["threads"]  # config/config.yaml sets it (the schema: 1)
 RUNS_PER_GPU = config["training"]["runs_per_gpu"]  # a GPU training job's runs at once (its resources follow)
-# The interpreter that runs Snakemake, or the job's own environment's under --use-conda; the
-# checkout is importable either way (conda environments do not install the project). Both reach
-# the jobs through the environment, so that no job's params or command name a path
-# (workbench.resources.interpreter_environment).
-_PYTHON = "python" if workflow.deployment_settings.deployment_method else sys.executable
-for _key, _value in res.interpreter_environment(workflow.basedir, _PYTHON).items():
-    os.environ[_key] = _value
-PY = res.PYTHON_COMMAND
-# training.trackers and runs_per_gpu reach the train and evaluate jobs through the environment too (their --trackers
-# and --runs-per-gpu defaults): where curves are also shown, or how many runs share a GPU, is no part of a run's
-# identity (workflow.slices.SPEED_ONLY_TRAINING_KEYS) nor of any command
-for _key, _value in res.training_environment(config["training"]).items():
-    os.environ[_key] = _value
+PY = res.PYTHON_COMMAND  # every job's interpreter, from the environment (workflow_environment)
+
+
+def workflow_environment():
+    """Every variable the workflow puts in its own environment, which its jobs inherit: set once, below.
+    - WORKBENCH_PYTHON and PYTHONPATH: the interpreter that runs Snakemake, or the job's own environment's
+      under --use-conda, with the checkout importable either way (conda environments do not install the
+      project); no job's params or command name a path (workbench.resources.interpreter_environment);
+    - training.trackers and runs_per_gpu, the train and evaluate jobs' --trackers and --runs-per-gpu
+      defaults: where curves are also shown, or how many runs share a GPU, is no part of a run's identity
+      (workflow.slices.SPEED_ONLY_TRAINING_KEYS) nor of any command (workbench.resources.training_environment);
+    - malloc keeping freed memory (workbench.resources.JOB_ENVIRONMENT), where the user has not set it."""
+    python = "python" if workflow.deployment_settings.deployment_method else sys.executable
+    return {**{k: v for k, v in res.JOB_ENVIRONMENT.items() if k not in os.environ},
+            **res.interpreter_environment(workflow.basedir, python), **res.training_environment(config["training"])}
+
+
+os.environ.update(workflow_environment())
+
 # A local run forks its training, scoring and analysis jobs from one warm interpreter (workbench.job_server):
 # torch is imported once, not once per job. Not on a cluster, under --use-conda or with WORKBENCH_WARM_JOBS=0.
 _JOB_SERVER = []
@@ -61,10 +67,6 @@ onsuccess:
 
 onerror:
     job_server.stop(_JOB_SERVER.pop() if _JOB_SERVER else None)
-
-
-for _key, _value in res.JOB_ENVIRONMENT.items():  # malloc keeps freed memory; a value already set wins
-    os.environ.setdefault(_key, _value)
 
 
 def datasets_of(family):
@@ -178,6 +180,37 @@ def pack_runs(pack, wildcards):
     return [run_config(config, e, int(wildcards["seed"])) for e in pack.experiments(wildcards)]
 
 
+ALONE = PACKS[0]  # every run declared alone (or by a sweep): a pack of one run, `{experiment}`, rule `train`
+
+
+def alone(function):
+    """`function(ALONE, wildcards)` as a function of a `train` job's wildcards (experiment, seed)."""
+    return lambda wildcards: function(ALONE, wildcards)
+
+
+def train_launcher(pack, wildcards):
+    """How a training job of `pack` starts Python: with `training.gpus` N > 1, torchrun with N processes
+    of THREADS threads each (workbench.resources.launcher)."""
+    return res.launcher(PY, res.gpus(pack_runs(pack, wildcards)), THREADS)
+
+
+def train_threads(pack, wildcards):
+    return THREADS * res.gpus(pack_runs(pack, wildcards))
+
+
+def train_resources(pack):
+    """`resources:` of `pack`'s training rule: each job's memory, runtime and GPUs from its own runs."""
+    return res.rule_resources(config, True, lambda wc: res.training(pack_runs(pack, wc), RUNS_PER_GPU),
+                              lambda wc: res.gpus(pack_runs(pack, wc)))
+
+
+def scoring_resources(pack):
+    """`resources:` of `pack`'s scoring rule: each job's from its test sets (and the official ones) and runs."""
+    return res.rule_resources(config, True, lambda wc: res.evaluation(
+        config, len(test_stores(pack_scored(pack, wc))) + len(OFFICIAL_STORES) * pack.official,
+        len(pack.members) * len(pack.seeds), scoring(config, pack_scored(pack, wc))[0]))
+
+
 # Where Snakemake submits the jobs to a cluster (not in a job's own Snakemake, which runs one attempt),
 # a training job whose runs outlast cluster.max_job_hours continues over several jobs: its rule's retries
 SUBMITS_JOBS = workflow.is_main_process and not workflow.local_exec
@@ -246,11 +279,7 @@ def register_job_configs():
             if variant in config["datasets"][dataset]:  # a derived variant: its section is its jobs' slice
                 JOB_CONFIGS.path("datasets", dataset_job_config(config, dataset, variant))
     for pack in PACKS:
-        if "experiment" in pack.constraints:
-            jobs = [{"experiment": e, "seed": str(s)} for e, s in RUNS if e in pack.constraints["experiment"]]
-        else:
-            jobs = [{"variant": v, "seed": s} for v in pack.constraints["variant"] for s in pack.constraints["seed"]]
-        for wildcards in jobs:
+        for wildcards in pack_jobs(config, pack):
             train_inputs(pack, wildcards)
     for pack in SCORING_PACKS:
         for value in next(iter(pack.constraints.values())):

@@ -17,8 +17,8 @@
 # has), and a scoring pack's its fixed seeds (`seed0`, `seed1`, ...; the official scores or not): no
 # wildcard can stand for a member, so each distinct list of outputs needs its own rule. Every such rule
 # is one of these two loops, with the same body as `train` (the helpers of rules/common.smk, given the pack).
-# Uses rules/common.smk: ALONE, OFFICIAL_STORES, PACKS, PY, R, SCORING_PACKS, THREADS, named_inputs_args, one_of,
-# alone, pack_scored, scoring_inputs, scoring_resources, store_args, test_stores, train_inputs, train_launcher,
+# Uses rules/common.smk: ALONE, OFFICIAL_STORES, PACKS, PY, R, SCORING_PACKS, THREADS, alone, named_inputs_args,
+# one_of, pack_scored, scoring_inputs, scoring_resources, store_args, test_stores, train_inputs, train_launcher,
 # train_resources, train_retries, train_threads.
 
 

@@ -1,6 +1,8 @@
 # Paths and helpers shared by the rule files. Each job reads its config slice from a file
 # named by the slice's hash (workbench.slices): a job reruns when, and only when, its slice,
-# its input files or its code change.
+# its input files or its code change. Beside the helpers: the names every rule file shares, the
+# jobs' environment (set once: workflow_environment), the job server's start and stop, and the
+# global wildcard constraints (at the end). The config itself is validated by the Snakefile.
 import json
 import os
 import re

@@ -76,11 +76,11 @@ def generate(argv: list[str]) -> int:
     family = get_family(args.family)
     job = json.loads(args.config.read_text())
     try:
-        family.run_step(args.step, job["config"], job["seed"], args.out, args.inputs, args.workers, args.variant,
-                        args.shard)
+        family.run_step(
+            args.step, job["config"], job["seed"], args.out, args.inputs, args.workers, args.variant, args.shard
+        )
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(summary(imports), flush=True)  # for benchmarks/demo_rules.py: the step is "other"
     return 0
-

@@ -92,7 +92,7 @@ class Geometry:
         window = self.window(*image.shape[:2], size)
         if window is not None:
             top, left, side = window
-            image = image[top:top + side, left:left + side]
+            image = image[top : top + side, left : left + side]
         return resize_square(image, size)
 
 

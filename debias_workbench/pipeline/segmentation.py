@@ -101,7 +101,9 @@ class U2NetSegmenter:
             )
         name = path.stem
         if name == "u2netp" and file_digest(path, "md5") != U2NETP_MD5:
-            raise PipelineError(f"{path} does not have the md5 of u2netp.onnx ({U2NETP_MD5}); replace it with an intact copy")
+            raise PipelineError(
+                f"{path} does not have the md5 of u2netp.onnx ({U2NETP_MD5}); replace it with an intact copy"
+            )
         os.environ["U2NET_HOME"] = str(path.parent)
         with _numba_compilation_off():
             from rembg import new_session  # imported late: rembg is an optional dependency

@@ -52,9 +52,9 @@ class VariantSplit:
         self.fields = [f for f in OPTIONAL_FIELDS if f in group]
         self.length = int(group["labels"].shape[0])
         self.chunk_rows = int(group["images"].chunks[0])
-        self._group: zarr.Group | None = None   # opened again in each process that reads
-        self._columns: dict[str, np.ndarray] | None = None   # the per-row arrays, read whole on first use
-        self._cached: tuple[int, dict[str, np.ndarray]] | None = None   # the last image (and mask) chunk
+        self._group: zarr.Group | None = None  # opened again in each process that reads
+        self._columns: dict[str, np.ndarray] | None = None  # the per-row arrays, read whole on first use
+        self._cached: tuple[int, dict[str, np.ndarray]] | None = None  # the last image (and mask) chunk
 
     @property
     def classes(self) -> list[str]:
@@ -99,8 +99,12 @@ class VariantSplit:
 
     def _row(self, block: dict[str, np.ndarray], k: int, index: int) -> dict[str, Any]:
         columns = self._columns
-        row: dict[str, Any] = {"image": block["images"][k], "label": int(columns["labels"][index]),
-                               "bias_label": int(columns["bias_labels"][index]), "id": str(columns["ids"][index])}
+        row: dict[str, Any] = {
+            "image": block["images"][k],
+            "label": int(columns["labels"][index]),
+            "bias_label": int(columns["bias_labels"][index]),
+            "id": str(columns["ids"][index]),
+        }
         if "masks" in block:
             row["mask"] = block["masks"][k]
         if "style_ids" in columns:

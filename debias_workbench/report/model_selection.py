@@ -31,8 +31,9 @@ DESCRIPTIONS = {
 FINAL = float("inf")
 
 
-def scoring_points(rows: list[dict[str, Any]], runs: set[str], sets: tuple[str, ...]
-                   ) -> dict[tuple[str, int], dict[float, dict[str, float]]]:
+def scoring_points(
+    rows: list[dict[str, Any]], runs: set[str], sets: tuple[str, ...]
+) -> dict[tuple[str, int], dict[float, dict[str, float]]]:
     """{(experiment, seed): {step: {"<test set>_<metric>": value}}} of the runs in `runs`, from
     their curve rows and their final eval rows on the test sets `sets` (step FINAL)."""
     points: dict[tuple[str, int], dict[float, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
@@ -65,8 +66,9 @@ def select(by_step: dict[float, dict[str, float]], rule: str, test: str, valid: 
     return next(p[test] for p in usable if p[valid] == best)
 
 
-def selected(rows: list[dict[str, Any]], runs: set[str], test_set: str, metric: str, rule: str,
-             valid_set: str | None = None) -> dict[str, list[float]]:
+def selected(
+    rows: list[dict[str, Any]], runs: set[str], test_set: str, metric: str, rule: str, valid_set: str | None = None
+) -> dict[str, list[float]]:
     """{experiment: [value per seed, in seed order]} of `metric` on `test_set` under `rule`
     (`valid_set`: the validation test set, for rule "validation")."""
     sets = tuple(s for s in (test_set, valid_set) if s)
@@ -79,5 +81,5 @@ def selected(rows: list[dict[str, Any]], runs: set[str], test_set: str, metric: 
 
 
 def caption(*rules: str) -> str:
-    """"Model selection: <each rule's sentence>." for the caption of the tables showing `rules`."""
+    """ "Model selection: <each rule's sentence>." for the caption of the tables showing `rules`."""
     return f"Model selection: {'; '.join(DESCRIPTIONS[rule] for rule in rules)}."

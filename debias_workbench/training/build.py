@@ -84,7 +84,7 @@ def cpu_has_native_bf16() -> bool:
 
 
 def precision(method: Method) -> str:
-    """"bf16" where the method computes under bfloat16 autocast, else "fp32" (logged with the run)."""
+    """ "bf16" where the method computes under bfloat16 autocast, else "fp32" (logged with the run)."""
     return "bf16" if method.autocast_dtype == torch.bfloat16 else "fp32"
 
 

@@ -15,6 +15,7 @@ import torch.nn as nn
 
 from .models import WeightsError, load_state_dict, weights_file
 
+
 def timm_weights(path: str | Path, sha256: str | None) -> dict[str, torch.Tensor]:
     """A timm model's weights from a local `.safetensors` file or torch state_dict, the file checked
     (`models.weights_file`) either way."""
@@ -34,8 +35,11 @@ def _pools_its_map(net: nn.Module, width: int) -> bool:
         with torch.no_grad():
             x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
             fmap = net.forward_features(x)
-            return (fmap.ndim == 4 and fmap.shape[1] == width
-                    and torch.allclose(fmap.mean((2, 3)), net(x), rtol=1e-4, atol=1e-5))
+            return (
+                fmap.ndim == 4
+                and fmap.shape[1] == width
+                and torch.allclose(fmap.mean((2, 3)), net(x), rtol=1e-4, atol=1e-5)
+            )
     except RuntimeError:  # an input size the model does not take (a ViT's fixed patch grid)
         return False
     finally:
@@ -46,7 +50,9 @@ class TimmClassifier(nn.Module):
     """A timm model split into `features(x)` (B, D) pooled features, `feature_map(x)` (B, D, h, w)
     (timm's `forward_features`: a CNN's last stage before pooling) and `head` (D -> classes)."""
 
-    def __init__(self, name: str, num_classes: int, pretrained: str | None = None, pretrained_sha256: str | None = None):
+    def __init__(
+        self, name: str, num_classes: int, pretrained: str | None = None, pretrained_sha256: str | None = None
+    ):
         super().__init__()
         import timm
 
@@ -56,13 +62,18 @@ class TimmClassifier(nn.Module):
         if pretrained:
             classifier = net.pretrained_cfg.get("classifier") or ()
             heads = tuple(f"{c}." for c in ((classifier,) if isinstance(classifier, str) else classifier))
-            state = {k: v for k, v in timm_weights(pretrained, pretrained_sha256).items()
-                     if not (heads and k.startswith(heads))}
+            state = {
+                k: v
+                for k, v in timm_weights(pretrained, pretrained_sha256).items()
+                if not (heads and k.startswith(heads))
+            }
             try:
                 net.load_state_dict(state, strict=True)
             except RuntimeError as exc:  # other names or shapes: the weights of another model
-                raise WeightsError(f"{pretrained} does not fit timm/{name} ({str(exc)[:300]}); give that model's "
-                                   f"weights, or set `arch` to the model they belong to") from exc
+                raise WeightsError(
+                    f"{pretrained} does not fit timm/{name} ({str(exc)[:300]}); give that model's "
+                    f"weights, or set `arch` to the model they belong to"
+                ) from exc
         self.name, self.backbone = name, net
         # the width of what the pooled forward returns: after a head convolution (MobileNetV3) it is not num_features
         self.feature_dim = getattr(net, "head_hidden_size", None) or net.num_features
@@ -76,9 +87,11 @@ class TimmClassifier(nn.Module):
         """(B, D, h, w) whose spatial mean is `features(x)`: a CNN's last stage (ResNets); other
         models (ViT tokens, ConvNeXt's head norm, MobileNetV3's head convolution) have none."""
         if not self.pools_its_map:
-            raise WeightsError(f"timm/{self.name} has no feature map whose average is its features (a ViT's tokens, "
-                               "a head norm or convolution after the last stage); methods and analyses that read "
-                               "feature maps (Park et al., the saliency maps) need a CNN such as timm/resnet50")
+            raise WeightsError(
+                f"timm/{self.name} has no feature map whose average is its features (a ViT's tokens, "
+                "a head norm or convolution after the last stage); methods and analyses that read "
+                "feature maps (Park et al., the saliency maps) need a CNN such as timm/resnet50"
+            )
         return self.backbone.forward_features(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -77,16 +77,24 @@ class Method(nn.Module):
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__()
         if unknown := set(method_args) - set(self.default_args):
-            raise ValueError(f"{type(self).__name__} has no method_args {sorted(unknown)}; "
-                             f"it takes {sorted(self.default_args)}")
+            raise ValueError(
+                f"{type(self).__name__} has no method_args {sorted(unknown)}; it takes {sorted(self.default_args)}"
+            )
         self.num_classes, self.cfg, self.args = num_classes, train_cfg, {**self.default_args, **method_args}
         aug = AugmentSettings.of(train_cfg.get("augment"))
-        self.augmenter = Augmenter(train_cfg["normalize"]["mean"], train_cfg["normalize"]["std"], aug.crop_scale,
-                                   aug.hflip, padding=aug.crop_padding)
+        self.augmenter = Augmenter(
+            train_cfg["normalize"]["mean"],
+            train_cfg["normalize"]["std"],
+            aug.crop_scale,
+            aug.hflip,
+            padding=aug.crop_padding,
+        )
         pretrained = {"pretrained": None} if _FOR_SCORING.get() else {}  # the checkpoint replaces them
         self.network = build_network(train_cfg["arch"], num_classes, {**train_cfg, **pretrained})
         self.generator = torch.Generator()
-        self.pre_steps = 0    # steps before the run's own (`x-before-run` args: `training.run_length`), set by the trainer
+        self.pre_steps = (
+            0  # steps before the run's own (`x-before-run` args: `training.run_length`), set by the trainer
+        )
         self.total_steps = 1  # the optimiser steps of the run's own epochs (`training.run_length`), set by the trainer
         self.autocast_dtype: torch.dtype | None = None
         self._host_counts: dict[str, int] = {}  # `host_count`'s copies, dropped when a state is loaded
@@ -138,15 +146,19 @@ class Method(nn.Module):
         the step is the one-device step on the global batch; `across_processes=False` for a
         loss every process computes on the same rows (the self-supervised linear probe)."""
         optimizer.zero_grad(set_to_none=True)
-        with averaged_gradients(p for group in optimizer.param_groups for p in group["params"]) \
-                if across_processes else contextlib.nullcontext():
+        with (
+            averaged_gradients(p for group in optimizer.param_groups for p in group["params"])
+            if across_processes
+            else contextlib.nullcontext()
+        ):
             loss.backward()
         optimizer.step()
 
     def autocast(self):
         device = next(self.parameters()).device
-        return torch.autocast(device.type, dtype=self.autocast_dtype or torch.bfloat16,
-                              enabled=self.autocast_dtype is not None)
+        return torch.autocast(
+            device.type, dtype=self.autocast_dtype or torch.bfloat16, enabled=self.autocast_dtype is not None
+        )
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         """One optimisation step on `batch`; returns scalar statistics to log, as 0-d tensors on the

@@ -33,18 +33,20 @@ class _WithBiasedNetwork(Method):
 
 class ReBias(_WithBiasedNetwork):
     """Minimax of Eq. (3), one alternating step per batch (Algorithm 1): first G minimises
-    CE(g) - lambda_g * HSIC_1(f, g), then F minimises CE(f) + lambda * HSIC_1(f, g), each with
-    the other network's pooled features held fixed. sigma_f / sigma_g: RBF radii (null = median
-    of the pairwise distances, the paper's choice on ImageNet; 1 on Biased MNIST). With several
-processes (`training.gpus`) each process estimates HSIC on its own share of the batch (B / gpus
-rows) and the gradients are averaged: not the one-device estimate on B rows."""
+        CE(g) - lambda_g * HSIC_1(f, g), then F minimises CE(f) + lambda * HSIC_1(f, g), each with
+        the other network's pooled features held fixed. sigma_f / sigma_g: RBF radii (null = median
+        of the pairwise distances, the paper's choice on ImageNet; 1 on Biased MNIST). With several
+    processes (`training.gpus`) each process estimates HSIC on its own share of the batch (B / gpus
+    rows) and the gradients are averaged: not the one-device estimate on B rows."""
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         rows = train_cfg["batch_size"] // TrainingSettings.of(train_cfg).gpus
         if self.args["estimator"] == "unbiased" and rows < 4:
-            raise ValueError(f"the unbiased HSIC estimator divides by m(m-3) over each process's {rows} rows "
-                             "(training.batch_size / training.gpus): give every process at least 4")
+            raise ValueError(
+                f"the unbiased HSIC estimator divides by m(m-3) over each process's {rows} rows "
+                "(training.batch_size / training.gpus): give every process at least 4"
+            )
         self.optimizer = self.make_optimizer(self.network.parameters())
         self.optimizer_g = self.make_optimizer(self.biased.parameters())
 
@@ -70,9 +72,14 @@ rows) and the gradients are averaged: not the one-device estimate on B rows."""
         ce = F.cross_entropy(logits_f, y)
         loss = ce + self.args["lambda"] * hsic_f
         self.step(self.optimizer, loss)
-        return {"loss": loss.detach(), "ce": ce.detach(), "hsic": hsic_f.detach(), "loss_g": loss_g.detach(),
-                "train_acc": (logits_f.argmax(1) == y).float().mean().detach(),
-                "train_acc_g": (logits_g.argmax(1) == y).float().mean().detach()}
+        return {
+            "loss": loss.detach(),
+            "ce": ce.detach(),
+            "hsic": hsic_f.detach(),
+            "loss_g": loss_g.detach(),
+            "train_acc": (logits_f.argmax(1) == y).float().mean().detach(),
+            "train_acc_g": (logits_g.argmax(1) == y).float().mean().detach(),
+        }
 
 
 class RUBi(_WithBiasedNetwork):
@@ -93,8 +100,12 @@ class RUBi(_WithBiasedNetwork):
         ce_masked, ce_g = F.cross_entropy(masked, y), F.cross_entropy(logits_g, y)
         loss = ce_masked + ce_g
         self.step(self.optimizer, loss)
-        return {"loss": loss.detach(), "ce_masked": ce_masked.detach(), "ce_g": ce_g.detach(),
-                "train_acc": (logits_f.argmax(1) == y).float().mean().detach()}
+        return {
+            "loss": loss.detach(),
+            "ce_masked": ce_masked.detach(),
+            "ce_g": ce_g.detach(),
+            "train_acc": (logits_f.argmax(1) == y).float().mean().detach(),
+        }
 
 
 class LearnedMixinH(_WithBiasedNetwork):
@@ -134,11 +145,15 @@ class LearnedMixinH(_WithBiasedNetwork):
         with torch.no_grad():
             _, logits_g = self._forward(self.biased, x)
         zf, logits_f = self._forward(self.network, x)
-        scaled_bias = F.softplus(self.gate(zf)) * F.log_softmax(logits_g, 1)   # (B, C)
+        scaled_bias = F.softplus(self.gate(zf)) * F.log_softmax(logits_g, 1)  # (B, C)
         ce_mix = F.cross_entropy(F.log_softmax(logits_f, 1) + scaled_bias, y)
         p = F.softmax(scaled_bias, 1)
         entropy = -(p * torch.log(p.clamp_min(1e-12))).sum(1).mean()
         loss = ce_mix + self.args["entropy"] * entropy
         self.step(self.optimizer, loss)
-        return {"loss": loss.detach(), "ce_mix": ce_mix.detach(), "entropy": entropy.detach(),
-                "train_acc": (logits_f.argmax(1) == y).float().mean().detach()}
+        return {
+            "loss": loss.detach(),
+            "ce_mix": ce_mix.detach(),
+            "entropy": entropy.detach(),
+            "train_acc": (logits_f.argmax(1) == y).float().mean().detach(),
+        }

@@ -53,8 +53,11 @@ class _BagBlock(nn.Module):
         self.bn_a = nn.BatchNorm2d(c_out)
         self.conv_b = nn.Conv2d(c_out, c_out, 1, bias=False)
         self.bn_b = nn.BatchNorm2d(c_out)
-        self.shortcut = (nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
-                         if stride != 1 or c_in != c_out else nn.Identity())
+        self.shortcut = (
+            nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+            if stride != 1 or c_in != c_out
+            else nn.Identity()
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.relu(self.bn_a(self.conv_a(x)))
@@ -73,8 +76,9 @@ class BagNet18(nn.Module):
 
     def __init__(self, num_classes: int):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 1, bias=False), nn.Conv2d(64, 64, 3, bias=False),
-                                  nn.BatchNorm2d(64), nn.ReLU(inplace=True))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 64, 1, bias=False), nn.Conv2d(64, 64, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True)
+        )
         blocks, c_in = [], 64
         for kernels, stride, c_out in zip(self.KERNELS, self.STRIDES, self.CHANNELS):
             for i, k in enumerate(kernels):

@@ -16,7 +16,7 @@ def _side_by_side(x: torch.Tensor, s: int) -> torch.Tensor:
     memory format (one copy)."""
     n, c, h, w = x.shape
     if x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
-        nhwc = x.permute(0, 2, 3, 1).reshape(s, n // s, h, w, c)                # memory order of x
+        nhwc = x.permute(0, 2, 3, 1).reshape(s, n // s, h, w, c)  # memory order of x
         return nhwc.permute(1, 2, 3, 0, 4).reshape(n // s, h, w, s * c).permute(0, 3, 1, 2)
     return x.reshape(s, n // s, c, h, w).transpose(0, 1).reshape(n // s, s * c, h, w)
 
@@ -38,12 +38,12 @@ def grouped_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, s: int, factor: floa
     running statistics become the mean of the s blocks' updates. A constant number of kernels per
     layer whatever s (the GPU path: `per_block_batch_norm` launches about 4 s)."""
     c = x.shape[1]
-    mean, var = bn.running_mean.repeat(s), bn.running_var.repeat(s)        # (s C,) each, updated in place
+    mean, var = bn.running_mean.repeat(s), bn.running_var.repeat(s)  # (s C,) each, updated in place
     out = F.batch_norm(_side_by_side(x, s), mean, var, bn.weight.repeat(s), bn.bias.repeat(s), True, factor, bn.eps)
     with torch.no_grad():
         bn.running_mean.copy_(mean.view(s, c).mean(0))
         bn.running_var.copy_(var.view(s, c).mean(0))
-    return _stacked(out, s)                                                  # (B, C, H, W)
+    return _stacked(out, s)  # (B, C, H, W)
 
 
 def per_block_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, s: int, factor: float) -> torch.Tensor:
@@ -51,8 +51,12 @@ def per_block_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, s: int, factor: fl
     the native kernel and the channels-last layout without a copy each way (the CPU path: the
     grouped reshape cost +40 % per MoCo step on a CPU, measured), at 4 s kernels per layer."""
     running = [(bn.running_mean.clone(), bn.running_var.clone()) for _ in range(s)]
-    out = torch.cat([F.batch_norm(block, mean, var, bn.weight, bn.bias, True, factor, bn.eps)
-                     for block, (mean, var) in zip(x.chunk(s), running)])            # (B, C, H, W)
+    out = torch.cat(
+        [
+            F.batch_norm(block, mean, var, bn.weight, bn.bias, True, factor, bn.eps)
+            for block, (mean, var) in zip(x.chunk(s), running)
+        ]
+    )  # (B, C, H, W)
     with torch.no_grad():
         bn.running_mean.copy_(torch.stack([mean for mean, _ in running]).mean(0))
         bn.running_var.copy_(torch.stack([var for _, var in running]).mean(0))

@@ -7,12 +7,12 @@ import errno
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .errors import PipelineError
-
 
 #: errors of a write that found no room: disk full, file-size limit (RLIMIT_FSIZE), quota
 NO_ROOM = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)

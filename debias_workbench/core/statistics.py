@@ -52,8 +52,8 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -36,8 +36,8 @@ from debias_workbench.core.errors import PipelineError, SkipItem
 from debias_workbench.core.provenance import store_provenance
 from debias_workbench.core.seeding import name_rng, name_seed
 
-from .imageio import TrainPhotos, unsquashed
 from .corruptions import assign_pairs, check_work_size, corrupt_image, corruption_names
+from .imageio import TrainPhotos, unsquashed
 from .parallel import run_blocks, worker_setup
 from .store import atomic_store, create_array
 

@@ -25,8 +25,8 @@ import io
 import json
 import re
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import yaml

@@ -74,7 +74,7 @@ class Geometry:
             raise ValueError(f"geometry {self.kind!r} is not one of {self.KINDS}")
 
     @classmethod
-    def of(cls, ds_cfg: dict) -> "Geometry":
+    def of(cls, ds_cfg: dict) -> Geometry:
         """A dataset section's geometry; `crop_fraction` may be left out (squash has none)."""
         return cls(ds_cfg["geometry"], float(ds_cfg.get("crop_fraction", cls.fraction)))
 
@@ -108,7 +108,7 @@ class TrainPhotos:
     fraction: float
 
     @classmethod
-    def of(cls, ds_cfg: dict) -> "TrainPhotos | None":
+    def of(cls, ds_cfg: dict) -> TrainPhotos | None:
         """The section's photo views; None for `train_views: square` (or the key left out)."""
         if ds_cfg.get("train_views") != "photo":
             return None

@@ -37,7 +37,6 @@ from .imageio import MIN_PICTURE_SIDE, Geometry, is_image_name, load_rgb
 from .sources.listing import class_folders
 from .sources.synthetic import BACKGROUNDS, render_background
 
-
 #: the class of a `flat` style image: none
 NO_CLASS = -1
 

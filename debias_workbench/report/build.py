@@ -17,11 +17,11 @@ import numpy as np
 from debias_workbench.core.atomic import atomic_path
 
 from . import model_selection
+from .aggregates import grid_accuracies
 from .context import ReportContext, build_context
 from .document import Document
 from .helpers import metric_table
 from .sections import SECTIONS
-from .aggregates import grid_accuracies
 
 
 def build_report(

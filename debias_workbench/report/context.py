@@ -14,9 +14,9 @@ import yaml
 
 from debias_workbench.core.statistics import RunValue, run_value
 
+from .aggregates import shape_bias_table
 from .helpers import by_label, experiment_labels, read_rows, sweep_only_experiments
 from .roles import role_labels
-from .aggregates import shape_bias_table
 
 Table = dict[str, dict[str, list[float]]]  # {model label: {column: [value per seed]}}
 

@@ -19,7 +19,6 @@ from debias_workbench.core.names import IMAGENET_LABEL  # noqa: E402
 from debias_workbench.core.statistics import mean_interval, run_value  # noqa: E402
 from debias_workbench.pipeline.datasets import get_family  # noqa: E402
 
-
 #: the roles (`report.roles`) in the papers' table order
 ORDER = (
     "base_in9",

@@ -10,8 +10,9 @@ Each `*_rows` function returns tidy rows (kind "analysis") for the report.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch

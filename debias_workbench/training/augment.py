@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-
 #: torchvision's RandomResizedCrop.get_params: draws of a window before its central fallback
 CROP_TRIES = 10
 

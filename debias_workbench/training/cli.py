@@ -12,8 +12,8 @@ scoring and analysis rules call (the report has its own: `workbench report`):
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import sys
 import time
 from collections.abc import Callable

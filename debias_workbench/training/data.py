@@ -30,9 +30,9 @@ import itertools
 import math
 import queue
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -40,7 +40,6 @@ import zarr
 
 from debias_workbench.core.seeding import name_seed
 from debias_workbench.pipeline.fingerprint import check_store
-
 
 #: read units a streamed window holds per class at least: each class then comes in about 8 units
 #: (Poisson), and batches drawn from the window hold ~98 % of the distinct classes of i.i.d. batches

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import atexit
 import os
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
 import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
-
 
 #: how long a rank waits in a collective: the others wait at a barrier while rank 0 alone scores a
 #: run's monitor stores (learning curves, model selection), which takes longer than the default
@@ -133,7 +133,7 @@ class averaged_gradients:
             self.buckets[-1].append(p)
             size += p.numel() * p.element_size()
 
-    def __enter__(self) -> "averaged_gradients":
+    def __enter__(self) -> averaged_gradients:
         self.pending = [{id(p) for p in bucket} for bucket in self.buckets]
         self.works: list[tuple[Any, torch.Tensor]] = []
         # a batch norm over the global batch all-reduces inside backward: the buckets then all start after

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -13,8 +14,8 @@ from debias_workbench.core.seeding import name_seed
 from debias_workbench.core.statistics import group_bootstrap_se, pack_hits, proportion_se
 from debias_workbench.pipeline.sources.imagenet import load_in1k_to_in9
 
-from .build import build_method, pick_device
 from .augment import Augmenter
+from .build import build_method, pick_device
 from .data import ZarrBatches, first_rows
 from .methods.base import Method
 

@@ -9,7 +9,7 @@ past as done, not as fast)."""
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 #: at most this long between two progress lines in a job's log
 PROGRESS_EVERY_S = 120.0

@@ -16,7 +16,7 @@ from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.training.methods import spec as method_spec
 
 from .checks import cross_reference_problems, label_problems, switch_problems
-from .lookup import dataset_family, dataset_variants, deep_merge, test_sets
+from .lookup import dataset_family, dataset_variants, deep_merge
 from .schema import load_schema
 from .scope import scoped
 from .smoke import apply_smoke

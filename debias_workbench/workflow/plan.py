@@ -38,8 +38,8 @@ from .config import (
     scoring_packs,
 )
 from .lookup import dataset_family, dataset_variants, deep_merge
-from .slices import DERIVED_SECTIONS, run_config
 from .scope import scoped
+from .slices import DERIVED_SECTIONS, run_config
 from .user_paths import missing_paths
 
 #: the Snakefile's own config file, under every config given

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from debias_workbench.pipeline.datasets import FAMILIES
 

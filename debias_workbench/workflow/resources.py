@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE, TRACKERS_VARIABLE
 from debias_workbench.training.run_groups import process_groups
@@ -27,10 +27,10 @@ from .cost import (
     forward_seconds_per_image,
     image_side,
     jobs_needed,
-    train_side,
     request_minutes,
     run_estimate,
     runs_at_once_speedup,
+    train_side,
 )
 
 #: environment of every job's process: glibc's malloc keeps the memory it frees for the next step

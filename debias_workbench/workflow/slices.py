@@ -21,9 +21,9 @@ from debias_workbench.core.atomic import write_text_atomic
 from debias_workbench.pipeline.datasets import FAMILIES
 from debias_workbench.training.methods import spec
 
+from . import protocol  # protocol reads run_config from here: the module, not its names
 from .config import scoring
 from .lookup import dataset_family, deep_merge
-from . import protocol  # protocol reads run_config from here: the module, not its names
 
 #: in9 dataset sections read only by the jobs of the variant of the same name
 DERIVED_SECTIONS = ("stylized", "texture", "corrupted")

@@ -14,6 +14,7 @@ from debias_workbench.core.atomic import atomic_path, write_json
 from debias_workbench.core.provenance import store_provenance
 
 from ..derived_stage import DERIVED, derived_gather, derived_shard, run_derived_stage
+from ..imageio import Geometry
 from ..segment_stage import gather_shards, run_segment_stage, segment_shard, shard_items
 from ..sources import list_source_items
 from ..sources.imagenet_subset import list_wnid_folder
@@ -22,7 +23,6 @@ from ..sources.synthetic import make_synthetic_in9
 from ..variant_stage import run_variant_stage
 from ..variants import BG_CONFLICT, EXTERNAL, bg_conflict_variants
 from .base import DatasetFamily, StepJob
-from ..imageio import Geometry
 from .bg_challenge import read_val_images, write_val_store
 
 

@@ -16,10 +16,10 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from debias_workbench.core.statistics import difference
 from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.training.methods import spec as method_spec
 
-from debias_workbench.core.statistics import difference
 from .. import model_selection
 from ..document import Document
 from ..helpers import capability_line, mean_std, save_figure, worst_group_cell

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from debias_workbench.core.statistics import difference
+
 from ..document import Document
 from ..helpers import (
     capability_line,

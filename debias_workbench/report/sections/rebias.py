@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from debias_workbench.core.statistics import difference
+
 from ..aggregates import grid_accuracies
 from ..document import Document
 from ..helpers import capability_line, mean_std, save_figure

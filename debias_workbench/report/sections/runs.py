@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from debias_workbench.pipeline.datasets import family_name
 
-from ..helpers import COLUMN_TITLES, headline, mean_std, model_order
 from ..aggregates import ssl_runs
+from ..helpers import COLUMN_TITLES, headline, mean_std, model_order
 
 if TYPE_CHECKING:
     from ..context import ReportContext

@@ -15,9 +15,9 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from debias_workbench.core.statistics import difference, run_value
 from debias_workbench.pipeline.datasets import family_name, get_family
 
-from debias_workbench.core.statistics import difference, run_value
 from ..aggregates import ssl_runs
 from ..document import Document
 from ..helpers import capability_line, mean_std, save_figure, value_cell

@@ -16,12 +16,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import zarr
 
+from debias_workbench.core.statistics import difference
 from debias_workbench.pipeline.derived_stage import work_side
 
-from debias_workbench.core.statistics import difference
 from ..aggregates import SHAPE_BIAS_TOO_FEW
 from ..document import Document
-from ..helpers import headline, MIN_IMAGES, capability_line, mean_std, model_order, save_figure, value_cell
+from ..helpers import MIN_IMAGES, capability_line, headline, mean_std, model_order, save_figure, value_cell
 from ..roles import played
 
 TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]

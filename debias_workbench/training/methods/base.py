@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -32,7 +33,7 @@ def for_scoring() -> Iterator[None]:
         _FOR_SCORING.reset(token)
 
 
-def _forget_host_counts(module: "Method", incompatible_keys) -> None:
+def _forget_host_counts(module: Method, incompatible_keys) -> None:
     """After a state is loaded, `host_count` reads the counters anew."""
     module._host_counts.clear()
 

@@ -27,6 +27,18 @@ import torch.nn.functional as F
 from debias_workbench.core.seeding import name_seed
 from debias_workbench.pipeline.fingerprint import read_fingerprint
 
+from ..distributed import (
+    averaged_gradients,
+    broadcast_batch_norm_,
+    broadcast_state_,
+    gather_rows,
+    own_rows,
+    rank,
+    sum_over_processes,
+    world,
+)
+from ..evaluation import accuracy, predict_store
+from ..models import build_network
 from .amplification_parts import (
     BNScore,
     LossEMA,
@@ -41,18 +53,6 @@ from .amplification_parts import (
     ie_weight,
     lff_weight,
 )
-from ..distributed import (
-    averaged_gradients,
-    broadcast_batch_norm_,
-    broadcast_state_,
-    gather_rows,
-    own_rows,
-    rank,
-    sum_over_processes,
-    world,
-)
-from ..evaluation import accuracy, predict_store
-from ..models import build_network
 from .base import Method
 
 

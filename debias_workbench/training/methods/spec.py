@@ -12,7 +12,7 @@ config check validates every experiment's `method_args` against it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ class MethodSpec:
         return {"type": "object", "additionalProperties": False, "properties": props}
 
 
-@lru_cache(maxsize=None)
+@cache
 def module_specs(module: str) -> dict[str, MethodSpec]:
     """{class name: spec} declared in `<module>.yaml` (module: e.g. "clad")."""
     path = HERE / f"{module}.yaml"

@@ -62,9 +62,9 @@ from ..distributed import gather_rows, is_main, world
 from ..losses import byol_loss, moco_nce
 from ..negatives import patch_negatives
 from ..settings import TrainingSettings
+from .base import Method
 from .split_batch_norm import split_batch_norm
 from .ssl_augment import AugPlus, ViewParams
-from .base import Method
 
 #: the linear probe's training crop with `probe_augment` (torchvision RandomResizedCrop's default scale, main_lincls.py)
 PROBE_CROP = (0.08, 1.0)

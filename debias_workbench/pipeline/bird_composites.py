@@ -10,7 +10,8 @@ CUB-200-2011 birds cut out with CUB's segmentations and pasted on Places backgro
   recipe's confounder 0.95 is p = 5 %); val and test: half of each label on each type.
 - Compositing: the Places image centre-cropped to the bird image's aspect ratio and resized to
   it, then bird * m + place * (1 - m) with m the segmentation in [0, 1]; the result made
-  `image_size` square under the dataset's `geometry` (squash by default, as the authors' Resize((224, 224))). Every choice is seeded by the image's id.
+  `image_size` square under the dataset's `geometry` (squash by default, as the authors' Resize((224, 224))).
+  Every choice is seeded by the image's id.
 Nothing is downloaded: a missing file or folder stops with its path and what to place there.
 """
 

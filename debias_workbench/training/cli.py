@@ -4,7 +4,8 @@ scoring and analysis rules call (the report has its own: `workbench report`):
   workbench train --config JOB.json --train-store P --runs-dir D [--aligned-stores F=P ...] [--test-stores T=P ...]
   workbench evaluate --config EVAL.json --models M ... --stores T=P ... --out F ...
   workbench evaluate-imagenet --config EVAL.json --stores V=P ... --out F
-  workbench analyse --config A.json --analysis consistency|fivecrop|saliency|texture --models M ... --stores V=P ... --out F [--arrays F.npz]
+  workbench analyse --config A.json --analysis consistency|fivecrop|saliency|texture --models M ... --stores V=P ...
+                    --out F [--arrays F.npz]
 
 `--config` is the job's config slice (`workflow.slices`), a JSON file the workflow writes.
 """

@@ -50,7 +50,8 @@ def local_gpu() -> int:
     if local_rank >= visible:
         shown = os.environ.get("CUDA_VISIBLE_DEVICES")
         raise RuntimeError(
-            f"process {local_rank} of {os.environ.get('LOCAL_WORLD_SIZE', '?')} on this node needs GPU {local_rank}, but "
+            f"process {local_rank} of {os.environ.get('LOCAL_WORLD_SIZE', '?')} on this node needs GPU {local_rank}, "
+            "but "
             f"the node shows {visible} GPU(s) (CUDA_VISIBLE_DEVICES={shown!r}): set training.gpus to at most {visible} "
             "for this node, or run where training.gpus GPUs are free (the workflow's gpu resource asks for them)"
         )

@@ -63,7 +63,7 @@ def hsic(
     this only for kernels with a constant diagonal). sigma None = median heuristic.
     """
     m = len(x)
-    k, l = rbf_kernel(x, sigma_x), rbf_kernel(y, sigma_y)  # (m, m) each
+    k, l = rbf_kernel(x, sigma_x), rbf_kernel(y, sigma_y)  # noqa: E741  (the paper's K and L)  (m, m) each
     if estimator == "biased":
         h = torch.eye(m, device=k.device) - 1.0 / m
         return torch.trace(k @ h @ l @ h) / (m - 1) ** 2

@@ -35,6 +35,7 @@ from debias_workbench.pipeline.adain import VGG_MD5, vgg_encoder
 from .build import pick_device
 from .data import ZarrBatches
 from .evaluation import load_trained, predict_store, run_tags
+from .methods.base import Method
 from .models import WeightsError, load_state_dict
 
 #: torchvision names its VGG16 file `vgg16-397923af.pth` after the start of the file's sha256
@@ -200,9 +201,11 @@ def texture_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[s
     rows = []
     for path in model_paths:
         method, state = load_trained(path, device)
-        pred = predict_store(
-            lambda x: method.predict(x).argmax(1), stores["original"], split, bs, method.augmenter, device
-        )["pred"]
+
+        def top1(x: torch.Tensor, method: Method = method) -> torch.Tensor:  # bound now (ruff B023)
+            return method.predict(x).argmax(1)
+
+        pred = predict_store(top1, stores["original"], split, bs, method.augmenter, device)["pred"]
         rows.append(
             {
                 "kind": "analysis",

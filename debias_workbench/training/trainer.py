@@ -283,7 +283,8 @@ def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device,
     schedulers = make_schedulers(method, run_cfg["training"], length.epochs)
     run_hash = config_hash(run_cfg)
     start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
-    # the precision is the machine's choice as much as the config's (training.build.cpu_has_native_bf16): kept with every row
+    # the precision is the machine's choice as much as the config's (training.build.cpu_has_native_bf16):
+    # kept with every row
     tags = {
         "experiment": experiment,
         "method": run_cfg["method"],

@@ -379,7 +379,8 @@ def _training_sections(node: Any, where: str = "") -> list[tuple[str, dict[str, 
     return found + [hit for key, value in node.items() for hit in _training_sections(value, f"{where}{key}.")]
 
 
-#: training keys that are the workflow's, not a run's: set once, at the top level (the jobs read them from the environment)
+#: training keys that are the workflow's, not a run's: set once, at the top level (the jobs read them from the
+#: environment)
 WORKFLOW_TRAINING_KEYS = ("trackers", "runs_per_gpu")
 
 

@@ -49,9 +49,9 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 
 def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The validated config with only its papers' runs where it says so (`workflow.scope`), smoke mode's counts applied (`debias_workbench/workflow/smoke.py`), and Table 5's
-    U2-Net runs, sweep values and grid cells expanded into experiments of their own; raises
-    `ConfigError` naming every bad key."""
+    """The validated config with only its papers' runs where it says so (`workflow.scope`), smoke mode's counts
+    applied (`debias_workbench/workflow/smoke.py`), and Table 5's U2-Net runs, sweep values and grid cells
+    expanded into experiments of their own; raises `ConfigError` naming every bad key."""
     validate_config(config)
     if config.get("scope", {}).get("tables_only"):  # a paper config: its tables' runs only (workflow/scope.py)
         config = validate_config(scoped(config))

@@ -118,7 +118,7 @@ def _job_rows(jobs: list[Job]) -> list[str]:
         longest = max(group, key=lambda j: j.request_minutes)
         needed = sum(j.jobs_needed for j in group)
         out.append(
-            f"  jobs {rule}: {len(group)} x {'%d GPU' % longest.gpus if longest.gpus else 'CPU'}, "
+            f"  jobs {rule}: {len(group)} x {f'{longest.gpus} GPU' if longest.gpus else 'CPU'}, "
             f"request up to {longest.request_minutes / 60:.1f} h (estimate {longest.estimate_minutes / 60:.2f} h), "
             f"{max(j.mem_mb for j in group) / 1024:.1f} GiB"
             + (f"; {needed} scheduler jobs" if needed > len(group) else "")

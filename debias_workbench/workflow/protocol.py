@@ -56,7 +56,8 @@ CODE_RULES = {
     # training/evaluation.py score_run: a test set that holds some of the classes (ImageNet-R) is scored
     # by the argmax over every class of the model
     "partial_class_scoring": "argmax over all classes",
-    # training/augment.py Augmenter.draw of square images (the SSL views too): RandomResizedCrop's scale and aspect drawn once
+    # training/augment.py Augmenter.draw of square images (the SSL views too): RandomResizedCrop's scale and aspect
+    # drawn once
     "random_resized_crop": "one draw, the window clamped to the image",
     # training/augment.py Augmenter.photo_draw, of whole photos (`train_views: photo`): get_params' tries and fallback
     "random_resized_crop_of_photos": "up to 10 draws, then a centre crop",

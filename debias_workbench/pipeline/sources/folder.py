@@ -7,9 +7,10 @@ Accepted layouts under `root` (checked in this order):
                                            probability `val_fraction`, decided by its name)
 Every configured class has its folder in every split (a missing or unknown class folder is an
 error). Every entry of a class folder but hidden files is an item: broken links, sub-folders and
-unreadable files become skipped items with the reason. Annotations, when given, are looked up as `<annotations>/<split>/<NN_class>/<stem>.xml`,
-then `<annotations>/<wnid>/<stem>.xml` (ImageNet's own layout, wnid = stem prefix), then
-`<annotations>/<stem>.xml`. True masks as `<masks>/<split>/<NN_class>/<stem>.(png|npy)`.
+unreadable files become skipped items with the reason. Annotations, when given, are looked up as
+`<annotations>/<split>/<NN_class>/<stem>.xml`, then `<annotations>/<wnid>/<stem>.xml` (ImageNet's own
+layout, wnid = stem prefix), then `<annotations>/<stem>.xml`. True masks as
+`<masks>/<split>/<NN_class>/<stem>.(png|npy)`.
 """
 
 from __future__ import annotations

@@ -32,7 +32,8 @@ def _intro(doc: Document, ctx: ReportContext) -> None:
     config, ds = ctx.config, ctx.dataset
     if config.get("smoke"):
         doc.para(
-            "**Smoke run** (`smoke: true`, debias_workbench/workflow/smoke.py): every configured run at its real shapes with "
+            "**Smoke run** (`smoke: true`, debias_workbench/workflow/smoke.py): every configured run at its real "
+            "shapes with "
             "counts shrunk to a few images, one seed and one short epoch. It shows that the workflow runs; "
             "its numbers are not results. The capability checks and verdicts below are computed as in a "
             "real run; resting on a handful of images and one seed, they say \"cannot tell\"."
@@ -47,7 +48,8 @@ def _intro(doc: Document, ctx: ReportContext) -> None:
     doc.para(
         f"Data source: `{ds['source']['kind']}`, {ds['image_size']}×{ds['image_size']} px, "
         f"segmentation {ds['segmentation']['method']}; backbone {config['training']['arch']}, "
-        f"{config['training']['epochs']} epochs{_own_epochs(config)}; our rows are mean ± sample std over {len(config['seeds'])} "
+        f"{config['training']['epochs']} epochs{_own_epochs(config)}; our rows are mean ± sample std over "
+        f"{len(config['seeds'])} "
         f"seed(s) {config['seeds']}. Rows marked (paper) are quoted from the CLAD paper's Table 2 (ResNet-50 "
         "on real ImageNet-9): compare the *pattern*, not the values, when the data source is synthetic."
     )

@@ -108,7 +108,8 @@ def amplification_sections(
         )
         val_split = get_family(family_name(config["datasets"][grid["dataset"]])).val_split
         doc.para(
-            f"Mean ± sample std over {_seeds_per_row(config, name)}, by the share of bias-conflicting training samples. "
+            f"Mean ± sample std over {_seeds_per_row(config, name)}, by the share of bias-conflicting training "
+            "samples. "
             f"Validation-selected: the test value at the scoring point (every "
             f"{grid.get('model_selection', {}).get('every_steps', '–')} steps, and the end) with the best "
             f"accuracy on the val split ({val_split}). Best test "
@@ -330,12 +331,12 @@ def _training_health(
     def show(key: str, variant: str) -> list[str]:
         bc, weight, sim, ie, acc = (per.get((key, variant, m), {}) for m in HEALTH)
         share = f"{100 * np.mean([v for vals in bc.values() for v in vals]):.0f}" if bc else "–"
-        first_last = lambda by_epoch, fmt: (
-            f"{np.mean(by_epoch[min(by_epoch)]):{fmt}} → "  # noqa: E731
-            f"{np.mean(by_epoch[max(by_epoch)]):{fmt}}"
-            if by_epoch
-            else "–"
-        )
+
+        def first_last(by_epoch: dict, fmt: str) -> str:
+            if not by_epoch:
+                return "–"
+            return f"{np.mean(by_epoch[min(by_epoch)]):{fmt}} → {np.mean(by_epoch[max(by_epoch)]):{fmt}}"
+
         return [
             share,
             first_last(weight, ".2f"),

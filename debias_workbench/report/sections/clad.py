@@ -168,7 +168,8 @@ def bg_gap_verdict(
             return
     else:
         doc.para(
-            "Capability check: no Base (MR) run (ERM on MIXED_RAND) with ONLY_FG accuracy in this configuration, so whether the "
+            "Capability check: no Base (MR) run (ERM on MIXED_RAND) with ONLY_FG accuracy in this configuration, so "
+            "whether the "
             "benchmark can judge the methods is unknown."
         )
     lines = []

@@ -20,7 +20,7 @@ from ..helpers import read_rows, save_figure
 
 def variant_grid(doc: Document, stores: dict[str, Path], n_images: int, path: Path) -> None:
     columns = []
-    for variant, store in stores.items():
+    for store in stores.values():
         images = zarr.open_group(str(store), mode="r")["val/images"]
         idx = np.linspace(0, images.shape[0] - 1, n_images).astype(int)
         columns.append(images.get_orthogonal_selection((idx,)))

@@ -58,7 +58,8 @@ def table1(doc: Document, name: str, grid: dict[str, Any], acc, paper: dict[str,
     doc.para(
         f"Mean ± sample std over {n_seeds} seed(s); each row is one train variant (colour-digit correlation "
         "ρ). *Biased*: every test digit in its own colour (ρ = 1, as the authors score it); *unbiased*: colours "
-        "independent of the digit (ρ = 0.1 over 10 colours). Rows marked (paper) are ReBias's Table 1 (60,000 MNIST digits, "
+        "independent of the digit (ρ = 0.1 over 10 colours). Rows marked (paper) are ReBias's Table 1 "
+        "(60,000 MNIST digits, "
         "80 epochs, paper widths), at the paper's ρ: with fewer digits and epochs the transition from shape "
         "to colour comes at lower ρ, so compare the pattern across ρ, not the values at one ρ."
     )

@@ -139,7 +139,8 @@ def dataset_sections(
     doc.para(
         f"The self-supervised runs whose `eval_dataset` is `{dataset}` ({len(ds_cfg['classes'])} classes, "
         f"{ds_cfg['image_size']} px, source `{ds_cfg['source']['kind']}`): pre-training on its training split"
-        f"{photo_views(ds_cfg)}, then the linear probe on the frozen backbone; top-1 accuracy (%) of its {len(ds_cfg['classes'])}-way "
+        f"{photo_views(ds_cfg)}, then the linear probe on the frozen backbone; top-1 accuracy (%) of its "
+        f"{len(ds_cfg['classes'])}-way "
         "argmax on each test set. -C: each val image under one ImageNet-C (corruption, severity) pair, the pairs "
         "balanced per class (the paper's ImageNet-C column is the mean over the 5 severities of all images). "
         "Stylized: the val images AdaIN-stylized with the configured style images. ImageNet-S / -R: the images "

@@ -205,7 +205,8 @@ def _t_interval(
     unbounded where the seed spread is unknown (one seed)."""
     if math.isnan(seed_df) or seed_df <= 0 or not math.isfinite(seed_var + image_var):
         return Interval(estimate, -math.inf, math.inf, paired, seeds, images)
-    from scipy import special  # here, not at the top: every training job imports this module (1 CPU-s)
+    # here, not at the top: every training job imports this module (docs/measurements.md#the-demos-cost-per-rule)
+    from scipy import special
 
     quantile = 0.5 + LEVEL / 2  # special's quantiles: stats.t.ppf and stats.norm.ppf without their checks
     t = float(special.stdtrit(seed_df, quantile)) if seed_var > 0 else 0.0

@@ -41,8 +41,8 @@ def create_array(
     shards = None
     if shard_rows is not None:
         shards = (max(chunk_rows, (min(shard_rows, max(shape[0], 1)) // chunk_rows) * chunk_rows), *shape[1:])
-    # uint8: blosc-lz4 decodes ~1.7x faster than zarr's default zstd; "none" is faster still
-    # and loses little space on photographs (see `image_codec` in config/config.yaml).
+    # uint8: blosc-lz4 decodes faster than zarr's default zstd; "none" is faster still and loses little
+    # space on photographs (see `image_codec` in config/config.yaml; docs/measurements.md#store-format).
     compressors = "auto" if np.dtype(dtype) != np.uint8 else (FAST_CODEC if codec == "lz4" else None)
     return group.create_array(
         name, shape=shape, dtype=dtype, chunks=chunks, shards=shards, fill_value=0, compressors=compressors

@@ -196,6 +196,6 @@ class Augmenter:
         grid = F.affine_grid(theta.to(x.device, non_blocking=True), out, align_corners=False)
         views = F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)
         # channels-last input makes the networks' convolutions, pooling and batch norm run in NHWC:
-        # training steps 25 % faster for small_cnn on one CPU thread (measured), and the layout
-        # tensor cores want; `normalize`'s output already has it (a permuted NHWC batch)
+        # faster training steps for small_cnn on one CPU thread (docs/measurements.md#pilots-on-a-2-core-avx2-machine),
+        # and the layout tensor cores want; `normalize`'s output already has it (a permuted NHWC batch)
         return views.contiguous(memory_format=torch.channels_last)

@@ -73,8 +73,8 @@ def native_bf16(device: torch.device) -> bool:
 @functools.cache
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16: oneDNN's bf16
-    convolutions and matrix products then run about 1.2-1.8x faster than float32 on the demo's small
-    networks, `benchmarks/demo_epochs.py`); on others bf16 is emulated and slower, so training stays
+    convolutions and matrix products then run faster than float32 on the demo's small networks:
+    docs/measurements.md#the-demos-cost-per-rule); on others bf16 is emulated and slower, so training stays
     float32. Read from /proc/cpuinfo (Linux); False elsewhere."""
     try:
         flags = Path("/proc/cpuinfo").read_text()

@@ -19,8 +19,8 @@ class WeightsError(RuntimeError):
 
 
 def _torchvision_models():
-    """torchvision.models, imported on first use: the import pulls in torch._dynamo (about 2 CPU-s),
-    which every process training a small network would otherwise pay at start."""
+    """torchvision.models, imported on first use: the import pulls in torch._dynamo, which every process
+    training a small network would otherwise pay at start (docs/measurements.md#the-demos-cost-per-rule)."""
     import torchvision.models
 
     return torchvision.models

@@ -139,9 +139,9 @@ class Pack:
 def packs(config: dict[str, Any]) -> list[Pack]:
     """Every run of an expanded config in exactly one pack. A grid's runs of one train variant and
     seed share a process, `pack` methods at a time (default: all of them): their networks are
-    small, and a process start (~7 s of interpreter and torch) would cost as much as a run on a
-    CPU. Seeds whose jobs train the same methods share one pack (methods with their own `seeds`
-    split a grid's seeds into groups). Every other run is a pack of one."""
+    small, and a process start (interpreter and torch: docs/measurements.md#pilots-on-a-2-core-avx2-machine)
+    would cost as much as a run on a CPU. Seeds whose jobs train the same methods share one pack (methods with
+    their own `seeds` split a grid's seeds into groups). Every other run is a pack of one."""
     packed = {
         grid_experiment(g, k, v)
         for g, grid in config.get("grids", {}).items()

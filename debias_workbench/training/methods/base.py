@@ -18,7 +18,8 @@ from .spec import module_specs
 
 #: true while a trained method is rebuilt to be scored (`for_scoring()`): its weights come from the
 #: run's checkpoint, so no optimiser is made and no pretrained file is read. Making the first
-#: optimiser imports torch._dynamo (3.6 CPU-s on a 2-core AVX2 machine), once per evaluation job.
+#: optimiser imports torch._dynamo (seconds of CPU: docs/measurements.md#the-demo-on-the-avx2-machine), once per
+#: evaluation job.
 _FOR_SCORING = contextvars.ContextVar("for_scoring", default=False)
 
 

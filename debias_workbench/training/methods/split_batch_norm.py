@@ -48,8 +48,9 @@ def grouped_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, s: int, factor: floa
 
 def per_block_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, s: int, factor: float) -> torch.Tensor:
     """The same as `grouped_batch_norm` with one `F.batch_norm` call per block: each block keeps
-    the native kernel and the channels-last layout without a copy each way (the CPU path: the
-    grouped reshape cost +40 % per MoCo step on a CPU, measured), at 4 s kernels per layer."""
+    the native kernel and the channels-last layout without a copy each way (the CPU path: the grouped
+    reshape made a MoCo step slower, docs/measurements.md#shuffled-batch-norm-on-and-off), at 4 s kernels per
+    layer."""
     running = [(bn.running_mean.clone(), bn.running_var.clone()) for _ in range(s)]
     out = torch.cat(
         [

@@ -12,6 +12,7 @@ from debias_workbench.core.provenance import file_digest
 from debias_workbench.core.schema_defaults import defaults
 
 from .methods.rebias_nets import BagNet18, SimpleConvNet
+from .network import Network
 
 
 class WeightsError(RuntimeError):
@@ -61,7 +62,7 @@ def load_state_dict(path: str | Path, sha256: str | None) -> dict[str, torch.Ten
     return state
 
 
-class Classifier(nn.Module):
+class Classifier(Network):
     """A ResNet split into `features(x)` (B, D) pooled features and `head` (D -> classes).
 
     `stem="small"` replaces the ImageNet stem (7x7 stride-2 conv + max-pool, which turns a 32-px
@@ -117,7 +118,7 @@ class Classifier(nn.Module):
         return self.head(self.features(x))
 
 
-class SmallCNN(nn.Module):
+class SmallCNN(Network):
     """A narrow stride-1 CNN for low-resolution images (the embedded IN-9-like data): one 3x3
     conv + BN + ReLU block per entry of `channels`, 2x2 max-pooling between blocks, global
     average pooling and a linear head."""
@@ -159,7 +160,7 @@ SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS = "small_cnn_channels", "simple_cnn_channels
 NETWORK_WIDTH_KEYS = (SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS)
 
 
-def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) -> nn.Module:
+def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) -> Network:
     """A network with `features(x)` (B, D), `feature_map(x)` (B, D, h, w) before its global average
     pooling, `head` and `feature_dim`: a torchvision ResNet
     (`Classifier`: `pretrained`, `pretrained_sha256`, `stem` of `train_cfg`), a timm model

@@ -50,6 +50,9 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 class ImageNetNormalize(nn.Module):
     """[0, 1] RGB (B, 3, H, W) -> (x - mean) / std with the ImageNet statistics."""
 
+    mean: torch.Tensor  # a buffer (register_buffer)
+    std: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self) -> None:
         super().__init__()
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1))

@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 
 from .models import WeightsError, load_state_dict, weights_file
+from .network import Network
 
 
 def timm_weights(path: str | Path, sha256: str | None) -> dict[str, torch.Tensor]:
@@ -46,7 +47,7 @@ def _pools_its_map(net: nn.Module, width: int) -> bool:
         net.train(mode)
 
 
-class TimmClassifier(nn.Module):
+class TimmClassifier(Network):
     """A timm model split into `features(x)` (B, D) pooled features, `feature_map(x)` (B, D, h, w)
     (timm's `forward_features`: a CNN's last stage before pooling) and `head` (D -> classes)."""
 

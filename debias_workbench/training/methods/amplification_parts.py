@@ -40,6 +40,10 @@ class LossEMA(PerSampleState):
     loss (the first observation of a sample is taken as is), and its class-wise max normalisation
     (each sample's EMA divided by the largest EMA of its class)."""
 
+    labels: torch.Tensor  # a buffer (register_buffer)
+    ema: torch.Tensor  # a buffer (register_buffer)
+    seen: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, labels: torch.Tensor, num_classes: int, alpha: float):
         super().__init__()
         self.num_classes, self.alpha = num_classes, alpha
@@ -96,6 +100,11 @@ class BNScore(PerSampleState):
     BN score s_t = alpha_s (l_t - l_ref) + (1 - alpha_s) s_{t-1} (Eq. 2, 0 until l_ref exists);
     both are updated only for the samples of the mini-batch. D^BN_t = {x in D^BN_cand: s_t(x) > 0}
     (Eq. 3)."""
+
+    loss: torch.Tensor  # a buffer (register_buffer)
+    seen: torch.Tensor  # a buffer (register_buffer)
+    ref: torch.Tensor  # a buffer (register_buffer)
+    score: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(self, n: int, alpha_l: float, alpha_s: float, t1: int, device: torch.device | str = "cpu"):
         super().__init__()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -13,6 +13,7 @@ import torch.nn as nn
 from ..augment import Augmenter
 from ..distributed import averaged_gradients
 from ..models import NETWORK_WIDTH_KEYS, build_network
+from ..network import Network
 from ..settings import AugmentSettings, OptimizerSettings
 from .spec import module_specs
 
@@ -116,17 +117,19 @@ class Method(nn.Module):
         self._host_counts[name] = value if modulo is None else value % modulo
         getattr(self, name).fill_(self._host_counts[name])
 
-    def build_biased_network(self, arch: str) -> nn.Module:
+    def build_biased_network(self, arch: str) -> Network:
         """A randomly initialised network of `arch` (e.g. ReBias's biased-by-design G)."""
         return build_network(arch, self.num_classes, {k: self.cfg[k] for k in NETWORK_WIDTH_KEYS if k in self.cfg})
 
     def augment(self, images: torch.Tensor) -> torch.Tensor:
         return self.augmenter(images, self.generator)
 
-    def make_optimizer(self, params) -> torch.optim.Optimizer | None:
+    def make_optimizer(self, params) -> torch.optim.Optimizer:
         """The configured optimiser over `params`; None for a method built `for_scoring()`."""
         if _FOR_SCORING.get():
-            return None
+            # typed as always an optimiser: a method built for scoring is never stepped, so no method's
+            # update checks for None
+            return None  # type: ignore[return-value]
         opt = OptimizerSettings.of(self.cfg["optimizer"])
         if opt.name == "adam":
             return torch.optim.Adam(params, lr=opt.lr, weight_decay=opt.weight_decay)
@@ -162,7 +165,7 @@ class Method(nn.Module):
             device.type, dtype=self.autocast_dtype or torch.bfloat16, enabled=self.autocast_dtype is not None
         )
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> Mapping[str, torch.Tensor | float]:
         """One optimisation step on `batch`; returns scalar statistics to log, as 0-d tensors on the
         device (the trainer reads them back once an epoch: a `.item()` per step would make the CPU
         wait for the GPU every step) or Python numbers known on the host."""

@@ -308,6 +308,8 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
     x^BN goes through f_d in its own forward pass (the paper does not say): its batch-norm
     statistics are those of the partner batch, and in train mode it updates the running ones too."""
 
+    iteration: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         self.bn_score = BNScore(0, self.args["alpha_l"], self.args["alpha_s"], self.args["t1"])

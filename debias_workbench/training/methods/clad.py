@@ -51,6 +51,10 @@ class NegativeDictionary(nn.Module):
     ptr (K,), the next slot to overwrite in each queue.
     """
 
+    feats: torch.Tensor  # a buffer (register_buffer)
+    rows: torch.Tensor  # a buffer (register_buffer)
+    ptr: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, keys: int, size: int, dim: int):
         super().__init__()
         self.register_buffer("feats", torch.zeros(keys, size, dim))

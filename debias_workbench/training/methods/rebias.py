@@ -119,6 +119,8 @@ class LearnedMixinH(_WithBiasedNetwork):
     the run's every epoch and its whole schedule. Unlike the authors' code, the gate (w, b) is
     optimised."""
 
+    updates: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         self.gate = nn.Linear(self.network.feature_dim, 1)

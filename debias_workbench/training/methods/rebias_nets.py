@@ -11,8 +11,10 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from ..network import Network
 
-class SimpleConvNet(nn.Module):
+
+class SimpleConvNet(Network):
     """Four conv layers (16/32/64/128 channels, BN, ReLU, stride 1) with `kernel` x `kernel`
     kernels, global average pooling, a linear head. ReBias: F uses 7x7, G uses 1x1 (colour only).
     As the authors' `models/mnist_models.py`: convolutions with a bias, initialised
@@ -64,7 +66,7 @@ class _BagBlock(nn.Module):
         return torch.relu(self.bn_b(self.conv_b(out)) + self.shortcut(x))
 
 
-class BagNet18(nn.Module):
+class BagNet18(Network):
     """BagNet18 with receptive field 43 (REFERENCE.md): a 1x1 conv and a 3x3 valid conv as the
     stem, then 4 stages of 2 blocks (64/128/256/512 channels, strides 2, 2, 2, 1) whose k x k
     kernels are 3 only in both blocks of stage 3 and the first block of stage 4. Each 3x3 conv

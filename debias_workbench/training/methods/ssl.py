@@ -97,6 +97,8 @@ class SelfSupervised(Method):
 
     scores_similarity = True  # `embed` (in each subclass) is scored against positives and negatives
 
+    steps_done: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         if self.args["negative"] not in ("none", "patch", "texture"):
@@ -249,6 +251,9 @@ class SelfSupervised(Method):
 class MoCoV2(SelfSupervised):
     """MoCo-v2 with an optional non-semantic negative, Eq. (1). `method_args`: alpha, tau, queue_size,
     momentum, proj_dim, negative (none | patch), shuffle_bn, bn_splits, probe_*."""
+
+    queue: torch.Tensor  # a buffer (register_buffer)
+    queue_ptr: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)

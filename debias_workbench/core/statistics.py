@@ -53,6 +53,7 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -214,7 +215,7 @@ def _t_interval(
     return Interval(estimate, estimate - half, estimate + half, paired, seeds, images)
 
 
-def _image_var(values: Sequence[RunValue]) -> float:
+def _image_var(values: Sequence[float]) -> float:
     ses = [getattr(v, "se", 0.0) for v in values]
     ses = [s for s in ses if math.isfinite(s)]
     return float(np.mean(ses)) ** 2 if ses else 0.0
@@ -245,7 +246,8 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Interval:
         return Interval(math.nan, -math.inf, math.inf, False, (ka, kb))
     estimate = float(np.mean([float(v) for v in a]) - np.mean([float(v) for v in b]))
     image_var = _image_var(a) + _image_var(b)
-    seeds_a, seeds_b = [getattr(v, "seed", None) for v in a], [getattr(v, "seed", None) for v in b]
+    seeds_a: list[Any] = [getattr(v, "seed", None) for v in a]
+    seeds_b: list[Any] = [getattr(v, "seed", None) for v in b]
     if None not in seeds_a and sorted(seeds_a) == sorted(seeds_b) and len(set(seeds_a)) == ka and ka >= 2:
         by_seed = {s: v for s, v in zip(seeds_b, b)}
         pairs = [(v, by_seed[s]) for s, v in zip(seeds_a, a)]
@@ -259,8 +261,8 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Interval:
     va = float(np.var([float(v) for v in a], ddof=1)) / ka
     vb = float(np.var([float(v) for v in b], ddof=1)) / kb
     seed_var = va + vb
-    seed_df = seed_var**2 / (va**2 / (ka - 1) + vb**2 / (kb - 1)) if seed_var > 0 else math.inf
-    return _t_interval(estimate, seed_var, seed_df, image_var, (ka, kb), False)
+    welch_df = seed_var**2 / (va**2 / (ka - 1) + vb**2 / (kb - 1)) if seed_var > 0 else math.inf
+    return _t_interval(estimate, seed_var, welch_df, image_var, (ka, kb), False)
 
 
 def _per_image_differences(pairs: list[tuple[float, float]]) -> tuple[float, int, float, int] | None:
@@ -268,9 +270,10 @@ def _per_image_differences(pairs: list[tuple[float, float]]) -> tuple[float, int
     difference (module docstring) where every run of the seed-paired `pairs` kept its values on the
     same N images; None otherwise."""
     arrays = [getattr(v, "per_image", None) for pair in pairs for v in pair]
-    if any(x is None for x in arrays) or len({len(x) for x in arrays}) != 1 or len(arrays[0]) < 2:
+    present = [x for x in arrays if x is not None]
+    if len(present) != len(arrays) or len({len(x) for x in present}) != 1 or len(present[0]) < 2:
         return None
-    d = np.stack([a.per_image - b.per_image for a, b in pairs])  # (k seeds, N images)
+    d = np.stack([x - y for x, y in zip(present[::2], present[1::2])])  # (k seeds, N images)
     k, n = d.shape
     seed_means, image_means = d.mean(axis=1), d.mean(axis=0)
     residual = d - seed_means[:, None] - image_means[None, :] + d.mean()

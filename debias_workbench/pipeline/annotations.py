@@ -70,8 +70,8 @@ def _photo_to_image(
     if w <= 0 or h <= 0:
         return 0.0, 0.0, 1.0, 1.0
     # a square image of another size cut from its photo (`geometry` crop), else a resized copy
-    cut = geometry is not None and width == height and (w, h) != (width, height)
-    window = geometry.window(h, w) if cut else None
+    cut = width == height and (w, h) != (width, height)
+    window = geometry.window(h, w) if geometry is not None and cut else None
     if window is None:
         return 0.0, 0.0, width / w, height / h
     top, left, side = window

@@ -159,7 +159,7 @@ def rebuild_hint(store: Path) -> str:
     )
 
 
-def check_store(store: Path) -> None:
+def check_store(store: Path | str) -> None:
     """The cheap check before a store is read: every array of the fingerprint present with its
     shape and its number of chunk files; raises StoreError naming the store and the rebuild."""
     store = Path(store)

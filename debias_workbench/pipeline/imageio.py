@@ -89,7 +89,8 @@ class Geometry:
 
     def apply(self, image: np.ndarray, size: int) -> np.ndarray:
         """`image` (H, W, C) as size x size."""
-        window = self.window(*image.shape[:2], size)
+        height, width = image.shape[:2]
+        window = self.window(height, width, size)
         if window is not None:
             top, left, side = window
             image = image[top : top + side, left : left + side]

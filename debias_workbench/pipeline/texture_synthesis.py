@@ -91,7 +91,7 @@ def synthesize(jobs: list[TextureJob], tool: Tool, timeout_s: float) -> list[np.
     if not jobs:
         return []
     with tempfile.TemporaryDirectory(prefix="texture-") as tmp:
-        files = []
+        files: list[dict[str, Any]] = []
         for k, job in enumerate(jobs):
             a, b, out = (Path(tmp) / f"{k:05d}_{part}.png" for part in ("a", "b", "out"))
             Image.fromarray(job.a).save(a)
@@ -117,16 +117,16 @@ def synthesize(jobs: list[TextureJob], tool: Tool, timeout_s: float) -> list[np.
                         results[k] = _run_one(tool, f, Path(tmp) / f"job{k:05d}.json", timeout_s, job.size)
         else:
             results = [_run_one(tool, f, Path(tmp) / "job.json", timeout_s, job.size) for f, job in zip(files, jobs)]
-    out = [
+    textures = [
         r if isinstance(r, np.ndarray) else f"texture synthesis ({tool.name}) failed for {job.id}: {r}"
         for r, job in zip(results, jobs)
     ]
-    if all(isinstance(r, str) for r in out):
+    if all(isinstance(r, str) for r in textures):
         raise PipelineError(
             f"the texture tool {tool.name} failed on every image of a batch of {len(jobs)}; "
-            f"first: {out[0]}. Check that it runs (texture.tool / texture.binary)"
+            f"first: {textures[0]}. Check that it runs (texture.tool / texture.binary)"
         )
-    return out
+    return textures
 
 
 def _run_one(tool: Tool, job: dict[str, Any], spec_path: Path, timeout_s: float, size: int) -> np.ndarray | str:

@@ -100,6 +100,7 @@ class VariantSplit:
 
     def _row(self, block: dict[str, np.ndarray], k: int, index: int) -> dict[str, Any]:
         columns = self._columns
+        assert columns is not None  # read by `_open` (`_block`) before any row
         row: dict[str, Any] = {
             "image": block["images"][k],
             "label": int(columns["labels"][index]),

@@ -62,6 +62,7 @@ def select(by_step: dict[float, dict[str, float]], rule: str, test: str, valid: 
         return None
     if rule == "oracle":
         return max(p[test] for p in usable)
+    assert valid is not None  # rule "validation" (checked above)
     best = max(p[valid] for p in usable)
     return next(p[test] for p in usable if p[valid] == best)
 

@@ -70,7 +70,7 @@ def _track(trackers: list[str], run_dir: Path, rows: list[dict]) -> None:
         watch.close()
 
 
-def _parser(prog: str, description: str) -> argparse.ArgumentParser:
+def _parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"workbench {prog}", description=description)
     parser.add_argument("--config", type=Path, required=True, help="the job's config slice (JSON)")
     return parser
@@ -212,7 +212,7 @@ def _saliency(models: list[Path], config: dict, stores: dict[str, Path], arrays:
 
     rows, maps = saliency_outputs(models, config, stores)
     with atomic_path(arrays) as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, **maps)
+        np.savez_compressed(fh, **maps)  # type: ignore[arg-type]  # numpy's stub types **arrays as allow_pickle
     return rows
 
 

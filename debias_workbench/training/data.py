@@ -30,9 +30,10 @@ import itertools
 import math
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import torch
@@ -90,7 +91,7 @@ class ZarrBatches:
         prefetch: int = 2,
         fields: tuple[str, ...] = ("images", "labels", "bias_labels"),
         pin_memory: bool = False,
-        aligned: dict[str, Path | str] | None = None,
+        aligned: Mapping[str, Path | str] | None = None,
         max_batches: int | None = None,
         shard: tuple[int, int] | None = None,
         cuts_views: bool = False,
@@ -231,7 +232,14 @@ class ZarrBatches:
         return out
 
 
-def first_rows(batch_size: int, limit: int | None) -> dict[str, int | None]:
+class FirstRows(TypedDict):
+    """`first_rows`' arguments of `ZarrBatches`."""
+
+    batch_size: int
+    max_batches: int | None
+
+
+def first_rows(batch_size: int, limit: int | None) -> FirstRows:
     """`ZarrBatches` arguments that read the first `limit` rows in order (whole batches, so exactly
     `limit` when it is at most `batch_size`; every row with None): smoke mode's `evaluation.max_images`."""
     if limit is None:

@@ -241,6 +241,7 @@ def broadcast_batch_norm_(module: nn.Module) -> None:
         and m.track_running_stats
         and not isinstance(m, (nn.SyncBatchNorm, GlobalBatchNorm))
         for t in (m.running_mean, m.running_var)
+        if t is not None  # (always, with track_running_stats)
     ]
     if not stats:
         return
@@ -280,12 +281,13 @@ class GlobalBatchNorm(_BatchNorm):
         y = centred * torch.rsqrt(var + self.eps).view(shape)
         if self.affine:
             y = y * self.weight.view(shape) + self.bias.view(shape)
-        if self.track_running_stats:
+        running_mean, running_var, batches = self.running_mean, self.running_var, self.num_batches_tracked
+        if running_mean is not None and running_var is not None and batches is not None:  # track_running_stats
             with torch.no_grad():
-                self.num_batches_tracked.add_(1)
-                factor = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
-                self.running_mean.mul_(1 - factor).add_(mean.detach(), alpha=factor)
-                self.running_var.mul_(1 - factor).add_(var.detach() * n / (n - 1).clamp_min(1), alpha=factor)
+                batches.add_(1)
+                factor = self.momentum if self.momentum is not None else 1.0 / float(batches)
+                running_mean.mul_(1 - factor).add_(mean.detach(), alpha=factor)
+                running_var.mul_(1 - factor).add_(var.detach() * n / (n - 1).clamp_min(1), alpha=factor)
         return y.to(x.dtype)
 
 

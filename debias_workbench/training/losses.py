@@ -39,11 +39,14 @@ def rbf_kernel(x: torch.Tensor, sigma: float | None) -> torch.Tensor:
     x = x.flatten(1).float()
     sq = (x * x).sum(1)
     d2 = (sq[:, None] + sq[None, :] - 2 * x @ x.T).clamp_min(0.0)  # (m, m)
+    width: float | torch.Tensor
     if sigma is None:
         m = len(x)  # the off-diagonal entries in row order, without a boolean mask (its indexing waits for a GPU)
         off_diagonal = d2.detach().flatten()[1:].view(m - 1, m + 1)[:, :-1]
-        sigma = off_diagonal.sqrt().median().clamp_min(1e-6)
-    return torch.exp(-d2 / (2 * sigma**2))
+        width = off_diagonal.sqrt().median().clamp_min(1e-6)
+    else:
+        width = sigma
+    return torch.exp(-d2 / (2 * width**2))
 
 
 def hsic(
@@ -95,10 +98,10 @@ def moco_nce(
     query's non-semantic negative (None: plain MoCo-v2). Every embedding is L2-normalised here.
     """
     q, k, queue = F.normalize(q.float(), dim=1), F.normalize(k.float(), dim=1), F.normalize(queue.float(), dim=1)
-    logits = [(q * k).sum(1, keepdim=True), q @ queue.T]  # (B, 1), (B, K)
+    parts = [(q * k).sum(1, keepdim=True), q @ queue.T]  # (B, 1), (B, K)
     if ns is not None:
-        logits.append(alpha * (q * F.normalize(ns.float(), dim=1)).sum(1, keepdim=True))  # (B, 1)
-    logits = torch.cat(logits, dim=1) / tau
+        parts.append(alpha * (q * F.normalize(ns.float(), dim=1)).sum(1, keepdim=True))  # (B, 1)
+    logits = torch.cat(parts, dim=1) / tau
     return F.cross_entropy(logits, torch.zeros(len(q), dtype=torch.long, device=q.device))
 
 

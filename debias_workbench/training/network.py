@@ -16,3 +16,5 @@ class Network(nn.Module):
     feature_dim: int
     head: nn.Linear
     features: Callable[[torch.Tensor], torch.Tensor]  # (B, 3, H, W) -> (B, D), a method of each network
+    #: (B, 3, H, W) -> (B, D, h, w) before the global average pooling: a method of all but `SmallCNN`
+    feature_map: Callable[[torch.Tensor], torch.Tensor]

@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ READY = "ready"
 JOB_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _send(sock: socket.socket, message: dict[str, Any], fds: list[int] = ()) -> None:
+def _send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
     socket.send_fds(sock, [json.dumps(message).encode()], list(fds))
 
 
@@ -216,7 +217,7 @@ class _Server:
             self.listener.fileno(),
             self.selector.fileno(),
             *(fd for conn, pidfd in self.jobs.values() for fd in (conn.fileno(), pidfd)),
-            *(key.fileobj.fileno() for key in self.selector.get_map().values() if key.data[0] == "request"),
+            *(key.fd for key in self.selector.get_map().values() if key.data[0] == "request"),
         ]
 
     def handle(self, key: selectors.SelectorKey) -> None:
@@ -225,6 +226,7 @@ class _Server:
             conn, _ = self.listener.accept()
             self.selector.register(conn, selectors.EVENT_READ, ("request", None))
         elif kind == "request":
+            assert isinstance(key.fileobj, socket.socket)  # registered by "accept" above
             self._request(key.fileobj)
         elif kind == "exited":
             self._exited(pid)

@@ -56,6 +56,8 @@ class ColoredMnistFamily(ConflictRatioFamily):
     def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         digits = load_digits(ds_cfg, seed)
         sigma = float(ds_cfg["colour_std"])
+        # split -> (images, labels, colours, percent of bias-conflicting samples or None)
+        parts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, float | None]]
         if percent is None:
             images, labels = digits["test"]
             parts = {"val": (images, labels, independent_colours(len(labels), f"{seed}/unbiased"), None)}

@@ -219,6 +219,11 @@ class RowFlags(PerSampleState):
     `candidates` (D^BN_cand), and the true `conflicting` (bias label != label, used only for the
     logged detection statistics)."""
 
+    # the flags the methods read (buffers registered by name in __init__)
+    aligned: torch.Tensor
+    candidates: torch.Tensor
+    conflicting: torch.Tensor
+
     def __init__(self, **flags: torch.Tensor):
         super().__init__()
         for name, values in flags.items():

@@ -100,7 +100,7 @@ class LfF(Method):
         self.ema_d.update(rows, gather_rows(F.cross_entropy(logits_d.detach().float(), y, reduction="none")))
         return lff_weight(self.ema_b.normalized(index), self.ema_d.normalized(index))
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y, index = self.augment(batch["images"]), batch["labels"], batch["index"]
         with self.autocast():
             logits_b, logits_d = self.biased(x).float(), self.network(x).float()
@@ -252,6 +252,7 @@ class LfFBiasEnsemble(LfF):
                 if steps >= total:
                     break
             epoch += 1
+        assert best_state is not None  # every candidate step is at most `total`, which the loop reaches
         member.load_state_dict(best_state)
         return member, best_step, best_acc
 
@@ -324,7 +325,7 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         self.partner_seed = int(torch.randint(2**62, ()))  # drawn after the seeded init: the same on a resume
         return stats
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y, index = self.augment(batch["images"]), batch["labels"], batch["index"]
         t = self.host_count("iteration")
         with self.autocast():
@@ -442,9 +443,9 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         }
 
 
-def _group_means(name: str, values: torch.Tensor, conflicting: torch.Tensor) -> dict[str, float]:
+def _group_means(name: str, values: torch.Tensor, conflicting: torch.Tensor) -> dict[str, torch.Tensor | float]:
     """Mean of `values` over the bias-aligned and the bias-conflicting entries (those present)."""
-    out = {}
+    out: dict[str, torch.Tensor | float] = {}
     for group, mask in (("aligned", ~conflicting), ("conflicting", conflicting)):
         if mask.any():
             out[f"{name}_{group}"] = values[mask].float().mean().detach()

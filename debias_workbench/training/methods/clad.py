@@ -146,7 +146,7 @@ class CLAD(Method):
         x = aug.apply(aug.normalize(aug.shift(torch.cat([images, positives]), shifts)), views)  # (2B, 3, H, W)
         return x[:b], x[b:]
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         images, y, rows = batch["images"], batch["labels"], batch["index"]  # images (B, H, W, 3) uint8
         positives, bg_labels, found = self.make_positives(batch)
         x_a, x_p = self.augmented_pair(images, positives)

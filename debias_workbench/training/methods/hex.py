@@ -75,7 +75,7 @@ class HEX(Method):
         rgb = (x * aug.std.to(x.device, non_blocking=True) + aug.mean.to(x.device, non_blocking=True)).clamp(0, 1)
         return gray(rgb)[:, 0]  # the grey level the co-occurrence statistics are taken over
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y = self.augment(batch["images"]), batch["labels"]
         with self.autocast():
             f_a = self.network(x).float()  # (B, C)

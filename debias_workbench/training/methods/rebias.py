@@ -56,7 +56,7 @@ class ReBias(_WithBiasedNetwork):
     def _hsic(self, zf: torch.Tensor, zg: torch.Tensor) -> torch.Tensor:
         return hsic(zf, zg, self.args["sigma_f"], self.args["sigma_g"], self.args["estimator"])
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y = self.augment(batch["images"]), batch["labels"]
         with torch.no_grad():
             zf_fixed, _ = self._forward(self.network, x)
@@ -92,7 +92,7 @@ class RUBi(_WithBiasedNetwork):
         self.mask_head = nn.Linear(num_classes, num_classes)
         self.optimizer = self.make_optimizer(self.parameters())  # F, G and the head together
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y = self.augment(batch["images"]), batch["labels"]
         _, logits_f = self._forward(self.network, x)
         _, logits_g = self._forward(self.biased, x)
@@ -134,7 +134,7 @@ class LearnedMixinH(_WithBiasedNetwork):
     def pretraining_g(self) -> bool:
         return self.host_count("updates") < self.pre_steps
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y = self.augment(batch["images"]), batch["labels"]
         pretraining = self.pretraining_g()
         self.count_step("updates")

@@ -31,7 +31,7 @@ def _stacked(y: torch.Tensor, s: int) -> torch.Tensor:
     return y.reshape(b, s, c, h, w).transpose(0, 1).reshape(s * b, c, h, w)
 
 
-def grouped_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, s: int, factor: float) -> torch.Tensor:
+def grouped_batch_norm(bn: SplitBatchNorm2d, x: torch.Tensor, s: int, factor: float) -> torch.Tensor:
     """Training-mode batch norm of x (B, C, H, W) with statistics per block of B/s consecutive rows
     in ONE `F.batch_norm` call: the blocks laid side by side as s C channels (`_side_by_side`,
     the reshape of the authors' demo), weight, bias and running statistics repeated s times; the
@@ -46,7 +46,7 @@ def grouped_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, s: int, factor: floa
     return _stacked(out, s)  # (B, C, H, W)
 
 
-def per_block_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, s: int, factor: float) -> torch.Tensor:
+def per_block_batch_norm(bn: SplitBatchNorm2d, x: torch.Tensor, s: int, factor: float) -> torch.Tensor:
     """The same as `grouped_batch_norm` with one `F.batch_norm` call per block: each block keeps
     the native kernel and the channels-last layout without a copy each way (the CPU path: the grouped
     reshape made a MoCo step slower, docs/measurements.md#shuffled-batch-norm-on-and-off), at 4 s kernels per
@@ -78,6 +78,11 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
     blocks side by side (`grouped_batch_norm`: launches, not arithmetic, bound a GPU step), on the
     CPU one call per block (`per_block_batch_norm`). In eval mode it is `nn.BatchNorm2d` (running
     statistics). Parameters and buffers are BatchNorm2d's, so state dicts load either way."""
+
+    # BatchNorm2d's running statistics, never None here: split batch norm tracks them
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+    num_batches_tracked: torch.Tensor
 
     def __init__(self, num_features: int, splits: int, **kwargs: Any):
         super().__init__(num_features, **kwargs)

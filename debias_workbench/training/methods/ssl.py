@@ -317,7 +317,7 @@ class MoCoV2(SelfSupervised):
         self.queue[: n - first] = keys[first:]
         self.count_step("queue_ptr", n, k)
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         images = batch["images"]  # (B, H, W, 3) uint8
         p_q, p_k = self.view_params(batch), self.view_params(batch)
         v_q, v_k = self.views.apply(images, p_q), self.views.apply(images, p_k)  # (B, 3, S, S) each
@@ -333,7 +333,7 @@ class MoCoV2(SelfSupervised):
         self.step(self.optimizer, loss)
         self.enqueue(gather_rows(k))  # every process's keys, in rank order; negatives are never enqueued
         self.count_step("steps_done")
-        stats = {"loss": loss.detach()}
+        stats: dict[str, torch.Tensor | float] = {"loss": loss.detach()}
         with torch.no_grad():
             qn = F.normalize(q.float(), dim=1)
             stats["sim_positive"] = (qn * F.normalize(k.float(), dim=1)).sum(1).mean()
@@ -378,7 +378,7 @@ class BYOL(SelfSupervised):
     def target(self, x: torch.Tensor) -> torch.Tensor:
         return self.target_projector(self.target_network.features(x))
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         images, b = batch["images"], len(batch["images"])  # (B, H, W, 3) uint8
         p_1, p_2 = self.view_params(batch), self.view_params(batch)
         views = torch.cat([self.views.apply(images, p_1), self.views.apply(images, p_2)])  # (2B, 3, S, S)

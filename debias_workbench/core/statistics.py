@@ -53,8 +53,8 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Sequence
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 

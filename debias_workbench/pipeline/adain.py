@@ -25,7 +25,9 @@ DECODER_MD5 = "39ba6997862b132303bb278f78664077"
 _SIZES = {"vgg_normalised.pth": "80,102,481", "decoder.pth": "14,023,458"}
 EPS = 1e-5
 #: the normalised VGG-19's 3x3 convolutions (in, out) up to relu4_1; "M" = ceil-mode 2x2 max-pool
-_ENCODER = (
+#: a layer of the encoder or decoder: (in, out) channels of a 3x3 conv, or a pool / upsampling mark
+_Layer = tuple[int, int] | str
+_ENCODER: tuple[_Layer, ...] = (
     (3, 64),
     (64, 64),
     "M",
@@ -40,7 +42,7 @@ _ENCODER = (
     (256, 512),
 )
 #: the decoder's convolutions; "U" = 2x nearest-neighbour upsampling; no ReLU after the last one
-_DECODER = (
+_DECODER: tuple[_Layer, ...] = (
     (512, 256),
     "U",
     (256, 256),
@@ -91,7 +93,7 @@ def vgg_encoder(weights: str | Path | None = None, upto: str = "relu4_1", md5: s
     for item in _ENCODER:
         layers += (
             [nn.MaxPool2d(2, 2, ceil_mode=True)]
-            if item == "M"
+            if isinstance(item, str)  # "M"
             else [nn.ReflectionPad2d(1), nn.Conv2d(*item, 3), nn.ReLU()]
         )
     net = nn.Sequential(*layers[: LAYER_END[upto] + 1])
@@ -102,7 +104,7 @@ def vgg_encoder(weights: str | Path | None = None, upto: str = "relu4_1", md5: s
 def decoder(weights: str | Path | None = None, md5: str = DECODER_MD5) -> nn.Sequential:
     layers: list[nn.Module] = []
     for k, item in enumerate(_DECODER):
-        if item == "U":
+        if isinstance(item, str):  # "U"
             layers.append(nn.Upsample(scale_factor=2, mode="nearest"))
         else:
             layers += [nn.ReflectionPad2d(1), nn.Conv2d(*item, 3)] + ([nn.ReLU()] if k < len(_DECODER) - 1 else [])

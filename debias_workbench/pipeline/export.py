@@ -27,6 +27,7 @@ import re
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -42,7 +43,7 @@ from .variant_reader import VariantSplit, store_splits
 #: samples per WebDataset shard (IN-9's 45,405 training images at 224 px: 5 shards of about 1.4 GB)
 SHARD_ROWS = 10_000
 #: the PNG settings of every exported image: lossless, and the same bytes for the same pixels
-PNG_OPTIONS = {"format": "PNG", "compress_level": 6}
+PNG_OPTIONS: dict[str, Any] = {"format": "PNG", "compress_level": 6}
 
 
 def png_bytes(array: np.ndarray) -> bytes:

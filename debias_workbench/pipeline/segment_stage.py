@@ -60,7 +60,7 @@ def array_layout(n: int, ds_cfg: dict[str, Any]) -> dict[str, tuple[tuple[int, .
     are created: `IMAGE_ARRAYS`, `ROW_ARRAYS`, and under `train_views: photo` each training photo
     squashed whole (`photos`, zero on the other rows) and every photo's (height, width) (`photo_shapes`)."""
     size, photos = int(ds_cfg["image_size"]), TrainPhotos.of(ds_cfg)
-    layout = {
+    layout: dict[str, tuple[tuple[int, ...], type]] = {
         name: ((n, size, size, 3) if name in ("images", "bg_t") else (n, size, size), np.uint8) for name in IMAGE_ARRAYS
     }
     layout |= {name: ((n,), dtype) for name, dtype in ROW_ARRAYS.items()}
@@ -73,7 +73,9 @@ def segment_shard(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, ou
     """Segment one shard's items and write its arrays and quality records to `out` (.npz)."""
     worker_setup()
     segmenter, photos = make_segmenter(ds_cfg["segmentation"]), TrainPhotos.of(ds_cfg)
-    arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in array_layout(len(items), ds_cfg).items()}
+    arrays: dict[str, np.ndarray] = {
+        name: np.zeros(shape, dtype) for name, (shape, dtype) in array_layout(len(items), ds_cfg).items()
+    }
     arrays["labels"][:] = [it.label for it in items]
     records = []
     for k, item in enumerate(items):

@@ -68,7 +68,8 @@ def grabcut(image: np.ndarray, boxes: list[Box], iterations: int, seed: int) -> 
     cv2.setRNGSeed(seed & 0x7FFFFFFF)
     bgr = np.ascontiguousarray(image[..., ::-1])
     try:
-        cv2.grabCut(bgr, init, None, bgd, fgd, iterations, cv2.GC_INIT_WITH_MASK)
+        # OpenCV takes no rectangle (None) with GC_INIT_WITH_MASK; its stubs ask for one
+        cv2.grabCut(bgr, init, None, bgd, fgd, iterations, cv2.GC_INIT_WITH_MASK)  # type: ignore[call-overload]
     except cv2.error:
         # GrabCut cannot fit its colour models (e.g. a single-colour image): keep the box.
         return Segmentation(inside.astype(np.uint8), "empty->box")

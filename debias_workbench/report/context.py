@@ -47,7 +47,9 @@ def accuracy_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> Table:
                     seed,
                     math.hypot(same.se, rand.se),
                     same.n,
-                    same.per_image - rand.per_image if aligned else None,
+                    same.per_image - rand.per_image
+                    if same.per_image is not None and rand.per_image is not None and aligned
+                    else None,
                 )
             )
     return by_label(table, labels)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
 class Document:
     title: str
-    blocks: list[tuple[str, object]] = field(default_factory=list)
+    #: (kind, body): the body a text, (header, rows) or (path, caption) by kind
+    blocks: list[tuple[str, Any]] = field(default_factory=list)
 
     def heading(self, text: str) -> None:
         self.blocks.append(("h2", text))

@@ -137,7 +137,7 @@ def worst_group_cell(values: list[float]) -> str:
     the worst group (`RunValue.n`, a range where the seeds' worst groups differ) and its interval."""
     if not values:
         return "–"
-    sizes = sorted({v.n for v in values if getattr(v, "n", None) is not None})
+    sizes = sorted({n for v in values if (n := getattr(v, "n", None)) is not None})
     size = "" if not sizes else f"n = {sizes[0]}" if len(sizes) == 1 else f"n = {sizes[0]}–{sizes[-1]}"
     ci = mean_interval(values)
     interval = f"95 % CI {ci.low:.1f} to {ci.high:.1f}" if math.isfinite(ci.low) else "no interval"

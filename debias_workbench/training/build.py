@@ -59,7 +59,8 @@ def configure_device(device: torch.device, deterministic: bool, tf32: bool = Fal
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
     torch.use_deterministic_algorithms(deterministic, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = False
+    # a module attribute torch's stubs omit
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
 
 
 def native_bf16(device: torch.device) -> bool:
@@ -100,5 +101,6 @@ def build_method(run_cfg: dict[str, Any], num_classes: int, device: torch.device
     if distributed.world() > 1 and settings.sync_bn:  # statistics of the global batch
         method = distributed.synchronise_batch_norm(method, device)
     if device.type == "cuda":  # the inputs are channels-last (`Augmenter.apply`): so are the convolutions' weights,
-        return method.to(device, memory_format=torch.channels_last)  # else each call converts them
+        # else each call converts them; Module.to takes memory_format, which its typed overloads omit
+        return method.to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]
     return method.to(device)

@@ -210,6 +210,8 @@ def _texture(models: list[Path], config: dict, stores: dict[str, Path], _arrays:
 def _saliency(models: list[Path], config: dict, stores: dict[str, Path], arrays: Path | None) -> list[dict]:
     from .analysis import saliency_outputs
 
+    if arrays is None:
+        raise SystemExit("workbench analyse: the saliency analysis writes its maps to --arrays F.npz; give one")
     rows, maps = saliency_outputs(models, config, stores)
     with atomic_path(arrays) as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, **maps)  # type: ignore[arg-type]  # numpy's stub types **arrays as allow_pickle

@@ -15,7 +15,7 @@ import atexit
 import os
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 import torch.distributed as dist
@@ -310,14 +310,18 @@ def _global_batch_norm(module: nn.Module) -> nn.Module:
     return out
 
 
-def synchronise_batch_norm(module: nn.Module, on: torch.device) -> nn.Module:
+M = TypeVar("M", bound=nn.Module)
+
+
+def synchronise_batch_norm(module: M, on: torch.device) -> M:
     """`module` with batch norm over the global batch (`training.sync_bn`): `nn.SyncBatchNorm`
     on CUDA, `GlobalBatchNorm` elsewhere. Parameters and buffers are shared with the originals."""
     global _COLLECTIVES_IN_BACKWARD
     _COLLECTIVES_IN_BACKWARD = True
+    # both replace the batch norms inside `module` and return `module` itself (a method is no batch norm)
     if on.type == "cuda":
-        return nn.SyncBatchNorm.convert_sync_batchnorm(module)
-    return _global_batch_norm(module)
+        return cast(M, nn.SyncBatchNorm.convert_sync_batchnorm(module))
+    return cast(M, _global_batch_norm(module))
 
 
 def mean_over_processes(sums: dict[str, float], counts: dict[str, int]) -> dict[str, float]:

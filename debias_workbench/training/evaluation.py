@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import torch
@@ -78,7 +78,16 @@ def accuracy(result: dict[str, np.ndarray]) -> float:
     return scored_accuracy(result)["value"]
 
 
-def scored_accuracy(result: dict[str, np.ndarray]) -> dict[str, float | int]:
+class Share(TypedDict):
+    """A scored accuracy: % of images right, their number, its standard error, which were (`pack_hits`)."""
+
+    value: float
+    n: int
+    se: float
+    hits: NotRequired[str]
+
+
+def scored_accuracy(result: dict[str, np.ndarray]) -> Share:
     """`scored_share` of a `predict_store` result's correct predictions: accuracy (%), images, `se`."""
     return scored_share(result["pred"] == result["labels"])
 
@@ -106,7 +115,7 @@ def severity_rows(result: dict[str, np.ndarray], store: Path, split: str, tags: 
     ]
 
 
-def scored_share(hits: np.ndarray) -> dict[str, float | int | str]:
+def scored_share(hits: np.ndarray) -> Share:
     """{"value": % of `hits` that are true, "n": their number, "se": its test-image bootstrap
     standard error (`core.statistics.proportion_se`), "hits": which were (`pack_hits`: the report
     pairs two models image by image)}; NaN without any."""
@@ -114,9 +123,7 @@ def scored_share(hits: np.ndarray) -> dict[str, float | int | str]:
     return {"value": value, "n": int(hits.size), "se": proportion_se(value, hits.size), "hits": pack_hits(hits)}
 
 
-def group_metrics(
-    result: dict[str, np.ndarray], tags: dict[str, Any], test_set: str
-) -> dict[str, dict[str, float | int]]:
+def group_metrics(result: dict[str, np.ndarray], tags: dict[str, Any], test_set: str) -> dict[str, Share]:
     """{metric: {"value", "n", "se"}} of the accuracies (%) that do not let the majority groups hide
     the others: on the bias-conflicting images (bias label != label; LfF's "unbiased" samples,
     BFFHQ's reported set; NaN if none), the mean over classes (Waterbirds' average of per-class

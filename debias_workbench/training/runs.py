@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ def train_runs(
     aligned_stores: dict[str, Path],
     test_stores: dict[str, Path],
     runs_dir: Path,
-    trackers: list[str] = (),
+    trackers: Sequence[str] = (),
     budget: JobBudget | None = None,
     at_once: int = 1,
 ) -> list[Path]:

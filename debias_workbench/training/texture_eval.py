@@ -42,7 +42,7 @@ from .models import WeightsError, load_state_dict
 VGG16_SHA256_PREFIX = "397923af"
 #: torchvision's VGG16 `features[:-16]` (modules 0-14): 3x3 convs (padding 1) each followed by a
 #: ReLU except the last one (conv3_3), "M" = 2x2 max-pool
-_VGG16_TO_CONV3_3 = (64, 64, "M", 128, 128, "M", 256, 256, 256)
+_VGG16_TO_CONV3_3: tuple[int | str, ...] = (64, 64, "M", 128, 128, "M", 256, 256, 256)
 #: torchvision's VGG16 takes images normalised by the ImageNet statistics
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -67,7 +67,7 @@ def vgg16_features_to_conv3_3() -> nn.Sequential:
     layers: list[nn.Module] = []
     channels = 3
     for item in _VGG16_TO_CONV3_3:
-        if item == "M":
+        if isinstance(item, str):  # "M"
             layers.append(nn.MaxPool2d(2, 2))
         else:
             layers += [nn.Conv2d(channels, item, 3, padding=1), nn.ReLU(inplace=True)]

@@ -9,6 +9,7 @@ a linear head of the workbench's own; `pretrained` is a local weights file (a to
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -27,7 +28,7 @@ def timm_weights(path: str | Path, sha256: str | None) -> dict[str, torch.Tensor
     return load_file(str(weights_file(path, sha256)))
 
 
-def _pools_its_map(net: nn.Module, width: int) -> bool:
+def _pools_its_map(net: Any, width: int) -> bool:  # a timm model (forward_features)
     """Whether the model's pooled features are the spatial mean of `forward_features` (one check on a
     small batch in eval mode, the model's mode restored)."""
     mode = net.training
@@ -59,7 +60,8 @@ class TimmClassifier(Network):
 
         if not timm.is_model(name):
             raise WeightsError(f"training.arch: timm has no model {name!r} (see timm.list_models())")
-        net = timm.create_model(name, pretrained=False, num_classes=0)
+        # Any: timm's models carry forward_features, pretrained_cfg and num_features, which nn.Module lacks
+        net: Any = timm.create_model(name, pretrained=False, num_classes=0)
         if pretrained:
             classifier = net.pretrained_cfg.get("classifier") or ()
             heads = tuple(f"{c}." for c in ((classifier,) if isinstance(classifier, str) else classifier))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ from .trackers import Trackers
 
 def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[torch.optim.lr_scheduler.LRScheduler]:
     sched = ScheduleSettings.of(cfg["schedule"])
-    out = []
+    out: list[torch.optim.lr_scheduler.LRScheduler] = []
     for opt in method.optimizers():
         if sched.name == "step":
             out.append(torch.optim.lr_scheduler.MultiStepLR(opt, list(sched.milestones), sched.gamma))
@@ -127,7 +128,7 @@ def train(
     aligned_stores: dict[str, Path] | None = None,
     stop_after_epochs: int | None = None,
     monitor: Monitor | None = None,
-    trackers: list[str] = (),
+    trackers: Sequence[str] = (),
     budget: JobBudget | None = None,
     keep_checkpoint: bool = False,
 ) -> Path:
@@ -314,7 +315,7 @@ def _train_epoch(
     method.generator.manual_seed(name_seed("augment", experiment, seed, epoch, *([rank] if world > 1 else [])))
     sums: dict[str, torch.Tensor | float] = {}  # device tensors or host numbers
     counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
-    interval: dict[str, list[torch.Tensor]] = {}  # statistics since the last curve point
+    interval: dict[str, list[torch.Tensor | float]] = {}  # statistics since the last curve point
     rows: list[dict] = []
     steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
     in_epoch = state.length.steps_in_epoch(epoch)
@@ -401,7 +402,7 @@ def on_cpu(state: Any) -> Any:
     if isinstance(state, dict):
         out = type(state)((k, on_cpu(v)) for k, v in state.items())
         if hasattr(state, "_metadata"):  # a state dict's module versions
-            out._metadata = state._metadata
+            out._metadata = state._metadata  # type: ignore[attr-defined]  # set by Module.state_dict
         return out
     if isinstance(state, (list, tuple)):
         return type(state)(on_cpu(v) for v in state)

@@ -151,6 +151,8 @@ def value(config: dict[str, Any], run: str | None, key: str) -> Any:
         return _lookup(config, key.removeprefix("config:"))
     if key.startswith("code:"):
         return _lookup(CODE_RULES, key.removeprefix("code:"))
+    if run is None:
+        raise ValueError(f"{key!r} is a run's value: name the run")
     found = _lookup(slices.run_config(config, run_name(config, run), config["seeds"][0]), key)
     return Path(found).name if key in FILE_KEYS and isinstance(found, str) else found
 

@@ -90,6 +90,7 @@ class In9Family(DatasetFamily):
 
     def segment_one_shard(self, job: StepJob) -> None:
         """One segmentation shard (inputs: the listing)."""
+        assert job.shard is not None  # a shard job's
         segment_shard(shard_items(read_listing(job.inputs[0]), job.ds_cfg, job.shard), job.ds_cfg, job.seed, job.out)
 
     def gather_segments(self, job: StepJob) -> None:
@@ -105,6 +106,7 @@ class In9Family(DatasetFamily):
     def build_variant(self, job: StepJob) -> None:
         """A variant store (inputs: the segmented store and its manifest; for an `external` variant, its folder)."""
         variant, manifest = job.variant, job.out.parent / f"{job.variant}.manifest.json"
+        assert variant is not None  # a variant job's
         if variant in EXTERNAL:
             build_external(variant, job.inputs[0], job.ds_cfg, job.seed, job.out)
             return
@@ -118,10 +120,12 @@ class In9Family(DatasetFamily):
 
     def derived_one_shard(self, job: StepJob) -> None:
         """One shard of a derived variant (inputs: the segmented store)."""
+        assert job.variant is not None and job.shard is not None  # a variant's shard job's
         derived_shard(job.variant, job.inputs[0], job.ds_cfg, job.seed, job.shard, job.out)
 
     def gather_derived(self, job: StepJob) -> None:
         """A derived variant's store (inputs: the segmented store, its manifest, then every shard in order)."""
+        assert job.variant is not None  # a variant job's
         derived_gather(
             job.variant,
             job.inputs[0],

@@ -25,7 +25,8 @@ def write_listing(items: list[SourceItem], path: Path) -> None:
 def read_listing(path: Path) -> list[SourceItem]:
     rows = json.loads(Path(path).read_text())["items"]
     return [
-        SourceItem(**{k: (Path(v) if k in PATH_FIELDS and v is not None else v) for k, v in row.items()})
+        # a row holds SourceItem's fields (`write_listing` wrote it from the dataclass)
+        SourceItem(**{k: (Path(v) if k in PATH_FIELDS and v is not None else v) for k, v in row.items()})  # type: ignore[arg-type]
         for row in rows
     ]
 

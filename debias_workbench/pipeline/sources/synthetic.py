@@ -125,7 +125,7 @@ def render_shape(label: int, size: int, rng: np.random.Generator) -> np.ndarray:
             off = np.array([math.cos(angle), math.sin(angle)]) * r * 0.55
             cv2.circle(mask, (round(cx + off[0]), round(cy + off[1])), round(r * 0.85), 0, -1)
         return mask
-    polys = {
+    shapes: dict[str, list[list[tuple[float, float]]]] = {
         "square": [[(-0.7, -0.7), (0.7, -0.7), (0.7, 0.7), (-0.7, 0.7)]],
         "triangle": [[(0, -1), (0.87, 0.5), (-0.87, 0.5)]],
         "star": [
@@ -148,7 +148,8 @@ def render_shape(label: int, size: int, rng: np.random.Generator) -> np.ndarray:
                 (-0.9, -0.35),
             ]
         ],
-    }[name]
+    }
+    polys = shapes[name]
     rot = np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
     for poly in polys:
         pts = (np.array(poly) @ rot.T) * r + np.array([cx, cy])

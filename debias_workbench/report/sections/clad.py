@@ -99,7 +99,7 @@ def figure5(doc: Document, table, paper: dict[str, Any], path: Path, roles: dict
             if prow["type"] != "Others":  # naming every prior method makes the cluster unreadable
                 ax.annotate(prow["model"], (same, rand), fontsize=6, color="grey")
     # a colour and marker per model: the demo plots 13 models, more than one colour cycle
-    styles = itertools.cycle(itertools.product("osD^v", plt.get_cmap("tab10").colors))
+    styles = itertools.cycle(itertools.product("osD^v", plt.get_cmap("tab10").colors))  # type: ignore[attr-defined]  # tab10 is a ListedColormap
     for (marker, colour), label in zip(styles, model_order(table, roles)):
         same, rand = table[label].get("mixed_same"), table[label].get("mixed_rand")
         if same and rand:
@@ -141,9 +141,9 @@ def bg_gap_verdict(
     background, must recognise the foreground (ONLY_FG well above chance). The verdict is drawn
     on the official Background Challenge test images where they were scored (the paper's Table 2
     is on those), else on the regenerated variants, and says which."""
-    base_label, reference = roles.get("base_in9"), roles.get("base_mr")
-    use_official = bool(official) and bool(official.get(base_label, {}).get("bg_gap"))
-    table = official if use_official else regenerated
+    base_label, reference = roles.get("base_in9", ""), roles.get("base_mr", "")  # "": no such row
+    use_official = official is not None and bool(official.get(base_label, {}).get("bg_gap"))
+    table = official if official is not None and use_official else regenerated
     base = table.get(base_label, {}).get("bg_gap")
     if not base:
         return
@@ -397,8 +397,8 @@ def sweep_figures(
     for name, sweep in config.get("sweep_points", {}).items():
         number, xlabel = figure_names.get(sweep["arg"], ("Sweep", sweep["arg"]))
         doc.heading(f"{number} – {config['sweeps'][name]['experiment']}: accuracy vs {sweep['arg']}")
-        values, labels = zip(*sweep["points"])
-        labels = [config["experiments"][e]["label"] for e in labels]
+        values, experiments = zip(*sweep["points"])
+        labels = [config["experiments"][e]["label"] for e in experiments]
         if not all(table.get(label, {}).get("original") for label in labels):
             doc.para("Some sweep runs have no evaluation in this run.")
             continue

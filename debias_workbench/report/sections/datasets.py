@@ -101,7 +101,8 @@ def manifests(doc: Document, manifest_files: list[Path], other_datasets: set[str
         "SHA-256 over its decoded values in row order and its attributes, whatever its chunking or codec); "
         "equal fingerprints mean equal datasets, and `workbench verify STORE` checks a copy against it."
     )
-    rows, skipped = [], {}
+    rows: list[list[str]] = []
+    skipped: dict[str, str] = {}  # item id -> why it was skipped
     for path in manifest_files:
         name = Path(path).name.removesuffix(".manifest.json")
         variant = name

@@ -191,7 +191,7 @@ def figure4(
         exp = config["experiments"].get(r.get("experiment", ""), {})
         if r.get("kind") == "curve" and exp.get("grid") == name:
             series[(exp["grid_method"], r["metric"])][r["step"]].append(r["value"])
-    acc_metric = f"{curves['test_set']}_accuracy" if curves else None
+    acc_metric = f"{curves['test_set']}_accuracy" if curves else ""  # "": no curves, no metric
     if not curves or not any(m == acc_metric for _, m in series):
         doc.para("No learning curves in this run (set `curves` in the grid).")
         return
@@ -233,7 +233,7 @@ def table2(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], pa
         return
     found: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in sorted(rows, key=lambda r: r.get("seed", 0)):
-        exp = r.get("experiment")
+        exp = r.get("experiment", "")  # "": none, not one of the experiments
         if exp not in texture["experiments"]:
             continue
         if (

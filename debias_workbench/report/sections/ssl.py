@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,7 @@ def dataset_sections(
     rows: list[dict[str, Any]],
     paper: dict[str, Any],
     out_dir: Path,
-    train_rows: list[dict[str, Any]] = (),
+    train_rows: Sequence[dict[str, Any]] = (),
 ) -> None:
     """Ge et al. Table 1 for the runs scored on `dataset` (their `eval_dataset`, e.g. ImageNet-100):
     `table` and `rows` hold only that dataset's numbers (`train_rows`: the runs' training rows, for
@@ -386,8 +387,8 @@ def _alpha_curve(
         ys = [table[moco[i]["label"]].get(column, []) for i in order]
         ax.errorbar(
             [alphas[i] for i in order],
-            [np.mean(y) if y else np.nan for y in ys],
-            yerr=[np.std(y, ddof=1) if len(y) > 1 else 0.0 for y in ys],
+            [float(np.mean(y)) if y else np.nan for y in ys],
+            yerr=[float(np.std(y, ddof=1)) if len(y) > 1 else 0.0 for y in ys],
             fmt=style,
             capsize=3,
             label={

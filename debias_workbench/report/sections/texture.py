@@ -107,7 +107,7 @@ def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], roles: dic
     """Does S-CLAD raise the shape bias (and Stylized IN-9 accuracy) of Base (IN9)? Only after
     Base (SIN9) is shown to recognise shapes on the stylized images; a shape bias from fewer than
     `MIN_IMAGES` decisions is named, never compared."""
-    reference_label, base_label = roles.get("base_sin9"), roles.get("base_in9")
+    reference_label, base_label = roles.get("base_sin9", ""), roles.get("base_in9", "")  # "": no such row
     reference = table.get(reference_label, {}).get("stylized", [])
     base = table.get(base_label, {})
     if not reference or not (base.get("shape_bias") or base.get(SHAPE_BIAS_TOO_FEW)):

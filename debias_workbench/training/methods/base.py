@@ -54,6 +54,8 @@ class Method(nn.Module):
     before augmenting), with `self.augment(images)` drawing from the trainer's generator.
     """
 
+    #: the optimiser of the method's networks (`make_optimizer`), made by each method's __init__
+    optimizer: torch.optim.Optimizer
     #: dataset fields the method needs besides images/labels/bias_labels (e.g. "masks")
     extra_fields: tuple[str, ...] = ()
     #: {batch field: variant}: images of another variant of the training dataset, read row by

@@ -113,7 +113,7 @@ def choose_partners(labels: torch.Tensor, generator: torch.Generator) -> tuple[t
 class CLAD(Method):
     """CLAD, Eq. (2). `method_args`: lambda (1.0), tau (0.2), queue_size (32), positive_view."""
 
-    extra_fields = ("masks",)
+    extra_fields: tuple[str, ...] = ("masks",)
     positive_ce = False  # CLAD+ adds CE on the positives (Eq. 3)
     keyed_negatives = True  # False: the "trivial" shared queue of the ablation
 

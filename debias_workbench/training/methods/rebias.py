@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..losses import hsic
+from ..network import Network
 from ..settings import TrainingSettings
 from .base import Method
 
@@ -25,7 +26,7 @@ class _WithBiasedNetwork(Method):
         super().__init__(num_classes, train_cfg, method_args)
         self.biased = self.build_biased_network(self.args["biased_arch"])
 
-    def _forward(self, net: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _forward(self, net: Network, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with self.autocast():
             z = net.features(x)
             return z.float(), net.head(z).float()

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn as nn
@@ -99,7 +99,10 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
         return PATH_BY_DEVICE.get(x.device.type, per_block_batch_norm)(self, x, s, factor)
 
 
-def split_batch_norm(module: nn.Module, splits: int) -> nn.Module:
+M = TypeVar("M", bound=nn.Module)
+
+
+def split_batch_norm(module: M, splits: int) -> M:
     """A copy of `module` whose `nn.BatchNorm2d` layers are `SplitBatchNorm2d`s of `splits`
     sub-batches, with the same parameters and buffers."""
     twin = copy.deepcopy(module)

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -92,6 +92,9 @@ def mlp(d_in: int, d_hidden: int, d_out: int, batch_norm: bool) -> nn.Sequential
     return nn.Sequential(nn.Linear(d_in, d_hidden), *middle, nn.ReLU(inplace=True), nn.Linear(d_hidden, d_out))
 
 
+M = TypeVar("M", bound=nn.Module)
+
+
 class SelfSupervised(Method):
     """Shared parts: aug-plus views, the non-semantic negative, the momentum copy, the linear probe."""
 
@@ -122,7 +125,11 @@ class SelfSupervised(Method):
         """One aug-plus view of each image of `batch` (self.generator): of its stored square, or of its
         whole photo in the photo's proportions (the batch's `aspects`), at the test images' side."""
         images, aspects = batch["images"], batch.get("aspects")
-        size = images.shape[1] if aspects is None else self.photos.view_size
+        if aspects is None:
+            size = images.shape[1]
+        else:
+            assert self.photos is not None  # a batch has aspects only from a split of whole photos
+            size = self.photos.view_size
         return self.views.sample(len(images), size, self.generator, aspects)
 
     def unaugmented(self, batch: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
@@ -154,7 +161,8 @@ class SelfSupervised(Method):
         parameter: the same arithmetic (a multiply, then an add). Buffers are copied in one list per
         dtype (CUDA's multi-tensor copy falls back to a launch per tensor when a list mixes the float
         running statistics with the integer batch counts)."""
-        p_t, p_o = list(target.parameters()), [p.detach() for p in online.parameters()]
+        p_t: list[torch.Tensor] = list(target.parameters())
+        p_o = [p.detach() for p in online.parameters()]
         torch._foreach_mul_(p_t, m)
         torch._foreach_add_(p_t, p_o, alpha=1 - m)
         by_dtype: dict[torch.dtype, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
@@ -166,7 +174,7 @@ class SelfSupervised(Method):
             torch._foreach_copy_(into, source)
 
     @staticmethod
-    def frozen_copy(module: nn.Module) -> nn.Module:
+    def frozen_copy(module: M) -> M:
         twin = copy.deepcopy(module)
         for p in twin.parameters():
             p.requires_grad_(False)

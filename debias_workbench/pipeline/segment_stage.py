@@ -98,7 +98,8 @@ def segment_shard(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, ou
         records.append(record)
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as fh:
-            np.savez(fh, records=np.array(json.dumps(records)), **arrays)  # type: ignore[arg-type]  # as in training/cli.py
+            # numpy's stub types **arrays as allow_pickle (as in training/cli.py)
+            np.savez(fh, records=np.array(json.dumps(records)), **arrays)  # type: ignore[arg-type]
 
 
 def gather_shards(

@@ -8,6 +8,7 @@ import json
 import os
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from debias_workbench.core.atomic import write_text_atomic
 from debias_workbench.core.errors import PipelineError
@@ -22,11 +23,16 @@ def write_listing(items: list[SourceItem], path: Path) -> None:
     write_text_atomic(path, json.dumps({"items": rows}, indent=0) + "\n")
 
 
+def _with_paths(row: dict[str, Any]) -> dict[str, Any]:
+    """A listing row with its path fields as Paths again."""
+    return {k: (Path(v) if k in PATH_FIELDS and v is not None else v) for k, v in row.items()}
+
+
 def read_listing(path: Path) -> list[SourceItem]:
     rows = json.loads(Path(path).read_text())["items"]
     return [
         # a row holds SourceItem's fields (`write_listing` wrote it from the dataclass)
-        SourceItem(**{k: (Path(v) if k in PATH_FIELDS and v is not None else v) for k, v in row.items()})  # type: ignore[arg-type]
+        SourceItem(**_with_paths(row))
         for row in rows
     ]
 

@@ -99,7 +99,8 @@ def figure5(doc: Document, table, paper: dict[str, Any], path: Path, roles: dict
             if prow["type"] != "Others":  # naming every prior method makes the cluster unreadable
                 ax.annotate(prow["model"], (same, rand), fontsize=6, color="grey")
     # a colour and marker per model: the demo plots 13 models, more than one colour cycle
-    styles = itertools.cycle(itertools.product("osD^v", plt.get_cmap("tab10").colors))  # type: ignore[attr-defined]  # tab10 is a ListedColormap
+    tab10 = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]  # a ListedColormap (Colormap has no colors)
+    styles = itertools.cycle(itertools.product("osD^v", tab10))
     for (marker, colour), label in zip(styles, model_order(table, roles)):
         same, rand = table[label].get("mixed_same"), table[label].get("mixed_rand")
         if same and rand:

@@ -86,22 +86,12 @@ class Monitor:
         for name, store in self.stores.items():
             if name not in self._batches:
                 self._batches[name] = scoring_batches(store, "val", self.batch_size, device)
-            result = predict_store(
-                lambda x: method.predict(x).argmax(1),
-                store,
-                "val",
-                self.batch_size,
-                method.augmenter,
-                device,
-                batches=self._batches[name],
-            )
+            result = predict_store(lambda x: method.predict(x).argmax(1), store, "val", self.batch_size,
+                                   method.augmenter, device, batches=self._batches[name])
             out.append({"metric": f"{name}_accuracy", **scored_accuracy(result)})
             if self.groups:
-                out += [
-                    {"metric": f"{name}_{k}", **v}
-                    for k, v in group_metrics(result, tags, name).items()
-                    if math.isfinite(v["value"])
-                ]
+                out += [{"metric": f"{name}_{k}", **v} for k, v in group_metrics(result, tags, name).items()
+                        if math.isfinite(v["value"])]
         method.train()
         return out
 
@@ -121,17 +111,9 @@ class RunState:
     progress: Progress
 
 
-def train(
-    run_cfg: dict[str, Any],
-    train_store: Path,
-    run_dir: Path,
-    aligned_stores: dict[str, Path] | None = None,
-    stop_after_epochs: int | None = None,
-    monitor: Monitor | None = None,
-    trackers: Sequence[str] = (),
-    budget: JobBudget | None = None,
-    keep_checkpoint: bool = False,
-) -> Path:
+def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_stores: dict[str, Path] | None = None,
+          stop_after_epochs: int | None = None, monitor: Monitor | None = None, trackers: Sequence[str] = (),
+          budget: JobBudget | None = None, keep_checkpoint: bool = False) -> Path:
     """Train the run `run_cfg` (its resolved config: `workflow.slices.run_config`) on
     `train_store`; returns the path of `model.pt`.
 
@@ -159,12 +141,9 @@ def train(
     batches = _training_batches(run_cfg, settings, train_store, aligned_stores or {}, device)
     with phase("setup"):  # the method built, its set-up (BiasEnsemble's committee), the checkpoint resumed
         state = _set_up(run_cfg, batches, device, run_dir / "checkpoint.pt")
-    watch = Trackers(
-        list(trackers) if distributed.is_main() else [],
-        run_dir,
-        {"experiment": run_cfg["experiment"], "seed": run_cfg["seed"], "config_hash": state.run_hash},
-        fresh=state.start_epoch == 0,
-    )
+    watch = Trackers(list(trackers) if distributed.is_main() else [], run_dir,
+                     {"experiment": run_cfg["experiment"], "seed": run_cfg["seed"], "config_hash": state.run_hash},
+                     fresh=state.start_epoch == 0)
     watch.log(state.history if state.start_epoch == 0 else [])
     try:
         with phase("epochs"):  # the steps, the checkpoints (saving) and monitors (scoring) taken out; a method's finish
@@ -178,22 +157,14 @@ def train(
                 watch.log(rows)
                 if distributed.is_main():
                     with phase("saving"):
-                        _save_checkpoint(
-                            run_dir / "checkpoint.pt",
-                            state.method,
-                            state.schedulers,
-                            epoch + 1,
-                            state.history,
-                            state.run_hash,
-                        )
+                        _save_checkpoint(run_dir / "checkpoint.pt", state.method, state.schedulers, epoch + 1,
+                                         state.history, state.run_hash)
                 distributed.barrier()  # no process runs ahead of the last checkpoint
                 if budget is not None:
                     budget.record(time.monotonic() - started)
             if final := state.method.finish(batches):
-                rows = [
-                    {"kind": "train", **state.tags, "epoch": state.length.loop_epochs, "metric": k, "value": v}
-                    for k, v in final.items()
-                ]
+                rows = [{"kind": "train", **state.tags, "epoch": state.length.loop_epochs, "metric": k, "value": v}
+                        for k, v in final.items()]
                 state.history += rows
                 watch.log([{**row, "kind": "final"} for row in rows])
     finally:
@@ -206,11 +177,9 @@ def _stop_for_next_job(budget: JobBudget | None, state: RunState, epoch: int, de
     epoch (rank 0 decides for every process, so all stop at the same checkpoint)."""
     if budget is None or not distributed.main_decides(budget.must_stop(), device):
         return
-    line = (
-        f"stopping at epoch {epoch} of {state.length.loop_epochs} to continue in the next job (budget: "
-        f"{duration(budget.left())} left of the job, the longest epoch {duration(budget.longest_epoch or 0)}, "
-        f"margin {duration(STOP_MARGIN_SECONDS)})"
-    )
+    line = (f"stopping at epoch {epoch} of {state.length.loop_epochs} to continue in the next job (budget: "
+            f"{duration(budget.left())} left of the job, the longest epoch {duration(budget.longest_epoch or 0)}, "
+            f"margin {duration(STOP_MARGIN_SECONDS)})")
     if distributed.is_main():
         print(f"{state.tags['experiment']} seed {state.tags['seed']}: {line}", flush=True)
     raise ContinueInNextJob(line)
@@ -220,49 +189,30 @@ def _check_processes(run_cfg: dict[str, Any], settings: TrainingSettings) -> Non
     """The run is started as `training.gpus` processes, and its global batch splits among them."""
     experiment, world = run_cfg["experiment"], distributed.world()
     if settings.gpus != world:
-        raise ValueError(
-            f"{experiment} seed {run_cfg['seed']} asks for training.gpus = {settings.gpus} but runs in "
-            f"{world} process(es): start it with `python -m torch.distributed.run --standalone "
-            f"--nproc_per_node {settings.gpus} -m debias_workbench train ...` (the workflow's train rule does)"
-        )
+        raise ValueError(f"{experiment} seed {run_cfg['seed']} asks for training.gpus = {settings.gpus} but runs in "
+                         f"{world} process(es): start it with `python -m torch.distributed.run --standalone "
+                         f"--nproc_per_node {settings.gpus} -m debias_workbench train ...` (the workflow's train rule "
+                         "does)")
     if settings.batch_size % world:
-        raise ValueError(
-            f"{experiment}: training.batch_size {settings.batch_size} (the global batch) does not split "
-            f"into training.gpus = {world} equal shares; make it a multiple of gpus"
-        )
+        raise ValueError(f"{experiment}: training.batch_size {settings.batch_size} (the global batch) does not split "
+                         f"into training.gpus = {world} equal shares; make it a multiple of gpus")
 
 
-def _training_batches(
-    run_cfg: dict[str, Any],
-    settings: TrainingSettings,
-    train_store: Path,
-    aligned_stores: dict[str, Path],
-    device: torch.device,
-) -> ZarrBatches:
+def _training_batches(run_cfg: dict[str, Any], settings: TrainingSettings, train_store: Path,
+                      aligned_stores: dict[str, Path], device: torch.device) -> ZarrBatches:
     """The run's training split, with the fields its method reads and the stores of its aligned variants."""
     method_cls = get_method(run_cfg["method"])
     if missing := set(method_cls.aligned_variants) - set(aligned_stores):
-        raise ValueError(
-            f"method {run_cfg['method']!r} needs the stores of {method_cls.aligned_variants}; missing {sorted(missing)}"
-        )
+        raise ValueError(f"method {run_cfg['method']!r} needs the stores of {method_cls.aligned_variants}; "
+                         f"missing {sorted(missing)}")
     world, rank = distributed.world(), distributed.rank()
     with phase("loading"):  # the store's split read (into memory when it fits: training.loader.in_memory_max_gb)
-        return ZarrBatches(
-            train_store,
-            "train",
-            settings.batch_size,
-            shuffle=True,
-            seed=run_cfg["seed"],
-            name=run_cfg["experiment"],
-            drop_last=True,
-            **settings.loader.batches_args(),
-            fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
-            pin_memory=device.type == "cuda",
-            aligned=aligned_stores,
-            max_batches=settings.steps_per_epoch,
-            shard=(rank, world) if world > 1 else None,
-            cuts_views=method_cls.cuts_photo_views,
-        )
+        return ZarrBatches(train_store, "train", settings.batch_size, shuffle=True, seed=run_cfg["seed"],
+                           name=run_cfg["experiment"], drop_last=True, **settings.loader.batches_args(),
+                           fields=("images", "labels", "bias_labels", *method_cls.extra_fields),
+                           pin_memory=device.type == "cuda", aligned=aligned_stores,
+                           max_batches=settings.steps_per_epoch, shard=(rank, world) if world > 1 else None,
+                           cuts_views=method_cls.cuts_photo_views)
 
 
 def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device, ckpt_path: Path) -> RunState:
@@ -273,12 +223,9 @@ def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device,
     spec = method_spec(run_cfg["method"])
     length = run_length(run_cfg["training"], len(batches), spec.epochs_before_run(run_cfg["method_args"]))
     if outside := switches_outside(run_cfg["method_args"], spec.within_run, length):
-        raise ValueError(
-            f"{experiment}: method_args "
-            + "; ".join(outside.values())
-            + f" ({length.steps_per_epoch} steps an epoch): set training.iterations to the paper's "
-            "run length, or move the switch"
-        )
+        raise ValueError(f"{experiment}: method_args " + "; ".join(outside.values())
+                         + f" ({length.steps_per_epoch} steps an epoch): set training.iterations to the paper's "
+                         "run length, or move the switch")
     method.pre_steps, method.total_steps = length.pre_steps, length.steps
     prepared = method.setup(batches)
     schedulers = make_schedulers(method, run_cfg["training"], length.epochs)
@@ -286,26 +233,16 @@ def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device,
     start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
     # the precision is the machine's choice as much as the config's (training.build.cpu_has_native_bf16):
     # kept with every row
-    tags = {
-        "experiment": experiment,
-        "method": run_cfg["method"],
-        "seed": run_cfg["seed"],
-        "precision": precision(method),
-    }
+    tags = {"experiment": experiment, "method": run_cfg["method"], "seed": run_cfg["seed"],
+            "precision": precision(method)}
     if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
         history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
     done = sum(length.steps_in_epoch(e) for e in range(start_epoch))
     return RunState(method, schedulers, length, tags, run_hash, start_epoch, history, Progress(length.all_steps, done))
 
 
-def _train_epoch(
-    state: RunState,
-    batches: ZarrBatches,
-    epoch: int,
-    settings: TrainingSettings,
-    device: torch.device,
-    monitor: Monitor | None,
-) -> list[dict]:
+def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: TrainingSettings,
+                 device: torch.device, monitor: Monitor | None) -> list[dict]:
     """One epoch's steps (and the monitor's points within it); its rows: the curve points and the
     epoch's mean statistics, speed and learning rate."""
     method, tags, world, rank = state.method, state.tags, distributed.world(), distributed.rank()
@@ -319,14 +256,8 @@ def _train_epoch(
     rows: list[dict] = []
     steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
     in_epoch = state.length.steps_in_epoch(epoch)
-    for batch in tqdm(
-        batches.epoch(epoch, in_epoch),
-        total=in_epoch,
-        desc=f"{experiment} s{seed} e{epoch}",
-        leave=False,
-        mininterval=5,
-        disable=None if main else True,
-    ):
+    for batch in tqdm(batches.epoch(epoch, in_epoch), total=in_epoch, desc=f"{experiment} s{seed} e{epoch}",
+                      leave=False, mininterval=5, disable=None if main else True):
         stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
         distributed.broadcast_batch_norm_(method)  # rank 0's running statistics, as DDP's buffers
         for key, value in stats.items():
@@ -349,29 +280,20 @@ def _train_epoch(
         for sched in state.schedulers:
             sched.step()
     elapsed = time.perf_counter() - t0 - monitor_seconds
-    row_stats = {
-        **distributed.mean_over_processes(epoch_sums, counts),
-        "epoch_seconds": elapsed,
-        "images_per_second": steps * settings.batch_size / max(elapsed, 1e-9),
-        "lr": method.optimizers()[0].param_groups[0]["lr"],
-    }
+    row_stats = {**distributed.mean_over_processes(epoch_sums, counts), "epoch_seconds": elapsed,
+                 "images_per_second": steps * settings.batch_size / max(elapsed, 1e-9),
+                 "lr": method.optimizers()[0].param_groups[0]["lr"]}
     if any(not math.isfinite(v) for v in row_stats.values()):
-        raise FloatingPointError(
-            f"{experiment} seed {seed}: non-finite training statistics {row_stats} at epoch {epoch}"
-        )
+        raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} "
+                                 f"at epoch {epoch}")
     if main:
-        print(
-            f"{experiment} seed {seed} epoch {epoch}: "
-            + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items())
-            + f"; {state.progress.line()}",
-            flush=True,
-        )
+        print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items())
+              + f"; {state.progress.line()}", flush=True)
     return rows + [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
 
 
-def _save_outputs(
-    run_dir: Path, run_cfg: dict[str, Any], state: RunState, classes: list[str], keep_checkpoint: bool = False
-) -> Path:
+def _save_outputs(run_dir: Path, run_cfg: dict[str, Any], state: RunState, classes: list[str],
+                  keep_checkpoint: bool = False) -> Path:
     """`train_metrics.jsonl` and `model.pt` (rank 0), the checkpoint removed unless `keep_checkpoint`;
     the others wait for them."""
     model_path = run_dir / "model.pt"
@@ -379,15 +301,8 @@ def _save_outputs(
         with phase("saving"), atomic_path(run_dir / "train_metrics.jsonl") as tmp:
             tmp.write_text("".join(json.dumps(row) + "\n" for row in state.history))
         with phase("saving"), atomic_path(model_path) as tmp:
-            torch.save(
-                {
-                    "state_dict": on_cpu(state.method.state_dict()),
-                    "run_config": run_cfg,
-                    "config_hash": state.run_hash,
-                    "classes": classes,
-                },
-                tmp,
-            )
+            torch.save({"state_dict": on_cpu(state.method.state_dict()), "run_config": run_cfg,
+                        "config_hash": state.run_hash, "classes": classes}, tmp)
         if not keep_checkpoint:
             (run_dir / "checkpoint.pt").unlink(missing_ok=True)
     distributed.barrier()  # the others return once model.pt exists
@@ -409,21 +324,13 @@ def on_cpu(state: Any) -> Any:
     return state
 
 
-def _save_checkpoint(
-    path: Path, method: Method, schedulers, next_epoch: int, history: list[dict], run_hash: str
-) -> None:
+def _save_checkpoint(path: Path, method: Method, schedulers, next_epoch: int, history: list[dict],
+                     run_hash: str) -> None:
     with atomic_path(path) as tmp:
-        torch.save(
-            {
-                "method": on_cpu(method.state_dict()),
-                "optimizers": [on_cpu(o.state_dict()) for o in method.optimizers()],
-                "schedulers": [s.state_dict() for s in schedulers],
-                "next_epoch": next_epoch,
-                "history": history,
-                "config_hash": run_hash,
-            },
-            tmp,
-        )
+        torch.save({"method": on_cpu(method.state_dict()),
+                    "optimizers": [on_cpu(o.state_dict()) for o in method.optimizers()],
+                    "schedulers": [s.state_dict() for s in schedulers], "next_epoch": next_epoch,
+                    "history": history, "config_hash": run_hash}, tmp)
 
 
 def _resume(ckpt_path: Path, method: Method, schedulers, run_hash: str) -> tuple[int, list[dict]]:
@@ -436,11 +343,8 @@ def _resume(ckpt_path: Path, method: Method, schedulers, run_hash: str) -> tuple
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     if state.get("config_hash") != run_hash:
         if distributed.is_main():
-            print(
-                f"{ckpt_path} was made with config {state.get('config_hash')}, this run's config is {run_hash} "
-                f"(see {ckpt_path.parent / 'config.json'}): starting over from epoch 0",
-                flush=True,
-            )
+            print(f"{ckpt_path} was made with config {state.get('config_hash')}, this run's config is {run_hash} "
+                  f"(see {ckpt_path.parent / 'config.json'}): starting over from epoch 0", flush=True)
         return 0, []
     method.load_state_dict(state["method"])
     for opt, opt_state in zip(method.optimizers(), state["optimizers"]):

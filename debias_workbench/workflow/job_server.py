@@ -46,28 +46,10 @@ from debias_workbench.core.phases import summary
 #: what the server imports once for every job it forks (torchvision: the ResNets; it also
 #: imports torch._dynamo, which torch's optimisers import on first use); not the `__main__`
 #: modules: runpy runs those anew for each job
-PRELOAD = (
-    "torch",
-    "torchvision",
-    *(
-        f"debias_workbench.{m}"
-        for m in (
-            "cli",
-            "training.cli",
-            "training.models",
-            "training.runs",
-            "training.trainer",
-            "training.evaluation",
-            "training.analysis",
-            "pipeline.cli",
-            "pipeline.fingerprint",
-            "pipeline.segment_stage",
-            "pipeline.variant_stage",
-            "pipeline.derived_stage",
-            "pipeline.datasets.in9",
-        )
-    ),
-)
+PRELOAD = ("torch", "torchvision", *(f"debias_workbench.{m}" for m in (
+    "cli", "training.cli", "training.models", "training.runs", "training.trainer", "training.evaluation",
+    "training.analysis", "pipeline.cli", "pipeline.fingerprint", "pipeline.segment_stage", "pipeline.variant_stage",
+    "pipeline.derived_stage", "pipeline.datasets.in9")))
 #: the module whose jobs (`python -m debias_workbench COMMAND ...`) the client hands to the server
 SERVED_MODULE = "debias_workbench"
 #: the `workbench` subcommands (`debias_workbench.cli`) a server runs: those that load torch or the generation code
@@ -213,12 +195,9 @@ class _Server:
         self.jobs: dict[int, tuple[socket.socket, int]] = {}  # child pid -> (client connection, pidfd)
 
     def inherited(self) -> list[int]:
-        return [
-            self.listener.fileno(),
-            self.selector.fileno(),
-            *(fd for conn, pidfd in self.jobs.values() for fd in (conn.fileno(), pidfd)),
-            *(key.fd for key in self.selector.get_map().values() if key.data[0] == "request"),
-        ]
+        return [self.listener.fileno(), self.selector.fileno(),
+                *(fd for conn, pidfd in self.jobs.values() for fd in (conn.fileno(), pidfd)),
+                *(key.fd for key in self.selector.get_map().values() if key.data[0] == "request")]
 
     def handle(self, key: selectors.SelectorKey) -> None:
         kind, pid = key.data
@@ -354,18 +333,14 @@ SWITCH_VARIABLE = "WORKBENCH_WARM_JOBS"
 UNSERVED_RULES = ("all", "report", "job_config")
 
 
-def wanted(
-    local: bool,
-    own_environments: bool,
-    touch: bool,
-    rules: list[str],
-    environ: dict[str, str] | os._Environ = os.environ,
-) -> bool:
+def wanted(local: bool, own_environments: bool, touch: bool, rules: list[str],
+           environ: dict[str, str] | os._Environ = os.environ) -> bool:
     """Whether a workflow run should start a server: a local run (not --touch) whose jobs share
     Snakemake's interpreter (not under --use-conda) with at least two jobs to serve among those of
     `rules` (a server imports what one job would), unless WORKBENCH_WARM_JOBS=0."""
     served = sum(rule not in UNSERVED_RULES for rule in rules)
-    return local and not own_environments and not touch and served >= 2 and environ.get(SWITCH_VARIABLE, "1") != "0"
+    return (local and not own_environments and not touch and served >= 2
+            and environ.get(SWITCH_VARIABLE, "1") != "0")
 
 
 def start(log: Path, environ: dict[str, str] | os._Environ = os.environ) -> subprocess.Popen | None:
@@ -377,14 +352,9 @@ def start(log: Path, environ: dict[str, str] | os._Environ = os.environ) -> subp
     path = folder / "socket"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
-        proc = subprocess.Popen(
-            [python, "-m", "debias_workbench.workflow.job_server", "serve", str(path), str(os.getpid())],
-            start_new_session=True,
-            env=dict(environ),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+        command = [python, "-m", "debias_workbench.workflow.job_server", "serve", str(path), str(os.getpid())]
+        proc = subprocess.Popen(command, start_new_session=True, env=dict(environ), stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + START_TIMEOUT_S
     while not (folder / READY).exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -417,10 +387,8 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["client"]:
         return client(argv[1:])
-    print(
-        "usage: python -m debias_workbench.workflow.job_server serve SOCKET OWNER_PID | client PYTHON_ARGS...",
-        file=sys.stderr,
-    )
+    print("usage: python -m debias_workbench.workflow.job_server serve SOCKET OWNER_PID | client PYTHON_ARGS...",
+          file=sys.stderr)
     return 2
 
 

@@ -35,9 +35,8 @@ def _variant_order(variants: list[str]) -> list[str]:
         return list(variants)
 
 
-def rebias_sections(
-    doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], paper: dict[str, Any], out_dir: Path
-) -> None:
+def rebias_sections(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], paper: dict[str, Any],
+                    out_dir: Path) -> None:
     """Every ReBias grid's Table 1, verdict and Figs. 3-4, then Table 2 (images)."""
     for name, grid in config.get("grids", {}).items():
         if grid.get("report", "rebias") != "rebias":
@@ -55,14 +54,11 @@ def table1(doc: Document, name: str, grid: dict[str, Any], acc, paper: dict[str,
     variants = _variant_order(grid["train_variants"])
     n_seeds = len(grid.get("seeds", [])) or max((len(v) for v in acc.values()), default=0)
     doc.heading(f"Table 1 – {name}: biased and unbiased accuracy (%) on {grid['dataset']}")
-    doc.para(
-        f"Mean ± sample std over {n_seeds} seed(s); each row is one train variant (colour-digit correlation "
-        "ρ). *Biased*: every test digit in its own colour (ρ = 1, as the authors score it); *unbiased*: colours "
-        "independent of the digit (ρ = 0.1 over 10 colours). Rows marked (paper) are ReBias's Table 1 "
-        "(60,000 MNIST digits, "
-        "80 epochs, paper widths), at the paper's ρ: with fewer digits and epochs the transition from shape "
-        "to colour comes at lower ρ, so compare the pattern across ρ, not the values at one ρ."
-    )
+    doc.para(f"Mean ± sample std over {n_seeds} seed(s); each row is one train variant (colour-digit correlation "
+             "ρ). *Biased*: every test digit in its own colour (ρ = 1, as the authors score it); *unbiased*: colours "
+             "independent of the digit (ρ = 0.1 over 10 colours). Rows marked (paper) are ReBias's Table 1 (60,000 "
+             "MNIST digits, 80 epochs, paper widths), at the paper's ρ: with fewer digits and epochs the transition "
+             "from shape to colour comes at lower ρ, so compare the pattern across ρ, not the values at one ρ.")
     for test_set in TEST_SETS:
         table_rows = [[f"ρ = {_rho(v)}", *[mean_std(acc.get((v, k, test_set), [])) for k in keys]] for v in variants]
         means = [[np.mean(acc[(v, k, test_set)]) for v in variants if acc.get((v, k, test_set))] for k in keys]
@@ -86,53 +82,34 @@ def verdict(doc: Document, grid: dict[str, Any], acc) -> None:
     lines = []
     capable = None
     if vanilla and acc.get((variants[-1], vanilla, "unbiased")):
-        capable, line = capability_line(
-            "Vanilla",
-            f"on the unbiased test set when trained at the lowest ρ = {_rho(variants[-1])}",
-            acc[(variants[-1], vanilla, "unbiased")],
-            CHANCE,
-            "the digits' shape where colour is weakly tied to it",
-        )
+        capable, line = capability_line("Vanilla", f"on the unbiased test set when trained at the lowest ρ = "
+                                        f"{_rho(variants[-1])}", acc[(variants[-1], vanilla, "unbiased")], CHANCE,
+                                        "the digits' shape where colour is weakly tied to it")
         lines.append(line)
     if vanilla:
         v = variants[0]
         unb, bia = acc.get((v, vanilla, "unbiased")), acc.get((v, vanilla, "biased"))
         if unb and bia:
             gap = np.mean(bia) - np.mean(unb)
-            lines.append(
-                f"At ρ = {_rho(v)}, Vanilla reaches {mean_std(bia)} % on the biased test set but "
-                f"{mean_std(unb)} % on the unbiased one ({gap:.1f} points lower): "
-                + ("it predicts mostly from the colour." if gap > 10 else "the colour bias costs it little.")
-            )
+            lines.append(f"At ρ = {_rho(v)}, Vanilla reaches {mean_std(bia)} % on the biased test set but "
+                         f"{mean_std(unb)} % on the unbiased one ({gap:.1f} points lower): "
+                         + ("it predicts mostly from the colour." if gap > 10 else "the colour bias costs it little."))
     if vanilla and rebias and capable is False:
-        lines.append(
-            "Does ReBias beat Vanilla on unbiased accuracy in this run? Not informative (see the capability check)."
-        )
+        lines.append("Does ReBias beat Vanilla on unbiased accuracy in this run? Not informative (see the capability "
+                     "check).")
     elif vanilla and rebias:
-        outcome = {
-            v: difference(acc[(v, rebias, "unbiased")], acc[(v, vanilla, "unbiased")])
-            for v in variants
-            if acc.get((v, rebias, "unbiased")) and acc.get((v, vanilla, "unbiased"))
-        }
+        outcome = {v: difference(acc[(v, rebias, "unbiased")], acc[(v, vanilla, "unbiased")]) for v in variants
+                   if acc.get((v, rebias, "unbiased")) and acc.get((v, vanilla, "unbiased"))}
         if outcome:
             wins = [v for v, o in outcome.items() if o.verdict == "higher"]
             losses = [v for v, o in outcome.items() if o.verdict == "lower"]
             at = lambda vs: ", ".join(_rho(v) for v in vs)  # noqa: E731
-            answer = (
-                "Yes"
-                if len(wins) == len(outcome)
-                else f"Higher only at ρ = {at(wins)}"
-                if wins
-                else "No: lower at every ρ"
-                if len(losses) == len(outcome)
-                else f"No: lower at ρ = {at(losses)}, cannot tell elsewhere"
-                if losses
-                else "Cannot tell"
-            )
+            answer = ("Yes" if len(wins) == len(outcome) else f"Higher only at ρ = {at(wins)}" if wins else
+                      "No: lower at every ρ" if len(losses) == len(outcome) else
+                      f"No: lower at ρ = {at(losses)}, cannot tell elsewhere" if losses else "Cannot tell")
             details = "; ".join(f"ρ = {_rho(v)}: {o.text()}" for v, o in outcome.items())
-            lines.append(
-                f"Does ReBias beat Vanilla on unbiased accuracy in this run? {answer}. ReBias vs Vanilla: {details}."
-            )
+            lines.append(f"Does ReBias beat Vanilla on unbiased accuracy in this run? {answer}. ReBias vs Vanilla: "
+                         f"{details}.")
     if lines:
         doc.para(" ".join(lines) + " Computed from the numbers above; nothing is tuned to the answer.")
 
@@ -143,12 +120,8 @@ def figure3(doc: Document, name: str, grid: dict[str, Any], rows: list[dict[str,
     variant = grid["figure_variant"]
     cells: dict[str, dict[tuple[int, int], list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if (
-            r.get("grid") == name
-            and r["metric"] == "cell_accuracy"
-            and r["train_variant"] == variant
-            and r["variant"] == "unbiased"
-        ):
+        if (r.get("grid") == name and r["metric"] == "cell_accuracy" and r["train_variant"] == variant
+                and r["variant"] == "unbiased"):
             cells[r["grid_method"]][(r["bias_label"], r["class_label"])].append(r["value"])
     methods = [k for k in grid["methods"] if k in cells]
     doc.heading(f"Fig. 3 – {name}: accuracy per colour × digit cell (trained at ρ = {_rho(variant)})")
@@ -156,9 +129,8 @@ def figure3(doc: Document, name: str, grid: dict[str, Any], rows: list[dict[str,
         doc.para("No per-cell results in this run.")
         return
     n = 1 + max(max(b, y) for m in methods for b, y in cells[m])
-    fig, axes = plt.subplots(
-        1, len(methods), figsize=(1.9 * len(methods) + 0.8, 2.6), squeeze=False, layout="constrained"
-    )
+    fig, axes = plt.subplots(1, len(methods), figsize=(1.9 * len(methods) + 0.8, 2.6), squeeze=False,
+                             layout="constrained")
     for ax, key in zip(axes[0], methods):
         grid_acc = np.full((n, n), np.nan)
         for (b, y), values in cells[key].items():
@@ -171,17 +143,13 @@ def figure3(doc: Document, name: str, grid: dict[str, Any], rows: list[dict[str,
     axes[0][0].set_ylabel("background colour", fontsize=7)
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="accuracy (%)")
     save_figure(fig, path, dpi=110)
-    doc.image(
-        path.name,
-        "Unbiased test set, mean over seeds. Diagonal cells: the colour the digit was trained with "
-        "(the biased accuracy); off-diagonal cells: unseen colour-digit pairs. A colour-reliant model "
-        "is bright on the diagonal only.",
-    )
+    doc.image(path.name, "Unbiased test set, mean over seeds. Diagonal cells: the colour the digit was trained with "
+                         "(the biased accuracy); off-diagonal cells: unseen colour-digit pairs. A colour-reliant model "
+                         "is bright on the diagonal only.")
 
 
-def figure4(
-    doc: Document, name: str, grid: dict[str, Any], config: dict[str, Any], rows: list[dict[str, Any]], path: Path
-) -> None:
+def figure4(doc: Document, name: str, grid: dict[str, Any], config: dict[str, Any], rows: list[dict[str, Any]],
+            path: Path) -> None:
     """ReBias Fig. 4: the curve methods' accuracy on the curve test set, and HSIC(f, g) of the
     methods that log it, over training steps (mean over seeds)."""
     curves = grid.get("curves")
@@ -210,12 +178,9 @@ def figure4(
         ax.legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
-    doc.image(
-        path.name,
-        f"Every {curves['every_steps']} steps: accuracy on the {curves['test_set']} test set (left) "
-        "and the unbiased HSIC estimate between F's and G's pooled features, averaged over the "
-        "steps since the previous point (right; only ReBias computes it).",
-    )
+    doc.image(path.name, f"Every {curves['every_steps']} steps: accuracy on the {curves['test_set']} test set (left) "
+                         "and the unbiased HSIC estimate between F's and G's pooled features, averaged over the "
+                         "steps since the previous point (right; only ReBias computes it).")
 
 
 def table2(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], paper: dict[str, list[float]]) -> None:
@@ -225,23 +190,17 @@ def table2(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], pa
     texture = config["analyses"]["texture"]
     doc.heading("Table 2 (ReBias) – images: biased and texture-unbiased accuracy (%)")
     if not texture["experiments"]:
-        doc.para(
-            "No image experiments in `analyses.texture.experiments`: this config trains ReBias on Biased "
-            "MNIST only. `config/imagenet9.yaml` lists the paper's runs (F = ResNet18, G = BagNet18 and the "
-            "baselines, 120 epochs)."
-        )
+        doc.para("No image experiments in `analyses.texture.experiments`: this config trains ReBias on Biased "
+                 "MNIST only. `config/imagenet9.yaml` lists the paper's runs (F = ResNet18, G = BagNet18 and the "
+                 "baselines, 120 epochs).")
         return
     found: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in sorted(rows, key=lambda r: r.get("seed", 0)):
         exp = r.get("experiment", "")  # "": none, not one of the experiments
         if exp not in texture["experiments"]:
             continue
-        if (
-            r.get("kind") == "eval"
-            and r["metric"] == "accuracy"
-            and r["variant"] in ("original", "mixed_rand")
-            and r.get("dataset") == config["evaluation"]["dataset"]
-        ):  # not the official test images
+        if (r.get("kind") == "eval" and r["metric"] == "accuracy" and r["variant"] in ("original", "mixed_rand")
+                and r.get("dataset") == config["evaluation"]["dataset"]):  # not the official test images
             found[exp][r["variant"]].append(r["value"])
         elif r.get("analysis") == "texture" and r["metric"] == "texture_unbiased_accuracy":
             found[exp]["texture"].append(r["value"])
@@ -249,38 +208,20 @@ def table2(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], pa
     for exp in texture["experiments"]:
         method = config["experiments"][exp]["method"]
         quoted = [f"{v:.1f}" for v in paper[method]] if method in paper else ["–", "–"]
-        table_rows.append(
-            [
-                config["experiments"][exp]["label"],
-                mean_std(found[exp]["original"]),
-                mean_std(found[exp]["texture"]),
-                mean_std(found[exp]["mixed_rand"]),
-                *quoted,
-            ]
-        )
-    doc.table(
-        ["Model", "Biased", "Unbiased (texture clusters)", "MIXED_RAND", "Biased (paper)", "Unbiased (paper)"],
-        table_rows,
-    )
+        table_rows.append([config["experiments"][exp]["label"], mean_std(found[exp]["original"]),
+                           mean_std(found[exp]["texture"]), mean_std(found[exp]["mixed_rand"]), *quoted])
+    doc.table(["Model", "Biased", "Unbiased (texture clusters)", "MIXED_RAND", "Biased (paper)",
+               "Unbiased (paper)"], table_rows)
     if texture["vgg"] or texture.get("vgg16"):
-        network = (
-            "VGG16 conv3_3 (torchvision's ImageNet weights, the authors' features[:-16])"
-            if texture.get("vgg16")
-            else "the normalised VGG-19's conv3_3, standing in for the authors' VGG16 "
-            "conv3_3 (set `analyses.texture.vgg16` to torchvision's vgg16-397923af.pth for theirs)"
-        )
-        note = (
-            f"Unbiased: accuracy per (texture cluster, class) cell with more than {texture['min_population']} "
-            f"images, averaged over the cells and over {len(texture['seeds'])} k-means clusterings "
-            f"(k = {texture['k']}) of the L2-normalised Gram features of {network}."
-        )
+        network = ("VGG16 conv3_3 (torchvision's ImageNet weights, the authors' features[:-16])"
+                   if texture.get("vgg16") else "the normalised VGG-19's conv3_3, standing in for the authors' VGG16 "
+                   "conv3_3 (set `analyses.texture.vgg16` to torchvision's vgg16-397923af.pth for theirs)")
+        note = (f"Unbiased: accuracy per (texture cluster, class) cell with more than {texture['min_population']} "
+                f"images, averaged over the cells and over {len(texture['seeds'])} k-means clusterings "
+                f"(k = {texture['k']}) of the L2-normalised Gram features of {network}.")
     else:
-        note = (
-            "The unbiased column needs VGG weights: set `analyses.texture.vgg16` to torchvision's "
-            "vgg16-397923af.pth (the authors' network) or `analyses.texture.vgg` to vgg_normalised.pth "
-            "(md5 bb6e9a222ef3630ff734596f29ad8d20, the stand-in); nothing is downloaded."
-        )
-    doc.para(
-        f"Mean ± sample std over seeds, on the {config['evaluation']['dataset']} validation images. {note} "
-        "The paper's numbers are for its own 9-class ImageNet subset at 224 px, 120 epochs."
-    )
+        note = ("The unbiased column needs VGG weights: set `analyses.texture.vgg16` to torchvision's "
+                "vgg16-397923af.pth (the authors' network) or `analyses.texture.vgg` to vgg_normalised.pth "
+                "(md5 bb6e9a222ef3630ff734596f29ad8d20, the stand-in); nothing is downloaded.")
+    doc.para(f"Mean ± sample std over seeds, on the {config['evaluation']['dataset']} validation images. {note} "
+             "The paper's numbers are for its own 9-class ImageNet subset at 224 px, 120 epochs.")

@@ -24,15 +24,9 @@ from .helpers import metric_table
 from .sections import SECTIONS
 
 
-def build_report(
-    config: dict[str, Any],
-    metric_files: list[Path],
-    quality_file: Path,
-    manifest_files: list[Path],
-    stores: dict[str, Path],
-    out_dir: Path,
-    saliency_arrays: Path | None = None,
-) -> None:
+# build_context's parameters, kept on two lines (one per line, as ruff format writes them, repeats that signature)
+def build_report(config: dict[str, Any], metric_files: list[Path], quality_file: Path, manifest_files: list[Path],
+                 stores: dict[str, Path], out_dir: Path, saliency_arrays: Path | None = None) -> None:  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = build_context(config, metric_files, quality_file, manifest_files, stores, out_dir, saliency_arrays)
     doc = Document("Debiasing workbench report")

@@ -68,14 +68,14 @@ def _list_classes(
                 continue  # hidden files (.DS_Store) are not items
             split = split_of(path.stem)
             items.append(
-                SourceItem(
-                    id=f"{split}/{cls}/{path.stem}",
-                    path=path,
-                    split=split,
-                    label=label,
-                    annotation=_find_annotation(annotations, split, cls, path.stem),
+                SourceItem.of_file(
+                    path,
+                    split,
+                    cls,
+                    label,
+                    _find_annotation(annotations, split, cls, path.stem),
+                    entry_problem(path),
                     true_mask=_find_mask(masks, split, cls, path.stem),
-                    problem=entry_problem(path),
                 )
             )
     return items

@@ -69,14 +69,5 @@ def list_imagenet(cfg: dict[str, Any], classes: list[str]) -> list[SourceItem]:
                         if cand.is_file():
                             ann = cand
                             break
-                items.append(
-                    SourceItem(
-                        id=f"{split}/{classes[label]}/{path.stem}",
-                        path=path,
-                        split=split,
-                        label=label,
-                        annotation=ann,
-                        problem=entry_problem(path),
-                    )
-                )
+                items.append(SourceItem.of_file(path, split, classes[label], label, ann, entry_problem(path)))
     return items

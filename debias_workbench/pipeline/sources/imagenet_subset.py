@@ -81,13 +81,8 @@ def list_imagenet_subset(cfg: dict[str, Any], classes: list[str]) -> list[Source
                 empty.append(wnid)
             for path in entries:
                 items.append(
-                    SourceItem(
-                        id=f"{split}/{cls}/{path.stem}",
-                        path=path,
-                        split=split,
-                        label=label,
-                        annotation=_find_box(annotations, wnid, split, path.stem),
-                        problem=entry_problem(path),
+                    SourceItem.of_file(
+                        path, split, cls, label, _find_box(annotations, wnid, split, path.stem), entry_problem(path)
                     )
                 )
         if empty:

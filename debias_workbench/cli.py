@@ -36,7 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def usage() -> str:
     width = max(map(len, COMMANDS))
     return "usage: workbench COMMAND [ARGS]\n\ncommands:\n" + "\n".join(
-        f"  {name:<{width}}  {text}" for name, (_target, text) in COMMANDS.items())
+        f"  {name:<{width}}  {text}" for name, (_target, text) in COMMANDS.items()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,12 +7,12 @@ import errno
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .errors import PipelineError
-
 
 #: errors of a write that found no room: disk full, file-size limit (RLIMIT_FSIZE), quota
 NO_ROOM = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
@@ -36,9 +36,11 @@ def atomic_path(final: Path) -> Iterator[Path]:
     except BaseException as exc:
         _remove(tmp)
         if isinstance(exc, OSError) and exc.errno in NO_ROOM and not isinstance(exc, NoRoomError):
-            raise NoRoomError(f"no room to write {final} ({os.strerror(exc.errno)}); nothing was kept there: free "
-                              "space on its filesystem (or raise the limit), or point `results` at a larger one, "
-                              "then rerun") from exc
+            raise NoRoomError(
+                f"no room to write {final} ({os.strerror(exc.errno)}); nothing was kept there: free "
+                "space on its filesystem (or raise the limit), or point `results` at a larger one, "
+                "then rerun"
+            ) from exc
         raise
     _remove(final)
     os.rename(tmp, final)

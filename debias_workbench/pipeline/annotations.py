@@ -24,7 +24,9 @@ def read_voc_boxes(xml_path: Path, width: int, height: int, geometry: Geometry |
     try:
         root = ET.parse(xml_path).getroot()
     except (ET.ParseError, OSError) as exc:
-        raise SkipItem(f"malformed annotation {xml_path} ({exc}); fix or delete it (then the fallback box is used)") from exc
+        raise SkipItem(
+            f"malformed annotation {xml_path} ({exc}); fix or delete it (then the fallback box is used)"
+        ) from exc
     ox, oy, sx, sy = _photo_to_image(root, width, height, xml_path, geometry)
     boxes: list[Box] = []
     for obj in root.iter("object"):
@@ -54,8 +56,9 @@ def read_voc_boxes(xml_path: Path, width: int, height: int, geometry: Geometry |
     return boxes
 
 
-def _photo_to_image(root: ET.Element, width: int, height: int, xml_path: Path,
-                    geometry: Geometry | None) -> tuple[float, float, float, float]:
+def _photo_to_image(
+    root: ET.Element, width: int, height: int, xml_path: Path, geometry: Geometry | None
+) -> tuple[float, float, float, float]:
     """(ox, oy, sx, sy): a photo pixel (x, y) of the XML is image pixel ((x - ox) sx, (y - oy) sy)."""
     size = root.find("size")
     if size is None:
@@ -67,8 +70,8 @@ def _photo_to_image(root: ET.Element, width: int, height: int, xml_path: Path,
     if w <= 0 or h <= 0:
         return 0.0, 0.0, 1.0, 1.0
     # a square image of another size cut from its photo (`geometry` crop), else a resized copy
-    cut = geometry is not None and width == height and (w, h) != (width, height)
-    window = geometry.window(h, w) if cut else None
+    cut = width == height and (w, h) != (width, height)
+    window = geometry.window(h, w) if geometry is not None and cut else None
     if window is None:
         return 0.0, 0.0, width / w, height / h
     top, left, side = window

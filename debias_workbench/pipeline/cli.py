@@ -24,7 +24,8 @@ from .datasets import get_family
 
 def verify(argv: list[str]) -> int:
     """Exit 0 when every store holds what its fingerprint says, else 1 with the first bad rows named."""
-    from .fingerprint import read_fingerprint, verify as verify_store
+    from .fingerprint import read_fingerprint
+    from .fingerprint import verify as verify_store
 
     parser = argparse.ArgumentParser(prog="workbench verify", description=verify.__doc__)
     parser.add_argument("stores", type=Path, nargs="+")
@@ -44,7 +45,8 @@ def verify(argv: list[str]) -> int:
 
 def export(argv: list[str]) -> int:
     """Write a variant store in a format other tools read, with a dataset card (`pipeline.export`)."""
-    from .export import FORMATS, export as export_store
+    from .export import FORMATS
+    from .export import export as export_store
 
     parser = argparse.ArgumentParser(prog="workbench export", description=export.__doc__)
     parser.add_argument("store", type=Path)
@@ -76,11 +78,11 @@ def generate(argv: list[str]) -> int:
     family = get_family(args.family)
     job = json.loads(args.config.read_text())
     try:
-        family.run_step(args.step, job["config"], job["seed"], args.out, args.inputs, args.workers, args.variant,
-                        args.shard)
+        family.run_step(
+            args.step, job["config"], job["seed"], args.out, args.inputs, args.workers, args.variant, args.shard
+        )
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(summary(imports), flush=True)  # for benchmarks/demo_rules.py: the step is "other"
     return 0
-

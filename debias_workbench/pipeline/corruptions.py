@@ -39,8 +39,10 @@ def corruption_names(selection: str | list[str]) -> list[str]:
 def check_work_size(image_size: int, work_size: int | None) -> None:
     """The package refuses images under 32 px: say which setting to change."""
     if (work_size or image_size) < MIN_SIDE:
-        raise PipelineError(f"the ImageNet-C corruptions need images of at least {MIN_SIDE} px, these are "
-                            f"{work_size or image_size} px: set datasets.<in9>.corrupted.work_size to {MIN_SIDE} or more")
+        raise PipelineError(
+            f"the ImageNet-C corruptions need images of at least {MIN_SIDE} px, these are "
+            f"{work_size or image_size} px: set datasets.<in9>.corrupted.work_size to {MIN_SIDE} or more"
+        )
 
 
 def assign_pairs(labels: np.ndarray, ids: np.ndarray, n_pairs: int, seed: int) -> np.ndarray:
@@ -56,8 +58,9 @@ def assign_pairs(labels: np.ndarray, ids: np.ndarray, n_pairs: int, seed: int) -
     return pair
 
 
-def corrupt_image(image: np.ndarray, name: str, severity: int, image_id: str, seed: int,
-                  work_size: int | None) -> np.ndarray:
+def corrupt_image(
+    image: np.ndarray, name: str, severity: int, image_id: str, seed: int, work_size: int | None
+) -> np.ndarray:
     """`image` (H, W, 3) uint8 under `name` at `severity` (1-5), seeded by the image id; run at
     `work_size` (resized there and back) when given, else at the image's own size."""
     from imagecorruptions import corrupt

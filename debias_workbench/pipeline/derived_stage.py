@@ -36,8 +36,8 @@ from debias_workbench.core.errors import PipelineError, SkipItem
 from debias_workbench.core.provenance import store_provenance
 from debias_workbench.core.seeding import name_rng, name_seed
 
-from .imageio import TrainPhotos, unsquashed
 from .corruptions import assign_pairs, check_work_size, corrupt_image, corruption_names
+from .imageio import TrainPhotos, unsquashed
 from .parallel import run_blocks, worker_setup
 from .store import atomic_store, create_array
 
@@ -68,7 +68,8 @@ def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int,
         result = _stylize(images, labels, ids, splits[rows - lo], classes, ds_cfg, seed)
     else:
         if "source_sides" not in seg:
-            raise PipelineError(f"{seg_store} predates the photos' sides the texture variant needs; delete it and rerun")
+            raise PipelineError(f"{seg_store} predates the photos' sides the texture variant needs; "
+                                "delete it and rerun")
         result = _texture(*texture_examples(seg, rows, images, ds_cfg), labels, ids, ds_cfg, seed)
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as fh:
@@ -78,7 +79,8 @@ def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int,
 def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: list[Path], ds_cfg: dict[str, Any],
                    seed: int, out_store: Path, manifest_path: Path) -> None:
     """The variant store (layout of `variant_stage`, plus the kind's own per-image arrays:
-    `style_ids` for `stylized`, `corruption` and `severity` for `corrupted`) and its manifest (the segmentation's skipped items plus this stage's) from every shard, in row order."""
+    `style_ids` for `stylized`, `corruption` and `severity` for `corrupted`) and its manifest (the
+    segmentation's skipped items plus this stage's) from every shard, in row order."""
     seg = zarr.open_group(seg_store, mode="r")
     ids, splits = seg["ids"][:], seg["splits"][:]
     parts = [dict(np.load(path)) for path in shard_files]

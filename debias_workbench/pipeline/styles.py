@@ -37,7 +37,6 @@ from .imageio import MIN_PICTURE_SIDE, Geometry, is_image_name, load_rgb
 from .sources.listing import class_folders
 from .sources.synthetic import BACKGROUNDS, render_background
 
-
 #: the class of a `flat` style image: none
 NO_CLASS = -1
 
@@ -58,10 +57,14 @@ def load_styles(cfg: dict[str, Any], classes: list[str], seed: int) -> StyleSet:
     if cfg["kind"] == "embedded":
         return _embedded(classes, int(cfg["per_class"]), size, seed)
     if not cfg.get("root"):
-        what = ("a folder of style images (paintings)" if cfg["kind"] == "flat" else
-                f"a folder with one subfolder of texture images per class ({', '.join(classes)})")
-        raise PipelineError(f"stylized.styles.kind is {cfg['kind']} but stylized.styles.root is not set; point it at "
-                            f"{what}")
+        what = (
+            "a folder of style images (paintings)"
+            if cfg["kind"] == "flat"
+            else f"a folder with one subfolder of texture images per class ({', '.join(classes)})"
+        )
+        raise PipelineError(
+            f"stylized.styles.kind is {cfg['kind']} but stylized.styles.root is not set; point it at {what}"
+        )
     if cfg["kind"] == "flat":
         return _flat(Path(cfg["root"]).expanduser(), size)
     return _folder(Path(cfg["root"]).expanduser(), classes, size)
@@ -89,8 +92,10 @@ def choose_style(styles: StyleSet, label: int, item_id: str, seed: int, other_cl
 
 def _embedded(classes: list[str], per_class: int, size: int, seed: int) -> StyleSet:
     if len(classes) > len(BACKGROUNDS):
-        raise PipelineError(f"embedded styles exist for {len(BACKGROUNDS)} classes, the dataset has {len(classes)}; "
-                            "set stylized.styles.kind: folder (or flat) and stylized.styles.root")
+        raise PipelineError(
+            f"embedded styles exist for {len(BACKGROUNDS)} classes, the dataset has {len(classes)}; "
+            "set stylized.styles.kind: folder (or flat) and stylized.styles.root"
+        )
     images, ids, labels = [], [], []
     for k in range(len(classes)):
         for i in range(per_class):
@@ -105,8 +110,10 @@ def _embedded(classes: list[str], per_class: int, size: int, seed: int) -> Style
 
 def _folder(root: Path, classes: list[str], size: int) -> StyleSet:
     if not root.is_dir():
-        raise PipelineError(f"style folder {root} does not exist; create it with one subfolder of texture images per "
-                            f"class ({', '.join(classes)})")
+        raise PipelineError(
+            f"style folder {root} does not exist; create it with one subfolder of texture images per "
+            f"class ({', '.join(classes)})"
+        )
     images, ids, labels = [], [], []
     for k, folder in enumerate(class_folders(root, classes)):
         cls = folder.name

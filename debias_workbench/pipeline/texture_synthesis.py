@@ -53,18 +53,35 @@ class Tool:
         if self.batch:
             spec_path.write_text(json.dumps({"patch_size": self.patch_size, "jobs": jobs}))
             return [[*self.argv, str(spec_path)]]
-        return [[*self.argv, "--rand-seed", str(j["seed"]), "--out-size", f"{j['size']}x{j['size']}", "--out",
-                 j["out"], "generate", j["a"], j["b"]] for j in jobs]
+        return [
+            [
+                *self.argv,
+                "--rand-seed",
+                str(j["seed"]),
+                "--out-size",
+                f"{j['size']}x{j['size']}",
+                "--out",
+                j["out"],
+                "generate",
+                j["a"],
+                j["b"],
+            ]
+            for j in jobs
+        ]
 
 
 def make_tool(cfg: dict[str, Any]) -> Tool:
     """The tool `cfg` (`tool`, `binary`, `gmic_patch_size`) names."""
     if cfg["tool"] == "gmic":
-        return Tool("gmic", (sys.executable, "-m", "debias_workbench.pipeline.gmic_synth"), True, int(cfg["gmic_patch_size"]))
+        return Tool(
+            "gmic", (sys.executable, "-m", "debias_workbench.pipeline.gmic_synth"), True, int(cfg["gmic_patch_size"])
+        )
     if cfg["tool"] == "embark":
         if not cfg.get("binary"):
-            raise PipelineError("texture.tool is embark but texture.binary is not set: point it at EmbarkStudios' "
-                                "texture-synthesis executable")
+            raise PipelineError(
+                "texture.tool is embark but texture.binary is not set: point it at EmbarkStudios' "
+                "texture-synthesis executable"
+            )
         return Tool("embark", (str(Path(cfg["binary"]).expanduser()),), False)
     raise PipelineError(f"unknown texture.tool {cfg['tool']!r}; use gmic or embark")
 
@@ -74,13 +91,21 @@ def synthesize(jobs: list[TextureJob], tool: Tool, timeout_s: float) -> list[np.
     if not jobs:
         return []
     with tempfile.TemporaryDirectory(prefix="texture-") as tmp:
-        files = []
+        files: list[dict[str, Any]] = []
         for k, job in enumerate(jobs):
             a, b, out = (Path(tmp) / f"{k:05d}_{part}.png" for part in ("a", "b", "out"))
             Image.fromarray(job.a).save(a)
             Image.fromarray(job.b).save(b)
-            files.append({"a": str(a), "b": str(b), "out": str(out), "seed": job.seed, "size": job.size,
-                          "patch": int(job.a.shape[0])})
+            files.append(
+                {
+                    "a": str(a),
+                    "b": str(b),
+                    "out": str(out),
+                    "seed": job.seed,
+                    "size": job.size,
+                    "patch": int(job.a.shape[0]),
+                }
+            )
         if tool.batch:
             failure = _run(tool, files, Path(tmp) / "jobs.json", timeout_s * len(jobs))
             results = [_read(f["out"], job.size) for f, job in zip(files, jobs)]
@@ -92,12 +117,16 @@ def synthesize(jobs: list[TextureJob], tool: Tool, timeout_s: float) -> list[np.
                         results[k] = _run_one(tool, f, Path(tmp) / f"job{k:05d}.json", timeout_s, job.size)
         else:
             results = [_run_one(tool, f, Path(tmp) / "job.json", timeout_s, job.size) for f, job in zip(files, jobs)]
-    out = [r if isinstance(r, np.ndarray) else f"texture synthesis ({tool.name}) failed for {job.id}: {r}"
-           for r, job in zip(results, jobs)]
-    if all(isinstance(r, str) for r in out):
-        raise PipelineError(f"the texture tool {tool.name} failed on every image of a batch of {len(jobs)}; "
-                            f"first: {out[0]}. Check that it runs (texture.tool / texture.binary)")
-    return out
+    textures = [
+        r if isinstance(r, np.ndarray) else f"texture synthesis ({tool.name}) failed for {job.id}: {r}"
+        for r, job in zip(results, jobs)
+    ]
+    if all(isinstance(r, str) for r in textures):
+        raise PipelineError(
+            f"the texture tool {tool.name} failed on every image of a batch of {len(jobs)}; "
+            f"first: {textures[0]}. Check that it runs (texture.tool / texture.binary)"
+        )
+    return textures
 
 
 def _run_one(tool: Tool, job: dict[str, Any], spec_path: Path, timeout_s: float, size: int) -> np.ndarray | str:
@@ -110,11 +139,14 @@ def _run(tool: Tool, jobs: list[dict[str, Any]], spec_path: Path, timeout_s: flo
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread: identical textures whatever the machine
     for argv in tool.commands(jobs, spec_path):
         try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+            )
         except OSError as exc:
-            raise PipelineError(f"cannot start the texture tool {argv[0]!r} ({exc.strerror}); install it "
-                                "(`pip install gmic` for the default) or fix texture.binary") from exc
+            raise PipelineError(
+                f"cannot start the texture tool {argv[0]!r} ({exc.strerror}); install it "
+                "(`pip install gmic` for the default) or fix texture.binary"
+            ) from exc
         try:
             _, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:

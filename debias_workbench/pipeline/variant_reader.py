@@ -14,8 +14,9 @@ its own).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import zarr
@@ -52,9 +53,9 @@ class VariantSplit:
         self.fields = [f for f in OPTIONAL_FIELDS if f in group]
         self.length = int(group["labels"].shape[0])
         self.chunk_rows = int(group["images"].chunks[0])
-        self._group: zarr.Group | None = None   # opened again in each process that reads
-        self._columns: dict[str, np.ndarray] | None = None   # the per-row arrays, read whole on first use
-        self._cached: tuple[int, dict[str, np.ndarray]] | None = None   # the last image (and mask) chunk
+        self._group: zarr.Group | None = None  # opened again in each process that reads
+        self._columns: dict[str, np.ndarray] | None = None  # the per-row arrays, read whole on first use
+        self._cached: tuple[int, dict[str, np.ndarray]] | None = None  # the last image (and mask) chunk
 
     @property
     def classes(self) -> list[str]:
@@ -99,8 +100,13 @@ class VariantSplit:
 
     def _row(self, block: dict[str, np.ndarray], k: int, index: int) -> dict[str, Any]:
         columns = self._columns
-        row: dict[str, Any] = {"image": block["images"][k], "label": int(columns["labels"][index]),
-                               "bias_label": int(columns["bias_labels"][index]), "id": str(columns["ids"][index])}
+        assert columns is not None  # read by `_open` (`_block`) before any row
+        row: dict[str, Any] = {
+            "image": block["images"][k],
+            "label": int(columns["labels"][index]),
+            "bias_label": int(columns["bias_labels"][index]),
+            "id": str(columns["ids"][index]),
+        }
         if "masks" in block:
             row["mask"] = block["masks"][k]
         if "style_ids" in columns:

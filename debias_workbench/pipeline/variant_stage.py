@@ -62,8 +62,8 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
             manifest[split] = {"inputs": upstream[split]["inputs"], "outputs": len(kept),
                                "skipped": upstream[split]["skipped"] + skipped}
             whole = photos is not None and split == "train"  # the split holds the photos
-            sub = _split_group(group.create_group(split), variant, ds_cfg, len(kept), photos.side if whole else size,
-                               whole)
+            side = photos.side if photos is not None and whole else size
+            sub = _split_group(group.create_group(split), variant, ds_cfg, len(kept), side, whole)
             sub["labels"][:], sub["bias_labels"][:], sub["ids"][:] = labels[kept], bias, ids[kept]
             if whole:
                 shapes = seg["photo_shapes"][:][kept]

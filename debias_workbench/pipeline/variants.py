@@ -12,8 +12,17 @@ import numpy as np
 
 from debias_workbench.core.errors import SkipItem
 
-VARIANTS = ("original", "only_fg", "no_fg", "only_bg_b", "only_bg_t", "mixed_same", "mixed_rand", "mixed_next",
-            "sketch")
+VARIANTS = (
+    "original",
+    "only_fg",
+    "no_fg",
+    "only_bg_b",
+    "only_bg_t",
+    "mixed_same",
+    "mixed_rand",
+    "mixed_next",
+    "sketch",
+)
 MIXED = ("mixed_same", "mixed_rand", "mixed_next")
 #: Variants whose picture contains this sample's foreground at its mask: they store `masks`.
 WITH_FOREGROUND = ("original", "only_fg", "no_fg", "mixed_same", "mixed_rand", "mixed_next")
@@ -92,8 +101,7 @@ def bg_conflict_variants(percents: list[float]) -> list[str]:
     return [f"{BG_CONFLICT}{p:g}" for p in percents]
 
 
-def background_classes(labels: np.ndarray, ids: np.ndarray, n_classes: int, ratio: float,
-                       seed: int) -> np.ndarray:
+def background_classes(labels: np.ndarray, ids: np.ndarray, n_classes: int, ratio: float, seed: int) -> np.ndarray:
     """Class of the background each image's foreground goes onto, for the background-biased
     variants: per class y, round(ratio * n_y) images (chosen by a hash of their ids) take the
     other classes in turn from a seeded order (counts over them differ by at most one), the
@@ -110,8 +118,14 @@ def background_classes(labels: np.ndarray, ids: np.ndarray, n_classes: int, rati
     return out
 
 
-def choose_partner(variant: str, label: int, self_index: int, by_class: list[np.ndarray],
-                   rng: np.random.Generator, background_class: int = -1) -> int:
+def choose_partner(
+    variant: str,
+    label: int,
+    self_index: int,
+    by_class: list[np.ndarray],
+    rng: np.random.Generator,
+    background_class: int = -1,
+) -> int:
     """Index of the sample whose ONLY_BG_T background this sample's foreground goes onto.
 
     MIXED_SAME: another image of the same class. MIXED_RAND: a class drawn uniformly from

@@ -41,9 +41,22 @@ def ssl_runs(config: dict[str, Any]) -> list[dict[str, Any]]:
     for name, exp in config["experiments"].items():
         if exp["method"] in SSL_METHODS and not exp.get("grid"):
             args = {**spec(exp["method"]).defaults, **exp.get("method_args", {})}
-            runs.append({"experiment": name, "label": exp["label"], "method": exp["method"],
-                         "negative": args["negative"], "alpha": float(args["alpha"]), "probe_lr": float(args["probe_lr"]),
-                         "probe_augment": bool(args["probe_augment"])})
-    order = {("moco_v2", "none"): 0, ("moco_v2_texture", "texture"): 1, ("moco_v2", "patch"): 2,
-             ("byol", "none"): 3, ("byol", "patch"): 4}
+            runs.append(
+                {
+                    "experiment": name,
+                    "label": exp["label"],
+                    "method": exp["method"],
+                    "negative": args["negative"],
+                    "alpha": float(args["alpha"]),
+                    "probe_lr": float(args["probe_lr"]),
+                    "probe_augment": bool(args["probe_augment"]),
+                }
+            )
+    order = {
+        ("moco_v2", "none"): 0,
+        ("moco_v2_texture", "texture"): 1,
+        ("moco_v2", "patch"): 2,
+        ("byol", "none"): 3,
+        ("byol", "patch"): 4,
+    }
     return sorted(runs, key=lambda r: (order[(r["method"], r["negative"])], r["alpha"]))

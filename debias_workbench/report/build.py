@@ -17,15 +17,16 @@ import numpy as np
 from debias_workbench.core.atomic import atomic_path
 
 from . import model_selection
+from .aggregates import grid_accuracies
 from .context import ReportContext, build_context
 from .document import Document
 from .helpers import metric_table
 from .sections import SECTIONS
-from .aggregates import grid_accuracies
 
 
+# build_context's parameters, kept on two lines (one per line, as ruff format writes them, repeats that signature)
 def build_report(config: dict[str, Any], metric_files: list[Path], quality_file: Path, manifest_files: list[Path],
-                 stores: dict[str, Path], out_dir: Path, saliency_arrays: Path | None = None) -> None:
+                 stores: dict[str, Path], out_dir: Path, saliency_arrays: Path | None = None) -> None:  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = build_context(config, metric_files, quality_file, manifest_files, stores, out_dir, saliency_arrays)
     doc = Document("Debiasing workbench report")
@@ -47,9 +48,18 @@ def protocol_table(doc: Document, protocol: dict[str, Any]) -> None:
     """The paper's protocol against this run's (`workflow.protocol`): setting / paper / this run / source
     or, where they differ, the reason; under it the notes, each with the rows whose deviations it explains."""
     doc.heading(f"Protocol: {protocol['title']}")
-    doc.table(["setting", "paper", "this run", "source; why it differs"],
-              [[r["setting"], _setting_text(r["paper"]), _setting_text(r["this_run"]),
-                r["source"] + (f"; **differs**: {r['deviation']}" if r["deviation"] else "")] for r in protocol["rows"]])
+    doc.table(
+        ["setting", "paper", "this run", "source; why it differs"],
+        [
+            [
+                r["setting"],
+                _setting_text(r["paper"]),
+                _setting_text(r["this_run"]),
+                r["source"] + (f"; **differs**: {r['deviation']}" if r["deviation"] else ""),
+            ]
+            for r in protocol["rows"]
+        ],
+    )
     for note in protocol["notes"]:
         doc.para(note["text"] + (f" (Rows: {'; '.join(note['rows'])}.)" if note["rows"] else ""))
 
@@ -68,11 +78,15 @@ def add_selection_caption(doc: Document, start: int, rules: tuple[str, ...]) -> 
 
 def write_metrics_csv(ctx: ReportContext, path: Path) -> None:
     """One row per (source, model, metric): mean, sample std and the values over seeds."""
-    sources = [("eval", ctx.table),
-               ("shape_bias", {label: {"shape_bias": cols["shape_bias"]} for label, cols in ctx.shape_bias.items()
-                               if cols["shape_bias"]}),
-               *((a, metric_table(ctx.rows, "analysis", a)) for a in ("consistency", "fivecrop", "saliency", "texture")),
-               *((f"eval:{dataset}", d_table) for dataset, d_table in ctx.other_tables.items())]
+    sources = [
+        ("eval", ctx.table),
+        (
+            "shape_bias",
+            {label: {"shape_bias": cols["shape_bias"]} for label, cols in ctx.shape_bias.items() if cols["shape_bias"]},
+        ),
+        *((a, metric_table(ctx.rows, "analysis", a)) for a in ("consistency", "fivecrop", "saliency", "texture")),
+        *((f"eval:{dataset}", d_table) for dataset, d_table in ctx.other_tables.items()),
+    ]
     for name in ctx.config.get("grids", {}):
         grid_table: dict[str, dict[str, list[float]]] = defaultdict(dict)
         for (variant, key, test_set), values in grid_accuracies(ctx.all_rows, name).items():
@@ -84,6 +98,14 @@ def write_metrics_csv(ctx: ReportContext, path: Path) -> None:
             writer.writerow(["source", "model", "metric", "mean", "std", "n_seeds", "values"])
             for source, label, cols in ((src, label, cols) for src, t in sources for label, cols in sorted(t.items())):
                 for metric, values in sorted(cols.items()):
-                    writer.writerow([source, label, metric, f"{np.mean(values):.4f}",
-                                     f"{np.std(values, ddof=1) if len(values) > 1 else 0.0:.4f}", len(values),
-                                     " ".join(f"{v:.4f}" for v in values)])
+                    writer.writerow(
+                        [
+                            source,
+                            label,
+                            metric,
+                            f"{np.mean(values):.4f}",
+                            f"{np.std(values, ddof=1) if len(values) > 1 else 0.0:.4f}",
+                            len(values),
+                            " ".join(f"{v:.4f}" for v in values),
+                        ]
+                    )

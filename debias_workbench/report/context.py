@@ -14,9 +14,9 @@ import yaml
 
 from debias_workbench.core.statistics import RunValue, run_value
 
+from .aggregates import shape_bias_table
 from .helpers import by_label, experiment_labels, read_rows, sweep_only_experiments
 from .roles import role_labels
-from .aggregates import shape_bias_table
 
 Table = dict[str, dict[str, list[float]]]  # {model label: {column: [value per seed]}}
 
@@ -38,10 +38,20 @@ def accuracy_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> Table:
         if "mixed_same" in accs and "mixed_rand" in accs:
             same, rand = accs["mixed_same"], accs["mixed_rand"]
             # Mixed-Same and Mixed-Rand hold the same foregrounds row for row: the gap per image
-            aligned = (same.per_image is not None and rand.per_image is not None
-                       and len(same.per_image) == len(rand.per_image))
-            table[experiment]["bg_gap"].append(RunValue(same - rand, seed, math.hypot(same.se, rand.se), same.n,
-                                                        same.per_image - rand.per_image if aligned else None))
+            aligned = (
+                same.per_image is not None and rand.per_image is not None and len(same.per_image) == len(rand.per_image)
+            )
+            table[experiment]["bg_gap"].append(
+                RunValue(
+                    same - rand,
+                    seed,
+                    math.hypot(same.se, rand.se),
+                    same.n,
+                    same.per_image - rand.per_image
+                    if same.per_image is not None and rand.per_image is not None and aligned
+                    else None,
+                )
+            )
     return by_label(table, labels)
 
 
@@ -86,8 +96,15 @@ def paper_numbers() -> dict[str, Any]:
     return yaml.safe_load(resources.files("debias_workbench.report").joinpath("paper_numbers.yaml").read_text())
 
 
-def build_context(config: dict[str, Any], metric_files: list[Path], quality_file: Path, manifest_files: list[Path],
-                  stores: dict[str, Path], out_dir: Path, saliency_arrays: Path | None = None) -> ReportContext:
+def build_context(
+    config: dict[str, Any],
+    metric_files: list[Path],
+    quality_file: Path,
+    manifest_files: list[Path],
+    stores: dict[str, Path],
+    out_dir: Path,
+    saliency_arrays: Path | None = None,
+) -> ReportContext:
     all_rows = read_rows(metric_files)
     labels = experiment_labels(config)
     for r in all_rows:  # rows carry no labels: display names come from this report's config
@@ -98,17 +115,35 @@ def build_context(config: dict[str, Any], metric_files: list[Path], quality_file
     is_grid = lambda r: config["experiments"].get(r.get("experiment", ""), {}).get("grid")  # noqa: E731
     elsewhere: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in all_rows:
-        if (r.get("kind") == "eval" and not is_grid(r)
-                and r.get("dataset") not in (None, config["evaluation"]["dataset"], official)):
+        if (
+            r.get("kind") == "eval"
+            and not is_grid(r)
+            and r.get("dataset") not in (None, config["evaluation"]["dataset"], official)
+        ):
             elsewhere[r["dataset"]].append(r)
     scored_elsewhere = frozenset(r["experiment"] for d_rows in elsewhere.values() for r in d_rows)
-    rows = [r for r in all_rows if not is_grid(r) and not is_official(r)
-            and not (r.get("kind") == "eval" and r.get("experiment") in scored_elsewhere)]
-    ctx = ReportContext(config=config, out_dir=out_dir, stores=stores, quality_file=quality_file,
-                        manifest_files=manifest_files, saliency_arrays=saliency_arrays, paper=paper_numbers(),
-                        labels=labels, all_rows=all_rows, rows=rows,
-                        official_table=accuracy_table([r for r in all_rows if is_official(r)], labels),
-                        elsewhere=dict(sorted(elsewhere.items())), scored_elsewhere=scored_elsewhere)
+    rows = [
+        r
+        for r in all_rows
+        if not is_grid(r)
+        and not is_official(r)
+        and not (r.get("kind") == "eval" and r.get("experiment") in scored_elsewhere)
+    ]
+    ctx = ReportContext(
+        config=config,
+        out_dir=out_dir,
+        stores=stores,
+        quality_file=quality_file,
+        manifest_files=manifest_files,
+        saliency_arrays=saliency_arrays,
+        paper=paper_numbers(),
+        labels=labels,
+        all_rows=all_rows,
+        rows=rows,
+        official_table=accuracy_table([r for r in all_rows if is_official(r)], labels),
+        elsewhere=dict(sorted(elsewhere.items())),
+        scored_elsewhere=scored_elsewhere,
+    )
     ctx.table = accuracy_table(rows, labels)
     swept = {config["experiments"][e]["label"] for e in sweep_only_experiments(config)}  # in their own figures only
     ctx.main = {label: cols for label, cols in ctx.table.items() if label not in swept}

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
 class Document:
     title: str
-    blocks: list[tuple[str, object]] = field(default_factory=list)
+    #: (kind, body): the body a text, (header, rows) or (path, caption) by kind
+    blocks: list[tuple[str, Any]] = field(default_factory=list)
 
     def heading(self, text: str) -> None:
         self.blocks.append(("h2", text))
@@ -43,12 +45,15 @@ class Document:
 
     def html(self) -> str:
         esc = html.escape
-        out = ["<!doctype html><html><head><meta charset='utf-8'>", f"<title>{esc(self.title)}</title>",
-               "<style>body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
-               "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:.25em .6em;"
-               "text-align:right}td:first-child,th:first-child,td:nth-child(2){text-align:left}"
-               "tr.quoted{color:#666;font-style:italic}img{max-width:100%}</style></head><body>",
-               f"<h1>{esc(self.title)}</h1>"]
+        out = [
+            "<!doctype html><html><head><meta charset='utf-8'>",
+            f"<title>{esc(self.title)}</title>",
+            "<style>body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
+            "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:.25em .6em;"
+            "text-align:right}td:first-child,th:first-child,td:nth-child(2){text-align:left}"
+            "tr.quoted{color:#666;font-style:italic}img{max-width:100%}</style></head><body>",
+            f"<h1>{esc(self.title)}</h1>",
+        ]
         for kind, body in self.blocks:
             if kind == "h2":
                 out.append(f"<h2>{esc(str(body))}</h2>")
@@ -63,7 +68,9 @@ class Document:
                 out.append("</table>")
             else:
                 path, caption = body
-                out.append(f"<figure><img src='{esc(path)}' alt='{esc(caption)}'><figcaption>{esc(caption)}"
-                           "</figcaption></figure>")
+                out.append(
+                    f"<figure><img src='{esc(path)}' alt='{esc(caption)}'><figcaption>{esc(caption)}"
+                    "</figcaption></figure>"
+                )
         out.append("</body></html>")
         return "\n".join(out)

@@ -19,15 +19,30 @@ from debias_workbench.core.names import IMAGENET_LABEL  # noqa: E402
 from debias_workbench.core.statistics import mean_interval, run_value  # noqa: E402
 from debias_workbench.pipeline.datasets import get_family  # noqa: E402
 
-
 #: the roles (`report.roles`) in the papers' table order
-ORDER = ("base_in9", "base_mr", "clad_plus", "clad", "clad_plus_trivial", "clad_trivial", "base_sin9", "s_clad_plus",
-         "s_clad")
+ORDER = (
+    "base_in9",
+    "base_mr",
+    "clad_plus",
+    "clad",
+    "clad_plus_trivial",
+    "clad_trivial",
+    "base_sin9",
+    "s_clad_plus",
+    "s_clad",
+)
 
 #: table column titles of the test sets and metrics (the arrow: which way is better)
-COLUMN_TITLES = {"original": "Original ↑", "only_fg": "Only-FG ↑", "mixed_rand": "Mixed-Rand ↑",
-                 "mixed_same": "Mixed-Same ↑", "only_bg_t": "Only-BG-T ↓", "bg_gap": "BG-Gap ↓",
-                 "biased": "Biased ↑", "unbiased": "Unbiased ↑"}
+COLUMN_TITLES = {
+    "original": "Original ↑",
+    "only_fg": "Only-FG ↑",
+    "mixed_rand": "Mixed-Rand ↑",
+    "mixed_same": "Mixed-Same ↑",
+    "only_bg_t": "Only-BG-T ↓",
+    "bg_gap": "BG-Gap ↓",
+    "biased": "Biased ↑",
+    "unbiased": "Unbiased ↑",
+}
 
 
 def headline(family: str) -> tuple[list[str], list[str]]:
@@ -54,16 +69,26 @@ def capability_line(model: str, where: str, values: list[float], chance: float, 
     if capable:
         judged = f"it learns {task}, so the comparison below can judge the methods."
     elif values and ci.high < bar:
-        judged = (f"it does not learn {task}, so this benchmark cannot tell a working method from a broken one: the "
-                  "verdict below is **not informative**.")
+        judged = (
+            f"it does not learn {task}, so this benchmark cannot tell a working method from a broken one: the "
+            "verdict below is **not informative**."
+        )
     else:
-        judged = (f"cannot tell whether it learns {task} (the interval reaches below {bar:.1f} %), so the verdict below "
-                  "is **not informative**.")
-    interval = (f"95 % CI {ci.low:.1f} to {ci.high:.1f}; " if values and math.isfinite(ci.low)
-                else "one seed, test-image error unknown: no interval; " if values else "")
-    return capable, (f"Capability check: {model} reaches {mean_std(values)} % {where} ({interval}chance "
-                     f"{chance:.1f} %; the check asks for the interval to lie {CAPABLE_MARGIN:.0f} points above chance): "
-                     + judged)
+        judged = (
+            f"cannot tell whether it learns {task} (the interval reaches below {bar:.1f} %), so the verdict below "
+            "is **not informative**."
+        )
+    interval = (
+        f"95 % CI {ci.low:.1f} to {ci.high:.1f}; "
+        if values and math.isfinite(ci.low)
+        else "one seed, test-image error unknown: no interval; "
+        if values
+        else ""
+    )
+    return capable, (
+        f"Capability check: {model} reaches {mean_std(values)} % {where} ({interval}chance "
+        f"{chance:.1f} %; the check asks for the interval to lie {CAPABLE_MARGIN:.0f} points above chance): " + judged
+    )
 
 
 #: fewest images (counted decisions) a per-run value needs before the report prints it. The shape
@@ -79,8 +104,9 @@ def too_few_column(metric: str) -> str:
     return f"{metric}_too_few"
 
 
-def counted_values(rows: list[dict[str, Any]], metric: str,
-                   labels: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+def counted_values(
+    rows: list[dict[str, Any]], metric: str, labels: dict[str, str]
+) -> dict[str, dict[str, list[float]]]:
     """{model label: {metric: [value per seed from at least `MIN_IMAGES` images], too_few_column(metric):
     [number of images per seed from fewer]}} of the eval rows of `metric` (`labels`: experiment ->
     label). Rows without a count (`n` None) are kept; a NaN value has n = 0, so it lands with the few."""
@@ -107,11 +133,11 @@ def value_cell(cols: dict[str, list[float]], column: str, digits: int = 1) -> st
 
 
 def worst_group_cell(values: list[float]) -> str:
-    """"12.5 ± 3.1 (n = 8; 95 % CI 4.8 to 20.2)": a worst-group accuracy over seeds with the size of
+    """ "12.5 ± 3.1 (n = 8; 95 % CI 4.8 to 20.2)": a worst-group accuracy over seeds with the size of
     the worst group (`RunValue.n`, a range where the seeds' worst groups differ) and its interval."""
     if not values:
         return "–"
-    sizes = sorted({v.n for v in values if getattr(v, "n", None) is not None})
+    sizes = sorted({n for v in values if (n := getattr(v, "n", None)) is not None})
     size = "" if not sizes else f"n = {sizes[0]}" if len(sizes) == 1 else f"n = {sizes[0]}–{sizes[-1]}"
     ci = mean_interval(values)
     interval = f"95 % CI {ci.low:.1f} to {ci.high:.1f}" if math.isfinite(ci.low) else "no interval"
@@ -150,7 +176,9 @@ def by_label(table: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def metric_table(rows: list[dict[str, Any]], kind: str, analysis: str | None = None) -> dict[str, dict[str, list[float]]]:
+def metric_table(
+    rows: list[dict[str, Any]], kind: str, analysis: str | None = None
+) -> dict[str, dict[str, list[float]]]:
     """{model label: {metric: [value per seed]}} of the rows of `kind` (and `analysis`),
     aggregated per experiment and shown under the label the report attached to its rows."""
     table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -179,5 +207,9 @@ def save_figure(fig, path: Path, dpi: int) -> None:
 
 def sweep_only_experiments(config: dict[str, Any]) -> set[str]:
     """Experiments that exist only as sweep points (shown in the sweep figures, not the tables)."""
-    return {e for name, sweep in config.get("sweep_points", {}).items() for _, e in sweep["points"]
-            if e != config["sweeps"][name]["experiment"]}
+    return {
+        e
+        for name, sweep in config.get("sweep_points", {}).items()
+        for _, e in sweep["points"]
+        if e != config["sweeps"][name]["experiment"]
+    }

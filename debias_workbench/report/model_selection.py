@@ -31,8 +31,9 @@ DESCRIPTIONS = {
 FINAL = float("inf")
 
 
-def scoring_points(rows: list[dict[str, Any]], runs: set[str], sets: tuple[str, ...]
-                   ) -> dict[tuple[str, int], dict[float, dict[str, float]]]:
+def scoring_points(
+    rows: list[dict[str, Any]], runs: set[str], sets: tuple[str, ...]
+) -> dict[tuple[str, int], dict[float, dict[str, float]]]:
     """{(experiment, seed): {step: {"<test set>_<metric>": value}}} of the runs in `runs`, from
     their curve rows and their final eval rows on the test sets `sets` (step FINAL)."""
     points: dict[tuple[str, int], dict[float, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
@@ -61,12 +62,14 @@ def select(by_step: dict[float, dict[str, float]], rule: str, test: str, valid: 
         return None
     if rule == "oracle":
         return max(p[test] for p in usable)
+    assert valid is not None  # rule "validation" (checked above)
     best = max(p[valid] for p in usable)
     return next(p[test] for p in usable if p[valid] == best)
 
 
-def selected(rows: list[dict[str, Any]], runs: set[str], test_set: str, metric: str, rule: str,
-             valid_set: str | None = None) -> dict[str, list[float]]:
+def selected(
+    rows: list[dict[str, Any]], runs: set[str], test_set: str, metric: str, rule: str, valid_set: str | None = None
+) -> dict[str, list[float]]:
     """{experiment: [value per seed, in seed order]} of `metric` on `test_set` under `rule`
     (`valid_set`: the validation test set, for rule "validation")."""
     sets = tuple(s for s in (test_set, valid_set) if s)
@@ -79,5 +82,5 @@ def selected(rows: list[dict[str, Any]], runs: set[str], test_set: str, metric: 
 
 
 def caption(*rules: str) -> str:
-    """"Model selection: <each rule's sentence>." for the caption of the tables showing `rules`."""
+    """ "Model selection: <each rule's sentence>." for the caption of the tables showing `rules`."""
     return f"Model selection: {'; '.join(DESCRIPTIONS[rule] for rule in rules)}."

@@ -8,8 +8,8 @@ that is in this report. Renaming a label changes the words, never the verdicts
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 

@@ -10,8 +10,9 @@ Each `*_rows` function returns tidy rows (kind "analysis") for the report.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,8 +46,9 @@ def corner_crops(x: torch.Tensor, fraction: float) -> list[torch.Tensor]:
     return list(TF.five_crop(x, [side, side])[:4])
 
 
-def smoothgrad(logit_fn, x: torch.Tensor, target: torch.Tensor, samples: int, noise: float,
-               generator: torch.Generator) -> torch.Tensor:
+def smoothgrad(
+    logit_fn, x: torch.Tensor, target: torch.Tensor, samples: int, noise: float, generator: torch.Generator
+) -> torch.Tensor:
     """SmoothGrad (Smilkov et al. 2017, Eq. 3): the gradient of the target class score averaged
     over `samples` copies of x with Gaussian noise of std noise * (max(x) - min(x)) per image;
     returned as |.| summed over channels, (B, H, W)."""
@@ -77,8 +79,10 @@ def _check_same_images(a: Path, b: Path, split: str) -> None:
     ids_a = zarr.open_group(str(a), mode="r")[split]["ids"][:]
     ids_b = zarr.open_group(str(b), mode="r")[split]["ids"][:]
     if not np.array_equal(ids_a, ids_b):
-        raise ValueError(f"{a} and {b} do not hold the same images in the same order ({split}); "
-                         "rebuild both variants from one segmented store")
+        raise ValueError(
+            f"{a} and {b} do not hold the same images in the same order ({split}); "
+            "rebuild both variants from one segmented store"
+        )
 
 
 def _tags(state: dict[str, Any], analysis: str) -> dict[str, Any]:
@@ -103,9 +107,15 @@ def consistency_rows(model_paths: list[Path], config: dict[str, Any], stores: di
             preds_b.append(method.predict(xb).argmax(1).cpu().numpy())
         tags = _tags(state, "consistency")
         n = int(sum(len(s) for s in sims))
-        rows += [{**tags, "metric": "feature_similarity", "value": float(np.concatenate(sims).mean()), "n": n},
-                 {**tags, "metric": "decision_consistency",
-                  "value": decision_consistency(np.concatenate(preds_a), np.concatenate(preds_b)), "n": n}]
+        rows += [
+            {**tags, "metric": "feature_similarity", "value": float(np.concatenate(sims).mean()), "n": n},
+            {
+                **tags,
+                "metric": "decision_consistency",
+                "value": decision_consistency(np.concatenate(preds_a), np.concatenate(preds_b)),
+                "n": n,
+            },
+        ]
     return rows
 
 
@@ -130,13 +140,15 @@ def fivecrop_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[
         acc = {k: 100.0 * v / n for k, v in correct.items()}
         tags = _tags(state, "fivecrop")
         rows += [{**tags, "metric": f"accuracy_{k}", "value": v, "n": n} for k, v in acc.items()]
-        rows.append({**tags, "metric": "accuracy_drop", "value": acc["whole"] - float(np.mean([acc[k] for k in names])),
-                     "n": n})
+        rows.append(
+            {**tags, "metric": "accuracy_drop", "value": acc["whole"] - float(np.mean([acc[k] for k in names])), "n": n}
+        )
     return rows
 
 
-def saliency_outputs(model_paths: list[Path], config: dict[str, Any], stores: dict[str, Path]
-                     ) -> tuple[list[dict], dict[str, np.ndarray]]:
+def saliency_outputs(
+    model_paths: list[Path], config: dict[str, Any], stores: dict[str, Path]
+) -> tuple[list[dict], dict[str, np.ndarray]]:
     """Fig. 6: SmoothGrad maps of the same ORIGINAL validation images (for the true class) for
     every model. Rows: per model, the mean share of saliency inside the foreground mask (and the
     masks' mean area, the share a map blind to the object would get). Arrays for the figure:
@@ -150,25 +162,36 @@ def saliency_outputs(model_paths: list[Path], config: dict[str, Any], stores: di
     images = np.stack([group["images"][i] for i in idx])
     masks = np.stack([group["masks"][i] for i in idx])
     labels = group["labels"][:][idx]
-    arrays: dict[str, np.ndarray] = {"images": images[:cfg["figure_images"]], "masks": masks[:cfg["figure_images"]],
-                                     "labels": labels[:cfg["figure_images"]]}
+    arrays: dict[str, np.ndarray] = {
+        "images": images[: cfg["figure_images"]],
+        "masks": masks[: cfg["figure_images"]],
+        "labels": labels[: cfg["figure_images"]],
+    }
     rows = []
     for path in model_paths:
         method, state = load_trained(path, device)
         x = method.augmenter.normalize(torch.from_numpy(images).to(device))
-        gen = torch.Generator().manual_seed(name_seed("smoothgrad", *(state["run_config"][k] for k in ("experiment", "seed"))))
+        gen = torch.Generator().manual_seed(
+            name_seed("smoothgrad", *(state["run_config"][k] for k in ("experiment", "seed")))
+        )
         sal = _smoothgrad_of(method, x, torch.from_numpy(labels).to(device), cfg, gen)
         share = foreground_share(sal, masks)
         tags = _tags(state, "saliency")
-        rows += [{**tags, "metric": "saliency_in_foreground", "value": float(share.mean()), "n": len(idx)},
-                 {**tags, "metric": "foreground_area", "value": float((masks > 0).mean()), "n": len(idx)}]
+        rows += [
+            {**tags, "metric": "saliency_in_foreground", "value": float(share.mean()), "n": len(idx)},
+            {**tags, "metric": "foreground_area", "value": float((masks > 0).mean()), "n": len(idx)},
+        ]
         if f"map/{state['run_config']['experiment']}" not in arrays:
-            arrays[f"map/{state['run_config']['experiment']}"] = sal[:cfg["figure_images"]]
+            arrays[f"map/{state['run_config']['experiment']}"] = sal[: cfg["figure_images"]]
     return rows, arrays
 
 
-def _smoothgrad_of(method: Method, x: torch.Tensor, y: torch.Tensor, cfg: dict[str, Any],
-                   generator: torch.Generator) -> np.ndarray:
+def _smoothgrad_of(
+    method: Method, x: torch.Tensor, y: torch.Tensor, cfg: dict[str, Any], generator: torch.Generator
+) -> np.ndarray:
     with torch.enable_grad():
-        return smoothgrad(lambda inp: method.network(inp).float(), x, y, cfg["samples"], cfg["noise"],
-                          generator).cpu().numpy()
+        return (
+            smoothgrad(lambda inp: method.network(inp).float(), x, y, cfg["samples"], cfg["noise"], generator)
+            .cpu()
+            .numpy()
+        )

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-
 #: torchvision's RandomResizedCrop.get_params: draws of a window before its central fallback
 CROP_TRIES = 10
 
@@ -38,19 +37,23 @@ class Crop:
         return Crop(*self.square, self.place, self.flip)
 
 
-def _first_fitting(area: torch.Tensor, r: torch.Tensor, a: torch.Tensor, ratio: tuple[float, float]
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _first_fitting(
+    area: torch.Tensor, r: torch.Tensor, a: torch.Tensor, ratio: tuple[float, float]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """get_params' choice among the tries (area shares and ratios, (B, CROP_TRIES)) in images of
     aspects a (B, 1): (area, ratio, found), each (B,), of the first try whose window fits (width share
     sqrt(s r / a) <= 1, height share sqrt(s a / r) <= 1); where none does, the central window of the
     image's own ratio clamped to `ratio`."""
     fits = (area * r <= a) & (area * a <= r)
-    first = fits.int().argmax(1, keepdim=True)                       # the first fitting try (0: none fits)
+    first = fits.int().argmax(1, keepdim=True)  # the first fitting try (0: none fits)
     found = fits.any(1)
     a = a.squeeze(1)
-    clamped = a.clamp(*ratio)                                         # the fallback: the image's ratio, clamped
-    return (torch.where(found, area.gather(1, first).squeeze(1), torch.minimum(a / clamped, clamped / a)),
-            torch.where(found, r.gather(1, first).squeeze(1), clamped), found)
+    clamped = a.clamp(*ratio)  # the fallback: the image's ratio, clamped
+    return (
+        torch.where(found, area.gather(1, first).squeeze(1), torch.minimum(a / clamped, clamped / a)),
+        torch.where(found, r.gather(1, first).squeeze(1), clamped),
+        found,
+    )
 
 
 class Augmenter:
@@ -62,8 +65,15 @@ class Augmenter:
     squashed, `train_views: photo`) the crops are drawn in the photo's proportions (`draw`) and
     resampled to `size`."""
 
-    def __init__(self, mean: list[float], std: list[float], crop_scale: tuple[float, float] = (1.0, 1.0),
-                 hflip: bool = False, ratio: tuple[float, float] = (3 / 4, 4 / 3), padding: int = 0):
+    def __init__(
+        self,
+        mean: list[float],
+        std: list[float],
+        crop_scale: tuple[float, float] = (1.0, 1.0),
+        hflip: bool = False,
+        ratio: tuple[float, float] = (3 / 4, 4 / 3),
+        padding: int = 0,
+    ):
         self.mean = torch.tensor(mean).view(1, 3, 1, 1)
         self.std = torch.tensor(std).view(1, 3, 1, 1)
         self.crop_scale, self.hflip, self.ratio, self.padding = crop_scale, hflip, ratio, padding
@@ -73,8 +83,13 @@ class Augmenter:
         x = images.permute(0, 3, 1, 2).float().div_(255.0)
         return (x - self.mean.to(x.device, non_blocking=True)) / self.std.to(x.device, non_blocking=True)
 
-    def __call__(self, images: torch.Tensor, generator: torch.Generator, aspects: torch.Tensor | None = None,
-                 size: int | None = None) -> torch.Tensor:
+    def __call__(
+        self,
+        images: torch.Tensor,
+        generator: torch.Generator,
+        aspects: torch.Tensor | None = None,
+        size: int | None = None,
+    ) -> torch.Tensor:
         """One random view of each image, `size` px (default: the images' side)."""
         shifted = self.shift(images, self.sample_shift(images.shape[0], generator))
         return self.apply(self.normalize(shifted), self.sample(images.shape[0], generator, aspects), size)
@@ -97,9 +112,9 @@ class Augmenter:
             return images
         b, h, w = images.shape[:3]
         offsets = offsets.to(images.device, non_blocking=True)
-        padded = F.pad(images, (0, 0, p, p, p, p))                                    # (B, H + 2p, W + 2p, 3)
-        rows = offsets[:, :1] + torch.arange(h, device=images.device)                 # (B, H)
-        cols = offsets[:, 1:] + torch.arange(w, device=images.device)                 # (B, W)
+        padded = F.pad(images, (0, 0, p, p, p, p))  # (B, H + 2p, W + 2p, 3)
+        rows = offsets[:, :1] + torch.arange(h, device=images.device)  # (B, H)
+        cols = offsets[:, 1:] + torch.arange(w, device=images.device)  # (B, W)
         return padded[torch.arange(b, device=images.device)[:, None, None], rows[:, :, None], cols[:, None, :]]
 
     def sample(self, b: int, generator: torch.Generator, aspects: torch.Tensor | None = None) -> torch.Tensor:
@@ -129,11 +144,14 @@ class Augmenter:
         squashed to the stored square (`apply`) where the authors' PIL resizes the decoded photo.
         The numbers are drawn on the CPU and sent to a's device (non_blocking), where the window is
         chosen: nothing is read back."""
+
         def sent(drawn: torch.Tensor) -> torch.Tensor:
             return drawn.to(a.device, non_blocking=True)
 
         area = sent(torch.empty(b, CROP_TRIES).uniform_(*self.crop_scale, generator=generator))
-        log_r = torch.empty(b, CROP_TRIES).uniform_(math.log(self.ratio[0]), math.log(self.ratio[1]), generator=generator)
+        log_r = torch.empty(b, CROP_TRIES).uniform_(
+            math.log(self.ratio[0]), math.log(self.ratio[1]), generator=generator
+        )
         r, col = torch.exp(sent(log_r)), a.view(b, 1)
         photo_area, photo_r, found = _first_fitting(area, r, col, self.ratio)
         square_area, square_r, _ = _first_fitting(area, r, torch.ones_like(col), self.ratio)
@@ -152,8 +170,9 @@ class Augmenter:
         a = torch.ones_like(crop.area) if aspects is None else aspects.float()
         sx = torch.sqrt(crop.area * crop.ratio / a).clamp(max=1.0)
         sy = torch.sqrt(crop.area * a / crop.ratio).clamp(max=1.0)
-        return Augmenter._affine(sx * crop.flip, sy, (crop.place[:, 0] * 2 - 1) * (1 - sx),
-                                 (crop.place[:, 1] * 2 - 1) * (1 - sy))
+        return Augmenter._affine(
+            sx * crop.flip, sy, (crop.place[:, 0] * 2 - 1) * (1 - sx), (crop.place[:, 1] * 2 - 1) * (1 - sy)
+        )
 
     @staticmethod
     def centre(aspects: torch.Tensor, fraction: float) -> torch.Tensor:
@@ -177,6 +196,6 @@ class Augmenter:
         grid = F.affine_grid(theta.to(x.device, non_blocking=True), out, align_corners=False)
         views = F.grid_sample(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False)
         # channels-last input makes the networks' convolutions, pooling and batch norm run in NHWC:
-        # training steps 25 % faster for small_cnn on one CPU thread (measured), and the layout
-        # tensor cores want; `normalize`'s output already has it (a permuted NHWC batch)
+        # faster training steps for small_cnn on one CPU thread (docs/measurements.md#pilots-on-a-2-core-avx2-machine),
+        # and the layout tensor cores want; `normalize`'s output already has it (a permuted NHWC batch)
         return views.contiguous(memory_format=torch.channels_last)

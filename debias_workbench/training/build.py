@@ -59,7 +59,8 @@ def configure_device(device: torch.device, deterministic: bool, tf32: bool = Fal
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
     torch.use_deterministic_algorithms(deterministic, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = False
+    # a module attribute torch's stubs omit
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
 
 
 def native_bf16(device: torch.device) -> bool:
@@ -73,8 +74,8 @@ def native_bf16(device: torch.device) -> bool:
 @functools.cache
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16: oneDNN's bf16
-    convolutions and matrix products then run about 1.2-1.8x faster than float32 on the demo's small
-    networks, `benchmarks/demo_epochs.py`); on others bf16 is emulated and slower, so training stays
+    convolutions and matrix products then run faster than float32 on the demo's small networks:
+    docs/measurements.md#the-demos-cost-per-rule); on others bf16 is emulated and slower, so training stays
     float32. Read from /proc/cpuinfo (Linux); False elsewhere."""
     try:
         flags = Path("/proc/cpuinfo").read_text()
@@ -84,7 +85,7 @@ def cpu_has_native_bf16() -> bool:
 
 
 def precision(method: Method) -> str:
-    """"bf16" where the method computes under bfloat16 autocast, else "fp32" (logged with the run)."""
+    """ "bf16" where the method computes under bfloat16 autocast, else "fp32" (logged with the run)."""
     return "bf16" if method.autocast_dtype == torch.bfloat16 else "fp32"
 
 
@@ -100,5 +101,6 @@ def build_method(run_cfg: dict[str, Any], num_classes: int, device: torch.device
     if distributed.world() > 1 and settings.sync_bn:  # statistics of the global batch
         method = distributed.synchronise_batch_norm(method, device)
     if device.type == "cuda":  # the inputs are channels-last (`Augmenter.apply`): so are the convolutions' weights,
-        return method.to(device, memory_format=torch.channels_last)  # else each call converts them
+        # else each call converts them; Module.to takes memory_format, which its typed overloads omit
+        return method.to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]
     return method.to(device)

@@ -4,7 +4,8 @@ scoring and analysis rules call (the report has its own: `workbench report`):
   workbench train --config JOB.json --train-store P --runs-dir D [--aligned-stores F=P ...] [--test-stores T=P ...]
   workbench evaluate --config EVAL.json --models M ... --stores T=P ... --out F ...
   workbench evaluate-imagenet --config EVAL.json --stores V=P ... --out F
-  workbench analyse --config A.json --analysis consistency|fivecrop|saliency|texture --models M ... --stores V=P ... --out F [--arrays F.npz]
+  workbench analyse --config A.json --analysis consistency|fivecrop|saliency|texture --models M ... --stores V=P ...
+                    --out F [--arrays F.npz]
 
 `--config` is the job's config slice (`workflow.slices`), a JSON file the workflow writes.
 """
@@ -12,8 +13,8 @@ scoring and analysis rules call (the report has its own: `workbench report`):
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -50,9 +51,13 @@ def _tracker_argument(parser: argparse.ArgumentParser) -> None:
 
     from .trackers import parse_trackers
 
-    parser.add_argument("--trackers", type=parse_trackers, default=os.environ.get(TRACKERS_VARIABLE, ""),
-                        help=f"training.trackers, joined by commas (default: ${TRACKERS_VARIABLE}, which the "
-                             "workflow sets: the rules' commands do not name them, so turning trackers on reruns nothing)")
+    parser.add_argument(
+        "--trackers",
+        type=parse_trackers,
+        default=os.environ.get(TRACKERS_VARIABLE, ""),
+        help=f"training.trackers, joined by commas (default: ${TRACKERS_VARIABLE}, which the "
+        "workflow sets: the rules' commands do not name them, so turning trackers on reruns nothing)",
+    )
 
 
 def _track(trackers: list[str], run_dir: Path, rows: list[dict]) -> None:
@@ -65,7 +70,7 @@ def _track(trackers: list[str], run_dir: Path, rows: list[dict]) -> None:
         watch.close()
 
 
-def _parser(prog: str, description: str) -> argparse.ArgumentParser:
+def _parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"workbench {prog}", description=description)
     parser.add_argument("--config", type=Path, required=True, help="the job's config slice (JSON)")
     return parser
@@ -93,13 +98,19 @@ def train(argv: list[str]) -> int:
     """The runs of one job (a pack), one after the other, or several at once on a GPU (training.runs_per_gpu)."""
     parser = _parser("train", train.__doc__)
     parser.add_argument("--train-store", type=Path, required=True)
-    parser.add_argument("--runs-dir", type=Path, required=True, help="each run writes <runs-dir>/<experiment>/seed<seed>/")
+    parser.add_argument(
+        "--runs-dir", type=Path, required=True, help="each run writes <runs-dir>/<experiment>/seed<seed>/"
+    )
     parser.add_argument("--aligned-stores", nargs="*", default=[], help="FIELD=STORE pairs (e.g. CLAD's backgrounds)")
     parser.add_argument("--test-stores", nargs="*", default=[], help="TEST_SET=STORE pairs the runs' monitors score")
     _tracker_argument(parser)
-    parser.add_argument("--runs-per-gpu", type=int, default=int(os.environ.get(RUNS_PER_GPU_VARIABLE, "1")),
-                        help=f"training.runs_per_gpu: runs trained at once on this job's GPU (default: "
-                             f"${RUNS_PER_GPU_VARIABLE}, which the workflow sets; no rule's command names it)")
+    parser.add_argument(
+        "--runs-per-gpu",
+        type=int,
+        default=int(os.environ.get(RUNS_PER_GPU_VARIABLE, "1")),
+        help=f"training.runs_per_gpu: runs trained at once on this job's GPU (default: "
+        f"${RUNS_PER_GPU_VARIABLE}, which the workflow sets; no rule's command names it)",
+    )
 
     def run(args: argparse.Namespace, config: dict) -> None:
         budget = job_budget()  # first: the job's clock runs while torch is imported
@@ -113,8 +124,16 @@ def train(argv: list[str]) -> int:
         # several runs per GPU only on one CUDA process: on the CPU the workflow runs jobs side by side already
         one_process = os.environ.get("WORLD_SIZE", "1") == "1"  # torchrun's processes of a `training.gpus` > 1 run
         at_once = args.runs_per_gpu if torch.cuda.is_available() and one_process else 1
-        train_runs(config, args.train_store, _stores(args.aligned_stores), _stores(args.test_stores), args.runs_dir,
-                   args.trackers, budget, at_once)
+        train_runs(
+            config,
+            args.train_store,
+            _stores(args.aligned_stores),
+            _stores(args.test_stores),
+            args.runs_dir,
+            args.trackers,
+            budget,
+            at_once,
+        )
 
     return _job(run, parser, argv)
 
@@ -126,7 +145,9 @@ def evaluate(argv: list[str]) -> int:
     parser.add_argument("--models", type=Path, nargs="+", required=True)
     parser.add_argument("--out", type=Path, nargs="+", required=True, help="one eval.jsonl per model, in order")
     parser.add_argument("--stores", nargs="+", required=True, help="TEST_SET=STORE pairs")
-    parser.add_argument("--official-config", type=Path, help="scoring slice of the official Background Challenge images")
+    parser.add_argument(
+        "--official-config", type=Path, help="scoring slice of the official Background Challenge images"
+    )
     parser.add_argument("--official-stores", nargs="*", default=[], help="VARIANT=STORE pairs of the official images")
     parser.add_argument("--official-out", type=Path, nargs="*", default=[], help="one eval_official.jsonl per model")
     _tracker_argument(parser)
@@ -138,8 +159,14 @@ def evaluate(argv: list[str]) -> int:
 
         plans = [(config, _stores(args.stores), args.out, "--out")]
         if args.official_config:
-            plans.append((json.loads(args.official_config.read_text()), _stores(args.official_stores),
-                          args.official_out, "--official-out"))
+            plans.append(
+                (
+                    json.loads(args.official_config.read_text()),
+                    _stores(args.official_stores),
+                    args.official_out,
+                    "--official-out",
+                )
+            )
         for _cfg, _sets, outs, flag in plans:
             if len(outs) != len(args.models):
                 parser.error(f"--models gives {len(args.models)} models, {flag} {len(outs)} files")
@@ -183,9 +210,11 @@ def _texture(models: list[Path], config: dict, stores: dict[str, Path], _arrays:
 def _saliency(models: list[Path], config: dict, stores: dict[str, Path], arrays: Path | None) -> list[dict]:
     from .analysis import saliency_outputs
 
+    if arrays is None:
+        raise SystemExit("workbench analyse: the saliency analysis writes its maps to --arrays F.npz; give one")
     rows, maps = saliency_outputs(models, config, stores)
     with atomic_path(arrays) as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, **maps)
+        np.savez_compressed(fh, **maps)  # type: ignore[arg-type]  # numpy's stub types **arrays as allow_pickle
     return rows
 
 

@@ -30,9 +30,10 @@ import itertools
 import math
 import queue
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TypedDict
 
 import numpy as np
 import torch
@@ -40,7 +41,6 @@ import zarr
 
 from debias_workbench.core.seeding import name_seed
 from debias_workbench.pipeline.fingerprint import check_store
-
 
 #: read units a streamed window holds per class at least: each class then comes in about 8 units
 #: (Poisson), and batches drawn from the window hold ~98 % of the distinct classes of i.i.d. batches
@@ -65,19 +65,37 @@ def photo_split(root: zarr.Group, store: Path | str, split: str, cuts_views: boo
     if "aspects" not in root[split]:
         return None
     if not cuts_views:
-        raise ValueError(f"{store}/{split} holds whole photos squashed to squares (train_views: photo), from which "
-                         "only the self-supervised methods cut their training views: score the val split "
-                         "(evaluation.split: val), train such a method, or build the dataset with train_views: square")
+        raise ValueError(
+            f"{store}/{split} holds whole photos squashed to squares (train_views: photo), from which "
+            "only the self-supervised methods cut their training views: score the val split "
+            "(evaluation.split: val), train such a method, or build the dataset with train_views: square"
+        )
     return PhotoSplit(int(root.attrs["image_size"]), float(root.attrs["train_photos"]["fraction"]))
 
 
 class ZarrBatches:
-    def __init__(self, store: Path | str, split: str, batch_size: int, *, shuffle: bool, seed: int = 0,
-                 name: str = "", drop_last: bool = False, read_chunks: int = 1, window_gb: float = 1.0,
-                 units_per_class: int = UNITS_PER_CLASS, in_memory_max_gb: float = 4.0,
-                 prefetch: int = 2, fields: tuple[str, ...] = ("images", "labels", "bias_labels"),
-                 pin_memory: bool = False, aligned: dict[str, Path | str] | None = None,
-                 max_batches: int | None = None, shard: tuple[int, int] | None = None, cuts_views: bool = False):
+    def __init__(
+        self,
+        store: Path | str,
+        split: str,
+        batch_size: int,
+        *,
+        shuffle: bool,
+        seed: int = 0,
+        name: str = "",
+        drop_last: bool = False,
+        read_chunks: int = 1,
+        window_gb: float = 1.0,
+        units_per_class: int = UNITS_PER_CLASS,
+        in_memory_max_gb: float = 4.0,
+        prefetch: int = 2,
+        fields: tuple[str, ...] = ("images", "labels", "bias_labels"),
+        pin_memory: bool = False,
+        aligned: Mapping[str, Path | str] | None = None,
+        max_batches: int | None = None,
+        shard: tuple[int, int] | None = None,
+        cuts_views: bool = False,
+    ):
         check_store(store)
         group = zarr.open_group(str(store), mode="r")
         if split not in group:
@@ -103,8 +121,9 @@ class ZarrBatches:
         self._large = tuple(f for f in self.fields if f not in self._small)
         nbytes = sum(self.arrays[f].nbytes for f in self._large)
         # a streamed window: as many units as `window_gb` holds, and at least `units_per_class` per class
-        self.window_reads = max(units_per_class * len(self.classes), 1,
-                                int(window_gb * 2**30 / max(nbytes / max(self.n, 1) * self.unit, 1)))
+        self.window_reads = max(
+            units_per_class * len(self.classes), 1, int(window_gb * 2**30 / max(nbytes / max(self.n, 1) * self.unit, 1))
+        )
         self._cache = None
         if nbytes <= in_memory_max_gb * 2**30:
             self._cache = {**self._small, **{f: self.arrays[f][:] for f in self._large}}
@@ -138,22 +157,25 @@ class ZarrBatches:
         if self._cache is not None:
             data = {f: self._cache[f][unique] for f in self.fields}
         else:
-            data = {f: self._small[f][unique] if f in self._small else self.arrays[f].oindex[unique] for f in self.fields}
+            data = {
+                f: self._small[f][unique] if f in self._small else self.arrays[f].oindex[unique] for f in self.fields
+            }
         return self._gather({"index": unique, **data}, inverse)
 
     def column(self, field: str) -> np.ndarray:
         """A 1-D field (labels, bias labels) of every row, in row order."""
         return self._small[field]
 
-    def _batches(self, epoch: int, shuffle: bool, drop_last: bool,
-                 shard: tuple[int, int] | None = None) -> Iterator[dict[str, torch.Tensor]]:
+    def _batches(
+        self, epoch: int, shuffle: bool, drop_last: bool, shard: tuple[int, int] | None = None
+    ) -> Iterator[dict[str, torch.Tensor]]:
         """The batches of `epoch` (the global ones, or with `shard` this process's share of each)."""
         rng = np.random.default_rng(name_seed("loader", self.name, self.seed, epoch))
         stop = self.n // self.batch_size * self.batch_size if drop_last else self.n
         if self._cache is not None:
             order = rng.permutation(self.n) if shuffle else np.arange(self.n)
             for start in range(0, stop, self.batch_size):
-                rows = order[start:start + self.batch_size]
+                rows = order[start : start + self.batch_size]
                 yield self._gather(self._cache, rows[share(len(rows), shard)])
             return
         carry: list[dict[str, torch.Tensor]] = []  # rows left over from the previous window
@@ -170,7 +192,7 @@ class ZarrBatches:
                 carry = []
             full = start + (len(order) - start) // self.batch_size * self.batch_size
             for begin in range(start, full, self.batch_size):
-                rows = order[begin:begin + self.batch_size]
+                rows = order[begin : begin + self.batch_size]
                 yield self._gather(window, rows[share(len(rows), shard)])
             if full < len(order):
                 carry = [self._gather(window, order[full:])]
@@ -185,7 +207,7 @@ class ZarrBatches:
         if shuffle:
             starts = rng.permutation(starts)
         for w in range(0, len(starts), self.window_reads):
-            chosen = np.sort(starts[w:w + self.window_reads]) if shuffle else starts[w:w + self.window_reads]
+            chosen = np.sort(starts[w : w + self.window_reads]) if shuffle else starts[w : w + self.window_reads]
             parts = [(s, min(self.n, s + self.unit)) for s in chosen]
             rows = np.concatenate([np.arange(a, b) for a, b in parts])
             window = {"index": rows, **{f: self._small[f][rows] for f in self._small}}
@@ -194,7 +216,7 @@ class ZarrBatches:
                 buf = np.empty((len(rows), *array.shape[1:]), array.dtype)
                 offset = 0
                 for a, b in parts:
-                    buf[offset:offset + b - a] = array[a:b]
+                    buf[offset : offset + b - a] = array[a:b]
                     offset += b - a
                 window[f] = buf
             yield window, (rng.permutation(len(rows)) if shuffle else np.arange(len(rows)))
@@ -210,7 +232,14 @@ class ZarrBatches:
         return out
 
 
-def first_rows(batch_size: int, limit: int | None) -> dict[str, int | None]:
+class FirstRows(TypedDict):
+    """`first_rows`' arguments of `ZarrBatches`."""
+
+    batch_size: int
+    max_batches: int | None
+
+
+def first_rows(batch_size: int, limit: int | None) -> FirstRows:
     """`ZarrBatches` arguments that read the first `limit` rows in order (whole batches, so exactly
     `limit` when it is at most `batch_size`; every row with None): smoke mode's `evaluation.max_images`."""
     if limit is None:
@@ -245,8 +274,10 @@ def _aligned(store: Path | str, split: str, ids: np.ndarray) -> tuple[zarr.Array
     check_store(store)
     group = zarr.open_group(str(store), mode="r")
     if split not in group or not np.array_equal(group[split]["ids"][:], ids):
-        raise ValueError(f"{store}/{split} does not hold the same images in the same order as the training store; "
-                         "build both variants from the same segmented store (same config and seed)")
+        raise ValueError(
+            f"{store}/{split} does not hold the same images in the same order as the training store; "
+            "build both variants from the same segmented store (same config and seed)"
+        )
     return group[split]["images"], group[split]["bias_labels"]
 
 

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import atexit
 import os
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, Iterable
+from typing import Any, TypeVar, cast
 
 import torch
 import torch.distributed as dist
 import torch.distributed.nn.functional as dist_nn
 import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
-
 
 #: how long a rank waits in a collective: the others wait at a barrier while rank 0 alone scores a
 #: run's monitor stores (learning curves, model selection), which takes longer than the default
@@ -50,9 +50,11 @@ def local_gpu() -> int:
     if local_rank >= visible:
         shown = os.environ.get("CUDA_VISIBLE_DEVICES")
         raise RuntimeError(
-            f"process {local_rank} of {os.environ.get('LOCAL_WORLD_SIZE', '?')} on this node needs GPU {local_rank}, but "
+            f"process {local_rank} of {os.environ.get('LOCAL_WORLD_SIZE', '?')} on this node needs GPU {local_rank}, "
+            "but "
             f"the node shows {visible} GPU(s) (CUDA_VISIBLE_DEVICES={shown!r}): set training.gpus to at most {visible} "
-            "for this node, or run where training.gpus GPUs are free (the workflow's gpu resource asks for them)")
+            "for this node, or run where training.gpus GPUs are free (the workflow's gpu resource asks for them)"
+        )
     return local_rank
 
 
@@ -85,7 +87,7 @@ def gather_rows(x: torch.Tensor) -> torch.Tensor:
     if world() == 1:
         return x
     boolean = x.dtype == torch.bool
-    x = x.to(torch.uint8) if boolean else x          # gloo gathers no booleans
+    x = x.to(torch.uint8) if boolean else x  # gloo gathers no booleans
     parts = [torch.empty_like(x) for _ in range(world())]
     dist.all_gather(parts, x.contiguous())
     out = torch.cat(parts)
@@ -122,22 +124,31 @@ class averaged_gradients:
             return
         size = 0
         for p in reversed(list(dict.fromkeys(p for p in params if p.requires_grad))):  # each once
-            if not self.buckets or size + p.numel() * p.element_size() > bucket_bytes \
-                    or p.dtype != self.buckets[-1][0].dtype:
+            if (
+                not self.buckets
+                or size + p.numel() * p.element_size() > bucket_bytes
+                or p.dtype != self.buckets[-1][0].dtype
+            ):
                 self.buckets.append([])
                 size = 0
             self.buckets[-1].append(p)
             size += p.numel() * p.element_size()
 
-    def __enter__(self) -> "averaged_gradients":
+    def __enter__(self) -> averaged_gradients:
         self.pending = [{id(p) for p in bucket} for bucket in self.buckets]
         self.works: list[tuple[Any, torch.Tensor]] = []
         # a batch norm over the global batch all-reduces inside backward: the buckets then all start after
         # it, or a process whose bucket waits (a parameter without a gradient there) would pair its
         # collectives with another's in another order
-        self.hooks = [] if _COLLECTIVES_IN_BACKWARD else [
-            p.register_post_accumulate_grad_hook(lambda param, b=b: self._produced(b, param))
-            for b, bucket in enumerate(self.buckets) for p in bucket]
+        self.hooks = (
+            []
+            if _COLLECTIVES_IN_BACKWARD
+            else [
+                p.register_post_accumulate_grad_hook(lambda param, b=b: self._produced(b, param))
+                for b, bucket in enumerate(self.buckets)
+                for p in bucket
+            ]
+        )
         return self
 
     def _produced(self, b: int, param: nn.Parameter) -> None:
@@ -149,11 +160,18 @@ class averaged_gradients:
     def _start(self, b: int) -> None:
         group = self.buckets[b]
         # built on the host and sent without waiting (a device tensor made from a list waits for the GPU)
-        has = torch.tensor([p.grad is not None for p in group], dtype=group[0].dtype).to(group[0].device,
-                                                                                          non_blocking=True)
-        flat = torch.cat([*(p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype,
-                                                                                   device=p.device)
-                            for p in group), has])
+        has = torch.tensor([p.grad is not None for p in group], dtype=group[0].dtype).to(
+            group[0].device, non_blocking=True
+        )
+        flat = torch.cat(
+            [
+                *(
+                    p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=p.device)
+                    for p in group
+                ),
+                has,
+            ]
+        )
         self.works.append((dist.all_reduce(flat, async_op=True), flat))  # the gradients and who had one
 
     @torch.no_grad()
@@ -166,11 +184,11 @@ class averaged_gradients:
             self._start(len(self.works))
         for group, (work, flat) in zip(self.buckets, self.works):
             work.wait()
-            used = flat[-len(group):] > 0
+            used = flat[-len(group) :] > 0
             offset = 0
-            for p, any_grad in zip(group, used.tolist()):   # once a step, after the wait
+            for p, any_grad in zip(group, used.tolist()):  # once a step, after the wait
                 if any_grad:
-                    mean = flat[offset:offset + p.numel()].view_as(p).div_(world())
+                    mean = flat[offset : offset + p.numel()].view_as(p).div_(world())
                     if p.grad is None:
                         p.grad = mean.clone(memory_format=torch.preserve_format)
                     else:
@@ -216,15 +234,22 @@ def broadcast_batch_norm_(module: nn.Module) -> None:
     the same on every process."""
     if world() == 1:
         return
-    stats = [t for m in module.modules() if isinstance(m, _BatchNorm) and m.track_running_stats
-             and not isinstance(m, (nn.SyncBatchNorm, GlobalBatchNorm)) for t in (m.running_mean, m.running_var)]
+    stats = [
+        t
+        for m in module.modules()
+        if isinstance(m, _BatchNorm)
+        and m.track_running_stats
+        and not isinstance(m, (nn.SyncBatchNorm, GlobalBatchNorm))
+        for t in (m.running_mean, m.running_var)
+        if t is not None  # (always, with track_running_stats)
+    ]
     if not stats:
         return
     flat = torch.cat([t.reshape(-1) for t in stats])
     dist.broadcast(flat, src=0)
     offset = 0
     for t in stats:
-        t.copy_(flat[offset:offset + t.numel()].view_as(t))
+        t.copy_(flat[offset : offset + t.numel()].view_as(t))
         offset += t.numel()
 
 
@@ -248,20 +273,21 @@ class GlobalBatchNorm(_BatchNorm):
         dims, shape = [0, *range(2, x.dim())], (1, x.shape[1]) + (1,) * (x.dim() - 2)
         xf = x.float()
         count = torch.tensor([x.numel() // x.shape[1]], dtype=xf.dtype, device=x.device)
-        totals = dist_nn.all_reduce(torch.cat([xf.sum(dims), count]))            # (C + 1,)
+        totals = dist_nn.all_reduce(torch.cat([xf.sum(dims), count]))  # (C + 1,)
         n = totals[-1]
         mean = totals[:-1] / n
         centred = xf - mean.view(shape)
-        var = dist_nn.all_reduce(centred.square().sum(dims)) / n                 # biased, as BN normalises
+        var = dist_nn.all_reduce(centred.square().sum(dims)) / n  # biased, as BN normalises
         y = centred * torch.rsqrt(var + self.eps).view(shape)
         if self.affine:
             y = y * self.weight.view(shape) + self.bias.view(shape)
-        if self.track_running_stats:
+        running_mean, running_var, batches = self.running_mean, self.running_var, self.num_batches_tracked
+        if running_mean is not None and running_var is not None and batches is not None:  # track_running_stats
             with torch.no_grad():
-                self.num_batches_tracked.add_(1)
-                factor = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
-                self.running_mean.mul_(1 - factor).add_(mean.detach(), alpha=factor)
-                self.running_var.mul_(1 - factor).add_(var.detach() * n / (n - 1).clamp_min(1), alpha=factor)
+                batches.add_(1)
+                factor = self.momentum if self.momentum is not None else 1.0 / float(batches)
+                running_mean.mul_(1 - factor).add_(mean.detach(), alpha=factor)
+                running_var.mul_(1 - factor).add_(var.detach() * n / (n - 1).clamp_min(1), alpha=factor)
         return y.to(x.dtype)
 
 
@@ -270,8 +296,9 @@ def _global_batch_norm(module: nn.Module) -> nn.Module:
     and buffers (the optimiser keeps its references), as `nn.SyncBatchNorm.convert_sync_batchnorm`."""
     out = module
     if isinstance(module, _BatchNorm) and not isinstance(module, GlobalBatchNorm):
-        out = GlobalBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
-                              module.track_running_stats)
+        out = GlobalBatchNorm(
+            module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats
+        )
         if module.affine:
             out.weight, out.bias = module.weight, module.bias
         if module.track_running_stats:
@@ -283,14 +310,18 @@ def _global_batch_norm(module: nn.Module) -> nn.Module:
     return out
 
 
-def synchronise_batch_norm(module: nn.Module, on: torch.device) -> nn.Module:
+M = TypeVar("M", bound=nn.Module)
+
+
+def synchronise_batch_norm(module: M, on: torch.device) -> M:
     """`module` with batch norm over the global batch (`training.sync_bn`): `nn.SyncBatchNorm`
     on CUDA, `GlobalBatchNorm` elsewhere. Parameters and buffers are shared with the originals."""
     global _COLLECTIVES_IN_BACKWARD
     _COLLECTIVES_IN_BACKWARD = True
+    # both replace the batch norms inside `module` and return `module` itself (a method is no batch norm)
     if on.type == "cuda":
-        return nn.SyncBatchNorm.convert_sync_batchnorm(module)
-    return _global_batch_norm(module)
+        return cast(M, nn.SyncBatchNorm.convert_sync_batchnorm(module))
+    return cast(M, _global_batch_norm(module))
 
 
 def mean_over_processes(sums: dict[str, float], counts: dict[str, int]) -> dict[str, float]:

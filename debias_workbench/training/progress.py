@@ -9,7 +9,7 @@ past as done, not as fast)."""
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 #: at most this long between two progress lines in a job's log
 PROGRESS_EVERY_S = 120.0
@@ -29,8 +29,13 @@ class Progress:
     """The run's step of `total` (starting at `done`, the steps of a resumed checkpoint) and the
     time left; `tick` after every step returns a line once `every_seconds` have passed since the last."""
 
-    def __init__(self, total: int, done: int = 0, every_seconds: float = PROGRESS_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        total: int,
+        done: int = 0,
+        every_seconds: float = PROGRESS_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.total, self.done, self.every, self.clock = total, done, every_seconds, clock
         self.start_done, self.start = done, clock()
         self.last = self.start

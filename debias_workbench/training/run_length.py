@@ -26,9 +26,9 @@ class RunLength:
     one cut short), then the run's `epochs`; loop epochs count from 0 through both."""
 
     epochs: int
-    steps: int           # optimiser steps of the run's own epochs
+    steps: int  # optimiser steps of the run's own epochs
     steps_per_epoch: int
-    pre_steps: int = 0   # steps before the run's epochs (`x-before-run`), outside its schedule
+    pre_steps: int = 0  # steps before the run's epochs (`x-before-run`), outside its schedule
 
     @property
     def pre_epochs(self) -> int:
@@ -61,8 +61,9 @@ def run_length(training: Mapping[str, Any], steps_per_epoch: int, pre_epochs: fl
     return RunLength(int(training["epochs"]), int(training["epochs"]) * steps_per_epoch, steps_per_epoch, pre_steps)
 
 
-def switches_outside(method_args: Mapping[str, Any], within_run: Mapping[str, str],
-                     length: RunLength) -> dict[str, str]:
+def switches_outside(
+    method_args: Mapping[str, Any], within_run: Mapping[str, str], length: RunLength
+) -> dict[str, str]:
     """{arg: "t2 = 10000 is not inside the run's 7,500 iterations"} for each switch at or past the run's end."""
     out = {}
     for arg, unit in within_run.items():

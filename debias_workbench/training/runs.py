@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,23 +27,49 @@ def run_monitor(run_cfg: dict[str, Any], test_stores: dict[str, Path]) -> Monito
     if selection := run_cfg.get("model_selection"):
         return Monitor(dict(test_stores), selection["every_steps"], selection["batch_size"], groups=True)
     if curves := run_cfg.get("curves"):
-        return Monitor({curves["test_set"]: test_stores[curves["test_set"]]}, curves["every_steps"], curves["batch_size"])
+        return Monitor(
+            {curves["test_set"]: test_stores[curves["test_set"]]}, curves["every_steps"], curves["batch_size"]
+        )
     return None
 
 
-def _train_group(runs: list[dict[str, Any]], train_store: Path, aligned_stores: dict[str, Path],
-                 test_stores: dict[str, Path], runs_dir: Path, trackers: list[str], budget: JobBudget | None,
-                 keep_checkpoint: bool, threads: int) -> list[Path]:
+def _train_group(
+    runs: list[dict[str, Any]],
+    train_store: Path,
+    aligned_stores: dict[str, Path],
+    test_stores: dict[str, Path],
+    runs_dir: Path,
+    trackers: list[str],
+    budget: JobBudget | None,
+    keep_checkpoint: bool,
+    threads: int,
+) -> list[Path]:
     torch.set_num_threads(threads)  # the job's, in a spawned process too: float sums then add up in the same order
-    return [train(run_cfg, train_store, runs_dir / run_cfg["experiment"] / f"seed{run_cfg['seed']}", aligned_stores,
-                  monitor=run_monitor(run_cfg, test_stores), trackers=trackers, budget=budget,
-                  keep_checkpoint=keep_checkpoint)
-            for run_cfg in runs]
+    return [
+        train(
+            run_cfg,
+            train_store,
+            runs_dir / run_cfg["experiment"] / f"seed{run_cfg['seed']}",
+            aligned_stores,
+            monitor=run_monitor(run_cfg, test_stores),
+            trackers=trackers,
+            budget=budget,
+            keep_checkpoint=keep_checkpoint,
+        )
+        for run_cfg in runs
+    ]
 
 
-def train_runs(job_cfg: dict[str, Any], train_store: Path, aligned_stores: dict[str, Path],
-               test_stores: dict[str, Path], runs_dir: Path, trackers: list[str] = (),
-               budget: JobBudget | None = None, at_once: int = 1) -> list[Path]:
+def train_runs(
+    job_cfg: dict[str, Any],
+    train_store: Path,
+    aligned_stores: dict[str, Path],
+    test_stores: dict[str, Path],
+    runs_dir: Path,
+    trackers: Sequence[str] = (),
+    budget: JobBudget | None = None,
+    at_once: int = 1,
+) -> list[Path]:
     """Train every run of a job ({"runs": [run config, ...]}, `workflow.slices.run_config`); returns their
     model paths in the job's order. `aligned_stores`: {field: store} the methods read alongside the
     training store (CLAD's backgrounds); `test_stores`: {test set name: store}, read only by the runs'
@@ -55,8 +82,16 @@ def train_runs(job_cfg: dict[str, Any], train_store: Path, aligned_stores: dict[
     job finishes them from it at once), and the checkpoints go only once every run is done."""
     runs = job_cfg["runs"]
     several = len(runs) > 1
-    args = (train_store, aligned_stores, test_stores, runs_dir, list(trackers), budget, several,
-            torch.get_num_threads())
+    args = (
+        train_store,
+        aligned_stores,
+        test_stores,
+        runs_dir,
+        list(trackers),
+        budget,
+        several,
+        torch.get_num_threads(),
+    )
     groups = process_groups(runs)
     if at_once <= 1 or len(groups) < 2:
         models = _train_group(runs, *args)

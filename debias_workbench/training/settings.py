@@ -24,8 +24,12 @@ class LoaderSettings:
 
     def batches_args(self) -> dict[str, Any]:
         """The keyword arguments of `data.ZarrBatches` these settings give."""
-        return {"read_chunks": self.read_chunks, "window_gb": self.window_gb,
-                "in_memory_max_gb": self.in_memory_max_gb, "prefetch": self.prefetch_batches}
+        return {
+            "read_chunks": self.read_chunks,
+            "window_gb": self.window_gb,
+            "in_memory_max_gb": self.in_memory_max_gb,
+            "prefetch": self.prefetch_batches,
+        }
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,11 @@ class AugmentSettings:
     @classmethod
     def of(cls, augment: dict[str, Any] | None) -> AugmentSettings:
         values = filled("training_fields", "augment", augment)
-        return cls(crop_scale=tuple(values["crop_scale"]), hflip=bool(values["hflip"]),
-                   crop_padding=int(values["crop_padding"]))
+        return cls(
+            crop_scale=tuple(values["crop_scale"]),
+            hflip=bool(values["hflip"]),
+            crop_padding=int(values["crop_padding"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,12 @@ class TrainingSettings:
     @classmethod
     def of(cls, training: dict[str, Any]) -> TrainingSettings:
         filled = {**defaults("training_fields"), **training}
-        return cls(batch_size=filled["batch_size"], gpus=filled["gpus"], amp=filled["amp"],
-                   deterministic=filled["deterministic"], sync_bn=filled["sync_bn"],
-                   steps_per_epoch=filled["steps_per_epoch"], loader=LoaderSettings.of(training.get("loader")))
+        return cls(
+            batch_size=filled["batch_size"],
+            gpus=filled["gpus"],
+            amp=filled["amp"],
+            deterministic=filled["deterministic"],
+            sync_bn=filled["sync_bn"],
+            steps_per_epoch=filled["steps_per_epoch"],
+            loader=LoaderSettings.of(training.get("loader")),
+        )

@@ -35,19 +35,23 @@ from debias_workbench.pipeline.adain import VGG_MD5, vgg_encoder
 from .build import pick_device
 from .data import ZarrBatches
 from .evaluation import load_trained, predict_store, run_tags
+from .methods.base import Method
 from .models import WeightsError, load_state_dict
 
 #: torchvision names its VGG16 file `vgg16-397923af.pth` after the start of the file's sha256
 VGG16_SHA256_PREFIX = "397923af"
 #: torchvision's VGG16 `features[:-16]` (modules 0-14): 3x3 convs (padding 1) each followed by a
 #: ReLU except the last one (conv3_3), "M" = 2x2 max-pool
-_VGG16_TO_CONV3_3 = (64, 64, "M", 128, 128, "M", 256, 256, 256)
+_VGG16_TO_CONV3_3: tuple[int | str, ...] = (64, 64, "M", 128, 128, "M", 256, 256, 256)
 #: torchvision's VGG16 takes images normalised by the ImageNet statistics
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 class ImageNetNormalize(nn.Module):
     """[0, 1] RGB (B, 3, H, W) -> (x - mean) / std with the ImageNet statistics."""
+
+    mean: torch.Tensor  # a buffer (register_buffer)
+    std: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(self) -> None:
         super().__init__()
@@ -63,7 +67,7 @@ def vgg16_features_to_conv3_3() -> nn.Sequential:
     layers: list[nn.Module] = []
     channels = 3
     for item in _VGG16_TO_CONV3_3:
-        if item == "M":
+        if isinstance(item, str):  # "M"
             layers.append(nn.MaxPool2d(2, 2))
         else:
             layers += [nn.Conv2d(channels, item, 3, padding=1), nn.ReLU(inplace=True)]
@@ -76,12 +80,16 @@ def vgg16_weights(path: str | Path, sha256: str | None = VGG16_SHA256_PREFIX) ->
     `sha256` (a prefix as in torchvision's file names, or the whole digest; None: unchecked)."""
     file = Path(path).expanduser()
     if not file.is_file():
-        raise WeightsError(f"VGG16 weights not found at {file}. Place torchvision's vgg16-397923af.pth (ImageNet) "
-                           "there, or set analyses.texture.vgg16 to null to use the normalised VGG-19 stand-in; "
-                           "nothing is downloaded at run time.")
+        raise WeightsError(
+            f"VGG16 weights not found at {file}. Place torchvision's vgg16-397923af.pth (ImageNet) "
+            "there, or set analyses.texture.vgg16 to null to use the normalised VGG-19 stand-in; "
+            "nothing is downloaded at run time."
+        )
     if sha256 and not (actual := file_digest(file, "sha256")).startswith(sha256.lower()):
-        raise WeightsError(f"{file} has sha256 {actual}, expected one starting with {sha256} (torchvision's "
-                           "vgg16-397923af.pth); replace it with an intact copy")
+        raise WeightsError(
+            f"{file} has sha256 {actual}, expected one starting with {sha256} (torchvision's "
+            "vgg16-397923af.pth); replace it with an intact copy"
+        )
     return load_state_dict(file, None)
 
 
@@ -90,8 +98,11 @@ def vgg16_conv3_3(path: str | Path, sha256: str | None = VGG16_SHA256_PREFIX) ->
     (up to conv3_3, before its ReLU) with the weights of `path`, in eval mode."""
     features = vgg16_features_to_conv3_3()
     prefix = "features."
-    wanted = {k.removeprefix(prefix): v for k, v in vgg16_weights(path, sha256).items()
-              if k.startswith(prefix) and int(k.split(".")[1]) < len(features)}
+    wanted = {
+        k.removeprefix(prefix): v
+        for k, v in vgg16_weights(path, sha256).items()
+        if k.startswith(prefix) and int(k.split(".")[1]) < len(features)
+    }
     try:
         features.load_state_dict(wanted)
     except RuntimeError as exc:
@@ -123,9 +134,9 @@ def gram_features(feature_maps: torch.Tensor) -> torch.Tensor:
     instead: a common factor, which the rows' L2 normalisation removes."""
     b, c, h, w = feature_maps.shape
     f = feature_maps.reshape(b, c, h * w)
-    gram = f @ f.transpose(1, 2) / (h * w)                     # (B, C, C)
+    gram = f @ f.transpose(1, 2) / (h * w)  # (B, C, C)
     rows, cols = torch.triu_indices(c, c)
-    weight = torch.where(rows == cols, 1.0, 2.0 ** 0.5).to(gram)
+    weight = torch.where(rows == cols, 1.0, 2.0**0.5).to(gram)
     return gram[:, rows, cols] * weight
 
 
@@ -155,20 +166,24 @@ def cell_accuracy(pred: np.ndarray, labels: np.ndarray, clusters: np.ndarray, mi
             if cell.sum() > min_population:
                 accs.append((pred[cell] == y).mean())
     if not accs:
-        raise ValueError(f"no (cluster, class) cell has more than {min_population} samples: evaluate on more "
-                         "images or lower analyses.texture.min_population")
+        raise ValueError(
+            f"no (cluster, class) cell has more than {min_population} samples: evaluate on more "
+            "images or lower analyses.texture.min_population"
+        )
     return 100.0 * float(np.mean(accs))
 
 
-def unbiased_texture_accuracy(pred: np.ndarray, labels: np.ndarray, clusterings: list[np.ndarray],
-                              min_population: int = 10) -> float:
+def unbiased_texture_accuracy(
+    pred: np.ndarray, labels: np.ndarray, clusterings: list[np.ndarray], min_population: int = 10
+) -> float:
     """The cell accuracy averaged over the clusterings (ReBias: 3 k-means seeds)."""
     return float(np.mean([cell_accuracy(pred, labels, c, min_population) for c in clusterings]))
 
 
 @torch.no_grad()
-def store_texture_features(vgg: nn.Module, store: Path, split: str, batch_size: int,
-                           device: torch.device) -> tuple[np.ndarray, np.ndarray]:
+def store_texture_features(
+    vgg: nn.Module, store: Path, split: str, batch_size: int, device: torch.device
+) -> tuple[np.ndarray, np.ndarray]:
     """(Gram features (N, D), labels (N,)) of every image of `store`/`split`, in store order."""
     vgg = vgg.to(device)
     feats, labels = [], []
@@ -189,9 +204,20 @@ def texture_rows(model_paths: list[Path], config: dict[str, Any], stores: dict[s
     rows = []
     for path in model_paths:
         method, state = load_trained(path, device)
-        pred = predict_store(lambda x: method.predict(x).argmax(1), stores["original"], split, bs, method.augmenter,
-                             device)["pred"]
-        rows.append({"kind": "analysis", "analysis": "texture", **run_tags(state["run_config"]),
-                     "metric": "texture_unbiased_accuracy", "n": int(len(pred)), "clusterings": len(clusterings),
-                     "value": unbiased_texture_accuracy(pred, labels, clusterings, cfg["min_population"])})
+
+        def top1(x: torch.Tensor, method: Method = method) -> torch.Tensor:  # bound now (ruff B023)
+            return method.predict(x).argmax(1)
+
+        pred = predict_store(top1, stores["original"], split, bs, method.augmenter, device)["pred"]
+        rows.append(
+            {
+                "kind": "analysis",
+                "analysis": "texture",
+                **run_tags(state["run_config"]),
+                "metric": "texture_unbiased_accuracy",
+                "n": int(len(pred)),
+                "clusterings": len(clusterings),
+                "value": unbiased_texture_accuracy(pred, labels, clusterings, cfg["min_population"]),
+            }
+        )
     return rows

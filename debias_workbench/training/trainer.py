@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ from .trackers import Trackers
 
 def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[torch.optim.lr_scheduler.LRScheduler]:
     sched = ScheduleSettings.of(cfg["schedule"])
-    out = []
+    out: list[torch.optim.lr_scheduler.LRScheduler] = []
     for opt in method.optimizers():
         if sched.name == "step":
             out.append(torch.optim.lr_scheduler.MultiStepLR(opt, list(sched.milestones), sched.gamma))
@@ -111,7 +112,7 @@ class RunState:
 
 
 def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_stores: dict[str, Path] | None = None,
-          stop_after_epochs: int | None = None, monitor: Monitor | None = None, trackers: list[str] = (),
+          stop_after_epochs: int | None = None, monitor: Monitor | None = None, trackers: Sequence[str] = (),
           budget: JobBudget | None = None, keep_checkpoint: bool = False) -> Path:
     """Train the run `run_cfg` (its resolved config: `workflow.slices.run_config`) on
     `train_store`; returns the path of `model.pt`.
@@ -190,7 +191,8 @@ def _check_processes(run_cfg: dict[str, Any], settings: TrainingSettings) -> Non
     if settings.gpus != world:
         raise ValueError(f"{experiment} seed {run_cfg['seed']} asks for training.gpus = {settings.gpus} but runs in "
                          f"{world} process(es): start it with `python -m torch.distributed.run --standalone "
-                         f"--nproc_per_node {settings.gpus} -m debias_workbench train ...` (the workflow's train rule does)")
+                         f"--nproc_per_node {settings.gpus} -m debias_workbench train ...` (the workflow's train rule "
+                         "does)")
     if settings.batch_size % world:
         raise ValueError(f"{experiment}: training.batch_size {settings.batch_size} (the global batch) does not split "
                          f"into training.gpus = {world} equal shares; make it a multiple of gpus")
@@ -229,8 +231,10 @@ def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device,
     schedulers = make_schedulers(method, run_cfg["training"], length.epochs)
     run_hash = config_hash(run_cfg)
     start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
-    # the precision is the machine's choice as much as the config's (training.build.cpu_has_native_bf16): kept with every row
-    tags = {"experiment": experiment, "method": run_cfg["method"], "seed": run_cfg["seed"], "precision": precision(method)}
+    # the precision is the machine's choice as much as the config's (training.build.cpu_has_native_bf16):
+    # kept with every row
+    tags = {"experiment": experiment, "method": run_cfg["method"], "seed": run_cfg["seed"],
+            "precision": precision(method)}
     if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
         history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
     done = sum(length.steps_in_epoch(e) for e in range(start_epoch))
@@ -248,7 +252,7 @@ def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: Tr
     method.generator.manual_seed(name_seed("augment", experiment, seed, epoch, *([rank] if world > 1 else [])))
     sums: dict[str, torch.Tensor | float] = {}  # device tensors or host numbers
     counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
-    interval: dict[str, list[torch.Tensor]] = {}  # statistics since the last curve point
+    interval: dict[str, list[torch.Tensor | float]] = {}  # statistics since the last curve point
     rows: list[dict] = []
     steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
     in_epoch = state.length.steps_in_epoch(epoch)
@@ -280,7 +284,8 @@ def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: Tr
                  "images_per_second": steps * settings.batch_size / max(elapsed, 1e-9),
                  "lr": method.optimizers()[0].param_groups[0]["lr"]}
     if any(not math.isfinite(v) for v in row_stats.values()):
-        raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} at epoch {epoch}")
+        raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} "
+                                 f"at epoch {epoch}")
     if main:
         print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items())
               + f"; {state.progress.line()}", flush=True)
@@ -312,7 +317,7 @@ def on_cpu(state: Any) -> Any:
     if isinstance(state, dict):
         out = type(state)((k, on_cpu(v)) for k, v in state.items())
         if hasattr(state, "_metadata"):  # a state dict's module versions
-            out._metadata = state._metadata
+            out._metadata = state._metadata  # type: ignore[attr-defined]  # set by Module.state_dict
         return out
     if isinstance(state, (list, tuple)):
         return type(state)(on_cpu(v) for v in state)

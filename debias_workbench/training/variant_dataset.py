@@ -30,8 +30,13 @@ class VariantDataset(torch.utils.data.Dataset):
     "aspect" (width / height): RandomResizedCrop(224) as a `transform` then cuts the authors' views.
     `classes` / `bias_classes` name the label indices."""
 
-    def __init__(self, store: Path | str, split: str = "train", image_type: ImageType = "tensor",
-                 transform: Callable[[Any], Any] | None = None):
+    def __init__(
+        self,
+        store: Path | str,
+        split: str = "train",
+        image_type: ImageType = "tensor",
+        transform: Callable[[Any], Any] | None = None,
+    ):
         if image_type not in ("tensor", "pil"):
             raise ValueError(f"image_type {image_type!r}: choose 'tensor' (uint8, 3 x H x W) or 'pil'")
         self.rows = VariantSplit(store, split)
@@ -44,8 +49,12 @@ class VariantDataset(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         row = self.rows[index]
         image: np.ndarray = row["image"]
-        item = {**row, "image": Image.fromarray(image) if self.image_type == "pil"
-                else torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))}
+        item = {
+            **row,
+            "image": Image.fromarray(image)
+            if self.image_type == "pil"
+            else torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))),
+        }
         if "mask" in row:
             item["mask"] = torch.from_numpy(np.ascontiguousarray(row["mask"]))
         if self.transform is not None:
@@ -53,8 +62,12 @@ class VariantDataset(torch.utils.data.Dataset):
         return item
 
 
-def load_variant(store: Path | str, split: str = "train", image_type: ImageType = "tensor",
-                 transform: Callable[[Any], Any] | None = None) -> VariantDataset:
+def load_variant(
+    store: Path | str,
+    split: str = "train",
+    image_type: ImageType = "tensor",
+    transform: Callable[[Any], Any] | None = None,
+) -> VariantDataset:
     """One split ("train" or "val") of the variant store at `store` as a PyTorch dataset
     (`VariantDataset`); the store's arrays are checked first (a missing chunk stops, naming the store
     and the command that rebuilds it)."""

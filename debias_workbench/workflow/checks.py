@@ -81,8 +81,8 @@ def _grid(config: Config, name: str, grid: dict[str, Any]) -> list[str]:
         problems.append(f"grids.{name}.figure_variant: {grid['figure_variant']!r} is not in its train_variants")
     if grid.get("report") in ("park", "park_ablation") and ({"valid", "unbiased"} - set(sets)
                                                              or not grid.get("model_selection")):
-        problems.append(f"grids.{name}.report: {grid['report']} needs a dataset with `valid` and `unbiased` test sets (a "
-                        f"colored_mnist one; {grid['dataset']!r} has {sorted(sets)}) and `model_selection`")
+        problems.append(f"grids.{name}.report: {grid['report']} needs a dataset with `valid` and `unbiased` test "
+                        f"sets (a colored_mnist one; {grid['dataset']!r} has {sorted(sets)}) and `model_selection`")
     return problems
 
 
@@ -186,7 +186,8 @@ def _photo_dataset(config: Config, name: str) -> list[str]:
                         "crop, crop_fraction), the authors' test geometry; set geometry: crop")
     if ds["view_source_size"] < ds["image_size"]:
         problems.append(f"{where}.view_source_size: {ds['view_source_size']} is under image_size {ds['image_size']}: "
-                        "every view would be up-sampled from a smaller photo; set it to image_size or more (256 at 224 px)")
+                        "every view would be up-sampled from a smaller photo; set it to image_size or more "
+                        "(256 at 224 px)")
     square = [v for v in dataset_variants(config, name) if v not in (*PHOTO_TRAIN_VARIANTS, *EXTERNAL)
               and "train" in (ds.get(v) or {}).get("splits", ["train"])]
     if square:
@@ -307,7 +308,8 @@ def _training_sections(node: Any, where: str = "") -> list[tuple[str, dict[str, 
     return found + [hit for key, value in node.items() for hit in _training_sections(value, f"{where}{key}.")]
 
 
-#: training keys that are the workflow's, not a run's: set once, at the top level (the jobs read them from the environment)
+#: training keys that are the workflow's, not a run's: set once, at the top level (the jobs read them from the
+#: environment)
 WORKFLOW_TRAINING_KEYS = ("trackers", "runs_per_gpu")
 
 

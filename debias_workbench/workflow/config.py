@@ -16,10 +16,11 @@ from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.training.methods import spec as method_spec
 
 from .checks import cross_reference_problems, label_problems, switch_problems
-from .lookup import dataset_family, dataset_variants, deep_merge, test_sets
+from .lookup import dataset_family, dataset_variants, deep_merge
 from .schema import load_schema
 from .scope import scoped
 from .smoke import apply_smoke
+
 
 class ConfigError(ValueError):
     pass
@@ -48,9 +49,9 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 
 def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The validated config with only its papers' runs where it says so (`workflow.scope`), smoke mode's counts applied (`debias_workbench/workflow/smoke.py`), and Table 5's
-    U2-Net runs, sweep values and grid cells expanded into experiments of their own; raises
-    `ConfigError` naming every bad key."""
+    """The validated config with only its papers' runs where it says so (`workflow.scope`), smoke mode's counts
+    applied (`debias_workbench/workflow/smoke.py`), and Table 5's U2-Net runs, sweep values and grid cells
+    expanded into experiments of their own; raises `ConfigError` naming every bad key."""
     validate_config(config)
     if config.get("scope", {}).get("tables_only"):  # a paper config: its tables' runs only (workflow/scope.py)
         config = validate_config(scoped(config))
@@ -85,12 +86,21 @@ def expand_grids(config: dict[str, Any]) -> dict[str, Any]:
     for name, grid in config.get("grids", {}).items():
         for key, spec in grid["methods"].items():
             for variant in grid["train_variants"]:
-                exp = {"method": spec["method"], "dataset": grid["dataset"], "train_variant": variant,
-                       "eval_dataset": grid["dataset"], "label": spec["label"],
-                       "method_args": copy.deepcopy(spec.get("method_args", {})),
-                       "training": deep_merge(GRID_WEIGHTS, deep_merge(grid.get("training", {}), spec.get("training", {}))),
-                       "seeds": grid_method_seeds(config, name, key), "grid": name, "grid_method": key,
-                       "tags": {"grid": name, "grid_method": key, "train_variant": variant}}
+                exp = {
+                    "method": spec["method"],
+                    "dataset": grid["dataset"],
+                    "train_variant": variant,
+                    "eval_dataset": grid["dataset"],
+                    "label": spec["label"],
+                    "method_args": copy.deepcopy(spec.get("method_args", {})),
+                    "training": deep_merge(
+                        GRID_WEIGHTS, deep_merge(grid.get("training", {}), spec.get("training", {}))
+                    ),
+                    "seeds": grid_method_seeds(config, name, key),
+                    "grid": name,
+                    "grid_method": key,
+                    "tags": {"grid": name, "grid_method": key, "train_variant": variant},
+                }
                 curves = grid.get("curves")
                 if curves and variant == grid["figure_variant"] and key in curves["methods"]:
                     exp["curves"] = {"test_set": curves["test_set"], "every_steps": curves["every_steps"]}
@@ -129,11 +139,15 @@ class Pack:
 def packs(config: dict[str, Any]) -> list[Pack]:
     """Every run of an expanded config in exactly one pack. A grid's runs of one train variant and
     seed share a process, `pack` methods at a time (default: all of them): their networks are
-    small, and a process start (~7 s of interpreter and torch) would cost as much as a run on a
-    CPU. Seeds whose jobs train the same methods share one pack (methods with their own `seeds`
-    split a grid's seeds into groups). Every other run is a pack of one."""
-    packed = {grid_experiment(g, k, v) for g, grid in config.get("grids", {}).items() for k in grid["methods"]
-              for v in grid["train_variants"]}
+    small, and a process start (interpreter and torch: docs/measurements.md#pilots-on-a-2-core-avx2-machine)
+    would cost as much as a run on a CPU. Seeds whose jobs train the same methods share one pack (methods with
+    their own `seeds` split a grid's seeds into groups). Every other run is a pack of one."""
+    packed = {
+        grid_experiment(g, k, v)
+        for g, grid in config.get("grids", {}).items()
+        for k in grid["methods"]
+        for v in grid["train_variants"]
+    }
     alone = [e for e in config["experiments"] if e not in packed]
     out = [Pack("", ("{experiment}",), {"experiment": alone})]
     for name, grid in config.get("grids", {}).items():
@@ -142,11 +156,15 @@ def packs(config: dict[str, Any]) -> list[Pack]:
             keys = tuple(k for k in grid["methods"] if seed in grid_method_seeds(config, name, k))
             groups.setdefault(keys, []).append(seed)
         size = grid.get("pack") or len(grid["methods"])
-        chunks = [(seeds, keys[i:i + size]) for keys, seeds in groups.items() for i in range(0, len(keys), size)]
+        chunks = [(seeds, keys[i : i + size]) for keys, seeds in groups.items() for i in range(0, len(keys), size)]
         for part, (seeds, keys) in enumerate(chunks, start=1):
-            out.append(Pack(f"_{name}" + (f"_{part}" if part > 1 else ""),
-                            tuple(grid_experiment(name, k, "{variant}") for k in keys),
-                            {"variant": list(grid["train_variants"]), "seed": [str(s) for s in seeds]}))
+            out.append(
+                Pack(
+                    f"_{name}" + (f"_{part}" if part > 1 else ""),
+                    tuple(grid_experiment(name, k, "{variant}") for k in keys),
+                    {"variant": list(grid["train_variants"]), "seed": [str(s) for s in seeds]},
+                )
+            )
     return out
 
 
@@ -197,13 +215,22 @@ def scoring_packs(config: dict[str, Any]) -> list[ScoringPack]:
     for experiment in training[0].constraints["experiment"]:
         seeds = tuple(config["experiments"][experiment].get("seeds", config["seeds"]))
         groups.setdefault((seeds, experiment in official), []).append(experiment)
-    out = [ScoringPack("" if i == 0 else f"_{i + 1}", ("{experiment}",), seeds, {"experiment": experiments}, flag)
-           for i, ((seeds, flag), experiments) in enumerate(groups.items())]
+    out = [
+        ScoringPack("" if i == 0 else f"_{i + 1}", ("{experiment}",), seeds, {"experiment": experiments}, flag)
+        for i, ((seeds, flag), experiments) in enumerate(groups.items())
+    ]
     for pack in training[1:]:
         runs_ = [pack.experiments({"variant": v}) for v in pack.constraints["variant"]]
         flags = {e in official for experiments in runs_ for e in experiments}  # a grid's runs share their test sets
-        out.append(ScoringPack(pack.name, pack.members, tuple(map(int, pack.constraints["seed"])),
-                               {"variant": pack.constraints["variant"]}, flags == {True}))
+        out.append(
+            ScoringPack(
+                pack.name,
+                pack.members,
+                tuple(map(int, pack.constraints["seed"])),
+                {"variant": pack.constraints["variant"]},
+                flags == {True},
+            )
+        )
     return out
 
 
@@ -214,8 +241,9 @@ def scoring(config: dict[str, Any], experiment: str) -> tuple[str, dict[str, str
     dataset otherwise); with group metrics (per-cell, bias-conflicting and worst-group
     accuracy) where the family declares them."""
     exp, ev = config["experiments"][experiment], config["evaluation"]["dataset"]
-    dataset = exp.get("eval_dataset") or (ev if dataset_family(config, exp["dataset"]) == dataset_family(config, ev)
-                                          else exp["dataset"])
+    dataset = exp.get("eval_dataset") or (
+        ev if dataset_family(config, exp["dataset"]) == dataset_family(config, ev) else exp["dataset"]
+    )
     family = get_family(dataset_family(config, dataset))
     ds = config["datasets"][dataset]
     return dataset, family.test_sets(ds, exp["train_variant"]), family.group_metrics(ds, exp["train_variant"])
@@ -239,7 +267,8 @@ def expand_sweeps(config: dict[str, Any]) -> dict[str, Any]:
                 continue
             exp_name = f"{sweep['experiment']}_{sweep['arg']}_{_slug(value)}"
             out["experiments"][exp_name] = {
-                **copy.deepcopy(base), "label": f"{base['label']} {sweep['arg']}={value:g}",
+                **copy.deepcopy(base),
+                "label": f"{base['label']} {sweep['arg']}={value:g}",
                 "method_args": {**base.get("method_args", {}), sweep["arg"]: value},
                 "seeds": sweep.get("seeds", base.get("seeds", config["seeds"])),
             }
@@ -264,8 +293,11 @@ def expand_segmentation_comparison(config: dict[str, Any]) -> dict[str, Any]:
     out["datasets"][f"{base}_u2net"] = ds
     for name, exp in config["experiments"].items():
         if exp["method"] in ("clad", "clad_plus") and exp["dataset"] == base:
-            out["experiments"][f"{name}_u2net"] = {**copy.deepcopy(exp), "dataset": f"{base}_u2net",
-                                                   "label": f"{exp['label']} (U2-Net)"}
+            out["experiments"][f"{name}_u2net"] = {
+                **copy.deepcopy(exp),
+                "dataset": f"{base}_u2net",
+                "label": f"{exp['label']} (U2-Net)",
+            }
     return out
 
 

@@ -91,8 +91,10 @@ class CostModel:
 
 def read_step_times(path: Path = STEP_TIMES_FILE) -> StepTimes:
     data = yaml.safe_load(path.read_text())
-    rows = {name: StepRow(tuple(r["networks"]), int(r["batch"]), int(r["image_size"]), float(r["step_ms"]))
-            for name, r in data["rows"].items()}
+    rows = {
+        name: StepRow(tuple(r["networks"]), int(r["batch"]), int(r["image_size"]), float(r["step_ms"]))
+        for name, r in data["rows"].items()
+    }
     return StepTimes(str(data["card"]), str(data["commit"]), str(data["date"]), data["command"], data["setting"], rows)
 
 
@@ -101,10 +103,17 @@ def cost_model() -> CostModel:
     """The model of the package's two data files, read once per process."""
     data = yaml.safe_load(COST_MODEL_FILE.read_text())
     cpu = data["cpu_seconds_per_image"]
-    return CostModel(read_step_times(), data["methods"], {k: float(v) for k, v in data["architectures"].items()},
-                     data["architecture_stand_in"], float(data["min_step_ms"]), float(data["forward_share"]),
-                     {k: float(v["seconds"]) for k, v in cpu.items()}, {k: v["source"] for k, v in cpu.items()},
-                     (int(data["runs_at_once"]["runs"]), float(data["runs_at_once"]["speedup"])))
+    return CostModel(
+        read_step_times(),
+        data["methods"],
+        {k: float(v) for k, v in data["architectures"].items()},
+        data["architecture_stand_in"],
+        float(data["min_step_ms"]),
+        float(data["forward_share"]),
+        {k: float(v["seconds"]) for k, v in cpu.items()},
+        {k: v["source"] for k, v in cpu.items()},
+        (int(data["runs_at_once"]["runs"]), float(data["runs_at_once"]["speedup"])),
+    )
 
 
 def runs_at_once_speedup(k: int) -> float:
@@ -142,7 +151,9 @@ def scaled_step_ms(row_name: str, nets: list[str], side: int, batch: int) -> tup
     whether it was scaled at all)."""
     model = cost_model()
     row = model.step_times.rows[row_name]
-    factor = (side / row.image_size) ** 2 * (batch / row.batch) * architecture_cost(nets) / architecture_cost(row.networks)
+    factor = (
+        (side / row.image_size) ** 2 * (batch / row.batch) * architecture_cost(nets) / architecture_cost(row.networks)
+    )
     scaled = not math.isclose(factor, 1.0) or sorted(nets) != sorted(row.networks)
     return (max(row.step_ms * factor, model.min_step_ms) if scaled else row.step_ms), scaled
 
@@ -176,7 +187,7 @@ class RunEstimate:
     method: str
     row: str
     reason: str | None  #: why `row` stands in for this method (None: the row measured it)
-    scaled: bool        #: the step time is scaled from the row (another size, batch or network)
+    scaled: bool  #: the step time is scaled from the row (another size, batch or network)
     steps: int
     images_per_step: int
     step_ms: float
@@ -203,8 +214,17 @@ def run_estimate(run: dict[str, Any]) -> RunEstimate:
     nets = networks(run, cost)
     step_ms, scaled = scaled_step_ms(cost.row, nets, side, batch)
     length = run_length(training, math.ceil(images / batch), method_spec(run["method"]).epochs_before_run(args))
-    return RunEstimate(run["method"], cost.row, cost.reason, scaled, length.steps, batch, step_ms,
-                       _extra_seconds(run, nets, length, images), TrainingSettings.of(training).gpus)
+    return RunEstimate(
+        run["method"],
+        cost.row,
+        cost.reason,
+        scaled,
+        length.steps,
+        batch,
+        step_ms,
+        _extra_seconds(run, nets, length, images),
+        TrainingSettings.of(training).gpus,
+    )
 
 
 def _extra_seconds(run: dict[str, Any], nets: list[str], length: RunLength, images: int) -> float:

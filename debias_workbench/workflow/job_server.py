@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ READY = "ready"
 JOB_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _send(sock: socket.socket, message: dict[str, Any], fds: list[int] = ()) -> None:
+def _send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
     socket.send_fds(sock, [json.dumps(message).encode()], list(fds))
 
 
@@ -196,7 +197,7 @@ class _Server:
     def inherited(self) -> list[int]:
         return [self.listener.fileno(), self.selector.fileno(),
                 *(fd for conn, pidfd in self.jobs.values() for fd in (conn.fileno(), pidfd)),
-                *(key.fileobj.fileno() for key in self.selector.get_map().values() if key.data[0] == "request")]
+                *(key.fd for key in self.selector.get_map().values() if key.data[0] == "request")]
 
     def handle(self, key: selectors.SelectorKey) -> None:
         kind, pid = key.data
@@ -204,6 +205,7 @@ class _Server:
             conn, _ = self.listener.accept()
             self.selector.register(conn, selectors.EVENT_READ, ("request", None))
         elif kind == "request":
+            assert isinstance(key.fileobj, socket.socket)  # registered by "accept" above
             self._request(key.fileobj)
         elif kind == "exited":
             self._exited(pid)
@@ -350,9 +352,9 @@ def start(log: Path, environ: dict[str, str] | os._Environ = os.environ) -> subp
     path = folder / "socket"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
-        proc = subprocess.Popen([python, "-m", "debias_workbench.workflow.job_server", "serve", str(path), str(os.getpid())],
-                                start_new_session=True, env=dict(environ), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT)
+        command = [python, "-m", "debias_workbench.workflow.job_server", "serve", str(path), str(os.getpid())]
+        proc = subprocess.Popen(command, start_new_session=True, env=dict(environ), stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + START_TIMEOUT_S
     while not (folder / READY).exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -385,7 +387,8 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["client"]:
         return client(argv[1:])
-    print("usage: python -m debias_workbench.workflow.job_server serve SOCKET OWNER_PID | client PYTHON_ARGS...", file=sys.stderr)
+    print("usage: python -m debias_workbench.workflow.job_server serve SOCKET OWNER_PID | client PYTHON_ARGS...",
+          file=sys.stderr)
     return 2
 
 

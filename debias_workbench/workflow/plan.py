@@ -27,11 +27,19 @@ from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline.segment_stage import shard_count
 
 from . import cost, resources
-from .config import (background_challenge_runs, grid_experiment, pack_jobs, packs, resolve_config, runs, scoring,
-                     scoring_packs)
+from .config import (
+    background_challenge_runs,
+    grid_experiment,
+    pack_jobs,
+    packs,
+    resolve_config,
+    runs,
+    scoring,
+    scoring_packs,
+)
 from .lookup import dataset_family, dataset_variants, deep_merge
-from .slices import DERIVED_SECTIONS, run_config
 from .scope import scoped
+from .slices import DERIVED_SECTIONS, run_config
 from .user_paths import missing_paths
 
 #: the Snakefile's own config file, under every config given
@@ -99,8 +107,11 @@ def run_tables(config: dict[str, Any]) -> dict[str, str]:
             for name in _experiments_of(config, run):
                 listed.setdefault(name, protocol["title"])
     # the runs a paper config keeps with its reason (workflow/scope.py)
-    extra = {name: reason for run, reason in config.get("scope", {}).get("extra", {}).items()
-             for name in _experiments_of(config, run)}
+    extra = {
+        name: reason
+        for run, reason in config.get("scope", {}).get("extra", {}).items()
+        for name in _experiments_of(config, run)
+    }
     sweeps = {exp: name for name, sweep in config.get("sweep_points", {}).items() for _v, exp in sweep["points"]}
     out = {}
     for name, exp in config["experiments"].items():
@@ -119,13 +130,20 @@ def run_tables(config: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _job(config: dict[str, Any], rule: str, target: str, table: str, gpus: int,
-         estimate: tuple[float, float]) -> Job:
+def _job(config: dict[str, Any], rule: str, target: str, table: str, gpus: int, estimate: tuple[float, float]) -> Job:
     """A job with its request as `resources.rule_resources` makes it (first attempt)."""
     hours = config["cluster"]["max_job_hours"]
     minutes, mem = estimate
-    return Job(rule, target, table, gpus, minutes, mem, cost.request_minutes(minutes, hours),
-               cost.jobs_needed(minutes, hours) if gpus else 1)
+    return Job(
+        rule,
+        target,
+        table,
+        gpus,
+        minutes,
+        mem,
+        cost.request_minutes(minutes, hours),
+        cost.jobs_needed(minutes, hours) if gpus else 1,
+    )
 
 
 def training_jobs(config: dict[str, Any], tables: dict[str, str]) -> tuple[list[RunLine], list[Job]]:
@@ -135,10 +153,20 @@ def training_jobs(config: dict[str, Any], tables: dict[str, str]) -> tuple[list[
         for wc in pack_jobs(config, pack):
             run_cfgs = [run_config(config, e, int(wc["seed"])) for e in pack.experiments(wc)]
             table = tables[run_cfgs[0]["experiment"]]
-            lines += [RunLine(r["experiment"], r["seed"], tables[r["experiment"]], cost.run_estimate(r)) for r in run_cfgs]
+            lines += [
+                RunLine(r["experiment"], r["seed"], tables[r["experiment"]], cost.run_estimate(r)) for r in run_cfgs
+            ]
             target = "+".join(pack.experiments(wc)) + f" seed {wc['seed']}"
-            jobs.append(_job(config, f"train{pack.name}", target, table, resources.gpus(run_cfgs),
-                             resources.training(run_cfgs, config["training"]["runs_per_gpu"])))
+            jobs.append(
+                _job(
+                    config,
+                    f"train{pack.name}",
+                    target,
+                    table,
+                    resources.gpus(run_cfgs),
+                    resources.training(run_cfgs, config["training"]["runs_per_gpu"]),
+                )
+            )
     return lines, jobs
 
 
@@ -152,8 +180,9 @@ def scoring_jobs(config: dict[str, Any], tables: dict[str, str]) -> list[Job]:
         for value in pack.constraints[wildcard]:
             experiment = pack.experiments({wildcard: value})[0]
             dataset, sets, _groups = scoring(config, experiment)
-            estimate = resources.evaluation(config, len(sets) + official_stores * pack.official,
-                                            len(pack.members) * len(pack.seeds), dataset)
+            estimate = resources.evaluation(
+                config, len(sets) + official_stores * pack.official, len(pack.members) * len(pack.seeds), dataset
+            )
             jobs.append(_job(config, f"evaluate{pack.name}", value, tables[experiment], 1, estimate))
     return jobs
 
@@ -173,18 +202,32 @@ def data_jobs(config: dict[str, Any]) -> list[Job]:
         ds = config["datasets"][dataset]
         whole = resources.generation(config, dataset)
         if get_family(dataset_family(config, dataset)).whole_variants:
-            jobs += [_job(config, "dataset_variant", f"{dataset}/{v}", DATA, 0, whole) for v in dataset_variants(config, dataset)]
+            jobs += [
+                _job(config, "dataset_variant", f"{dataset}/{v}", DATA, 0, whole)
+                for v in dataset_variants(config, dataset)
+            ]
             continue
         shards = shard_count(cost.dataset_images(ds) + cost.dataset_images(ds, "val"), ds)
         steps = (["in9_synthetic_source"] if ds["source"]["kind"] == "synthetic" else []) + ["in9_list", "in9_segment"]
         jobs += [_job(config, rule, dataset, DATA, 0, whole) for rule in steps]
-        jobs += [_job(config, "in9_segment_shard", f"{dataset} shard {k}", DATA, 0, resources.segment_shard(config, dataset))
-                 for k in range(shards)]
+        jobs += [
+            _job(config, "in9_segment_shard", f"{dataset} shard {k}", DATA, 0, resources.segment_shard(config, dataset))
+            for k in range(shards)
+        ]
         for variant in dataset_variants(config, dataset):
             if variant in DERIVED_SECTIONS and variant in ds:
                 shard = resources.derived_shard(config, dataset, variant)
-                jobs += [_job(config, f"in9_{variant}_shard", f"{dataset}/{variant} shard {k}", DATA,
-                              int(variant == "stylized"), shard) for k in range(shards)]
+                jobs += [
+                    _job(
+                        config,
+                        f"in9_{variant}_shard",
+                        f"{dataset}/{variant} shard {k}",
+                        DATA,
+                        int(variant == "stylized"),
+                        shard,
+                    )
+                    for k in range(shards)
+                ]
                 jobs.append(_job(config, "in9_derived", f"{dataset}/{variant}", DATA, 0, whole))
             else:
                 jobs.append(_job(config, "in9_variant", f"{dataset}/{variant}", DATA, 0, whole))
@@ -200,15 +243,22 @@ def analysis_jobs(config: dict[str, Any]) -> list[Job]:
     """The analyses (rules/analyses.smk), Base (IN) (rules/evaluate.smk) and the report, estimated as their rules."""
     main = _models(config, background_challenge_runs(config))
     saliency_models = _models(config, config["analyses"]["saliency"]["experiments"])
-    jobs = [_job(config, "analysis", a, ANALYSES, 1, resources.evaluation(config, 2, main)) for a in ("consistency", "fivecrop")]
-    jobs.append(_job(config, "analysis_saliency", "saliency", ANALYSES, 1, resources.evaluation(config, 1, saliency_models)))
+    jobs = [
+        _job(config, "analysis", a, ANALYSES, 1, resources.evaluation(config, 2, main))
+        for a in ("consistency", "fivecrop")
+    ]
+    jobs.append(
+        _job(config, "analysis_saliency", "saliency", ANALYSES, 1, resources.evaluation(config, 1, saliency_models))
+    )
     texture = config["analyses"]["texture"]
     if texture["experiments"] and (texture["vgg"] or texture.get("vgg16")):
         models = 1 + _models(config, texture["experiments"])
         jobs.append(_job(config, "analysis_texture", "texture", ANALYSES, 1, resources.evaluation(config, 1, models)))
     if config["evaluation"].get("imagenet_model"):
         stores = len(dataset_variants(config, config["evaluation"]["dataset"]))
-        jobs.append(_job(config, "evaluate_imagenet_model", "base_in", ANALYSES, 1, resources.evaluation(config, stores)))
+        jobs.append(
+            _job(config, "evaluate_imagenet_model", "base_in", ANALYSES, 1, resources.evaluation(config, stores))
+        )
     jobs.append(_job(config, "report", "report", ANALYSES, 0, REPORT_ESTIMATE))
     return jobs
 

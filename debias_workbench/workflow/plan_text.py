@@ -19,8 +19,9 @@ def _hours(minutes: float) -> float:
 
 def _table_figures(p: Plan) -> dict[str, dict[str, Any]]:
     """{table: its runs, GPU-hours of its runs, its jobs and their GPU- and CPU-hours} in first-seen order."""
-    out: dict[str, dict[str, Any]] = defaultdict(lambda: {"runs": 0, "run_gpu_hours": 0.0, "jobs": 0,
-                                                          "gpu_hours": 0.0, "cpu_hours": 0.0})
+    out: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"runs": 0, "run_gpu_hours": 0.0, "jobs": 0, "gpu_hours": 0.0, "cpu_hours": 0.0}
+    )
     for line in p.runs:
         out[line.table]["runs"] += 1
         out[line.table]["run_gpu_hours"] += line.estimate.gpu_seconds / 3600
@@ -33,16 +34,33 @@ def _table_figures(p: Plan) -> dict[str, dict[str, Any]]:
 
 def _run_json(line: RunLine) -> dict[str, Any]:
     e = line.estimate
-    return {"experiment": line.experiment, "seed": line.seed, "table": line.table, "method": e.method,
-            "row": e.row, "estimate": e.estimate, "stand_in_reason": e.reason, "steps": e.steps,
-            "images_per_step": e.images_per_step, "step_ms": round(e.step_ms, 2), "gpus": e.gpus,
-            "gpu_hours": round(e.gpu_seconds / 3600, 4)}
+    return {
+        "experiment": line.experiment,
+        "seed": line.seed,
+        "table": line.table,
+        "method": e.method,
+        "row": e.row,
+        "estimate": e.estimate,
+        "stand_in_reason": e.reason,
+        "steps": e.steps,
+        "images_per_step": e.images_per_step,
+        "step_ms": round(e.step_ms, 2),
+        "gpus": e.gpus,
+        "gpu_hours": round(e.gpu_seconds / 3600, 4),
+    }
 
 
 def _job_json(job: Job) -> dict[str, Any]:
-    return {"rule": job.rule, "target": job.target, "table": job.table, "gpus": job.gpus,
-            "estimate_hours": _hours(job.estimate_minutes), "runtime_minutes": job.request_minutes,
-            "mem_mb": int(job.mem_mb), "jobs_needed": job.jobs_needed}
+    return {
+        "rule": job.rule,
+        "target": job.target,
+        "table": job.table,
+        "gpus": job.gpus,
+        "estimate_hours": _hours(job.estimate_minutes),
+        "runtime_minutes": job.request_minutes,
+        "mem_mb": int(job.mem_mb),
+        "jobs_needed": job.jobs_needed,
+    }
 
 
 def summary(p: Plan) -> dict[str, Any]:
@@ -50,15 +68,24 @@ def summary(p: Plan) -> dict[str, Any]:
     times = cost.cost_model().step_times
     gpu_jobs = [j for j in p.jobs if j.gpus]
     largest = max(p.jobs, key=lambda j: j.request_minutes)
-    return {"config_files": p.files, "card": times.card, "step_times": {"commit": times.commit, "date": times.date,
-                                                                         "setting": times.setting},
-            "max_job_hours": p.max_job_hours, "missing_paths": p.missing,
-            "gpu_hours": round(sum(j.estimate_minutes for j in gpu_jobs) / 60, 2),
-            "cpu_hours": round(sum(j.estimate_minutes for j in p.jobs if not j.gpus) / 60, 2),
-            "scheduler_jobs": sum(j.jobs_needed for j in p.jobs),
-            "largest_request": {"runtime_hours": _hours(largest.request_minutes), "rule": largest.rule,
-                                "target": largest.target},
-            "tables": _table_figures(p), "runs": [_run_json(r) for r in p.runs], "jobs": [_job_json(j) for j in p.jobs]}
+    return {
+        "config_files": p.files,
+        "card": times.card,
+        "step_times": {"commit": times.commit, "date": times.date, "setting": times.setting},
+        "max_job_hours": p.max_job_hours,
+        "missing_paths": p.missing,
+        "gpu_hours": round(sum(j.estimate_minutes for j in gpu_jobs) / 60, 2),
+        "cpu_hours": round(sum(j.estimate_minutes for j in p.jobs if not j.gpus) / 60, 2),
+        "scheduler_jobs": sum(j.jobs_needed for j in p.jobs),
+        "largest_request": {
+            "runtime_hours": _hours(largest.request_minutes),
+            "rule": largest.rule,
+            "target": largest.target,
+        },
+        "tables": _table_figures(p),
+        "runs": [_run_json(r) for r in p.runs],
+        "jobs": [_job_json(j) for j in p.jobs],
+    }
 
 
 def _run_rows(lines: list[RunLine]) -> list[str]:
@@ -66,14 +93,18 @@ def _run_rows(lines: list[RunLine]) -> list[str]:
     by_experiment: dict[str, list[RunLine]] = defaultdict(list)
     for line in lines:
         by_experiment[line.experiment].append(line)
-    out = [f"  {'experiment':<44} {'method':<18} {'row':<14} {'seeds':>5} {'steps':>8} {'img/step':>8} "
-           f"{'GPU-h/run':>9} {'GPU-h':>8}"]
+    out = [
+        f"  {'experiment':<44} {'method':<18} {'row':<14} {'seeds':>5} {'steps':>8} {'img/step':>8} "
+        f"{'GPU-h/run':>9} {'GPU-h':>8}"
+    ]
     for name, group in by_experiment.items():
         e = group[0].estimate
         each = sum(g.estimate.gpu_seconds for g in group) / len(group) / 3600
         row = e.row + ("*" if e.estimate else "")
-        out.append(f"  {name[:44]:<44} {e.method[:18]:<18} {row:<14} {len(group):>5} {e.steps:>8,} "
-                   f"{e.images_per_step:>8} {each:>9.2f} {each * len(group):>8.2f}")
+        out.append(
+            f"  {name[:44]:<44} {e.method[:18]:<18} {row:<14} {len(group):>5} {e.steps:>8,} "
+            f"{e.images_per_step:>8} {each:>9.2f} {each * len(group):>8.2f}"
+        )
     return out
 
 
@@ -86,36 +117,56 @@ def _job_rows(jobs: list[Job]) -> list[str]:
     for rule, group in by_rule.items():
         longest = max(group, key=lambda j: j.request_minutes)
         needed = sum(j.jobs_needed for j in group)
-        out.append(f"  jobs {rule}: {len(group)} x {'%d GPU' % longest.gpus if longest.gpus else 'CPU'}, "
-                   f"request up to {longest.request_minutes / 60:.1f} h (estimate {longest.estimate_minutes / 60:.2f} h), "
-                   f"{max(j.mem_mb for j in group) / 1024:.1f} GiB" + (f"; {needed} scheduler jobs" if needed > len(group) else ""))
+        out.append(
+            f"  jobs {rule}: {len(group)} x {f'{longest.gpus} GPU' if longest.gpus else 'CPU'}, "
+            f"request up to {longest.request_minutes / 60:.1f} h (estimate {longest.estimate_minutes / 60:.2f} h), "
+            f"{max(j.mem_mb for j in group) / 1024:.1f} GiB"
+            + (f"; {needed} scheduler jobs" if needed > len(group) else "")
+        )
     return out
 
 
 def text(p: Plan) -> str:
     """The plan for a terminal: per table its runs and its jobs' requests, totals at the end."""
     s, times = summary(p), cost.cost_model().step_times
-    lines = [f"workbench plan: {' + '.join(['config/config.yaml', *p.files])}",
-             f"GPU figures for {times.card} (step times of commit {times.commit}, {times.date}: {times.setting}); "
-             f"* = a scaled estimate or a stand-in row (docs/cluster.md, What a config costs)"]
+    lines = [
+        f"workbench plan: {' + '.join(['config/config.yaml', *p.files])}",
+        f"GPU figures for {times.card} (step times of commit {times.commit}, {times.date}: {times.setting}); "
+        f"* = a scaled estimate or a stand-in row (docs/cluster.md, What a config costs)",
+    ]
     if p.missing:
-        lines += ["", "paths still to fill (the workflow stops on these; the plan does not):", *[f"  {m}" for m in p.missing]]
+        lines += [
+            "",
+            "paths still to fill (the workflow stops on these; the plan does not):",
+            *[f"  {m}" for m in p.missing],
+        ]
     for table, figures in s["tables"].items():
-        lines += ["", f"== {table}: {figures['runs']} runs, {figures['gpu_hours']:.1f} GPU-h, {figures['cpu_hours']:.1f} CPU-h, "
-                      f"{figures['jobs']} jobs"]
+        lines += [
+            "",
+            f"== {table}: {figures['runs']} runs, {figures['gpu_hours']:.1f} GPU-h, {figures['cpu_hours']:.1f} CPU-h, "
+            f"{figures['jobs']} jobs",
+        ]
         lines += _run_rows([r for r in p.runs if r.table == table]) if figures["runs"] else []
         lines += _job_rows([j for j in p.jobs if j.table == table])
     big = s["largest_request"]
-    lines += ["", f"total: {s['gpu_hours']:.1f} GPU-h on {times.card}, {s['cpu_hours']:.1f} CPU-h, {len(p.runs)} runs, "
-                  f"{s['scheduler_jobs']} scheduler jobs; largest request {big['runtime_hours']:.1f} h ({big['rule']} "
-                  f"{big['target'][:60]}); cluster.max_job_hours {p.max_job_hours:g}"]
+    lines += [
+        "",
+        f"total: {s['gpu_hours']:.1f} GPU-h on {times.card}, {s['cpu_hours']:.1f} CPU-h, {len(p.runs)} runs, "
+        f"{s['scheduler_jobs']} scheduler jobs; largest request {big['runtime_hours']:.1f} h ({big['rule']} "
+        f"{big['target'][:60]}); cluster.max_job_hours {p.max_job_hours:g}",
+    ]
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="workbench plan", description=__doc__.split("\n")[0])
-    ap.add_argument("--configfile", type=Path, nargs="*", default=[],
-                    help="config files merged over config/config.yaml in order (as snakemake --configfile)")
+    ap.add_argument(
+        "--configfile",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="config files merged over config/config.yaml in order (as snakemake --configfile)",
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     args = ap.parse_args(argv)
     p = plan(args.configfile)

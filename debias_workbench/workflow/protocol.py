@@ -44,8 +44,10 @@ COVERED_SECTIONS = ("training", "method_args", "dataset_config")
 STORAGE_KEYS = ("chunk_images", "block_images", "image_codec", "batch_images", "timeout_s", "family")
 #: run-config keys of how a run executes, which move no number of a paper's beyond float noise:
 #: accounted for in every protocol (with the reason) so that no protocol repeats them
-EXECUTION_SETTINGS = {"training.deterministic": "CUDA's choice of kernels: deterministic ones (run-to-run equality) or "
-                                                "cudnn.benchmark's fastest"}
+EXECUTION_SETTINGS = {
+    "training.deterministic": "CUDA's choice of kernels: deterministic ones (run-to-run equality) or "
+    "cudnn.benchmark's fastest"
+}
 #: the `code:` keys: rules fixed in the code that can move a paper's numbers, each with where it is
 #: implemented (a change there must change its value here, and so meet the protocols that name it)
 CODE_RULES = {
@@ -54,7 +56,8 @@ CODE_RULES = {
     # training/evaluation.py score_run: a test set that holds some of the classes (ImageNet-R) is scored
     # by the argmax over every class of the model
     "partial_class_scoring": "argmax over all classes",
-    # training/augment.py Augmenter.draw of square images (the SSL views too): RandomResizedCrop's scale and aspect drawn once
+    # training/augment.py Augmenter.draw of square images (the SSL views too): RandomResizedCrop's scale and aspect
+    # drawn once
     "random_resized_crop": "one draw, the window clamped to the image",
     # training/augment.py Augmenter.photo_draw, of whole photos (`train_views: photo`): get_params' tries and fallback
     "random_resized_crop_of_photos": "up to 10 draws, then a centre crop",
@@ -85,8 +88,16 @@ CODE_RULES = {
 }
 #: wording of a difference from the paper or the authors' code (lower case, regular expressions): a
 #: note that uses it must name the settings rows that declare the difference (`note_problems`)
-DIFFERENCE_WORDING = (r"where the (authors|paper)", r"instead of", r"rather than", r"differ", r"unlike", r"deviat",
-                      r"left out", r"\bhere\b[^.]*\bthe authors'")
+DIFFERENCE_WORDING = (
+    r"where the (authors|paper)",
+    r"instead of",
+    r"rather than",
+    r"differ",
+    r"unlike",
+    r"deviat",
+    r"left out",
+    r"\bhere\b[^.]*\bthe authors'",
+)
 #: keys naming a file the user places anywhere: compared by the file's name (torchvision's names carry
 #: the weights' checksum prefix, resnet50-0676ba61.pth)
 FILE_KEYS = ("training.pretrained",)
@@ -142,6 +153,8 @@ def value(config: dict[str, Any], run: str | None, key: str) -> Any:
         return _lookup(config, key.removeprefix("config:"))
     if key.startswith("code:"):
         return _lookup(CODE_RULES, key.removeprefix("code:"))
+    if run is None:
+        raise ValueError(f"{key!r} is a run's value: name the run")
     found = _lookup(slices.run_config(config, run_name(config, run), config["seeds"][0]), key)
     return Path(found).name if key in FILE_KEYS and isinstance(found, str) else found
 
@@ -152,8 +165,9 @@ def rows(config: dict[str, Any], paper: str) -> list[Row]:
     out = []
     for s in config["protocols"][paper]["settings"]:
         runs = s.get("runs") or [None]
-        out.append(Row(s["setting"], s["key"], s["paper"], value(config, runs[0], s["key"]), s["source"],
-                       s.get("deviation")))
+        out.append(
+            Row(s["setting"], s["key"], s["paper"], value(config, runs[0], s["key"]), s["source"], s.get("deviation"))
+        )
     return out
 
 
@@ -184,11 +198,15 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
                 covered[run].add(s["key"])
             differs = not same_value(s["paper"], got)
             if differs and not s.get("deviation"):
-                problems.append(f"{here}: {run or 'the config'} runs {got!r} where the paper has {s['paper']!r} "
-                                f"({s['source']}); follow the paper or declare a `deviation` with its reason")
+                problems.append(
+                    f"{here}: {run or 'the config'} runs {got!r} where the paper has {s['paper']!r} "
+                    f"({s['source']}); follow the paper or declare a `deviation` with its reason"
+                )
             elif not differs and s.get("deviation"):
-                problems.append(f"{here}: declares a deviation but {run or 'the config'} runs the paper's value "
-                                f"{got!r}; remove the deviation")
+                problems.append(
+                    f"{here}: declares a deviation but {run or 'the config'} runs the paper's value "
+                    f"{got!r}; remove the deviation"
+                )
     skipped = [n["key"] for n in protocol.get("not_compared", [])] + list(EXECUTION_SETTINGS)
     unsettings = {*path_keys(config), *unread_keys(config)}  # one walk of the config for every run
     for run, keys in covered.items():
@@ -199,8 +217,10 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
                 if leaf == section:  # an empty section (a method without arguments)
                     continue
                 if not any(leaf == k or leaf.startswith(k + ".") for k in (*keys, *skipped)):
-                    problems.append(f"{where}: {leaf} of run {run!r} ({_lookup(rc, leaf)!r}) is in no setting; add "
-                                    f"it with the paper's value and source, or to not_compared with the reason")
+                    problems.append(
+                        f"{where}: {leaf} of run {run!r} ({_lookup(rc, leaf)!r}) is in no setting; add "
+                        f"it with the paper's value and source, or to not_compared with the reason"
+                    )
     return problems + note_problems(protocol, where)
 
 
@@ -239,9 +259,11 @@ def note_problems(protocol: dict[str, Any], where: str) -> list[str]:
                 problems.append(f"{here}: names row {name!r}, which declares no deviation; name only rows that do")
         wording = [w for w in DIFFERENCE_WORDING if re.search(w, text.lower())]
         if wording and not named:
-            problems.append(f"{here}: is worded as a difference from the paper ({wording[0]!r}) but names no row; "
-                            "declare the difference as a settings row with its `deviation` and name it in the "
-                            "note's `rows`, or word the note as context")
+            problems.append(
+                f"{here}: is worded as a difference from the paper ({wording[0]!r}) but names no row; "
+                "declare the difference as a settings row with its `deviation` and name it in the "
+                "note's `rows`, or word the note as context"
+            )
     return problems
 
 
@@ -250,7 +272,19 @@ def report_protocols(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out = {}
     for paper, protocol in config.get("protocols", {}).items():
         notes = [dict(zip(("text", "rows"), note_parts(n))) for n in protocol.get("notes", [])]
-        out[paper] = {"title": protocol["title"], "section": protocol["section"], "notes": notes,
-                      "rows": [{"setting": r.setting, "paper": r.paper, "this_run": r.this_run, "source": r.source,
-                                "deviation": r.deviation} for r in rows(config, paper)]}
+        out[paper] = {
+            "title": protocol["title"],
+            "section": protocol["section"],
+            "notes": notes,
+            "rows": [
+                {
+                    "setting": r.setting,
+                    "paper": r.paper,
+                    "this_run": r.this_run,
+                    "source": r.source,
+                    "deviation": r.deviation,
+                }
+                for r in rows(config, paper)
+            ],
+        }
     return out

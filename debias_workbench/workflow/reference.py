@@ -1,7 +1,7 @@
 """The configuration reference (docs/configuration.md), generated from `config/schema.yaml`.
 
-    workbench config-reference           # rewrite the reference section of docs/configuration.md
-    workbench config-reference --check   # exit 1 if docs/configuration.md is out of date (the tests do this)
+workbench config-reference           # rewrite the reference section of docs/configuration.md
+workbench config-reference --check   # exit 1 if docs/configuration.md is out of date (the tests do this)
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from debias_workbench.pipeline.datasets import FAMILIES
 
@@ -26,6 +27,7 @@ DEF_PLACES = {**{family_def(name): f"datasets.<{name} dataset>" for name in FAMI
 
 def schema_keys(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], bool]]:
     """(dotted key, its schema, required) of every key, the shared definitions in place."""
+
     def walk(node: dict[str, Any], prefix: str) -> Iterator[tuple[str, dict[str, Any], bool]]:
         required = set(node.get("required", []))
         for name, sub in (node.get("properties") or {}).items():
@@ -66,8 +68,12 @@ def _type(sub: dict[str, Any], defs: dict[str, Any]) -> str:
         return " or ".join(_type(alt, defs) for alt in sub["oneOf"])
     kind = sub.get("type", "object" if "properties" in sub else "null or object" if "oneOf" in sub else "")
     kind = " or ".join(kind) if isinstance(kind, list) else kind
-    bounds = [f"≥ {sub['minimum']}" if "minimum" in sub else "", f"> {sub['exclusiveMinimum']}" if "exclusiveMinimum" in sub else "",
-              f"≤ {sub['maximum']}" if "maximum" in sub else "", f"< {sub['exclusiveMaximum']}" if "exclusiveMaximum" in sub else ""]
+    bounds = [
+        f"≥ {sub['minimum']}" if "minimum" in sub else "",
+        f"> {sub['exclusiveMinimum']}" if "exclusiveMinimum" in sub else "",
+        f"≤ {sub['maximum']}" if "maximum" in sub else "",
+        f"< {sub['exclusiveMaximum']}" if "exclusiveMaximum" in sub else "",
+    ]
     bounds = [b for b in bounds if b]
     if "pattern" in sub:
         bounds.append(f"matching `{sub['pattern']}`")
@@ -114,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     new = updated_page(text, reference_markdown())
     if args.check:
         if new != text:
-            print("docs/configuration.md's configuration reference is out of date: run workbench config-reference",
-                  file=sys.stderr)
+            print(
+                "docs/configuration.md's configuration reference is out of date: run workbench config-reference",
+                file=sys.stderr,
+            )
             return 1
         return 0
     REFERENCE_PAGE.write_text(new)

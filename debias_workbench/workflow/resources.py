@@ -14,15 +14,24 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE, TRACKERS_VARIABLE
 from debias_workbench.training.run_groups import process_groups
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
-from .cost import (cpu_minutes, dataset_images, forward_seconds_per_image, image_side, jobs_needed, train_side,
-                   request_minutes, run_estimate, runs_at_once_speedup)
+from .cost import (
+    cpu_minutes,
+    dataset_images,
+    forward_seconds_per_image,
+    image_side,
+    jobs_needed,
+    request_minutes,
+    run_estimate,
+    runs_at_once_speedup,
+    train_side,
+)
 
 #: environment of every job's process: glibc's malloc keeps the memory it frees for the next step
 #: (it otherwise hands large freed blocks back to the kernel at once, and a CPU training loop
@@ -30,8 +39,11 @@ from .cost import (cpu_minutes, dataset_images, forward_seconds_per_image, image
 #: page faults and a fifth less CPU, docs/measurements.md). Read by glibc at process start (other C
 #: libraries ignore it); rules/common.smk puts it in the workflow's environment, not in the rules'
 #: commands, so it is no rule parameter and results made without it are not rerun.
-JOB_ENVIRONMENT = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824",
-                   "MALLOC_TOP_PAD_": "67108864"}
+JOB_ENVIRONMENT = {
+    "MALLOC_MMAP_THRESHOLD_": "33554432",
+    "MALLOC_TRIM_THRESHOLD_": "1073741824",
+    "MALLOC_TOP_PAD_": "67108864",
+}
 
 #: the command text every rule starts its Python with; the interpreter itself comes from the
 #: environment (`interpreter_environment`), with `python` as the fallback so that a command printed
@@ -47,8 +59,10 @@ def interpreter_environment(basedir: str, python: str, environ: Mapping[str, str
     shell command, and a path there would rerun every job when the same workflow is started
     through another path to the interpreter (`snakemake` vs `python -m snakemake`, another venv)."""
     paths = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {"WORKBENCH_PYTHON": python,
-            "PYTHONPATH": os.pathsep.join(paths if paths[:1] == [basedir] else [basedir, *paths])}
+    return {
+        "WORKBENCH_PYTHON": python,
+        "PYTHONPATH": os.pathsep.join(paths if paths[:1] == [basedir] else [basedir, *paths]),
+    }
 
 
 def training_environment(training: Mapping[str, Any]) -> dict[str, str]:
@@ -56,8 +70,10 @@ def training_environment(training: Mapping[str, Any]) -> dict[str, str]:
     `training.runs_per_gpu`: the train (and score) jobs read them as their `--trackers` and
     `--runs-per-gpu` defaults. Like the interpreter, they travel in the environment, not in a command:
     turning TensorBoard on, or packing runs onto a GPU, reruns no job."""
-    return {TRACKERS_VARIABLE: ",".join(training.get("trackers", [])),
-            RUNS_PER_GPU_VARIABLE: str(training.get("runs_per_gpu", 1))}
+    return {
+        TRACKERS_VARIABLE: ",".join(training.get("trackers", [])),
+        RUNS_PER_GPU_VARIABLE: str(training.get("runs_per_gpu", 1)),
+    }
 
 
 def partition(config: dict[str, Any], gpu: bool) -> str:
@@ -99,8 +115,9 @@ def local_gpu_cap(given: int | None) -> int | None:
     return visible_gpus() or None
 
 
-def rule_resources(config: dict[str, Any], gpu: bool, estimate: Estimate,
-                   gpus: Callable[[Any], int] | None = None) -> dict[str, Any]:
+def rule_resources(
+    config: dict[str, Any], gpu: bool, estimate: Estimate, gpus: Callable[[Any], int] | None = None
+) -> dict[str, Any]:
     """`resources:` of a rule (`resources: **rule_resources(...)`): its partition, `gpu=1` if it
     needs one, and each job's memory from `estimate` and its runtime request from the estimate
     (`cost.request_minutes`: margin and minimum, a retry the larger margin, never over
@@ -110,8 +127,9 @@ def rule_resources(config: dict[str, Any], gpu: bool, estimate: Estimate,
     out: dict[str, Any] = {
         "slurm_partition": partition(config, gpu),
         "mem_mb": lambda wildcards: int(estimate(wildcards)[1]),
-        "runtime": lambda wildcards, attempt: request_minutes(estimate(wildcards)[0], config["cluster"]["max_job_hours"],
-                                                              attempt),
+        "runtime": lambda wildcards, attempt: request_minutes(
+            estimate(wildcards)[0], config["cluster"]["max_job_hours"], attempt
+        ),
     }
     if gpu:
         out["gpu"] = gpus if gpus is not None else 1
@@ -132,8 +150,10 @@ def gpus(runs: list[dict[str, Any]]) -> int:
     """The `training.gpus` of a training job's runs (run configs), which one launcher starts."""
     asked = {TrainingSettings.of(run["training"]).gpus for run in runs}
     if len(asked) > 1:
-        raise ValueError(f"runs {[run['experiment'] for run in runs]} train in one job (a pack) but ask for different "
-                         f"training.gpus {sorted(asked)}: set gpus once for all of them (for a grid: grids.<name>.training)")
+        raise ValueError(
+            f"runs {[run['experiment'] for run in runs]} train in one job (a pack) but ask for different "
+            f"training.gpus {sorted(asked)}: set gpus once for all of them (for a grid: grids.<name>.training)"
+        )
     return asked.pop()
 
 
@@ -173,8 +193,11 @@ def training(runs: list[dict[str, Any]], runs_per_gpu: int = 1) -> tuple[float, 
     minutes, mem = sum(run_minutes.values()), 0.0
     for run in runs:
         ds, settings = run["dataset_config"], TrainingSettings.of(run["training"])
-        mem = max(mem, settings.gpus * (4000 + loader_mb(ds, settings.loader, dataset_images(ds))
-                                        * (1 + len(run["aligned_variants"]))))
+        mem = max(
+            mem,
+            settings.gpus
+            * (4000 + loader_mb(ds, settings.loader, dataset_images(ds)) * (1 + len(run["aligned_variants"]))),
+        )
     groups = process_groups(runs)
     k = min(runs_per_gpu, len(groups)) if gpus(runs) == 1 else 1
     if k > 1:
@@ -188,8 +211,10 @@ def evaluation(config: dict[str, Any], stores: int, models: int = 1, dataset: st
     forward pass of each image through the config's network (`cost.forward_seconds_per_image`)."""
     ds = config["datasets"][dataset or config["evaluation"]["dataset"]]
     images = dataset_images(ds, "val") * stores * models
-    return (images * forward_seconds_per_image([config["training"]["arch"]], image_side(ds)) / 60,
-            4000 + image_mb(ds, dataset_images(ds, "val")) * 2)
+    return (
+        images * forward_seconds_per_image([config["training"]["arch"]], image_side(ds)) / 60,
+        4000 + image_mb(ds, dataset_images(ds, "val")) * 2,
+    )
 
 
 def segment_shard(config: dict[str, Any], dataset: str) -> tuple[float, float]:

@@ -28,8 +28,11 @@ def _load(path: Path) -> dict[str, Any]:
     # a dataset without `family` is an in9 one; every other family is picked by its name
     choice: dict[str, Any] = {"$ref": f"#/$defs/{family_def(DEFAULT_FAMILY)}"}
     for name in reversed([n for n in FAMILIES if n != DEFAULT_FAMILY]):
-        choice = {"if": {"required": ["family"], "properties": {"family": {"const": name}}},
-                  "then": {"$ref": f"#/$defs/{family_def(name)}"}, "else": choice}
+        choice = {
+            "if": {"required": ["family"], "properties": {"family": {"const": name}}},
+            "then": {"$ref": f"#/$defs/{family_def(name)}"},
+            "else": choice,
+        }
     schema["$defs"]["dataset"] = choice
     return schema
 

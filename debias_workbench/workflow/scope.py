@@ -53,8 +53,9 @@ def scoped(config: dict[str, Any]) -> dict[str, Any]:
                 else:
                     del grids[name]["curves"]
     out["grids"] = grids
-    out["sweeps"] = {name: sweep for name, sweep in config.get("sweeps", {}).items()
-                     if sweep["experiment"] in out["experiments"]}
+    out["sweeps"] = {
+        name: sweep for name, sweep in config.get("sweeps", {}).items() if sweep["experiment"] in out["experiments"]
+    }
     for analysis in out["analyses"].values():
         if isinstance(analysis, dict) and "experiments" in analysis:
             analysis["experiments"] = [e for e in analysis["experiments"] if e in out["experiments"]]

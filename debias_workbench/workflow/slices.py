@@ -21,9 +21,9 @@ from debias_workbench.core.atomic import write_text_atomic
 from debias_workbench.pipeline.datasets import FAMILIES
 from debias_workbench.training.methods import spec
 
+from . import protocol  # protocol reads run_config from here: the module, not its names
 from .config import scoring
 from .lookup import dataset_family, deep_merge
-from . import protocol  # protocol reads run_config from here: the module, not its names
 
 #: in9 dataset sections read only by the jobs of the variant of the same name
 DERIVED_SECTIONS = ("stylized", "texture", "corrupted")
@@ -31,8 +31,7 @@ DERIVED_SECTIONS = ("stylized", "texture", "corrupted")
 SPEED_ONLY_TRAINING_KEYS = ("threads", "trackers", "runs_per_gpu")
 #: what the report needs of each experiment (labels are for display only; method_args place the
 #: self-supervised runs in Ge et al.'s Table 1 by their negative and alpha)
-REPORT_EXPERIMENT_KEYS = ("label", "method", "method_args", "dataset", "train_variant", "seeds", "grid",
-                          "grid_method")
+REPORT_EXPERIMENT_KEYS = ("label", "method", "method_args", "dataset", "train_variant", "seeds", "grid", "grid_method")
 
 
 def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, Any]:
@@ -45,11 +44,19 @@ def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, 
     for key in SPEED_ONLY_TRAINING_KEYS:
         training.pop(key, None)
     declared = spec(exp["method"])
-    out = {"experiment": experiment, "seed": seed, "method": exp["method"],
-           "method_args": {**declared.defaults, **exp.get("method_args", {})}, "training": training,
-           "dataset": exp["dataset"],
-           "dataset_config": dataset_section(config, exp["dataset"], [exp["train_variant"], *declared.aligned_variants.values()]),
-           "train_variant": exp["train_variant"], "aligned_variants": declared.aligned_variants}
+    out = {
+        "experiment": experiment,
+        "seed": seed,
+        "method": exp["method"],
+        "method_args": {**declared.defaults, **exp.get("method_args", {})},
+        "training": training,
+        "dataset": exp["dataset"],
+        "dataset_config": dataset_section(
+            config, exp["dataset"], [exp["train_variant"], *declared.aligned_variants.values()]
+        ),
+        "train_variant": exp["train_variant"],
+        "aligned_variants": declared.aligned_variants,
+    }
     if declared.revision:  # absent at 0: a method's runs keep their hash until a fix of its code
         out["method_revision"] = declared.revision
     if "tags" in exp:  # absent (a run declared on its own): its hash stays what it was before tags existed
@@ -101,16 +108,22 @@ def dataset_section(config: dict[str, Any], dataset: str, variants: list[str]) -
     section = config["datasets"][dataset]
     if dataset_family(config, dataset) != "in9":
         return section
-    return {k: v for k, v in section.items()
-            if k not in ("variants", "bg_conflict_percents", "external") and (k not in DERIVED_SECTIONS or k in variants)}
+    return {
+        k: v
+        for k, v in section.items()
+        if k not in ("variants", "bg_conflict_percents", "external") and (k not in DERIVED_SECTIONS or k in variants)
+    }
 
 
 def dataset_job_config(config: dict[str, Any], dataset: str, variant: str | None = None) -> dict[str, Any]:
     """What a generation step of `dataset` (about `variant`, if one) depends on: its config section
     (see `dataset_section`), the seed, and its family's `revision` where a fix of the family's code
     moved its stores (absent at 0, so that the other families' stores keep their hash)."""
-    job = {"dataset": dataset, "config": dataset_section(config, dataset, [variant] if variant else []),
-           "seed": config["seed"]}
+    job = {
+        "dataset": dataset,
+        "config": dataset_section(config, dataset, [variant] if variant else []),
+        "seed": config["seed"],
+    }
     if revision := FAMILIES[dataset_family(config, dataset)].revision_of(config["datasets"][dataset]):
         job["family_revision"] = revision
     return job
@@ -141,20 +154,31 @@ def report_config(config: dict[str, Any], provenance: dict[str, Any]) -> dict[st
     config's `provenance` (`config_provenance`: the report names its config files and hash, so a
     config edit that reaches any job rebuilds it); no training or method settings themselves
     (their changes reach the report through the metric files)."""
-    experiments = {name: {k: exp[k] for k in REPORT_EXPERIMENT_KEYS if k in exp}
-                   for name, exp in config["experiments"].items()}
+    experiments = {
+        name: {k: exp[k] for k in REPORT_EXPERIMENT_KEYS if k in exp} for name, exp in config["experiments"].items()
+    }
     for exp in experiments.values():
         exp.setdefault("seeds", config["seeds"])
     grids = {name: {k: v for k, v in grid.items() if k != "training"} for name, grid in config.get("grids", {}).items()}
     for grid in grids.values():
         grid["methods"] = {k: {"method": m["method"], "label": m["label"]} for k, m in grid["methods"].items()}
-    return {"seeds": config["seeds"], "report": config["report"], "evaluation": config["evaluation"],
-            "analyses": config["analyses"], "datasets": config["datasets"],
-            "training": {k: config["training"][k] for k in ("arch", "epochs")}, "experiments": experiments,
-            "grids": grids, "sweeps": config.get("sweeps", {}), "sweep_points": config.get("sweep_points", {}),
-            "provenance": provenance,
-            **({"protocols": protocol.report_protocols(config)} if config.get("protocols") else {}),  # absent: hash unchanged
-            **({"smoke": True} if config.get("smoke") else {})}  # absent when false: real reports keep their hash
+    return {
+        "seeds": config["seeds"],
+        "report": config["report"],
+        "evaluation": config["evaluation"],
+        "analyses": config["analyses"],
+        "datasets": config["datasets"],
+        "training": {k: config["training"][k] for k in ("arch", "epochs")},
+        "experiments": experiments,
+        "grids": grids,
+        "sweeps": config.get("sweeps", {}),
+        "sweep_points": config.get("sweep_points", {}),
+        "provenance": provenance,
+        **(
+            {"protocols": protocol.report_protocols(config)} if config.get("protocols") else {}
+        ),  # absent: hash unchanged
+        **({"smoke": True} if config.get("smoke") else {}),
+    }  # absent when false: real reports keep their hash
 
 
 class JobConfigs:
@@ -180,8 +204,9 @@ class JobConfigs:
         if path not in self.texts:
             register_all()
         if path not in self.texts:
-            raise KeyError(f"{path} is no job config of this workflow's config: the workflow writes the configs "
-                           "of the jobs it plans; ask for a job's output, not its config file")
+            raise KeyError(
+                f"{path} is no job config of this workflow's config: the workflow writes the configs "
+                "of the jobs it plans; ask for a job's output, not its config file"
+            )
         write_text_atomic(Path(path), self.texts[path])
         write_text_atomic(Path(log), f"wrote {path}\n")
-

@@ -33,13 +33,13 @@ SYNTHETIC_PER_CLASS = 2
 GRABCUT_ITERATIONS = 1
 #: method arguments that count steps or epochs -> their smoke value (a function of the configured one)
 METHOD_COUNTS = {
-    "committee_size": lambda v: min(v, 2),      # BiasEnsemble: 2 members (a majority of 2 is both)
-    "committee_steps": lambda v: 2,            # each trains 2 steps
+    "committee_size": lambda v: min(v, 2),  # BiasEnsemble: 2 members (a majority of 2 is both)
+    "committee_steps": lambda v: 2,  # each trains 2 steps
     "committee_valid_every": lambda v: min(v, 2),
-    "t1": lambda v: 0,                          # Park et al.: both phases start inside the smoke run
+    "t1": lambda v: 0,  # Park et al.: both phases start inside the smoke run
     "t2": lambda v: 0,
-    "g_pretrain_epochs": lambda v: min(v, 1),    # ReBias' LearnedMixin: G's one step alone, before F's epoch
-    "bn_splits": lambda v: 2,                   # MoCo's shuffled BN: 2 sub-batches of 2 (BATCH = 4)
+    "g_pretrain_epochs": lambda v: min(v, 1),  # ReBias' LearnedMixin: G's one step alone, before F's epoch
+    "bn_splits": lambda v: 2,  # MoCo's shuffled BN: 2 sub-batches of 2 (BATCH = 4)
     "probe_epochs": lambda v: 1,
     "probe_milestones": lambda v: [],
 }
@@ -76,8 +76,11 @@ def apply_smoke(config: dict[str, Any]) -> dict[str, Any]:
     for dataset in out["datasets"].values():
         _shrink_dataset(dataset)
     saliency = out["analyses"]["saliency"]
-    saliency.update(images=min(saliency["images"], 4), samples=min(saliency["samples"], 2),
-                    figure_images=min(saliency["figure_images"], 2))
+    saliency.update(
+        images=min(saliency["images"], 4),
+        samples=min(saliency["samples"], 2),
+        figure_images=min(saliency["figure_images"], 2),
+    )
     texture = out["analyses"]["texture"]
     texture.update(seeds=texture["seeds"][:1], min_population=0)
     out["evaluation"]["max_images"] = EVAL_IMAGES

@@ -42,8 +42,9 @@ def _exists(validator: Any, kind: str, instance: Any, schema: dict[str, Any]) ->
     where = f"{instance!r}" if path is None else instance if str(path) == instance else f"{instance} ({path})"
     state = "is empty" if path is None else "does not exist" if not path.exists() else f"is not a {kind}"
     wanted = str(schema.get("description", "")).replace("\n", " ")
-    yield ValidationError(f"{where} {state}. Place there the {kind} this key names: {wanted}. "
-                          "Or set the key to where it is.")
+    yield ValidationError(
+        f"{where} {state}. Place there the {kind} this key names: {wanted}. Or set the key to where it is."
+    )
 
 
 _PROPERTIES = jsonschema.Draft202012Validator.VALIDATORS["properties"]
@@ -51,13 +52,19 @@ _PROPERTIES = jsonschema.Draft202012Validator.VALIDATORS["properties"]
 
 def _read(properties: dict[str, Any], instance: dict[str, Any]) -> dict[str, Any]:
     """The `properties` the config reads: those whose `x-read-when` its siblings meet."""
-    return {k: v for k, v in properties.items()
-            if all(instance.get(sibling, properties.get(sibling, {}).get("default")) in values
-                   for sibling, values in v.get(WHEN_KEYWORD, {}).items())}
+    return {
+        k: v
+        for k, v in properties.items()
+        if all(
+            instance.get(sibling, properties.get(sibling, {}).get("default")) in values
+            for sibling, values in v.get(WHEN_KEYWORD, {}).items()
+        )
+    }
 
 
-def _read_properties(validator: Any, properties: dict[str, Any], instance: Any,
-                     schema: dict[str, Any]) -> Iterator[ValidationError]:
+def _read_properties(
+    validator: Any, properties: dict[str, Any], instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
     """`properties`, leaving out the keys the config does not read (`x-read-when`): a paper config's
     alternative source (ImageNet beside the IN-9 folder) need not exist."""
     if isinstance(instance, dict):
@@ -76,8 +83,9 @@ def _any_path_key(validator: Any, kind: str, instance: Any, schema: dict[str, An
     yield ValidationError("path key")
 
 
-def _unread_properties(validator: Any, properties: dict[str, Any], instance: Any,
-                       schema: dict[str, Any]) -> Iterator[ValidationError]:
+def _unread_properties(
+    validator: Any, properties: dict[str, Any], instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
     """`properties` reporting each key of the instance that `x-read-when` leaves unread (an error
     at that key), then descending into the keys read."""
     if isinstance(instance, dict):
@@ -107,8 +115,9 @@ def _validator(mode: str) -> jsonschema.protocols.Validator:
     """The schema's validator with `x-path` checking the paths ("check"), reporting each one named
     ("named") or each key that may hold one ("keys")."""
     keyword = {"check": _exists, "named": _named, "keys": _any_path_key}[mode]
-    extended = jsonschema.validators.extend(jsonschema.Draft202012Validator, {
-        PATH_KEYWORD: keyword, "properties": _read_properties})
+    extended = jsonschema.validators.extend(
+        jsonschema.Draft202012Validator, {PATH_KEYWORD: keyword, "properties": _read_properties}
+    )
     return extended(load_schema())
 
 
@@ -134,10 +143,11 @@ def missing_paths(config: dict[str, Any]) -> list[str]:
 
 def named_paths(config: dict[str, Any]) -> dict[str, str]:
     """{dotted key: path} of every file or folder `config` names and reads (what `missing_paths` checks)."""
-    return {".".join(map(str, e.absolute_path)): e.message for e in _path_errors(_validator("named").iter_errors(config))}
+    return {
+        ".".join(map(str, e.absolute_path)): e.message for e in _path_errors(_validator("named").iter_errors(config))
+    }
 
 
 def path_keys(config: dict[str, Any]) -> set[str]:
     """Dotted keys of `config` that name (or, null, could name) one of the user's files or folders."""
     return {".".join(map(str, e.absolute_path)) for e in _path_errors(_validator("keys").iter_errors(config))}
-

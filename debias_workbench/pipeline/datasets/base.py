@@ -80,8 +80,17 @@ class DatasetFamily:
         bias-conflicting images, per class and on the worst group (`training.evaluation.group_metrics`)."""
         return False
 
-    def run_step(self, step: str, ds_cfg: dict[str, Any], seed: int, out: Path, inputs: list[Path],
-                 workers: int = 1, variant: str | None = None, shard: int | None = None) -> None:
+    def run_step(
+        self,
+        step: str,
+        ds_cfg: dict[str, Any],
+        seed: int,
+        out: Path,
+        inputs: list[Path],
+        workers: int = 1,
+        variant: str | None = None,
+        shard: int | None = None,
+    ) -> None:
         """Run generation step `step`, one of the family's `steps`."""
         if step not in self.steps:
             raise ValueError(f"dataset family {self.name!r} has no step {step!r}; its steps: {sorted(self.steps)}")

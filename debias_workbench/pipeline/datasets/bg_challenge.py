@@ -38,8 +38,10 @@ def bias_label(variant: str, label: int, n_classes: int) -> int:
 
 class BgChallengeFamily(DatasetFamily):
     name = "bg_challenge"
-    licence = ("the Background Challenge's released test images (Xiao et al. 2021), made from ImageNet "
-               "photographs: ImageNet's terms of access apply, non-commercial research and educational use only")
+    licence = (
+        "the Background Challenge's released test images (Xiao et al. 2021), made from ImageNet "
+        "photographs: ImageNet's terms of access apply, non-commercial research and educational use only"
+    )
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         return [str(Path(ds_cfg["root"]).expanduser() / variant / "val")]
@@ -54,23 +56,44 @@ class BgChallengeFamily(DatasetFamily):
         variant, ds_cfg, seed, out = self.known_variant(job), job.ds_cfg, job.seed, job.out
         folder = Path(ds_cfg["root"]).expanduser() / variant / "val"
         if not folder.is_dir():
-            raise PipelineError(f"{folder} does not exist; `root` must hold the released <variant>/val/<NN_class>/ "
-                                "folders of the Background Challenge (bg_challenge/)")
+            raise PipelineError(
+                f"{folder} does not exist; `root` must hold the released <variant>/val/<NN_class>/ "
+                "folders of the Background Challenge (bg_challenge/)"
+            )
         classes, size = list(ds_cfg["classes"]), int(ds_cfg["image_size"])
-        entries = [(label, path, f"val/{cls_dir.name}/{path.stem}")
-                   for label, cls_dir in enumerate(class_folders(folder, classes))
-                   for path in sorted(cls_dir.iterdir()) if not path.name.startswith(".")]
+        entries = [
+            (label, path, f"val/{cls_dir.name}/{path.stem}")
+            for label, cls_dir in enumerate(class_folders(folder, classes))
+            for path in sorted(cls_dir.iterdir())
+            if not path.name.startswith(".")
+        ]
         images, labels, ids, skipped = read_val_images(entries, size, Geometry.of(ds_cfg), MIN_PICTURE_SIDE)
-        attrs = {"classes": classes, "bias_classes": classes, "variant": variant, "family": self.name,
-                 "image_size": size, "provenance": store_provenance(ds_cfg, seed)}
-        write_val_store(out, images, labels, [bias_label(variant, y, len(classes)) for y in labels], ids, attrs,
-                        int(ds_cfg["chunk_images"]))
-        write_json(out.parent / f"{variant}.manifest.json",
-                   {"val": {"inputs": len(entries), "outputs": len(images), "skipped": skipped}})
+        attrs = {
+            "classes": classes,
+            "bias_classes": classes,
+            "variant": variant,
+            "family": self.name,
+            "image_size": size,
+            "provenance": store_provenance(ds_cfg, seed),
+        }
+        write_val_store(
+            out,
+            images,
+            labels,
+            [bias_label(variant, y, len(classes)) for y in labels],
+            ids,
+            attrs,
+            int(ds_cfg["chunk_images"]),
+        )
+        write_json(
+            out.parent / f"{variant}.manifest.json",
+            {"val": {"inputs": len(entries), "outputs": len(images), "skipped": skipped}},
+        )
 
 
-def read_val_images(entries: list[tuple[int, Path, str]], size: int, geometry: Geometry, min_side: int
-                    ) -> tuple[list[np.ndarray], list[int], list[str], list[dict[str, Any]]]:
+def read_val_images(
+    entries: list[tuple[int, Path, str]], size: int, geometry: Geometry, min_side: int
+) -> tuple[list[np.ndarray], list[int], list[str], list[dict[str, Any]]]:
     """Decode every (label, path, item id) entry of a released test set, made size x size by
     `geometry` when it is not already (area filter when shrinking); unreadable entries become skipped items
     {id, path, reason}. Returns (images, labels, ids, skipped)."""
@@ -89,8 +112,16 @@ def read_val_images(entries: list[tuple[int, Path, str]], size: int, geometry: G
     return images, labels, ids, skipped
 
 
-def write_val_store(out: Path, images: list[np.ndarray], labels: list[int], bias_labels: list[int], ids: list[str],
-                    attrs: dict[str, Any], chunk_images: int, codec: str = "lz4") -> None:
+def write_val_store(
+    out: Path,
+    images: list[np.ndarray],
+    labels: list[int],
+    bias_labels: list[int],
+    ids: list[str],
+    attrs: dict[str, Any],
+    chunk_images: int,
+    codec: str = "lz4",
+) -> None:
     """A store with one `val` split (images, labels, bias_labels, ids) and the group `attrs`,
     written atomically: the layout every evaluation reads."""
     n = len(images)
@@ -100,7 +131,8 @@ def write_val_store(out: Path, images: list[np.ndarray], labels: list[int], bias
         group.attrs.update(attrs)
         val = group.create_group("val")
         create_array(val, "images", (n, size, size, 3), np.uint8, chunk_images, codec=codec)[:] = (
-            np.stack(images) if n else np.zeros((0, size, size, 3), np.uint8))
+            np.stack(images) if n else np.zeros((0, size, size, 3), np.uint8)
+        )
         create_array(val, "labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = np.array(labels, np.int64)
         create_array(val, "bias_labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = np.array(bias_labels, np.int64)
         create_array(val, "ids", (n,), str, max(n, 1), max(n, 1))[:] = np.array(ids, dtype=str)

@@ -47,12 +47,16 @@ def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray
             images = read_idx(Path(source[f"{split}_images"]).expanduser())
             labels = read_idx(Path(source[f"{split}_labels"]).expanduser()).astype(np.int64)
             if images.ndim != 3 or min(images.shape) == 0:
-                raise PipelineError(f"{source[f'{split}_images']} holds an array of shape {images.shape}, not images "
-                                    "(N, H, W); pass an idx3 image file such as train-images-idx3-ubyte.gz")
+                raise PipelineError(
+                    f"{source[f'{split}_images']} holds an array of shape {images.shape}, not images "
+                    "(N, H, W); pass an idx3 image file such as train-images-idx3-ubyte.gz"
+                )
             if labels.ndim != 1 or len(images) != len(labels):
-                raise PipelineError(f"{source[f'{split}_images']} holds {len(images)} images but "
-                                    f"{source[f'{split}_labels']} labels of shape {labels.shape}; pass the idx1 label "
-                                    "file that belongs to the image file")
+                raise PipelineError(
+                    f"{source[f'{split}_images']} holds {len(images)} images but "
+                    f"{source[f'{split}_labels']} labels of shape {labels.shape}; pass the idx1 label "
+                    "file that belongs to the image file"
+                )
             if not set(np.unique(labels).tolist()) <= set(range(10)):
                 raise PipelineError(f"{source[f'{split}_labels']}: labels outside 0..9")
             out[split] = (images, labels)
@@ -62,14 +66,18 @@ def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray
     n_test = int(round(len(labels) * source["test_fraction"]))
     # split first, so no test digit has a jittered copy in the training set
     splits = {"train": order[n_test:], "test": order[:n_test]}
-    return {split: jittered_copies(images[idx], labels[idx], int(source["copies"]), f"{seed}/{split}")
-            for split, idx in splits.items()}
+    return {
+        split: jittered_copies(images[idx], labels[idx], int(source["copies"]), f"{seed}/{split}")
+        for split, idx in splits.items()
+    }
 
 
 class BiasedMnistFamily(DatasetFamily):
     name = "biased_mnist"
-    licence = ("MNIST digits (LeCun, Cortes & Burges), coloured as ReBias's Biased MNIST (Bahng et al. 2020): "
-               "MNIST is distributed under CC BY-SA 3.0")
+    licence = (
+        "MNIST digits (LeCun, Cortes & Burges), coloured as ReBias's Biased MNIST (Bahng et al. 2020): "
+        "MNIST is distributed under CC BY-SA 3.0"
+    )
     headline = ("biased", "unbiased")  # ReBias's Table 1 columns
     revision = 1  # 1: digits binarised and the biased test split at rho = 1, as the authors (issue 51)
 
@@ -106,9 +114,13 @@ class BiasedMnistFamily(DatasetFamily):
         for split, (source_split, rho) in splits.items():
             images, labels = digits[source_split]
             colours = assign_colours(labels, rho, f"{seed}/{variant}/{split}")
-            parts[split] = {"images": colourise(images, colours), "labels": labels, "bias_labels": colours,
-                            "ids": np.array([f"{source_split}/{i:05d}" for i in range(len(labels))]),
-                            "manifest": {"rho": rho}}
+            parts[split] = {
+                "images": colourise(images, colours),
+                "labels": labels,
+                "bias_labels": colours,
+                "ids": np.array([f"{source_split}/{i:05d}" for i in range(len(labels))]),
+                "manifest": {"rho": rho},
+            }
         write_labelled_store(out, self.name, variant, ds_cfg, seed, parts)
 
 
@@ -117,7 +129,9 @@ def idx_paths(ds_cfg: dict[str, Any]) -> list[str]:
     source = ds_cfg["source"]
     if source["kind"] != "idx":
         return []
-    return [str(Path(source[key]).expanduser()) for key in ("train_images", "train_labels", "test_images", "test_labels")]
+    return [
+        str(Path(source[key]).expanduser()) for key in ("train_images", "train_labels", "test_images", "test_labels")
+    ]
 
 
 def mnist_images(ds_cfg: dict[str, Any]) -> int:

@@ -24,20 +24,23 @@ from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store
 
 
-def split_train_val(images: np.ndarray, labels: np.ndarray, val_fraction: float,
-                    seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def split_train_val(
+    images: np.ndarray, labels: np.ndarray, val_fraction: float, seed: int
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The training digits parted into train and val (a seeded share `val_fraction` of each class)."""
     val = np.zeros(len(labels), bool)
     for y in np.unique(labels):
         members = name_rng(seed, "colored_mnist_val", int(y)).permutation(np.flatnonzero(labels == y))
-        val[members[:int(round(val_fraction * len(members)))]] = True
+        val[members[: int(round(val_fraction * len(members)))]] = True
     return {"train": (images[~val], labels[~val]), "val": (images[val], labels[val])}
 
 
 class ColoredMnistFamily(ConflictRatioFamily):
     name = "colored_mnist"
-    licence = ("MNIST digits (LeCun, Cortes & Burges), coloured as LfF's Colored MNIST (Nam et al. 2020): "
-               "MNIST is distributed under CC BY-SA 3.0")
+    licence = (
+        "MNIST digits (LeCun, Cortes & Burges), coloured as LfF's Colored MNIST (Nam et al. 2020): "
+        "MNIST is distributed under CC BY-SA 3.0"
+    )
     val_split = "colours independent of the digit, as the group-DRO Waterbirds recipe balances its val split"
 
     @classmethod
@@ -53,18 +56,38 @@ class ColoredMnistFamily(ConflictRatioFamily):
     def build(self, ds_cfg: dict[str, Any], seed: int, out: Path, variant: str, percent: float | None) -> None:
         digits = load_digits(ds_cfg, seed)
         sigma = float(ds_cfg["colour_std"])
+        # split -> (images, labels, colours, percent of bias-conflicting samples or None)
+        parts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, float | None]]
         if percent is None:
             images, labels = digits["test"]
             parts = {"val": (images, labels, independent_colours(len(labels), f"{seed}/unbiased"), None)}
         else:
             splits = split_train_val(*digits["train"], float(ds_cfg["val_fraction"]), seed)
             images, labels = splits["train"]
-            parts = {"train": (images, labels, conflicting_colours(labels, percent / 100, f"{seed}/{variant}/train"),
-                               percent)}
+            parts = {
+                "train": (
+                    images,
+                    labels,
+                    conflicting_colours(labels, percent / 100, f"{seed}/{variant}/train"),
+                    percent,
+                )
+            }
             images, labels = splits["val"]
             parts["val"] = (images, labels, independent_colours(len(labels), f"{seed}/{variant}/val"), None)
-        write_labelled_store(out, self.name, variant, ds_cfg, seed, {
-            split: {"images": colour_strokes(images, colours, sigma, f"{seed}/{variant}/{split}"), "labels": labels,
-                    "bias_labels": colours, "ids": np.array([f"{split}/{i:05d}" for i in range(len(labels))]),
-                    "manifest": {"conflict_percent": percent, "conflicting": int((colours != labels).sum())}}
-            for split, (images, labels, colours, percent) in parts.items()})
+        write_labelled_store(
+            out,
+            self.name,
+            variant,
+            ds_cfg,
+            seed,
+            {
+                split: {
+                    "images": colour_strokes(images, colours, sigma, f"{seed}/{variant}/{split}"),
+                    "labels": labels,
+                    "bias_labels": colours,
+                    "ids": np.array([f"{split}/{i:05d}" for i in range(len(labels))]),
+                    "manifest": {"conflict_percent": percent, "conflicting": int((colours != labels).sum())},
+                }
+                for split, (images, labels, colours, percent) in parts.items()
+            },
+        )

@@ -23,7 +23,7 @@ class ConflictRatioFamily(DatasetFamily):
         return [variant_name(p) for p in ds_cfg["conflict_percents"]] + ["unbiased"]
 
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
-        """"valid": the val split of the training variant; "unbiased": the test set."""
+        """ "valid": the val split of the training variant; "unbiased": the test set."""
         return {"valid": train_variant, "unbiased": "unbiased"}
 
     def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:

@@ -14,6 +14,7 @@ from debias_workbench.core.atomic import atomic_path, write_json
 from debias_workbench.core.provenance import store_provenance
 
 from ..derived_stage import DERIVED, derived_gather, derived_shard, run_derived_stage
+from ..imageio import Geometry
 from ..segment_stage import gather_shards, run_segment_stage, segment_shard, shard_items
 from ..sources import list_source_items
 from ..sources.imagenet_subset import list_wnid_folder
@@ -22,15 +23,16 @@ from ..sources.synthetic import make_synthetic_in9
 from ..variant_stage import run_variant_stage
 from ..variants import BG_CONFLICT, EXTERNAL, bg_conflict_variants
 from .base import DatasetFamily, StepJob
-from ..imageio import Geometry
 from .bg_challenge import read_val_images, write_val_store
 
 
 class In9Family(DatasetFamily):
     name = "in9"
-    licence = ("ImageNet photographs (ILSVRC 2012) and the Background Challenge's boxes and method (Xiao et al. "
-               "2021): ImageNet's terms of access apply, non-commercial research and educational use only; with a "
-               "`synthetic` or `folder` source, the terms of those images")
+    licence = (
+        "ImageNet photographs (ILSVRC 2012) and the Background Challenge's boxes and method (Xiao et al. "
+        "2021): ImageNet's terms of access apply, non-commercial research and educational use only; with a "
+        "`synthetic` or `folder` source, the terms of those images"
+    )
     #: the Background Challenge's columns (Xiao et al.; CLAD's Table 2): BG-GAP = Mixed-Same - Mixed-Rand
     headline = ("original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap")
     val_split = "backgrounds as biased as the train split"
@@ -48,8 +50,11 @@ class In9Family(DatasetFamily):
         return images if split == "train" else images // 10
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
-        return (list(ds_cfg["variants"]) + bg_conflict_variants(ds_cfg.get("bg_conflict_percents", []))
-                + external_variants(ds_cfg))
+        return (
+            list(ds_cfg["variants"])
+            + bg_conflict_variants(ds_cfg.get("bg_conflict_percents", []))
+            + external_variants(ds_cfg)
+        )
 
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
         """A background-biased train variant: "valid" (its val split, biased alike) and "unbiased"
@@ -63,9 +68,16 @@ class In9Family(DatasetFamily):
         conflict-ratio families are; the Background Challenge columns need none."""
         return train_variant.startswith(BG_CONFLICT)
 
-    steps = {"source": "make_source", "list": "list_items", "segment-shard": "segment_one_shard",
-             "segment-gather": "gather_segments", "segment": "segment_all", "variant": "build_variant",
-             "derived-shard": "derived_one_shard", "derived-gather": "gather_derived"}
+    steps = {
+        "source": "make_source",
+        "list": "list_items",
+        "segment-shard": "segment_one_shard",
+        "segment-gather": "gather_segments",
+        "segment": "segment_all",
+        "variant": "build_variant",
+        "derived-shard": "derived_one_shard",
+        "derived-gather": "gather_derived",
+    }
 
     def make_source(self, job: StepJob) -> None:
         """The embedded synthetic source folder."""
@@ -78,6 +90,7 @@ class In9Family(DatasetFamily):
 
     def segment_one_shard(self, job: StepJob) -> None:
         """One segmentation shard (inputs: the listing)."""
+        assert job.shard is not None  # a shard job's
         segment_shard(shard_items(read_listing(job.inputs[0]), job.ds_cfg, job.shard), job.ds_cfg, job.seed, job.out)
 
     def gather_segments(self, job: StepJob) -> None:
@@ -93,6 +106,7 @@ class In9Family(DatasetFamily):
     def build_variant(self, job: StepJob) -> None:
         """A variant store (inputs: the segmented store and its manifest; for an `external` variant, its folder)."""
         variant, manifest = job.variant, job.out.parent / f"{job.variant}.manifest.json"
+        assert variant is not None  # a variant job's
         if variant in EXTERNAL:
             build_external(variant, job.inputs[0], job.ds_cfg, job.seed, job.out)
             return
@@ -100,17 +114,28 @@ class In9Family(DatasetFamily):
         if variant in DERIVED:
             run_derived_stage(variant, seg_store, seg_manifest, job.ds_cfg, job.seed, job.out, manifest, job.workers)
         else:
-            run_variant_stage(seg_store, seg_manifest, variant, job.ds_cfg, job.seed, job.out, manifest, job.workers,
-                              self.name)
+            run_variant_stage(
+                seg_store, seg_manifest, variant, job.ds_cfg, job.seed, job.out, manifest, job.workers, self.name
+            )
 
     def derived_one_shard(self, job: StepJob) -> None:
         """One shard of a derived variant (inputs: the segmented store)."""
+        assert job.variant is not None and job.shard is not None  # a variant's shard job's
         derived_shard(job.variant, job.inputs[0], job.ds_cfg, job.seed, job.shard, job.out)
 
     def gather_derived(self, job: StepJob) -> None:
         """A derived variant's store (inputs: the segmented store, its manifest, then every shard in order)."""
-        derived_gather(job.variant, job.inputs[0], job.inputs[1], job.inputs[2:], job.ds_cfg, job.seed, job.out,
-                       job.out.parent / f"{job.variant}.manifest.json")
+        assert job.variant is not None  # a variant job's
+        derived_gather(
+            job.variant,
+            job.inputs[0],
+            job.inputs[1],
+            job.inputs[2:],
+            job.ds_cfg,
+            job.seed,
+            job.out,
+            job.out.parent / f"{job.variant}.manifest.json",
+        )
 
 
 def _first(inputs: list[Path]) -> Path | None:
@@ -138,12 +163,30 @@ def build_external(variant: str, folder: Path, ds_cfg: dict[str, Any], seed: int
     folders and entries of other classes, which are not read."""
     classes, size = list(ds_cfg["classes"]), int(ds_cfg["image_size"])
     listing = list_wnid_folder(Path(folder), classes, f"external.{variant}")
-    images, labels, ids, skipped = read_val_images(listing.entries, size, Geometry.of(ds_cfg), int(ds_cfg["min_image_side"]))
-    attrs = {"classes": classes, "bias_classes": classes, "variant": variant, "family": "in9", "image_size": size,
-             "provenance": store_provenance(ds_cfg, seed)}
-    write_val_store(out, images, labels, [-1] * len(images), ids, attrs, int(ds_cfg["chunk_images"]),
-                    ds_cfg["image_codec"])
-    write_json(out.parent / f"{variant}.manifest.json",
-               {"val": {"inputs": len(listing.entries), "outputs": len(images), "skipped": skipped,
-                        "classes_found": listing.classes_found, "ignored_class_folders": listing.ignored_folders,
-                        "ignored_entries": listing.ignored_images}})
+    images, labels, ids, skipped = read_val_images(
+        listing.entries, size, Geometry.of(ds_cfg), int(ds_cfg["min_image_side"])
+    )
+    attrs = {
+        "classes": classes,
+        "bias_classes": classes,
+        "variant": variant,
+        "family": "in9",
+        "image_size": size,
+        "provenance": store_provenance(ds_cfg, seed),
+    }
+    write_val_store(
+        out, images, labels, [-1] * len(images), ids, attrs, int(ds_cfg["chunk_images"]), ds_cfg["image_codec"]
+    )
+    write_json(
+        out.parent / f"{variant}.manifest.json",
+        {
+            "val": {
+                "inputs": len(listing.entries),
+                "outputs": len(images),
+                "skipped": skipped,
+                "classes_found": listing.classes_found,
+                "ignored_class_folders": listing.ignored_folders,
+                "ignored_entries": listing.ignored_images,
+            }
+        },
+    )

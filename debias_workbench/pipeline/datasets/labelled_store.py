@@ -18,9 +18,16 @@ DIGITS = [str(d) for d in range(10)]
 COLOUR_NAMES = ["red", "green", "blue", "yellow", "magenta", "cyan", "orange", "pink", "purple", "grey"]
 
 
-def write_labelled_store(out: Path, family: str, variant: str, ds_cfg: dict[str, Any], seed: int,
-                         splits: dict[str, dict[str, Any]], classes: list[str] = DIGITS,
-                         bias_classes: list[str] = COLOUR_NAMES) -> None:
+def write_labelled_store(
+    out: Path,
+    family: str,
+    variant: str,
+    ds_cfg: dict[str, Any],
+    seed: int,
+    splits: dict[str, dict[str, Any]],
+    classes: list[str] = DIGITS,
+    bias_classes: list[str] = COLOUR_NAMES,
+) -> None:
     """`splits`: {split: {"images" (N, S, S, 3) uint8, "labels", "bias_labels", "ids", "manifest":
     {"inputs", "skipped", ...}}} (inputs and skipped default to N and none). Written atomically;
     the manifest beside it counts every input."""
@@ -28,8 +35,16 @@ def write_labelled_store(out: Path, family: str, variant: str, ds_cfg: dict[str,
     with atomic_store(out) as tmp:
         group = zarr.open_group(tmp, mode="w")
         size = next(iter(splits.values()))["images"].shape[1]
-        group.attrs.update({"classes": classes, "bias_classes": bias_classes, "variant": variant, "family": family,
-                            "image_size": size, "provenance": store_provenance(ds_cfg, seed)})
+        group.attrs.update(
+            {
+                "classes": classes,
+                "bias_classes": bias_classes,
+                "variant": variant,
+                "family": family,
+                "image_size": size,
+                "provenance": store_provenance(ds_cfg, seed),
+            }
+        )
         for split, part in splits.items():
             n, one = len(part["labels"]), max(len(part["labels"]), 1)
             sub = group.create_group(split)

@@ -39,21 +39,30 @@ def parse_name(path: Path) -> tuple[int, int]:
     try:
         return int(parts[-2]), int(parts[-1])
     except (IndexError, ValueError) as exc:
-        raise SkipItem(f"{path.name}: the name does not end in _<label>_<bias> (integers), as the release's "
-                       "files do; rename it or remove it") from exc
+        raise SkipItem(
+            f"{path.name}: the name does not end in _<label>_<bias> (integers), as the release's "
+            "files do; rename it or remove it"
+        ) from exc
 
 
-def read_folder(folders: list[Path], size: int, geometry: Geometry, n_labels: int, n_bias: int
-                ) -> tuple[dict[str, np.ndarray], int, list[dict[str, Any]]]:
+def read_folder(
+    folders: list[Path], size: int, geometry: Geometry, n_labels: int, n_bias: int
+) -> tuple[dict[str, np.ndarray], int, list[dict[str, Any]]]:
     """Every entry under `folders` but folders and hidden files (sorted): arrays, the number of
     entries, skipped items. Broken links, files that are not images, undecodable images and names
     whose label (bias label) is not one of the `n_labels` (`n_bias`) are skipped with the reason."""
     for folder in folders:
         if not folder.is_dir():
-            raise PipelineError(f"{folder} is missing: point `root` at the released folder (it holds <p>pct/align, "
-                                "<p>pct/conflict, valid and test)")
-    entries = sorted(p for folder in folders for p in folder.rglob("*")
-                     if not p.name.startswith(".") and (p.is_symlink() or not p.is_dir()))
+            raise PipelineError(
+                f"{folder} is missing: point `root` at the released folder (it holds <p>pct/align, "
+                "<p>pct/conflict, valid and test)"
+            )
+    entries = sorted(
+        p
+        for folder in folders
+        for p in folder.rglob("*")
+        if not p.name.startswith(".") and (p.is_symlink() or not p.is_dir())
+    )
     images, labels, bias, ids, skipped = [], [], [], [], []
     for path in entries:
         try:
@@ -61,8 +70,10 @@ def read_folder(folders: list[Path], size: int, geometry: Geometry, n_labels: in
                 raise SkipItem(problem)
             label, bias_label = parse_name(path)
             if not (0 <= label < n_labels and 0 <= bias_label < n_bias):
-                raise SkipItem(f"{path.name}: label {label} / bias label {bias_label} is not one of the dataset's "
-                               f"{n_labels} classes / {n_bias} bias classes; fix `classes` / `bias_classes` or the name")
+                raise SkipItem(
+                    f"{path.name}: label {label} / bias label {bias_label} is not one of the dataset's "
+                    f"{n_labels} classes / {n_bias} bias classes; fix `classes` / `bias_classes` or the name"
+                )
             images.append(geometry.apply(load_rgb(path, MIN_PICTURE_SIDE), size))
         except SkipItem as exc:
             skipped.append({"id": path.name, "path": str(path), "reason": exc.reason})
@@ -70,16 +81,21 @@ def read_folder(folders: list[Path], size: int, geometry: Geometry, n_labels: in
         labels.append(label)
         bias.append(bias_label)
         ids.append(str(path.relative_to(folders[0].parent)))
-    arrays = {"images": np.stack(images) if images else np.zeros((0, size, size, 3), np.uint8),
-              "labels": np.array(labels, np.int64), "bias_labels": np.array(bias, np.int64),
-              "ids": np.array(ids, dtype=str)}
+    arrays = {
+        "images": np.stack(images) if images else np.zeros((0, size, size, 3), np.uint8),
+        "labels": np.array(labels, np.int64),
+        "bias_labels": np.array(bias, np.int64),
+        "ids": np.array(ids, dtype=str),
+    }
     return arrays, len(entries), skipped
 
 
 class ReleasedBiasFoldersFamily(ConflictRatioFamily):
     name = "released_bias_folders"
-    licence = ("a released bias benchmark read as given (BFFHQ from FFHQ: CC BY-NC-SA 4.0; BAR: the authors' "
-               "research terms): the release's own licence applies")
+    licence = (
+        "a released bias benchmark read as given (BFFHQ from FFHQ: CC BY-NC-SA 4.0; BAR: the authors' "
+        "research terms): the release's own licence applies"
+    )
     val_split = "the release's valid/ folder as it is"
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
@@ -93,12 +109,16 @@ class ReleasedBiasFoldersFamily(ConflictRatioFamily):
         if percent is None:
             plan = {"val": [root / "test"]}
         else:
-            plan = {"train": [root / percent_folder(percent) / "align", root / percent_folder(percent) / "conflict"],
-                    "val": [root / "valid"]}
+            plan = {
+                "train": [root / percent_folder(percent) / "align", root / percent_folder(percent) / "conflict"],
+                "val": [root / "valid"],
+            }
         parts = {}
         for split, folders in plan.items():
-            arrays, inputs_count, skipped = read_folder(folders, size, Geometry.of(ds_cfg), len(ds_cfg["classes"]),
-                                                        len(ds_cfg["bias_classes"]))
+            arrays, inputs_count, skipped = read_folder(
+                folders, size, Geometry.of(ds_cfg), len(ds_cfg["classes"]), len(ds_cfg["bias_classes"])
+            )
             parts[split] = {**arrays, "manifest": {"inputs": inputs_count, "skipped": skipped}}
-        write_labelled_store(out, self.name, variant, ds_cfg, seed, parts, list(ds_cfg["classes"]),
-                             list(ds_cfg["bias_classes"]))
+        write_labelled_store(
+            out, self.name, variant, ds_cfg, seed, parts, list(ds_cfg["classes"]), list(ds_cfg["bias_classes"])
+        )

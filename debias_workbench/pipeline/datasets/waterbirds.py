@@ -23,8 +23,10 @@ class WaterbirdsFamily(ConflictRatioFamily):
     """Its val split is balanced (half of each label on each place type), as in the recipe."""
 
     name = "waterbirds"
-    licence = ("birds from CUB-200-2011 (Caltech) pasted on Places365 scenes (MIT CSAIL), as Sagawa et al.'s "
-               "Waterbirds: both are for non-commercial research and educational use")
+    licence = (
+        "birds from CUB-200-2011 (Caltech) pasted on Places365 scenes (MIT CSAIL), as Sagawa et al.'s "
+        "Waterbirds: both are for non-commercial research and educational use"
+    )
     val_split = "half of each class on each place type (the group-DRO recipe)"
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
@@ -42,6 +44,8 @@ class WaterbirdsFamily(ConflictRatioFamily):
         parts = {}
         for split, (birds, other_share) in plan.items():
             arrays, skipped = make_split(ds_cfg, birds, other_share, seed, f"waterbirds_place_type/{variant}/{split}")
-            parts[split] = {**arrays, "manifest": {"inputs": len(birds), "skipped": skipped,
-                                                   "other_place_share": other_share}}
+            parts[split] = {
+                **arrays,
+                "manifest": {"inputs": len(birds), "skipped": skipped, "other_place_share": other_share},
+            }
         write_labelled_store(out, self.name, variant, ds_cfg, seed, parts, CLASSES, PLACE_TYPES)

@@ -20,13 +20,21 @@ from .item import SourceItem
 __all__ = ["SourceItem", "list_source_items"]
 
 
-def list_source_items(source: dict[str, Any], classes: list[str], synthetic_root: Path | None = None) -> list[SourceItem]:
+def list_source_items(
+    source: dict[str, Any], classes: list[str], synthetic_root: Path | None = None
+) -> list[SourceItem]:
     """All items of a source config, sorted by id (the order never depends on the file system)."""
     kind = source["kind"]
     if kind == "synthetic":
         assert synthetic_root is not None, "the synthetic source needs the folder its rule wrote"
-        items = list_in9_folder({"root": str(synthetic_root), "annotations": str(synthetic_root / "annotations"),
-                                 "masks": str(synthetic_root / "fg_mask")}, classes)
+        items = list_in9_folder(
+            {
+                "root": str(synthetic_root),
+                "annotations": str(synthetic_root / "annotations"),
+                "masks": str(synthetic_root / "fg_mask"),
+            },
+            classes,
+        )
     elif kind == "in9_folder":
         items = list_in9_folder(source["in9_folder"], classes)
     elif kind == "imagenet":

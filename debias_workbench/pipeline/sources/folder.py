@@ -7,9 +7,10 @@ Accepted layouts under `root` (checked in this order):
                                            probability `val_fraction`, decided by its name)
 Every configured class has its folder in every split (a missing or unknown class folder is an
 error). Every entry of a class folder but hidden files is an item: broken links, sub-folders and
-unreadable files become skipped items with the reason. Annotations, when given, are looked up as `<annotations>/<split>/<NN_class>/<stem>.xml`,
-then `<annotations>/<wnid>/<stem>.xml` (ImageNet's own layout, wnid = stem prefix), then
-`<annotations>/<stem>.xml`. True masks as `<masks>/<split>/<NN_class>/<stem>.(png|npy)`.
+unreadable files become skipped items with the reason. Annotations, when given, are looked up as
+`<annotations>/<split>/<NN_class>/<stem>.xml`, then `<annotations>/<wnid>/<stem>.xml` (ImageNet's own
+layout, wnid = stem prefix), then `<annotations>/<stem>.xml`. True masks as
+`<masks>/<split>/<NN_class>/<stem>.(png|npy)`.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def _hash_split(stem: str, val_fraction: float) -> str:
     return "val" if (name_seed("split", stem) % 10_000) < val_fraction * 10_000 else "train"
 
 
-def _list_classes(base: Path, classes: list[str], split_of, annotations: Path | None, masks: Path | None) -> list[SourceItem]:
+def _list_classes(
+    base: Path, classes: list[str], split_of, annotations: Path | None, masks: Path | None
+) -> list[SourceItem]:
     items = []
     for label, cls_dir in enumerate(class_folders(base, classes)):
         cls = cls_dir.name
@@ -64,15 +67,17 @@ def _list_classes(base: Path, classes: list[str], split_of, annotations: Path | 
             if path.name.startswith("."):
                 continue  # hidden files (.DS_Store) are not items
             split = split_of(path.stem)
-            items.append(SourceItem(
-                id=f"{split}/{cls}/{path.stem}",
-                path=path,
-                split=split,
-                label=label,
-                annotation=_find_annotation(annotations, split, cls, path.stem),
-                true_mask=_find_mask(masks, split, cls, path.stem),
-                problem=entry_problem(path),
-            ))
+            items.append(
+                SourceItem.of_file(
+                    path,
+                    split,
+                    cls,
+                    label,
+                    _find_annotation(annotations, split, cls, path.stem),
+                    entry_problem(path),
+                    true_mask=_find_mask(masks, split, cls, path.stem),
+                )
+            )
     return items
 
 
@@ -80,7 +85,11 @@ def _find_annotation(annotations: Path | None, split: str, cls: str, stem: str) 
     if annotations is None:
         return None
     wnid = stem.split("_")[0]
-    for cand in (annotations / split / cls / f"{stem}.xml", annotations / wnid / f"{stem}.xml", annotations / f"{stem}.xml"):
+    for cand in (
+        annotations / split / cls / f"{stem}.xml",
+        annotations / wnid / f"{stem}.xml",
+        annotations / f"{stem}.xml",
+    ):
         if os.path.lexists(cand):  # a broken link or a folder of that name is found, and skipped as unreadable
             return cand
     return None

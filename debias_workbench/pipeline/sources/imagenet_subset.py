@@ -53,20 +53,26 @@ def list_imagenet_subset(cfg: dict[str, Any], classes: list[str]) -> list[Source
     root = Path(cfg["root"]).expanduser()
     annotations = Path(cfg["annotations"]).expanduser() if cfg.get("annotations") else None
     if annotations is not None and not annotations.is_dir():
-        raise PipelineError(f"annotation folder {annotations} does not exist; fix "
-                            "`source.imagenet_subset.annotations` or set it to null (a centred fallback box)")
+        raise PipelineError(
+            f"annotation folder {annotations} does not exist; fix "
+            "`source.imagenet_subset.annotations` or set it to null (a centred fallback box)"
+        )
     items: list[SourceItem] = []
     for split in SPLITS:
         split_dir = root / split
         if not split_dir.is_dir():
-            raise PipelineError(f"{split_dir} does not exist; `source.imagenet_subset.root` must hold train/<wnid>/ "
-                                "and val/<wnid>/ folders of ImageNet-1k images (the val images sorted into wnid "
-                                "folders)")
+            raise PipelineError(
+                f"{split_dir} does not exist; `source.imagenet_subset.root` must hold train/<wnid>/ "
+                "and val/<wnid>/ folders of ImageNet-1k images (the val images sorted into wnid "
+                "folders)"
+            )
         missing = [class_wnid(c) for c in classes if not (split_dir / class_wnid(c)).is_dir()]
         if missing:
-            raise PipelineError(f"{len(missing)} of the {len(classes)} class folders are missing in {split_dir}: "
-                                f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}; place each class's "
-                                f"ImageNet {split} images in {split_dir}/<wnid>/")
+            raise PipelineError(
+                f"{len(missing)} of the {len(classes)} class folders are missing in {split_dir}: "
+                f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}; place each class's "
+                f"ImageNet {split} images in {split_dir}/<wnid>/"
+            )
         empty = []
         for label, cls in enumerate(classes):
             wnid = class_wnid(cls)
@@ -74,12 +80,17 @@ def list_imagenet_subset(cfg: dict[str, Any], classes: list[str]) -> list[Source
             if not entries:
                 empty.append(wnid)
             for path in entries:
-                items.append(SourceItem(id=f"{split}/{cls}/{path.stem}", path=path, split=split, label=label,
-                                        annotation=_find_box(annotations, wnid, split, path.stem),
-                                        problem=entry_problem(path)))
+                items.append(
+                    SourceItem.of_file(
+                        path, split, cls, label, _find_box(annotations, wnid, split, path.stem), entry_problem(path)
+                    )
+                )
         if empty:
-            print(f"note: {len(empty)} class folder(s) of {split_dir} are empty: {', '.join(empty[:5])}"
-                  f"{' ...' if len(empty) > 5 else ''}", file=sys.stderr)
+            print(
+                f"note: {len(empty)} class folder(s) of {split_dir} are empty: {', '.join(empty[:5])}"
+                f"{' ...' if len(empty) > 5 else ''}",
+                file=sys.stderr,
+            )
     return items
 
 
@@ -109,8 +120,10 @@ def list_wnid_folder(root: Path, classes: list[str], what: str) -> WnidFolderLis
     subset's models know only theirs). `what` names the set in the error messages."""
     root = Path(root).expanduser()
     if not root.is_dir():
-        raise PipelineError(f"{what} folder {root} does not exist; point it at the folder holding one <wnid>/ folder "
-                            "of images per class, or set it to null")
+        raise PipelineError(
+            f"{what} folder {root} does not exist; point it at the folder holding one <wnid>/ folder "
+            "of images per class, or set it to null"
+        )
     label_of = {class_wnid(c): k for k, c in enumerate(classes)}
     folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     entries: list[tuple[int, Path, str]] = []
@@ -122,10 +135,15 @@ def list_wnid_folder(root: Path, classes: list[str], what: str) -> WnidFolderLis
             continue
         found += 1
         label = label_of[folder.name]
-        entries += [(label, path, f"val/{classes[label]}/{path.stem}")
-                    for path in sorted(folder.iterdir()) if not path.name.startswith(".")]
+        entries += [
+            (label, path, f"val/{classes[label]}/{path.stem}")
+            for path in sorted(folder.iterdir())
+            if not path.name.startswith(".")
+        ]
     if not found:
-        raise PipelineError(f"{root} holds no folder named after a wnid of the dataset's classes "
-                            f"({', '.join(class_wnid(c) for c in classes[:3])}, ...); point {what} at the folder of "
-                            "<wnid>/ folders (ImageNet-Sketch: its sketch/ folder)")
+        raise PipelineError(
+            f"{root} holds no folder named after a wnid of the dataset's classes "
+            f"({', '.join(class_wnid(c) for c in classes[:3])}, ...); point {what} at the folder of "
+            "<wnid>/ folders (ImageNet-Sketch: its sketch/ folder)"
+        )
     return WnidFolderListing(sorted(entries, key=lambda e: (e[0], e[1].name)), ignored_folders, ignored_images, found)

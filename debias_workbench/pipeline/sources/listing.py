@@ -8,6 +8,7 @@ import json
 import os
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from debias_workbench.core.atomic import write_text_atomic
 from debias_workbench.core.errors import PipelineError
@@ -22,10 +23,18 @@ def write_listing(items: list[SourceItem], path: Path) -> None:
     write_text_atomic(path, json.dumps({"items": rows}, indent=0) + "\n")
 
 
+def _with_paths(row: dict[str, Any]) -> dict[str, Any]:
+    """A listing row with its path fields as Paths again."""
+    return {k: (Path(v) if k in PATH_FIELDS and v is not None else v) for k, v in row.items()}
+
+
 def read_listing(path: Path) -> list[SourceItem]:
     rows = json.loads(Path(path).read_text())["items"]
-    return [SourceItem(**{k: (Path(v) if k in PATH_FIELDS and v is not None else v) for k, v in row.items()})
-            for row in rows]
+    return [
+        # a row holds SourceItem's fields (`write_listing` wrote it from the dataclass)
+        SourceItem(**_with_paths(row))
+        for row in rows
+    ]
 
 
 def entry_problem(path: Path) -> str | None:
@@ -48,11 +57,15 @@ def class_folders(base: Path, classes: list[str]) -> list[Path]:
     scored on fewer classes than the config declares."""
     found = sorted(p.name for p in base.iterdir() if p.is_dir())
     if unknown := [name for name in found if name not in classes]:
-        raise PipelineError(f"folder(s) {unknown} in {base} are not among the configured classes {classes}; "
-                            "rename them or fix `classes` in the dataset config")
+        raise PipelineError(
+            f"folder(s) {unknown} in {base} are not among the configured classes {classes}; "
+            "rename them or fix `classes` in the dataset config"
+        )
     if absent := [cls for cls in classes if cls not in found]:
-        raise PipelineError(f"class folder(s) {[str(base / cls) for cls in absent]} are missing: every split holds "
-                            "every configured class; restore them (an interrupted copy?) or fix `classes`")
+        raise PipelineError(
+            f"class folder(s) {[str(base / cls) for cls in absent]} are missing: every split holds "
+            "every configured class; restore them (an interrupted copy?) or fix `classes`"
+        )
     return [base / cls for cls in classes]
 
 

@@ -49,11 +49,19 @@ def make_synthetic_in9(out_dir: Path, cfg: dict[str, Any], classes: list[str], s
                 ys, xs = np.nonzero(mask)
                 box = (int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1)
                 box = _loosen(box, size, rng)
-                write_voc_xml(out_dir / "annotations" / split / cls / f"{stem}.xml", img_path.name, size, size,
-                              f"{cls}:{BACKGROUNDS[bg_kind]}", [box])
+                write_voc_xml(
+                    out_dir / "annotations" / split / cls / f"{stem}.xml",
+                    img_path.name,
+                    size,
+                    size,
+                    f"{cls}:{BACKGROUNDS[bg_kind]}",
+                    [box],
+                )
 
 
-def render_sample(label: int, size: int, bg_correlation: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+def render_sample(
+    label: int, size: int, bg_correlation: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, int]:
     """One (image, mask, background kind) for class `label`."""
     if rng.random() < bg_correlation:
         bg_kind = label
@@ -117,15 +125,31 @@ def render_shape(label: int, size: int, rng: np.random.Generator) -> np.ndarray:
             off = np.array([math.cos(angle), math.sin(angle)]) * r * 0.55
             cv2.circle(mask, (round(cx + off[0]), round(cy + off[1])), round(r * 0.85), 0, -1)
         return mask
-    polys = {
+    shapes: dict[str, list[list[tuple[float, float]]]] = {
         "square": [[(-0.7, -0.7), (0.7, -0.7), (0.7, 0.7), (-0.7, 0.7)]],
         "triangle": [[(0, -1), (0.87, 0.5), (-0.87, 0.5)]],
-        "star": [[(math.cos(a) * rad, math.sin(a) * rad) for a, rad in
-                  ((-math.pi / 2 + k * math.pi / 5, 1.0 if k % 2 == 0 else 0.42) for k in range(10))]],
+        "star": [
+            [
+                (math.cos(a) * rad, math.sin(a) * rad)
+                for a, rad in ((-math.pi / 2 + k * math.pi / 5, 1.0 if k % 2 == 0 else 0.42) for k in range(10))
+            ]
+        ],
         "cross": [[(-1, -0.3), (1, -0.3), (1, 0.3), (-1, 0.3)], [(-0.3, -1), (0.3, -1), (0.3, 1), (-0.3, 1)]],
         "ell": [[(-0.7, -1), (-0.15, -1), (-0.15, 0.45), (0.7, 0.45), (0.7, 1), (-0.7, 1)]],
-        "tee": [[(-0.9, -0.9), (0.9, -0.9), (0.9, -0.35), (0.28, -0.35), (0.28, 1), (-0.28, 1), (-0.28, -0.35), (-0.9, -0.35)]],
-    }[name]
+        "tee": [
+            [
+                (-0.9, -0.9),
+                (0.9, -0.9),
+                (0.9, -0.35),
+                (0.28, -0.35),
+                (0.28, 1),
+                (-0.28, 1),
+                (-0.28, -0.35),
+                (-0.9, -0.35),
+            ]
+        ],
+    }
+    polys = shapes[name]
     rot = np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
     for poly in polys:
         pts = (np.array(poly) @ rot.T) * r + np.array([cx, cy])

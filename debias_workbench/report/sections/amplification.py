@@ -16,10 +16,10 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from debias_workbench.core.statistics import difference
 from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.training.methods import spec as method_spec
 
-from debias_workbench.core.statistics import difference
 from .. import model_selection
 from ..document import Document
 from ..helpers import capability_line, mean_std, save_figure, worst_group_cell
@@ -37,8 +37,8 @@ DETECTION = [("aligned_set_precision", "D^A precision (BA, %)"), ("aligned_set_r
 #: Park et al.'s Table 3 columns: the method_args each ablation row switches, and how the table shows their values
 SWITCHES = {"guide": "L_guide", "bn_loss": "L_BN", "partner_source": "x^BN from", "score_weight": "s(x^BN) as weight",
             "guide_sim": "Eq. 9 reading"}
-SWITCH_VALUES = {True: "✓", False: "✗", "D": "D", "D_cand": "D^BN_cand", "D_BN": "D^BN", "target_shares": "target, shares",
-                 "target_raw": "target, raw", "through_both": "through both"}
+SWITCH_VALUES = {True: "✓", False: "✗", "D": "D", "D_cand": "D^BN_cand", "D_BN": "D^BN",
+                 "target_shares": "target, shares", "target_raw": "target, raw", "through_both": "through both"}
 
 
 #: the training statistics of `_training_health`, in its columns' order
@@ -84,13 +84,14 @@ def amplification_sections(doc: Document, config: dict[str, Any], rows: list[dic
         doc.heading(f"Park et al. (CVPR 2024), Table 1 – {name}: {metric.replace('_', ' ')} (%) on the {TEST} test set "
                     f"of {grid['dataset']}")
         val_split = get_family(family_name(config["datasets"][grid["dataset"]])).val_split
-        doc.para(f"Mean ± sample std over {_seeds_per_row(config, name)}, by the share of bias-conflicting training samples. "
+        doc.para(f"Mean ± sample std over {_seeds_per_row(config, name)}, by the share of bias-conflicting "
+                 "training samples. "
                  f"Validation-selected: the test value at the scoring point (every "
                  f"{grid.get('model_selection', {}).get('every_steps', '–')} steps, and the end) with the best "
                  f"accuracy on the val split ({val_split}). Best test "
                  "(\"oracle\"): the best test value over those points, as the paper and the LfF / BiasEnsemble code "
-                 "report; it selects on the test set and flatters every method. α_l, α_s and τ are from a supplementary "
-                 "we do not have (supplementary unavailable: BiasEnsemble's EMA 0.7, τ = 1).")
+                 "report; it selects on the test set and flatters every method. α_l, α_s and τ are from a "
+                 "supplementary we do not have (supplementary unavailable: BiasEnsemble's EMA 0.7, τ = 1).")
         for kind, title in (("selected", "validation-selected"), ("oracle", "best test (oracle)")):
             doc.table([f"Method ({title})", *[f"{_percent(v):g} %" for v in variants]],
                       [[m["label"], *[mean_std(cells.get((v, key), {}).get(kind, [])) for v in variants]]
@@ -119,13 +120,15 @@ def _worst_groups(doc: Document, grid: dict[str, Any], worst, variants: list[str
 
 def _seeds_per_row(config: dict[str, Any], grid: str) -> str:
     """"3 seeds (Vanilla, LfF+BE, Ours), 1 seed (ReBias, LfF)": the rows grouped by their seed count."""
-    n_seeds = {exp["grid_method"]: len(exp["seeds"]) for exp in config["experiments"].values() if exp.get("grid") == grid}
+    n_seeds = {exp["grid_method"]: len(exp["seeds"]) for exp in config["experiments"].values()
+               if exp.get("grid") == grid}
     groups: dict[int, list[str]] = defaultdict(list)
     for key, method in config["grids"][grid]["methods"].items():
         groups[n_seeds.get(key, 0)].append(method["label"])
     if len(groups) == 1:
         return f"{next(iter(groups))} seed(s)"
-    return ", ".join(f"{n} seed{'s' if n > 1 else ''} ({', '.join(labels)})" for n, labels in sorted(groups.items(), reverse=True))
+    return ", ".join(f"{n} seed{'s' if n > 1 else ''} ({', '.join(labels)})"
+                     for n, labels in sorted(groups.items(), reverse=True))
 
 
 def _num_classes(config: dict[str, Any], dataset: str) -> int:
@@ -194,18 +197,21 @@ def _table3(doc: Document, config: dict[str, Any], name: str, grid: dict[str, An
              "g(z) a fixed target, compared on channel shares (target, shares: bounded) or on the raw GAP features "
              "(target, raw: the literal loss), or the gradient through both sides and IE (through both).")
     paper_rows = {tuple(sorted(r["switches"].items())): r["values"] for r in quoted["rows"]}
-    header = ["Row", *SWITCHES.values(), *[f"{_percent(v):g} % ({kind})" for kind in ("selected", "oracle") for v in variants],
+    header = ["Row", *SWITCHES.values(),
+              *[f"{_percent(v):g} % ({kind})" for kind in ("selected", "oracle") for v in variants],
               *[f"paper {c}" for c in quoted["columns"]]]
     table = []
     for key, changed in park.items():
         values = {**{k: defaults[k] for k in SWITCHES}, **changed}
         table.append([grid["methods"][key]["label"], *[SWITCH_VALUES[values[k]] for k in SWITCHES],
-                      *[mean_std(cells.get((v, key), {}).get(kind, [])) for kind in ("selected", "oracle") for v in variants],
+                      *[mean_std(cells.get((v, key), {}).get(kind, []))
+                        for kind in ("selected", "oracle") for v in variants],
                       *paper_rows.get(tuple(sorted(changed.items())), ["–"] * len(quoted["columns"]))])
     doc.table(header, table)
     others = [key for key in grid["methods"] if key not in park]
     if others:
-        doc.table(["Reference row", *[f"{_percent(v):g} % ({kind})" for kind in ("selected", "oracle") for v in variants]],
+        doc.table(["Reference row",
+                   *[f"{_percent(v):g} % ({kind})" for kind in ("selected", "oracle") for v in variants]],
                   [[grid["methods"][key]["label"], *[mean_std(cells.get((v, key), {}).get(kind, []))
                                                       for kind in ("selected", "oracle") for v in variants]]
                    for key in others])
@@ -239,15 +245,20 @@ def _training_health(doc: Document, config: dict[str, Any], name: str, grid: dic
     def show(key: str, variant: str) -> list[str]:
         bc, weight, sim, ie, acc = (per.get((key, variant, m), {}) for m in HEALTH)
         share = f"{100 * np.mean([v for vals in bc.values() for v in vals]):.0f}" if bc else "–"
-        first_last = lambda by_epoch, fmt: (f"{np.mean(by_epoch[min(by_epoch)]):{fmt}} → "  # noqa: E731
-                                            f"{np.mean(by_epoch[max(by_epoch)]):{fmt}}" if by_epoch else "–")
+
+        def first_last(by_epoch: dict, fmt: str) -> str:
+            if not by_epoch:
+                return "–"
+            return f"{np.mean(by_epoch[min(by_epoch)]):{fmt}} → {np.mean(by_epoch[max(by_epoch)]):{fmt}}"
+
         return [share, first_last(weight, ".2f"), first_last(sim, ".3g"), f"{np.mean(ie[max(ie)]):.4f}" if ie else "–",
                 f"{100 * np.mean(acc[max(acc)]):.1f}" if acc else "–"]
 
     if not per:
         return
     doc.para("How each row trained (mean over seeds): the share of bias-conflicting samples among the partners x^BN "
-             "(from the true bias labels, never used in training); their weight s(x^BN) (1 without the weight) and Eq. 9's "
+             "(from the true bias labels, never used in training); their weight s(x^BN) (1 without the weight) and "
+             "Eq. 9's "
              "L1 distance (without that weight; bounded by 2 for the shares reading) in the first and the last guided "
              "epoch; the mean IE weight and the training accuracy (%) of the last epoch (the training set is mostly "
              "bias-aligned, so a model that leaves the bias behind fits less of it).")
@@ -268,7 +279,8 @@ def _table2(doc: Document, config: dict[str, Any], name: str, grid: dict[str, An
             found[exp["grid_method"]][r["metric"]].append(r["value"])
     if not found:
         return
-    doc.heading(f"Park et al. Table 2 – {name}: what the committee and the BN score keep ({_percent(variant):g} % conflicting)")
+    doc.heading(f"Park et al. Table 2 – {name}: what the committee and the BN score keep "
+                f"({_percent(variant):g} % conflicting)")
     doc.para("Against the true bias labels (never used in training): D^A should hold bias-aligned (BA) samples, "
              "D^BN_cand and D^BN bias-conflicting (BC) ones. Counts and shares at the end of training, mean ± std "
              "over seeds.")
@@ -294,7 +306,8 @@ def _figure2(doc: Document, config: dict[str, Any], name: str, grid: dict[str, A
         return
     fig, axes = plt.subplots(1, len(shown), figsize=(3.2 * len(shown), 2.8), squeeze=False)
     for ax, variant in zip(axes[0], shown):
-        for metric, colour, label in (("bn_score_aligned", "tab:red", "BA"), ("bn_score_conflicting", "tab:blue", "BC")):
+        for metric, colour, label in (("bn_score_aligned", "tab:red", "BA"),
+                                      ("bn_score_conflicting", "tab:blue", "BC")):
             points = series.get((variant, metric), {})
             if not points:  # e.g. D^BN_cand holds no bias-aligned sample: no line, and the panel says so
                 ax.text(0.03, 0.97, f"no {label} sample in D^BN_cand", transform=ax.transAxes, fontsize=7, va="top")

@@ -15,9 +15,17 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from debias_workbench.core.statistics import difference
+
 from ..document import Document
-from ..helpers import (capability_line, headline, mean_std, metric_table, model_order, save_figure,
-                       sweep_only_experiments)
+from ..helpers import (
+    capability_line,
+    headline,
+    mean_std,
+    metric_table,
+    model_order,
+    save_figure,
+    sweep_only_experiments,
+)
 from ..roles import paper_name, played
 
 TABLE2_COLUMNS, TABLE2_HEADER = headline("in9")
@@ -80,7 +88,8 @@ def figure5(doc: Document, table, paper: dict[str, Any], path: Path, roles: dict
             if prow["type"] != "Others":  # naming every prior method makes the cluster unreadable
                 ax.annotate(prow["model"], (same, rand), fontsize=6, color="grey")
     # a colour and marker per model: the demo plots 13 models, more than one colour cycle
-    styles = itertools.cycle(itertools.product("osD^v", plt.get_cmap("tab10").colors))
+    tab10 = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]  # a ListedColormap (Colormap has no colors)
+    styles = itertools.cycle(itertools.product("osD^v", tab10))
     for (marker, colour), label in zip(styles, model_order(table, roles)):
         same, rand = table[label].get("mixed_same"), table[label].get("mixed_rand")
         if same and rand:
@@ -107,9 +116,9 @@ def bg_gap_verdict(doc: Document, regenerated: dict[str, dict[str, list[float]]]
     background, must recognise the foreground (ONLY_FG well above chance). The verdict is drawn
     on the official Background Challenge test images where they were scored (the paper's Table 2
     is on those), else on the regenerated variants, and says which."""
-    base_label, reference = roles.get("base_in9"), roles.get("base_mr")
-    use_official = bool(official) and bool(official.get(base_label, {}).get("bg_gap"))
-    table = official if use_official else regenerated
+    base_label, reference = roles.get("base_in9", ""), roles.get("base_mr", "")  # "": no such row
+    use_official = official is not None and bool(official.get(base_label, {}).get("bg_gap"))
+    table = official if official is not None and use_official else regenerated
     base = table.get(base_label, {}).get("bg_gap")
     if not base:
         return
@@ -125,8 +134,8 @@ def bg_gap_verdict(doc: Document, regenerated: dict[str, dict[str, list[float]]]
                      "recognise the objects, so a smaller gap could only come from using the background less.")
             return
     else:
-        doc.para("Capability check: no Base (MR) run (ERM on MIXED_RAND) with ONLY_FG accuracy in this configuration, so whether the "
-                 "benchmark can judge the methods is unknown.")
+        doc.para("Capability check: no Base (MR) run (ERM on MIXED_RAND) with ONLY_FG accuracy in this configuration, "
+                 "so whether the benchmark can judge the methods is unknown.")
     lines = []
     for label in played(roles, ("clad", "clad_plus"))[0]:
         gap = table.get(label, {}).get("bg_gap")
@@ -142,8 +151,8 @@ def bg_gap_verdict(doc: Document, regenerated: dict[str, dict[str, list[float]]]
         if judged.verdict == "lower":  # a smaller gap: from recognising the foreground, or using the background less?
             rand_change = difference(rand, base_rand)
             if rand_change.verdict == "lower":
-                line += (f" Its Mixed-Rand accuracy falls ({rand_change.text()}), so the smaller gap comes from {label} "
-                         "using the background less, not from recognising the foreground better.")
+                line += (f" Its Mixed-Rand accuracy falls ({rand_change.text()}), so the smaller gap comes from "
+                         f"{label} using the background less, not from recognising the foreground better.")
             elif rand_change.verdict == "cannot tell":
                 line += (f" These seeds cannot tell whether its Mixed-Rand accuracy rises ({rand_change.text()}), so "
                          f"the smaller gap may come from {label} using the background less rather than recognising the "
@@ -224,7 +233,8 @@ def table6(doc: Document, rows: list[dict[str, Any]], paper: dict[str, float], f
     out = [[label, mean_std(ours[label]["accuracy_whole"]),
             mean_std([np.mean(v) for v in zip(*(ours[label][f"accuracy_{c}"] for c in
                                                 ("top_left", "top_right", "bottom_left", "bottom_right")))]),
-            mean_std(ours[label]["accuracy_drop"]), f"{paper[paper_name(label, roles)]:.1f}" if paper_name(label, roles) in paper else "–"]
+            mean_std(ours[label]["accuracy_drop"]),
+            f"{paper[paper_name(label, roles)]:.1f}" if paper_name(label, roles) in paper else "–"]
            for label in model_order(ours, roles)]
     doc.table(["Model", "Whole image", "Corner crops (mean of 4)", "Drop ↓ (ours)", "Drop ↓ (paper)"], out)
     doc.para(f"FiveCrop's four corner crops, side {fraction:g} of the image side, fed at their own size; the "
@@ -276,8 +286,8 @@ def sweep_figures(doc: Document, config: dict[str, Any], table: dict[str, dict[s
     for name, sweep in config.get("sweep_points", {}).items():
         number, xlabel = figure_names.get(sweep["arg"], ("Sweep", sweep["arg"]))
         doc.heading(f"{number} – {config['sweeps'][name]['experiment']}: accuracy vs {sweep['arg']}")
-        values, labels = zip(*sweep["points"])
-        labels = [config["experiments"][e]["label"] for e in labels]
+        values, experiments = zip(*sweep["points"])
+        labels = [config["experiments"][e]["label"] for e in experiments]
         if not all(table.get(label, {}).get("original") for label in labels):
             doc.para("Some sweep runs have no evaluation in this run.")
             continue
@@ -297,7 +307,8 @@ def sweep_figures(doc: Document, config: dict[str, Any], table: dict[str, dict[s
         save_figure(fig, path, dpi=120)
         seeds = sorted({len(table[label]["original"]) for label in labels})
         doc.image(path.name, f"Seeds per point: {', '.join(map(str, seeds))}. The paper gives this figure as a plot "
-                             f"without numbers; compare the shape ({PAPER_SHAPES.get(sweep['arg'], 'not in the paper')}).")
+                             "without numbers; compare the shape "
+                             f"({PAPER_SHAPES.get(sweep['arg'], 'not in the paper')}).")
         doc.table([sweep["arg"], "Original", "Mixed-Rand", "BG-GAP"],
                   [[f"{v:g}", mean_std(table[label]["original"]), mean_std(table[label]["mixed_rand"]),
                     mean_std(table[label].get("bg_gap", []))] for v, label in zip(values, labels)])

@@ -20,12 +20,11 @@ from ..helpers import read_rows, save_figure
 
 def variant_grid(doc: Document, stores: dict[str, Path], n_images: int, path: Path) -> None:
     columns = []
-    for variant, store in stores.items():
+    for store in stores.values():
         images = zarr.open_group(str(store), mode="r")["val/images"]
         idx = np.linspace(0, images.shape[0] - 1, n_images).astype(int)
         columns.append(images.get_orthogonal_selection((idx,)))
-    fig, axes = plt.subplots(n_images, len(columns), figsize=(1.3 * len(columns), 1.3 * n_images + 0.4),
-                             squeeze=False)
+    fig, axes = plt.subplots(n_images, len(columns), figsize=(1.3 * len(columns), 1.3 * n_images + 0.4), squeeze=False)
     for j, (variant, images) in enumerate(zip(stores, columns)):
         for i in range(n_images):
             axes[i][j].imshow(images[i], interpolation="nearest")
@@ -47,21 +46,33 @@ def segmentation(doc: Document, quality_file: Path, path: Path) -> None:
     area = np.array([r["area_fraction"] for r in done])
     ious = np.array([r["iou"] for r in done if "iou" in r])
     count = lambda key: ", ".join(f"{k}: {v}" for k, v in sorted(counts(done, key).items()))  # noqa: E731
-    summary = [["images segmented", str(len(done))], ["images skipped", str(len(records) - len(done))],
-               ["mask area fraction (median, 5%–95%)",
-                f"{np.median(area):.3f} ({np.percentile(area, 5):.3f}–{np.percentile(area, 95):.3f})"],
-               ["mask status", count("mask_status")], ["box source", count("box_source")],
-               ["ONLY_BG_T status", count("bg_t_status")]]
+    summary = [
+        ["images segmented", str(len(done))],
+        ["images skipped", str(len(records) - len(done))],
+        [
+            "mask area fraction (median, 5%–95%)",
+            f"{np.median(area):.3f} ({np.percentile(area, 5):.3f}–{np.percentile(area, 95):.3f})",
+        ],
+        ["mask status", count("mask_status")],
+        ["box source", count("box_source")],
+        ["ONLY_BG_T status", count("bg_t_status")],
+    ]
     with_box = [r for r in done if "mask_box_fraction" in r]
     if with_box:  # GrabCut's own mask: an empty one was replaced by the box afterwards
         empty = sum(r["mask_status"] == "empty->box" for r in with_box)
         failed = empty + sum(r["mask_status"] != "empty->box" and r["mask_box_fraction"] < 0.1 for r in with_box)
-        summary.append(["masks under 10 % of their box (Xiao et al. dropped these images; here empty masks fall "
-                        "back to the box and small ones are kept)",
-                        f"{failed} of {len(with_box)} ({100 * failed / len(with_box):.1f} %; {empty} empty)"])
+        summary.append(
+            [
+                "masks under 10 % of their box (Xiao et al. dropped these images; here empty masks fall "
+                "back to the box and small ones are kept)",
+                f"{failed} of {len(with_box)} ({100 * failed / len(with_box):.1f} %; {empty} empty)",
+            ]
+        )
     if ious.size:
-        summary += [["IoU vs true masks (mean / median)", f"{ious.mean():.3f} / {np.median(ious):.3f}"],
-                    ["images with IoU < 0.5", f"{(ious < 0.5).sum()} of {ious.size}"]]
+        summary += [
+            ["IoU vs true masks (mean / median)", f"{ious.mean():.3f} / {np.median(ious):.3f}"],
+            ["images with IoU < 0.5", f"{(ious < 0.5).sum()} of {ious.size}"],
+        ]
     else:
         summary.append(["IoU vs true masks", "no true masks in this source"])
     doc.table(["Quantity", "Value"], summary)
@@ -85,10 +96,13 @@ def counts(records: list[dict[str, Any]], key: str) -> dict[str, int]:
 
 def manifests(doc: Document, manifest_files: list[Path], other_datasets: set[str]) -> None:
     doc.heading("Datasets: images in = images out + skipped")
-    doc.para("Fingerprint: the first 16 hex digits of the store's content digest (`fingerprint.json` in the store: "
-             "SHA-256 over its decoded values in row order and its attributes, whatever its chunking or codec); "
-             "equal fingerprints mean equal datasets, and `workbench verify STORE` checks a copy against it.")
-    rows, skipped = [], {}
+    doc.para(
+        "Fingerprint: the first 16 hex digits of the store's content digest (`fingerprint.json` in the store: "
+        "SHA-256 over its decoded values in row order and its attributes, whatever its chunking or codec); "
+        "equal fingerprints mean equal datasets, and `workbench verify STORE` checks a copy against it."
+    )
+    rows: list[list[str]] = []
+    skipped: dict[str, str] = {}  # item id -> why it was skipped
     for path in manifest_files:
         name = Path(path).name.removesuffix(".manifest.json")
         variant = name
@@ -121,9 +135,10 @@ def training(doc: Document, rows: list[dict[str, Any]]) -> None:
     metrics = sorted({m for _, m in final})
     experiments = sorted({e for e, _ in final})
     doc.heading("Training (last epoch, mean over seeds)")
-    doc.table(["Experiment", *metrics],
-              [[e, *[f"{np.mean(final[(e, m)]):.4g}" if final.get((e, m)) else "–" for m in metrics]]
-               for e in experiments])
+    doc.table(
+        ["Experiment", *metrics],
+        [[e, *[f"{np.mean(final[(e, m)]):.4g}" if final.get((e, m)) else "–" for m in metrics]] for e in experiments],
+    )
 
 
 def store_fingerprint(store: Path) -> str:

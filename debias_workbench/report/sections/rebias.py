@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from debias_workbench.core.statistics import difference
+
 from ..aggregates import grid_accuracies
 from ..document import Document
 from ..helpers import capability_line, mean_std, save_figure
@@ -55,9 +56,9 @@ def table1(doc: Document, name: str, grid: dict[str, Any], acc, paper: dict[str,
     doc.heading(f"Table 1 – {name}: biased and unbiased accuracy (%) on {grid['dataset']}")
     doc.para(f"Mean ± sample std over {n_seeds} seed(s); each row is one train variant (colour-digit correlation "
              "ρ). *Biased*: every test digit in its own colour (ρ = 1, as the authors score it); *unbiased*: colours "
-             "independent of the digit (ρ = 0.1 over 10 colours). Rows marked (paper) are ReBias's Table 1 (60,000 MNIST digits, "
-             "80 epochs, paper widths), at the paper's ρ: with fewer digits and epochs the transition from shape "
-             "to colour comes at lower ρ, so compare the pattern across ρ, not the values at one ρ.")
+             "independent of the digit (ρ = 0.1 over 10 colours). Rows marked (paper) are ReBias's Table 1 (60,000 "
+             "MNIST digits, 80 epochs, paper widths), at the paper's ρ: with fewer digits and epochs the transition "
+             "from shape to colour comes at lower ρ, so compare the pattern across ρ, not the values at one ρ.")
     for test_set in TEST_SETS:
         table_rows = [[f"ρ = {_rho(v)}", *[mean_std(acc.get((v, k, test_set), [])) for k in keys]] for v in variants]
         means = [[np.mean(acc[(v, k, test_set)]) for v in variants if acc.get((v, k, test_set))] for k in keys]
@@ -158,7 +159,7 @@ def figure4(doc: Document, name: str, grid: dict[str, Any], config: dict[str, An
         exp = config["experiments"].get(r.get("experiment", ""), {})
         if r.get("kind") == "curve" and exp.get("grid") == name:
             series[(exp["grid_method"], r["metric"])][r["step"]].append(r["value"])
-    acc_metric = f"{curves['test_set']}_accuracy" if curves else None
+    acc_metric = f"{curves['test_set']}_accuracy" if curves else ""  # "": no curves, no metric
     if not curves or not any(m == acc_metric for _, m in series):
         doc.para("No learning curves in this run (set `curves` in the grid).")
         return
@@ -195,7 +196,7 @@ def table2(doc: Document, config: dict[str, Any], rows: list[dict[str, Any]], pa
         return
     found: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in sorted(rows, key=lambda r: r.get("seed", 0)):
-        exp = r.get("experiment")
+        exp = r.get("experiment", "")  # "": none, not one of the experiments
         if exp not in texture["experiments"]:
             continue
         if (r.get("kind") == "eval" and r["metric"] == "accuracy" and r["variant"] in ("original", "mixed_rand")

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from debias_workbench.pipeline.datasets import family_name
 
-from ..helpers import COLUMN_TITLES, headline, mean_std, model_order
 from ..aggregates import ssl_runs
+from ..helpers import COLUMN_TITLES, headline, mean_std, model_order
 
 if TYPE_CHECKING:
     from ..context import ReportContext
@@ -28,5 +28,6 @@ def other_runs(doc: Document, ctx: ReportContext) -> None:
             titles = [COLUMN_TITLES.get(c, c) for c in columns]
         doc.heading(f"Runs scored on `{dataset}`: accuracy (%)")
         doc.para("Mean ± sample std over seeds, on the test sets the dataset's family declares.")
-        doc.table(["Model", *titles], [[label, *[mean_std(table[label].get(c, [])) for c in columns]]
-                                       for label in labels])
+        doc.table(
+            ["Model", *titles], [[label, *[mean_std(table[label].get(c, [])) for c in columns]] for label in labels]
+        )

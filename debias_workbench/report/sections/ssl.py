@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 
+from debias_workbench.core.statistics import difference, run_value
 from debias_workbench.pipeline.datasets import family_name, get_family
 
-from debias_workbench.core.statistics import difference, run_value
 from ..aggregates import ssl_runs
 from ..document import Document
 from ..helpers import capability_line, mean_std, save_figure, value_cell
@@ -57,7 +58,8 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
     doc.para("Self-supervised pre-training on the training images, then a linear probe on the frozen backbone "
              f"(SGD lr {lrs} (the paper: 10), batch 128, 60 epochs, ×0.1 at 30/40/50, on features computed once "
              "without augmentation); the "
-             "probe's accuracy on each test set. Patch negatives are made anew each step from the stored image, texture "
+             "probe's accuracy on each test set. Patch negatives are made anew each step from the stored image, "
+             "texture "
              "negatives are the images' IN-9-Texture copies, both in the colours of the query view (Sec. 3.3); MoCo-v2 "
              "uses shuffled batch norm (split BN over a permuted key batch on one device). The OOD sets here are "
              "IN-9-C (each val image under one of the 19 ImageNet-C corruptions × 5 severities, balanced per class: "
@@ -84,7 +86,7 @@ def ssl_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[st
 
 def dataset_sections(doc: Document, config: dict[str, Any], dataset: str, table: dict[str, dict[str, list[float]]],
                      rows: list[dict[str, Any]], paper: dict[str, Any], out_dir: Path,
-                     train_rows: list[dict[str, Any]] = ()) -> None:
+                     train_rows: Sequence[dict[str, Any]] = ()) -> None:
     """Ge et al. Table 1 for the runs scored on `dataset` (their `eval_dataset`, e.g. ImageNet-100):
     `table` and `rows` hold only that dataset's numbers (`train_rows`: the runs' training rows, for
     the probe's fit). Our rows and the paper's share the columns
@@ -102,8 +104,9 @@ def dataset_sections(doc: Document, config: dict[str, Any], dataset: str, table:
     doc.heading(f"Non-semantic negatives – Ge et al. (NeurIPS 2021), Table 1 on {name} (dataset `{dataset}`)")
     doc.para(f"The self-supervised runs whose `eval_dataset` is `{dataset}` ({len(ds_cfg['classes'])} classes, "
              f"{ds_cfg['image_size']} px, source `{ds_cfg['source']['kind']}`): pre-training on its training split"
-             f"{photo_views(ds_cfg)}, then the linear probe on the frozen backbone; top-1 accuracy (%) of its {len(ds_cfg['classes'])}-way "
-             "argmax on each test set. -C: each val image under one ImageNet-C (corruption, severity) pair, the pairs "
+             f"{photo_views(ds_cfg)}, then the linear probe on the frozen backbone; top-1 accuracy (%) of its "
+             f"{len(ds_cfg['classes'])}-way argmax on each test set. -C: each val image under one ImageNet-C "
+             "(corruption, severity) pair, the pairs "
              "balanced per class (the paper's ImageNet-C column is the mean over the 5 severities of all images). "
              "Stylized: the val images AdaIN-stylized with the configured style images. ImageNet-S / -R: the images "
              "of this dataset's classes in your ImageNet-Sketch / ImageNet-R folders, scored over all "
@@ -274,8 +277,8 @@ def _alpha_curve(doc: Document, runs: list[dict[str, Any]], table: dict[str, dic
     fig, ax = plt.subplots(figsize=(5, 3.2))
     for column, style in (("shape_bias", "o-"), ("original", "s--"), ("stylized", "^:")):
         ys = [table[moco[i]["label"]].get(column, []) for i in order]
-        ax.errorbar([alphas[i] for i in order], [np.mean(y) if y else np.nan for y in ys],
-                    yerr=[np.std(y, ddof=1) if len(y) > 1 else 0.0 for y in ys], fmt=style, capsize=3,
+        ax.errorbar([alphas[i] for i in order], [float(np.mean(y)) if y else np.nan for y in ys],
+                    yerr=[float(np.std(y, ddof=1)) if len(y) > 1 else 0.0 for y in ys], fmt=style, capsize=3,
                     label={"shape_bias": "shape bias (%)", "original": "Original accuracy (%)",
                            "stylized": "Stylized IN-9 accuracy (%)"}[column])
     ax.set_xlabel("α (0 = no patch negative)")

@@ -16,12 +16,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import zarr
 
+from debias_workbench.core.statistics import difference
 from debias_workbench.pipeline.derived_stage import work_side
 
-from debias_workbench.core.statistics import difference
 from ..aggregates import SHAPE_BIAS_TOO_FEW
 from ..document import Document
-from ..helpers import headline, MIN_IMAGES, capability_line, mean_std, model_order, save_figure, value_cell
+from ..helpers import MIN_IMAGES, capability_line, headline, mean_std, model_order, save_figure, value_cell
 from ..roles import played
 
 TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]
@@ -33,23 +33,42 @@ TEXTURE_VARIANTS = ("stylized", "texture", "sketch")
 BG_COLUMNS, BG_HEADER = headline("in9")
 
 
-def texture_sections(doc: Document, config: dict[str, Any], table: dict[str, dict[str, list[float]]],
-                     paper: dict[str, Any], stores: dict[str, Path], out_dir: Path, roles: dict[str, str],
-                     chance: float = 100 / 9) -> None:
+def texture_sections(
+    doc: Document,
+    config: dict[str, Any],
+    table: dict[str, dict[str, list[float]]],
+    paper: dict[str, Any],
+    stores: dict[str, Path],
+    out_dir: Path,
+    roles: dict[str, str],
+    chance: float = 100 / 9,
+) -> None:
     """`table`: {model label: {test set, "shape_bias" or SHAPE_BIAS_TOO_FEW: [value per seed]}}
     (the shape-bias columns as `shape_bias_table` gives them)."""
     doc.heading("Texture bias – CLAD supplementary Secs. IV–V")
     variants = config["datasets"][config["evaluation"]["dataset"]]["variants"]
     if "stylized" not in variants:
-        doc.para("Not run: the evaluation dataset builds no `stylized` variant. Add `stylized` (and `texture`, "
-                 "`sketch`) to its `variants` and give it a `stylized:` section (see config/config.yaml).")
+        doc.para(
+            "Not run: the evaluation dataset builds no `stylized` variant. Add `stylized` (and `texture`, "
+            "`sketch`) to its `variants` and give it a `stylized:` section (see config/config.yaml)."
+        )
         return
     _describe(doc, config)
     _verdict(doc, table, roles, chance)
-    _texture_table(doc, "Table 7 – S-CLAD / S-CLAD+ vs the baselines (%)", table,
-                   played(roles, ("base_in9", "base_sin9", "s_clad", "s_clad_plus")), paper["clad_table7"])
-    _texture_table(doc, "Table 8 – CLAD / CLAD+ on the texture test sets (%)", table,
-                   played(roles, ("base_in9", "clad", "clad_plus")), paper["clad_table8"])
+    _texture_table(
+        doc,
+        "Table 7 – S-CLAD / S-CLAD+ vs the baselines (%)",
+        table,
+        played(roles, ("base_in9", "base_sin9", "s_clad", "s_clad_plus")),
+        paper["clad_table7"],
+    )
+    _texture_table(
+        doc,
+        "Table 8 – CLAD / CLAD+ on the texture test sets (%)",
+        table,
+        played(roles, ("base_in9", "clad", "clad_plus")),
+        paper["clad_table8"],
+    )
     _table9(doc, table, played(roles, ("base_in9", "s_clad", "s_clad_plus"))[0], paper["clad_table9"])
     _shape_bias_figure(doc, table, paper["geirhos_shape_bias"], out_dir / "shape_bias.png", roles)
     _image_grid(doc, stores, config, out_dir / "texture_grid.png")
@@ -58,20 +77,29 @@ def texture_sections(doc: Document, config: dict[str, Any], table: dict[str, dic
 def _describe(doc: Document, config: dict[str, Any]) -> None:
     ds = config["datasets"][config["evaluation"]["dataset"]]
     sty = ds["stylized"]
-    styles = ("each class's own textures drawn by the embedded source's background generator "
-              f"({sty['styles']['per_class']} per class)" if sty["styles"]["kind"] == "embedded"
-              else f"the texture images under `{sty['styles']['root']}`, one folder per class")
-    text = (f"Stylized IN-9: every image stylized by AdaIN (α = {sty['alpha']:g}, at "
-            f"{work_side(ds['image_size'], sty['work_size'])} px) with a style drawn from {styles}: of any class on "
-            "train, so the texture says nothing about the label, and of another class on val, the cue-conflict set: "
-            "shape of class A, texture of class B ≠ A; the shape bias counts, over the decisions for A or B, the "
-            f"share for A (not shown from fewer than {MIN_IMAGES} such decisions). ")
+    styles = (
+        "each class's own textures drawn by the embedded source's background generator "
+        f"({sty['styles']['per_class']} per class)"
+        if sty["styles"]["kind"] == "embedded"
+        else f"the texture images under `{sty['styles']['root']}`, one folder per class"
+    )
+    text = (
+        f"Stylized IN-9: every image stylized by AdaIN (α = {sty['alpha']:g}, at "
+        f"{work_side(ds['image_size'], sty['work_size'])} px) with a style drawn from {styles}: of any class on "
+        "train, so the texture says nothing about the label, and of another class on val, the cue-conflict set: "
+        "shape of class A, texture of class B ≠ A; the shape bias counts, over the decisions for A or B, the "
+        f"share for A (not shown from fewer than {MIN_IMAGES} such decisions). "
+    )
     if "texture" in ds.get("variants", []):
         tex = ds["texture"]
-        text += (f"IN-9-Texture: a texture synthesized by `{tex['tool']}` from each image's central patch and one "
-                 "random patch (Ge et al. 2021): no shape is left, so accuracy there measures texture use. ")
-    text += ("IN-9-Sketch is not available offline (ImageNet-Sketch is a separate download): the *sketch* column is "
-             "a stand-in, the edges of the segmented foreground drawn black on white, and is labelled as such.")
+        text += (
+            f"IN-9-Texture: a texture synthesized by `{tex['tool']}` from each image's central patch and one "
+            "random patch (Ge et al. 2021): no shape is left, so accuracy there measures texture use. "
+        )
+    text += (
+        "IN-9-Sketch is not available offline (ImageNet-Sketch is a separate download): the *sketch* column is "
+        "a stand-in, the edges of the segmented foreground drawn black on white, and is labelled as such."
+    )
     doc.para(text)
 
 
@@ -79,37 +107,46 @@ def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], roles: dic
     """Does S-CLAD raise the shape bias (and Stylized IN-9 accuracy) of Base (IN9)? Only after
     Base (SIN9) is shown to recognise shapes on the stylized images; a shape bias from fewer than
     `MIN_IMAGES` decisions is named, never compared."""
-    reference_label, base_label = roles.get("base_sin9"), roles.get("base_in9")
+    reference_label, base_label = roles.get("base_sin9", ""), roles.get("base_in9", "")  # "": no such row
     reference = table.get(reference_label, {}).get("stylized", [])
     base = table.get(base_label, {})
     if not reference or not (base.get("shape_bias") or base.get(SHAPE_BIAS_TOO_FEW)):
-        doc.para("Capability check: no Base (SIN9) or Base (IN9) run on Stylized IN-9 in this configuration, so "
-                 "whether this benchmark can judge texture debiasing is unknown.")
+        doc.para(
+            "Capability check: no Base (SIN9) or Base (IN9) run on Stylized IN-9 in this configuration, so "
+            "whether this benchmark can judge texture debiasing is unknown."
+        )
         return
-    capable, line = capability_line(reference_label, "on Stylized IN-9 val", reference, chance,
-                                    "to recognise shapes under a foreign texture")
+    capable, line = capability_line(
+        reference_label, "on Stylized IN-9 val", reference, chance, "to recognise shapes under a foreign texture"
+    )
     doc.para(line)
-    doc.para(f"Shape bias of {reference_label} vs {base_label}: {_shape_bias_versus(table[reference_label], base)}; "
-             "Geirhos et al. found 81 vs 22 % for ResNet-50 on real images.")
+    doc.para(
+        f"Shape bias of {reference_label} vs {base_label}: {_shape_bias_versus(table[reference_label], base)}; "
+        "Geirhos et al. found 81 vs 22 % for ResNet-50 on real images."
+    )
     if not capable:
-        doc.para(f"Do S-CLAD / S-CLAD+ reduce the texture bias of {base_label} here? Not informative: the reference "
-                 "model does not recognise shapes under a foreign texture on these images.")
+        doc.para(
+            f"Do S-CLAD / S-CLAD+ reduce the texture bias of {base_label} here? Not informative: the reference "
+            "model does not recognise shapes under a foreign texture on these images."
+        )
         return
     lines = []
     for label in played(roles, ("s_clad", "s_clad_plus"))[0]:
         cols = table.get(label, {})
         if not (cols.get("shape_bias") or cols.get(SHAPE_BIAS_TOO_FEW)):
             continue
-        lines.append(f"{label}: shape bias {_shape_bias_versus(cols, base)}; Stylized IN-9 "
-                     f"{mean_std(cols.get('stylized', []))} vs {mean_std(base.get('stylized', []))} % "
-                     f"({difference(cols.get('stylized', []), base.get('stylized', [])).text()}); Original "
-                     f"{mean_std(cols.get('original', []))} vs {mean_std(base.get('original', []))} %.")
+        lines.append(
+            f"{label}: shape bias {_shape_bias_versus(cols, base)}; Stylized IN-9 "
+            f"{mean_std(cols.get('stylized', []))} vs {mean_std(base.get('stylized', []))} % "
+            f"({difference(cols.get('stylized', []), base.get('stylized', [])).text()}); Original "
+            f"{mean_std(cols.get('original', []))} vs {mean_std(base.get('original', []))} %."
+        )
     if lines:
         doc.para(f"Against {base_label}: " + " ".join(lines) + " Computed from the numbers, nothing is tuned to it.")
 
 
 def _shape_bias_versus(ours: dict[str, list[float]], base: dict[str, list[float]]) -> str:
-    """"ours vs base % (comparison)"; not compared where either side has no seed with at least
+    """ "ours vs base % (comparison)"; not compared where either side has no seed with at least
     `MIN_IMAGES` counted decisions."""
     text = f"{value_cell(ours, 'shape_bias')} vs {value_cell(base, 'shape_bias')} %"
     if ours.get("shape_bias") and base.get("shape_bias"):
@@ -117,8 +154,13 @@ def _shape_bias_versus(ours: dict[str, list[float]], base: dict[str, list[float]
     return f"{text} (not compared: fewer than {MIN_IMAGES} shape or texture decisions)"
 
 
-def _texture_table(doc: Document, title: str, table: dict[str, dict[str, list[float]]],
-                   models: tuple[list[str], list[str]], paper: dict[str, Any]) -> None:
+def _texture_table(
+    doc: Document,
+    title: str,
+    table: dict[str, dict[str, list[float]]],
+    models: tuple[list[str], list[str]],
+    paper: dict[str, Any],
+) -> None:
     """`models`: (the labels of the roles some experiment plays, the papers' names of the others: `roles.played`)."""
     doc.heading(title)
     present = [m for m in models[0] if m in table]
@@ -141,8 +183,13 @@ def _table9(doc: Document, table: dict[str, dict[str, list[float]]], models: lis
     doc.table(["", "Model", *BG_HEADER], rows)
 
 
-def _shape_bias_figure(doc: Document, table: dict[str, dict[str, list[float]]], geirhos: dict[str, float],
-                       path: Path, roles: dict[str, str]) -> None:
+def _shape_bias_figure(
+    doc: Document,
+    table: dict[str, dict[str, list[float]]],
+    geirhos: dict[str, float],
+    path: Path,
+    roles: dict[str, str],
+) -> None:
     """Shape bias per model: the figure from the seeds with at least `MIN_IMAGES` counted decisions
     only; the table beneath also lists the models whose seeds all have fewer, as too few."""
     listed = [m for m in model_order(table, roles) if table[m].get("shape_bias") or table[m].get(SHAPE_BIAS_TOO_FEW)]
@@ -152,13 +199,20 @@ def _shape_bias_figure(doc: Document, table: dict[str, dict[str, list[float]]], 
     shape_bias = {m: table[m]["shape_bias"] for m in listed if table[m].get("shape_bias")}
     if shape_bias:
         _plot_shape_bias(shape_bias, geirhos, path, roles)
-        doc.image(path.name, "Bars: mean over seeds (dots: each seed) on Stylized IN-9 val; grey lines: Geirhos et "
-                             "al.'s ResNet-50 and human figures on real cue-conflict images, for orientation only.")
-    doc.table(["Model", "Shape bias (%)", "Seeds"],
-              [[m, value_cell(table[m], "shape_bias"), str(len(table[m].get("shape_bias", [])))] for m in listed])
+        doc.image(
+            path.name,
+            "Bars: mean over seeds (dots: each seed) on Stylized IN-9 val; grey lines: Geirhos et "
+            "al.'s ResNet-50 and human figures on real cue-conflict images, for orientation only.",
+        )
+    doc.table(
+        ["Model", "Shape bias (%)", "Seeds"],
+        [[m, value_cell(table[m], "shape_bias"), str(len(table[m].get("shape_bias", [])))] for m in listed],
+    )
 
 
-def _plot_shape_bias(shape_bias: dict[str, list[float]], geirhos: dict[str, float], path: Path, roles: dict[str, str]) -> None:
+def _plot_shape_bias(
+    shape_bias: dict[str, list[float]], geirhos: dict[str, float], path: Path, roles: dict[str, str]
+) -> None:
     labels = model_order(shape_bias, roles)
     fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(labels) + 1.9))
     means = [np.mean(shape_bias[m]) for m in labels]
@@ -189,8 +243,9 @@ def _image_grid(doc: Document, stores: dict[str, Path], config: dict[str, Any], 
     labels = groups["stylized"]["labels"][:]
     picks = [int(np.nonzero(labels == c)[0][0]) for c in np.unique(labels)[:n_images]]
     ids = groups["stylized"]["ids"][:][picks]
-    fig, axes = plt.subplots(len(picks), len(columns), figsize=(1.5 * len(columns), 1.5 * len(picks) + 0.3),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(picks), len(columns), figsize=(1.5 * len(columns), 1.5 * len(picks) + 0.3), squeeze=False
+    )
     for j, variant in enumerate(columns):
         where = {str(i): k for k, i in enumerate(groups[variant]["ids"][:])}
         for i, image_id in enumerate(ids):
@@ -203,10 +258,19 @@ def _image_grid(doc: Document, stores: dict[str, Path], config: dict[str, Any], 
                 ax.set_title(f"texture: {classes[style]}", fontsize=6)
             elif variant == "original":
                 ax.set_title(classes[int(labels[picks[i]])], fontsize=6)
-        axes[0][j].text(0.5, 1.35, variant.upper() + (" (stand-in)" if variant == "sketch" else ""), fontsize=7,
-                        ha="center", transform=axes[0][j].transAxes)
+        axes[0][j].text(
+            0.5,
+            1.35,
+            variant.upper() + (" (stand-in)" if variant == "sketch" else ""),
+            fontsize=7,
+            ha="center",
+            transform=axes[0][j].transAxes,
+        )
     fig.tight_layout()
     save_figure(fig, path, dpi=130)
     doc.heading("Stylized, texture and sketch images beside ORIGINAL")
-    doc.image(path.name, "The same validation images in each variant; above each stylized image, the class whose "
-                         "texture it was given (the cue conflict).")
+    doc.image(
+        path.name,
+        "The same validation images in each variant; above each stylized image, the class whose "
+        "texture it was given (the cue conflict).",
+    )

@@ -40,6 +40,10 @@ class LossEMA(PerSampleState):
     loss (the first observation of a sample is taken as is), and its class-wise max normalisation
     (each sample's EMA divided by the largest EMA of its class)."""
 
+    labels: torch.Tensor  # a buffer (register_buffer)
+    ema: torch.Tensor  # a buffer (register_buffer)
+    seen: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, labels: torch.Tensor, num_classes: int, alpha: float):
         super().__init__()
         self.num_classes, self.alpha = num_classes, alpha
@@ -55,7 +59,8 @@ class LossEMA(PerSampleState):
     def normalized(self, index: torch.Tensor) -> torch.Tensor:
         """(B,) the EMA of the rows `index` over the max EMA of each row's class."""
         class_max = torch.zeros(self.num_classes, device=self.ema.device).scatter_reduce(
-            0, self.labels, self.ema, reduce="amax", include_self=True)
+            0, self.labels, self.ema, reduce="amax", include_self=True
+        )
         return self.ema[index] / class_max[self.labels[index]].clamp_min(1e-8)
 
 
@@ -96,6 +101,11 @@ class BNScore(PerSampleState):
     both are updated only for the samples of the mini-batch. D^BN_t = {x in D^BN_cand: s_t(x) > 0}
     (Eq. 3)."""
 
+    loss: torch.Tensor  # a buffer (register_buffer)
+    seen: torch.Tensor  # a buffer (register_buffer)
+    ref: torch.Tensor  # a buffer (register_buffer)
+    score: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, n: int, alpha_l: float, alpha_s: float, t1: int, device: torch.device | str = "cpu"):
         super().__init__()
         self.alpha_l, self.alpha_s, self.t1 = alpha_l, alpha_s, t1
@@ -115,8 +125,7 @@ class BNScore(PerSampleState):
         self.seen[index] = True
         has_ref = ~torch.isnan(self.ref[index])
         rows = index[has_ref]
-        self.score[rows] = (self.alpha_s * (self.loss[rows] - self.ref[rows])
-                            + (1 - self.alpha_s) * self.score[rows])
+        self.score[rows] = self.alpha_s * (self.loss[rows] - self.ref[rows]) + (1 - self.alpha_s) * self.score[rows]
 
     def bias_negative(self, candidates: torch.Tensor) -> torch.Tensor:
         """(N,) membership of D^BN_t (Eq. 3)."""
@@ -130,16 +139,15 @@ def class_activation_map(z: torch.Tensor, weight: torch.Tensor, labels: torch.Te
     return F.relu(torch.einsum("bchw,bc->bhw", z, weight[labels]))
 
 
-def ie_weight(z: torch.Tensor, z_bn: torch.Tensor, cam: torch.Tensor, cam_bn: torch.Tensor,
-              tau: float) -> torch.Tensor:
+def ie_weight(z: torch.Tensor, z_bn: torch.Tensor, cam: torch.Tensor, cam_bn: torch.Tensor, tau: float) -> torch.Tensor:
     """Park et al. Eqs. 4-6, the IE weight (B, h, w) of z (B, c, h, w) given the bias-negative
     partner's z_bn (B, c, h', w') and both explanation maps E (B, h, w), E_bn (B, h', w'):
     c_n = z_bn_{i*} . z_n / max_{i,j} z_bn_i . z_j with i* = argmax_i z_bn_i . z_n (Eq. 4);
     r_n = (2 E_bn_{i*} / (E_bn_{i*} + E_n))^tau on max-normalised maps (Eq. 5);
     IE_n = max(c_n r_n, 1) (Eq. 6)."""
-    zf, zb = z.flatten(2).transpose(1, 2), z_bn.flatten(2)            # (B, n, c), (B, c, m)
-    sim = zf @ zb                                                       # (B, n, m)
-    best, i_star = sim.max(2)                                           # (B, n)
+    zf, zb = z.flatten(2).transpose(1, 2), z_bn.flatten(2)  # (B, n, c), (B, c, m)
+    sim = zf @ zb  # (B, n, m)
+    best, i_star = sim.max(2)  # (B, n)
     common = best / sim.amax((1, 2))[:, None].clamp_min(1e-8)
     e = cam.flatten(1) / cam.flatten(1).amax(1, keepdim=True).clamp_min(1e-8)
     e_bn = cam_bn.flatten(1) / cam_bn.flatten(1).amax(1, keepdim=True).clamp_min(1e-8)
@@ -181,22 +189,26 @@ def guide_similarity(z: torch.Tensor, ie: torch.Tensor, reading: str) -> torch.T
     return (share(gap) - share(gap_g).detach()).abs().sum(1)
 
 
-def draw_partners(members: torch.Tensor, labels: torch.Tensor, y: torch.Tensor, index: torch.Tensor,
-                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def draw_partners(
+    members: torch.Tensor, labels: torch.Tensor, y: torch.Tensor, index: torch.Tensor, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Park et al.'s x^BN for each sample of a batch: a row of the set `members` (N,) with the
     sample's label (`labels` (N,) of every row), drawn uniformly among those rows other than the
     sample's own row `index` (B,), and (B,) whether one exists. y (B,) the batch's labels."""
     partner, has = torch.zeros_like(y), torch.zeros_like(y, dtype=torch.bool)
     for c in y.unique().tolist():
-        pool = torch.nonzero(members & (labels == c)).squeeze(1)             # (m,) rows, ascending
-        at = torch.nonzero(y == c).squeeze(1)                                 # batch positions of class c
-        own = torch.searchsorted(pool, index[at])                             # where the anchor's row is or would be
-        inside = (own < len(pool)) & (pool[own.clamp_max(max(len(pool) - 1, 0))] == index[at]) if len(pool) \
+        pool = torch.nonzero(members & (labels == c)).squeeze(1)  # (m,) rows, ascending
+        at = torch.nonzero(y == c).squeeze(1)  # batch positions of class c
+        own = torch.searchsorted(pool, index[at])  # where the anchor's row is or would be
+        inside = (
+            (own < len(pool)) & (pool[own.clamp_max(max(len(pool) - 1, 0))] == index[at])
+            if len(pool)
             else torch.zeros_like(own, dtype=torch.bool)
-        choices = len(pool) - inside.long()                                   # the pool without the anchor
+        )
+        choices = len(pool) - inside.long()  # the pool without the anchor
         u = torch.rand(len(at), generator=generator, dtype=torch.float64).to(y.device, non_blocking=True)
         pick = (u * choices.clamp_min(1)).long()
-        pick += (inside & (pick >= own)).long()                               # step over the anchor's own row
+        pick += (inside & (pick >= own)).long()  # step over the anchor's own row
         ok = choices > 0
         partner[at[ok]], has[at[ok]] = pool[pick[ok]], True
     return partner, has
@@ -206,6 +218,11 @@ class RowFlags(PerSampleState):
     """Boolean flags per training row, by name: e.g. BiasEnsemble's `aligned` (D^A) and
     `candidates` (D^BN_cand), and the true `conflicting` (bias label != label, used only for the
     logged detection statistics)."""
+
+    # the flags the methods read (buffers registered by name in __init__)
+    aligned: torch.Tensor
+    candidates: torch.Tensor
+    conflicting: torch.Tensor
 
     def __init__(self, **flags: torch.Tensor):
         super().__init__()

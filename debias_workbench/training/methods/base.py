@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -12,12 +13,14 @@ import torch.nn as nn
 from ..augment import Augmenter
 from ..distributed import averaged_gradients
 from ..models import NETWORK_WIDTH_KEYS, build_network
+from ..network import Network
 from ..settings import AugmentSettings, OptimizerSettings
 from .spec import module_specs
 
 #: true while a trained method is rebuilt to be scored (`for_scoring()`): its weights come from the
 #: run's checkpoint, so no optimiser is made and no pretrained file is read. Making the first
-#: optimiser imports torch._dynamo (3.6 CPU-s on a 2-core AVX2 machine), once per evaluation job.
+#: optimiser imports torch._dynamo (seconds of CPU: docs/measurements.md#the-demo-on-the-avx2-machine), once per
+#: evaluation job.
 _FOR_SCORING = contextvars.ContextVar("for_scoring", default=False)
 
 
@@ -32,7 +35,7 @@ def for_scoring() -> Iterator[None]:
         _FOR_SCORING.reset(token)
 
 
-def _forget_host_counts(module: "Method", incompatible_keys) -> None:
+def _forget_host_counts(module: Method, incompatible_keys) -> None:
     """After a state is loaded, `host_count` reads the counters anew."""
     module._host_counts.clear()
 
@@ -51,6 +54,8 @@ class Method(nn.Module):
     before augmenting), with `self.augment(images)` drawing from the trainer's generator.
     """
 
+    #: the optimiser of the method's networks (`make_optimizer`), made by each method's __init__
+    optimizer: torch.optim.Optimizer
     #: dataset fields the method needs besides images/labels/bias_labels (e.g. "masks")
     extra_fields: tuple[str, ...] = ()
     #: {batch field: variant}: images of another variant of the training dataset, read row by
@@ -77,16 +82,24 @@ class Method(nn.Module):
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__()
         if unknown := set(method_args) - set(self.default_args):
-            raise ValueError(f"{type(self).__name__} has no method_args {sorted(unknown)}; "
-                             f"it takes {sorted(self.default_args)}")
+            raise ValueError(
+                f"{type(self).__name__} has no method_args {sorted(unknown)}; it takes {sorted(self.default_args)}"
+            )
         self.num_classes, self.cfg, self.args = num_classes, train_cfg, {**self.default_args, **method_args}
         aug = AugmentSettings.of(train_cfg.get("augment"))
-        self.augmenter = Augmenter(train_cfg["normalize"]["mean"], train_cfg["normalize"]["std"], aug.crop_scale,
-                                   aug.hflip, padding=aug.crop_padding)
+        self.augmenter = Augmenter(
+            train_cfg["normalize"]["mean"],
+            train_cfg["normalize"]["std"],
+            aug.crop_scale,
+            aug.hflip,
+            padding=aug.crop_padding,
+        )
         pretrained = {"pretrained": None} if _FOR_SCORING.get() else {}  # the checkpoint replaces them
         self.network = build_network(train_cfg["arch"], num_classes, {**train_cfg, **pretrained})
         self.generator = torch.Generator()
-        self.pre_steps = 0    # steps before the run's own (`x-before-run` args: `training.run_length`), set by the trainer
+        self.pre_steps = (
+            0  # steps before the run's own (`x-before-run` args: `training.run_length`), set by the trainer
+        )
         self.total_steps = 1  # the optimiser steps of the run's own epochs (`training.run_length`), set by the trainer
         self.autocast_dtype: torch.dtype | None = None
         self._host_counts: dict[str, int] = {}  # `host_count`'s copies, dropped when a state is loaded
@@ -106,17 +119,19 @@ class Method(nn.Module):
         self._host_counts[name] = value if modulo is None else value % modulo
         getattr(self, name).fill_(self._host_counts[name])
 
-    def build_biased_network(self, arch: str) -> nn.Module:
+    def build_biased_network(self, arch: str) -> Network:
         """A randomly initialised network of `arch` (e.g. ReBias's biased-by-design G)."""
         return build_network(arch, self.num_classes, {k: self.cfg[k] for k in NETWORK_WIDTH_KEYS if k in self.cfg})
 
     def augment(self, images: torch.Tensor) -> torch.Tensor:
         return self.augmenter(images, self.generator)
 
-    def make_optimizer(self, params) -> torch.optim.Optimizer | None:
+    def make_optimizer(self, params) -> torch.optim.Optimizer:
         """The configured optimiser over `params`; None for a method built `for_scoring()`."""
         if _FOR_SCORING.get():
-            return None
+            # typed as always an optimiser: a method built for scoring is never stepped, so no method's
+            # update checks for None
+            return None  # type: ignore[return-value]
         opt = OptimizerSettings.of(self.cfg["optimizer"])
         if opt.name == "adam":
             return torch.optim.Adam(params, lr=opt.lr, weight_decay=opt.weight_decay)
@@ -138,17 +153,21 @@ class Method(nn.Module):
         the step is the one-device step on the global batch; `across_processes=False` for a
         loss every process computes on the same rows (the self-supervised linear probe)."""
         optimizer.zero_grad(set_to_none=True)
-        with averaged_gradients(p for group in optimizer.param_groups for p in group["params"]) \
-                if across_processes else contextlib.nullcontext():
+        with (
+            averaged_gradients(p for group in optimizer.param_groups for p in group["params"])
+            if across_processes
+            else contextlib.nullcontext()
+        ):
             loss.backward()
         optimizer.step()
 
     def autocast(self):
         device = next(self.parameters()).device
-        return torch.autocast(device.type, dtype=self.autocast_dtype or torch.bfloat16,
-                              enabled=self.autocast_dtype is not None)
+        return torch.autocast(
+            device.type, dtype=self.autocast_dtype or torch.bfloat16, enabled=self.autocast_dtype is not None
+        )
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> Mapping[str, torch.Tensor | float]:
         """One optimisation step on `batch`; returns scalar statistics to log, as 0-d tensors on the
         device (the trainer reads them back once an epoch: a `.item()` per step would make the CPU
         wait for the GPU every step) or Python numbers known on the host."""

@@ -27,13 +27,18 @@ import torch.nn.functional as F
 from debias_workbench.core.seeding import name_seed
 from debias_workbench.pipeline.fingerprint import read_fingerprint
 
-from .amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, checkpoint_steps,
-                                  class_activation_map, draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
+# the names in the grid layout of the other modules (ruff's isort would put one per line, taking the module past the
+# package's 400-line rule, tests/test_run_identity.py)
+# isort: off
 from ..distributed import (averaged_gradients, broadcast_batch_norm_, broadcast_state_, gather_rows, own_rows, rank,
                            sum_over_processes, world)
 from ..evaluation import accuracy, predict_store
 from ..models import build_network
+from .amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, checkpoint_steps,
+                                  class_activation_map, draw_partners, gce_loss, guide_similarity, ie_weight,
+                                  lff_weight)
 from .base import Method
+# isort: on
 
 
 class LfF(Method):
@@ -61,7 +66,8 @@ class LfF(Method):
         labels = torch.from_numpy(batches.column("labels")).to(device)
         self.ema_b = LossEMA(labels, self.num_classes, self.args["ema_alpha"])
         self.ema_d = LossEMA(labels, self.num_classes, self.args["ema_alpha"])
-        self.flags = RowFlags(conflicting=torch.from_numpy(batches.column("bias_labels") != batches.column("labels")).to(device))
+        conflicting = batches.column("bias_labels") != batches.column("labels")
+        self.flags = RowFlags(conflicting=torch.from_numpy(conflicting).to(device))
         return {}
 
     def biased_loss(self, logits_b: torch.Tensor, y: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -77,7 +83,7 @@ class LfF(Method):
         self.ema_d.update(rows, gather_rows(F.cross_entropy(logits_d.detach().float(), y, reduction="none")))
         return lff_weight(self.ema_b.normalized(index), self.ema_d.normalized(index))
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y, index = self.augment(batch["images"]), batch["labels"], batch["index"]
         with self.autocast():
             logits_b, logits_d = self.biased(x).float(), self.network(x).float()
@@ -122,8 +128,8 @@ class LfFBiasEnsemble(LfF):
         the run's seed and training settings, and the committee's own arguments; not the run's name,
         so that the runs of one pack that would train the same committee (LfF+BE and Park et al. on
         one train variant and seed) share one, `_COMMITTEES`."""
-        args = {k: self.args[k] for k in ("committee_size", "committee_steps", "committee_valid_every", "committee_vote",
-                                          "q")}
+        args = {k: self.args[k]
+                for k in ("committee_size", "committee_steps", "committee_valid_every", "committee_vote", "q")}
         identity = {"store": read_fingerprint(batches.store)["digest"], "seed": batches.seed, "training": self.cfg,
                     "committee": args}
         return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -205,6 +211,7 @@ class LfFBiasEnsemble(LfF):
                 if steps >= total:
                     break
             epoch += 1
+        assert best_state is not None  # every candidate step is at most `total`, which the loop reaches
         member.load_state_dict(best_state)
         return member, best_step, best_acc
 
@@ -260,6 +267,8 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
     x^BN goes through f_d in its own forward pass (the paper does not say): its batch-norm
     statistics are those of the partner batch, and in train mode it updates the running ones too."""
 
+    iteration: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         self.bn_score = BNScore(0, self.args["alpha_l"], self.args["alpha_s"], self.args["t1"])
@@ -273,7 +282,7 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         self.partner_seed = int(torch.randint(2**62, ()))  # drawn after the seeded init: the same on a resume
         return stats
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y, index = self.augment(batch["images"]), batch["labels"], batch["index"]
         t = self.host_count("iteration")
         with self.autocast():
@@ -331,7 +340,8 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         partnered = {"partner_conflicting_fraction": partner_bc.float().mean().detach(),
                      "guide_distance": distance[has].mean().detach(),   # Eq. 9's distance without s(x^BN)
                      "partner_weight": s_bn[has].mean().detach()} if has.any() else {}
-        return loss, {"loss_guide_sim": loss_sim.detach(), "loss_guide_cls": loss_cls.detach(), "loss_bn": loss_bn.detach(),
+        return loss, {"loss_guide_sim": loss_sim.detach(), "loss_guide_cls": loss_cls.detach(),
+                      "loss_bn": loss_bn.detach(),
                       "ie_mean": ie.mean().detach(), "partner_fraction": has.float().mean().detach(),
                       "lambda_main": lambda_main, **partnered}
 
@@ -343,7 +353,8 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         source = self.args["partner_source"]
         members = {"D": torch.ones_like(self.flags.candidates), "D_cand": self.flags.candidates,
                    "D_BN": self.bn_score.bias_negative(self.flags.candidates)}[source]
-        generator = torch.Generator().manual_seed(name_seed("bn-partner", self.partner_seed, self.host_count("iteration")))
+        seed = name_seed("bn-partner", self.partner_seed, self.host_count("iteration"))
+        generator = torch.Generator().manual_seed(seed)
         partner, has = draw_partners(members, self.ema_d.labels, gather_rows(y), gather_rows(index), generator)
         return own_rows(partner), own_rows(has)
 
@@ -360,9 +371,9 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
                 **_detection("bn_set", kept, conflicting)}
 
 
-def _group_means(name: str, values: torch.Tensor, conflicting: torch.Tensor) -> dict[str, float]:
+def _group_means(name: str, values: torch.Tensor, conflicting: torch.Tensor) -> dict[str, torch.Tensor | float]:
     """Mean of `values` over the bias-aligned and the bias-conflicting entries (those present)."""
-    out = {}
+    out: dict[str, torch.Tensor | float] = {}
     for group, mask in (("aligned", ~conflicting), ("conflicting", conflicting)):
         if mask.any():
             out[f"{name}_{group}"] = values[mask].float().mean().detach()

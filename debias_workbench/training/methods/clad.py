@@ -51,6 +51,10 @@ class NegativeDictionary(nn.Module):
     ptr (K,), the next slot to overwrite in each queue.
     """
 
+    feats: torch.Tensor  # a buffer (register_buffer)
+    rows: torch.Tensor  # a buffer (register_buffer)
+    ptr: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, keys: int, size: int, dim: int):
         super().__init__()
         self.register_buffer("feats", torch.zeros(keys, size, dim))
@@ -58,8 +62,9 @@ class NegativeDictionary(nn.Module):
         self.register_buffer("ptr", torch.zeros(keys, dtype=torch.long))
 
     @torch.no_grad()
-    def push(self, feats: torch.Tensor, keys: torch.Tensor, rows: torch.Tensor,
-             valid: torch.Tensor | None = None) -> None:
+    def push(
+        self, feats: torch.Tensor, keys: torch.Tensor, rows: torch.Tensor, valid: torch.Tensor | None = None
+    ) -> None:
         """Enqueue feats (M, D) under `keys` (M,) in batch order, those `valid` (M,) marks (all by
         default); the oldest entries leave first (more than `size` new entries under one key: the
         last `size` stay). Every slot of every key at once, on the device, without reading anything
@@ -70,16 +75,17 @@ class NegativeDictionary(nn.Module):
         if m == 0:
             return
         valid = torch.ones_like(keys, dtype=torch.bool) if valid is None else valid
-        same = F.one_hot(keys, n_keys) * valid[:, None]                  # (M, K)
-        rank = (same.cumsum(0) * same).sum(1) - 1                        # (M,) place among its key's entries
-        count = same.sum(0)                                              # (K,) new entries per key
+        same = F.one_hot(keys, n_keys) * valid[:, None]  # (M, K)
+        rank = (same.cumsum(0) * same).sum(1) - 1  # (M,) place among its key's entries
+        count = same.sum(0)  # (K,) new entries per key
         # entry_of[k * M + r]: the batch position of key k's r-th new entry (the invalid ones to slots of their own)
         where = torch.where(valid, keys * m + rank, n_keys * m + torch.arange(m, device=keys.device))
         entry_of = torch.zeros(n_keys * m + m, dtype=torch.long, device=keys.device).scatter_(
-            0, where, torch.arange(m, device=keys.device))
-        j = (torch.arange(size, device=keys.device)[None, :] - self.ptr[:, None]) % size   # (K, N) rank among the kept
-        taken = j < count.clamp_max(size)[:, None]                       # (K, N) slots that get a new entry
-        r = j + (count - size).clamp_min(0)[:, None]                     # its rank among all the key's new entries
+            0, where, torch.arange(m, device=keys.device)
+        )
+        j = (torch.arange(size, device=keys.device)[None, :] - self.ptr[:, None]) % size  # (K, N) rank among the kept
+        taken = j < count.clamp_max(size)[:, None]  # (K, N) slots that get a new entry
+        r = j + (count - size).clamp_min(0)[:, None]  # its rank among all the key's new entries
         source = entry_of[(torch.arange(n_keys, device=keys.device)[:, None] * m + r).clamp_max(n_keys * m - 1)]
         self.feats.copy_(torch.where(taken[..., None], feats[source].to(self.feats.dtype), self.feats))
         self.rows.copy_(torch.where(taken, rows[source], self.rows))
@@ -107,7 +113,7 @@ def choose_partners(labels: torch.Tensor, generator: torch.Generator) -> tuple[t
 class CLAD(Method):
     """CLAD, Eq. (2). `method_args`: lambda (1.0), tau (0.2), queue_size (32), positive_view."""
 
-    extra_fields = ("masks",)
+    extra_fields: tuple[str, ...] = ("masks",)
     positive_ce = False  # CLAD+ adds CE on the positives (Eq. 3)
     keyed_negatives = True  # False: the "trivial" shared queue of the ablation
 
@@ -115,15 +121,16 @@ class CLAD(Method):
         super().__init__(num_classes, train_cfg, method_args)
         if self.args["positive_view"] not in ("aligned", "independent"):
             raise ValueError(f"positive_view must be 'aligned' or 'independent', not {self.args['positive_view']!r}")
-        self.dictionary = NegativeDictionary(num_classes if self.keyed_negatives else 1, int(self.args["queue_size"]),
-                                             self.network.feature_dim)
+        self.dictionary = NegativeDictionary(
+            num_classes if self.keyed_negatives else 1, int(self.args["queue_size"]), self.network.feature_dim
+        )
         self.optimizer = self.make_optimizer(self.network.parameters())
 
     def make_positives(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(positives (B, H, W, 3) uint8, their background labels (B,), found (B,) bool):
         x+ = bg_j * (1 - m) + x * m with j a random batch sample of another class."""
         partner, found = choose_partners(batch["labels"], self.generator)
-        fg = batch["masks"].bool().unsqueeze(-1)                                      # (B, H, W, 1)
+        fg = batch["masks"].bool().unsqueeze(-1)  # (B, H, W, 1)
         return torch.where(fg, batch["images"], batch["backgrounds"][partner]), batch["labels"][partner], found
 
     def augmented_pair(self, images: torch.Tensor, positives: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,14 +146,14 @@ class CLAD(Method):
         x = aug.apply(aug.normalize(aug.shift(torch.cat([images, positives]), shifts)), views)  # (2B, 3, H, W)
         return x[:b], x[b:]
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         images, y, rows = batch["images"], batch["labels"], batch["index"]  # images (B, H, W, 3) uint8
         positives, bg_labels, found = self.make_positives(batch)
         x_a, x_p = self.augmented_pair(images, positives)
         with self.autocast():
             # two forward passes, anchors first, as the authors' (main_clad_bg.py:118, 128): each its own
             # batch-norm batch of B, and the running statistics updated by the anchors', then the positives'
-            z_a, z_p = self.network.features(x_a), self.network.features(x_p)              # (B, D) each
+            z_a, z_p = self.network.features(x_a), self.network.features(x_p)  # (B, D) each
             logits_a, logits_p = self.network.head(z_a).float(), self.network.head(z_p).float()
         z_a, z_p = z_a.float(), z_p.float()
         keys = bg_labels if self.keyed_negatives else torch.zeros_like(bg_labels)
@@ -155,8 +162,11 @@ class CLAD(Method):
         self.dictionary.push(gather_rows(z_p.detach()), gather_rows(keys), gather_rows(rows), valid=gather_rows(found))
         negatives, usable = self.dictionary.negatives(y if self.keyed_negatives else torch.zeros_like(y), rows)
         ce = F.cross_entropy(logits_a, y)
-        con = info_nce(z_a[found], z_p[found], negatives[found], self.args["tau"], usable[found]) \
-            if found.any() else z_a.sum() * 0.0
+        con = (
+            info_nce(z_a[found], z_p[found], negatives[found], self.args["tau"], usable[found])
+            if found.any()
+            else z_a.sum() * 0.0
+        )
         loss = ce + self.args["lambda"] * con
         stats = {}
         if self.positive_ce and found.any():
@@ -164,10 +174,15 @@ class CLAD(Method):
             loss = loss + ce_pos
             stats["ce_positive"] = ce_pos.detach()
         self.step(self.optimizer, loss)
-        return {"loss": loss.detach(), "ce": ce.detach(), "contrastive": con.detach(), **stats,
-                "train_acc": (logits_a.argmax(1) == y).float().mean().detach(),
-                "positive_acc": masked_mean((logits_p.argmax(1) == y).float(), found),
-                "negatives_per_anchor": masked_mean(usable.sum(1).float(), found)}
+        return {
+            "loss": loss.detach(),
+            "ce": ce.detach(),
+            "contrastive": con.detach(),
+            **stats,
+            "train_acc": (logits_a.argmax(1) == y).float().mean().detach(),
+            "positive_acc": masked_mean((logits_p.argmax(1) == y).float(), found),
+            "negatives_per_anchor": masked_mean(usable.sum(1).float(), found),
+        }
 
 
 class CLADPlus(CLAD):

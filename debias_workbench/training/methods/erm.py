@@ -16,7 +16,7 @@ class ERM(Method):
         super().__init__(num_classes, train_cfg, method_args)
         self.optimizer = self.make_optimizer(self.network.parameters())
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y = self.augment(batch["images"]), batch["labels"]
         with self.autocast():
             logits = self.network(x)

@@ -42,8 +42,8 @@ class NGLCM(nn.Module):
         """grey (B, H, W) in [0, 1] -> (B, K*K) co-occurrence features."""
         dy, dx = self.offset
         h, w = grey.shape[1:]
-        ref = grey[:, : h - dy, : w - dx].flatten(1)      # (B, P)
-        nbr = grey[:, dy:, dx:].flatten(1)                # (B, P), the pixel at `offset` from ref
+        ref = grey[:, : h - dy, : w - dx].flatten(1)  # (B, P)
+        nbr = grey[:, dy:, dx:].flatten(1)  # (B, P), the pixel at `offset` from ref
         a, b = self._assign(ref, self.centres_a), self._assign(nbr, self.centres_b)
         return torch.einsum("bpk,bpl->bkl", a, b).flatten(1) / ref.shape[1]
 
@@ -75,13 +75,16 @@ class HEX(Method):
         rgb = (x * aug.std.to(x.device, non_blocking=True) + aug.mean.to(x.device, non_blocking=True)).clamp(0, 1)
         return gray(rgb)[:, 0]  # the grey level the co-occurrence statistics are taken over
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y = self.augment(batch["images"]), batch["labels"]
         with self.autocast():
-            f_a = self.network(x).float()                                   # (B, C)
-        f_g = self.head_g(self.nglcm_fc(self.nglcm(self.grey(x))))          # (B, C)
+            f_a = self.network(x).float()  # (B, C)
+        f_g = self.head_g(self.nglcm_fc(self.nglcm(self.grey(x))))  # (B, C)
         f_l = project_out(f_a + f_g, f_g, self.args["ridge"])
         loss = F.cross_entropy(f_l, y)
         self.step(self.optimizer, loss)
-        return {"loss": loss.detach(), "train_acc": (f_a.argmax(1) == y).float().mean().detach(),
-                "train_acc_projected": (f_l.argmax(1) == y).float().mean().detach()}
+        return {
+            "loss": loss.detach(),
+            "train_acc": (f_a.argmax(1) == y).float().mean().detach(),
+            "train_acc_projected": (f_l.argmax(1) == y).float().mean().detach(),
+        }

@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..losses import hsic
+from ..network import Network
 from ..settings import TrainingSettings
 from .base import Method
 
@@ -25,7 +26,7 @@ class _WithBiasedNetwork(Method):
         super().__init__(num_classes, train_cfg, method_args)
         self.biased = self.build_biased_network(self.args["biased_arch"])
 
-    def _forward(self, net: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _forward(self, net: Network, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with self.autocast():
             z = net.features(x)
             return z.float(), net.head(z).float()
@@ -33,18 +34,20 @@ class _WithBiasedNetwork(Method):
 
 class ReBias(_WithBiasedNetwork):
     """Minimax of Eq. (3), one alternating step per batch (Algorithm 1): first G minimises
-    CE(g) - lambda_g * HSIC_1(f, g), then F minimises CE(f) + lambda * HSIC_1(f, g), each with
-    the other network's pooled features held fixed. sigma_f / sigma_g: RBF radii (null = median
-    of the pairwise distances, the paper's choice on ImageNet; 1 on Biased MNIST). With several
-processes (`training.gpus`) each process estimates HSIC on its own share of the batch (B / gpus
-rows) and the gradients are averaged: not the one-device estimate on B rows."""
+        CE(g) - lambda_g * HSIC_1(f, g), then F minimises CE(f) + lambda * HSIC_1(f, g), each with
+        the other network's pooled features held fixed. sigma_f / sigma_g: RBF radii (null = median
+        of the pairwise distances, the paper's choice on ImageNet; 1 on Biased MNIST). With several
+    processes (`training.gpus`) each process estimates HSIC on its own share of the batch (B / gpus
+    rows) and the gradients are averaged: not the one-device estimate on B rows."""
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         rows = train_cfg["batch_size"] // TrainingSettings.of(train_cfg).gpus
         if self.args["estimator"] == "unbiased" and rows < 4:
-            raise ValueError(f"the unbiased HSIC estimator divides by m(m-3) over each process's {rows} rows "
-                             "(training.batch_size / training.gpus): give every process at least 4")
+            raise ValueError(
+                f"the unbiased HSIC estimator divides by m(m-3) over each process's {rows} rows "
+                "(training.batch_size / training.gpus): give every process at least 4"
+            )
         self.optimizer = self.make_optimizer(self.network.parameters())
         self.optimizer_g = self.make_optimizer(self.biased.parameters())
 
@@ -54,7 +57,7 @@ rows) and the gradients are averaged: not the one-device estimate on B rows."""
     def _hsic(self, zf: torch.Tensor, zg: torch.Tensor) -> torch.Tensor:
         return hsic(zf, zg, self.args["sigma_f"], self.args["sigma_g"], self.args["estimator"])
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y = self.augment(batch["images"]), batch["labels"]
         with torch.no_grad():
             zf_fixed, _ = self._forward(self.network, x)
@@ -70,9 +73,14 @@ rows) and the gradients are averaged: not the one-device estimate on B rows."""
         ce = F.cross_entropy(logits_f, y)
         loss = ce + self.args["lambda"] * hsic_f
         self.step(self.optimizer, loss)
-        return {"loss": loss.detach(), "ce": ce.detach(), "hsic": hsic_f.detach(), "loss_g": loss_g.detach(),
-                "train_acc": (logits_f.argmax(1) == y).float().mean().detach(),
-                "train_acc_g": (logits_g.argmax(1) == y).float().mean().detach()}
+        return {
+            "loss": loss.detach(),
+            "ce": ce.detach(),
+            "hsic": hsic_f.detach(),
+            "loss_g": loss_g.detach(),
+            "train_acc": (logits_f.argmax(1) == y).float().mean().detach(),
+            "train_acc_g": (logits_g.argmax(1) == y).float().mean().detach(),
+        }
 
 
 class RUBi(_WithBiasedNetwork):
@@ -85,7 +93,7 @@ class RUBi(_WithBiasedNetwork):
         self.mask_head = nn.Linear(num_classes, num_classes)
         self.optimizer = self.make_optimizer(self.parameters())  # F, G and the head together
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y = self.augment(batch["images"]), batch["labels"]
         _, logits_f = self._forward(self.network, x)
         _, logits_g = self._forward(self.biased, x)
@@ -93,8 +101,12 @@ class RUBi(_WithBiasedNetwork):
         ce_masked, ce_g = F.cross_entropy(masked, y), F.cross_entropy(logits_g, y)
         loss = ce_masked + ce_g
         self.step(self.optimizer, loss)
-        return {"loss": loss.detach(), "ce_masked": ce_masked.detach(), "ce_g": ce_g.detach(),
-                "train_acc": (logits_f.argmax(1) == y).float().mean().detach()}
+        return {
+            "loss": loss.detach(),
+            "ce_masked": ce_masked.detach(),
+            "ce_g": ce_g.detach(),
+            "train_acc": (logits_f.argmax(1) == y).float().mean().detach(),
+        }
 
 
 class LearnedMixinH(_WithBiasedNetwork):
@@ -107,6 +119,8 @@ class LearnedMixinH(_WithBiasedNetwork):
     trainer.py:248-266, 384): the trainer runs its `pre_steps` first (`x-before-run`), so F gets
     the run's every epoch and its whole schedule. Unlike the authors' code, the gate (w, b) is
     optimised."""
+
+    updates: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
@@ -121,7 +135,7 @@ class LearnedMixinH(_WithBiasedNetwork):
     def pretraining_g(self) -> bool:
         return self.host_count("updates") < self.pre_steps
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y = self.augment(batch["images"]), batch["labels"]
         pretraining = self.pretraining_g()
         self.count_step("updates")
@@ -134,11 +148,15 @@ class LearnedMixinH(_WithBiasedNetwork):
         with torch.no_grad():
             _, logits_g = self._forward(self.biased, x)
         zf, logits_f = self._forward(self.network, x)
-        scaled_bias = F.softplus(self.gate(zf)) * F.log_softmax(logits_g, 1)   # (B, C)
+        scaled_bias = F.softplus(self.gate(zf)) * F.log_softmax(logits_g, 1)  # (B, C)
         ce_mix = F.cross_entropy(F.log_softmax(logits_f, 1) + scaled_bias, y)
         p = F.softmax(scaled_bias, 1)
         entropy = -(p * torch.log(p.clamp_min(1e-12))).sum(1).mean()
         loss = ce_mix + self.args["entropy"] * entropy
         self.step(self.optimizer, loss)
-        return {"loss": loss.detach(), "ce_mix": ce_mix.detach(), "entropy": entropy.detach(),
-                "train_acc": (logits_f.argmax(1) == y).float().mean().detach()}
+        return {
+            "loss": loss.detach(),
+            "ce_mix": ce_mix.detach(),
+            "entropy": entropy.detach(),
+            "train_acc": (logits_f.argmax(1) == y).float().mean().detach(),
+        }

@@ -11,8 +11,10 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from ..network import Network
 
-class SimpleConvNet(nn.Module):
+
+class SimpleConvNet(Network):
     """Four conv layers (16/32/64/128 channels, BN, ReLU, stride 1) with `kernel` x `kernel`
     kernels, global average pooling, a linear head. ReBias: F uses 7x7, G uses 1x1 (colour only).
     As the authors' `models/mnist_models.py`: convolutions with a bias, initialised
@@ -53,15 +55,18 @@ class _BagBlock(nn.Module):
         self.bn_a = nn.BatchNorm2d(c_out)
         self.conv_b = nn.Conv2d(c_out, c_out, 1, bias=False)
         self.bn_b = nn.BatchNorm2d(c_out)
-        self.shortcut = (nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
-                         if stride != 1 or c_in != c_out else nn.Identity())
+        self.shortcut = (
+            nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+            if stride != 1 or c_in != c_out
+            else nn.Identity()
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.relu(self.bn_a(self.conv_a(x)))
         return torch.relu(self.bn_b(self.conv_b(out)) + self.shortcut(x))
 
 
-class BagNet18(nn.Module):
+class BagNet18(Network):
     """BagNet18 with receptive field 43 (REFERENCE.md): a 1x1 conv and a 3x3 valid conv as the
     stem, then 4 stages of 2 blocks (64/128/256/512 channels, strides 2, 2, 2, 1) whose k x k
     kernels are 3 only in both blocks of stage 3 and the first block of stage 4. Each 3x3 conv
@@ -73,8 +78,9 @@ class BagNet18(nn.Module):
 
     def __init__(self, num_classes: int):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 1, bias=False), nn.Conv2d(64, 64, 3, bias=False),
-                                  nn.BatchNorm2d(64), nn.ReLU(inplace=True))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 64, 1, bias=False), nn.Conv2d(64, 64, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True)
+        )
         blocks, c_in = [], 64
         for kernels, stride, c_out in zip(self.KERNELS, self.STRIDES, self.CHANNELS):
             for i, k in enumerate(kernels):

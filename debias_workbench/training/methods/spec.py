@@ -12,7 +12,7 @@ config check validates every experiment's `method_args` against it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -46,30 +46,44 @@ class MethodSpec:
     def epochs_before_run(self, method_args: dict[str, Any]) -> float:
         """Epochs trained before the run's own by `method_args` (those declared `x-before-run: epochs`:
         LearnedMixin+H's G pre-training), 0 for most methods."""
-        return float(sum(method_args.get(name, arg["default"]) for name, arg in self.args.items()
-                         if arg.get("x-before-run") == "epochs"))
+        return float(
+            sum(
+                method_args.get(name, arg["default"])
+                for name, arg in self.args.items()
+                if arg.get("x-before-run") == "epochs"
+            )
+        )
 
     def schema(self) -> dict[str, Any]:
         """JSON schema of a `method_args` mapping: only the declared args, each of its type."""
-        props = {name: {k: v for k, v in arg.items() if k not in ("default", "description", "x-within-run",
-                                                                    "x-before-run")}
-                 for name, arg in self.args.items()}
+        props = {
+            name: {k: v for k, v in arg.items() if k not in ("default", "description", "x-within-run", "x-before-run")}
+            for name, arg in self.args.items()
+        }
         return {"type": "object", "additionalProperties": False, "properties": props}
 
 
-@lru_cache(maxsize=None)
+@cache
 def module_specs(module: str) -> dict[str, MethodSpec]:
     """{class name: spec} declared in `<module>.yaml` (module: e.g. "clad")."""
     path = HERE / f"{module}.yaml"
     raw = yaml.safe_load(path.read_text()) or {}
-    return {cls: MethodSpec(dict(entry.get("args") or {}), dict(entry.get("aligned_variants") or {}),
-                            int(entry.get("revision", 0)), bool(entry.get("photo_views", False)))
-            for cls, entry in raw.items()}
+    return {
+        cls: MethodSpec(
+            dict(entry.get("args") or {}),
+            dict(entry.get("aligned_variants") or {}),
+            int(entry.get("revision", 0)),
+            bool(entry.get("photo_views", False)),
+        )
+        for cls, entry in raw.items()
+    }
 
 
 def class_spec(module: str, cls: str) -> MethodSpec:
     specs = module_specs(module)
     if cls not in specs:
-        raise KeyError(f"{HERE / (module + '.yaml')} declares no entry for class {cls!r}; add one "
-                       f"(`{cls}: {{args: {{}}}}` for a method without arguments)")
+        raise KeyError(
+            f"{HERE / (module + '.yaml')} declares no entry for class {cls!r}; add one "
+            f"(`{cls}: {{args: {{}}}}` for a method without arguments)"
+        )
     return specs[cls]

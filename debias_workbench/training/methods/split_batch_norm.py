@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn as nn
@@ -16,7 +16,7 @@ def _side_by_side(x: torch.Tensor, s: int) -> torch.Tensor:
     memory format (one copy)."""
     n, c, h, w = x.shape
     if x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
-        nhwc = x.permute(0, 2, 3, 1).reshape(s, n // s, h, w, c)                # memory order of x
+        nhwc = x.permute(0, 2, 3, 1).reshape(s, n // s, h, w, c)  # memory order of x
         return nhwc.permute(1, 2, 3, 0, 4).reshape(n // s, h, w, s * c).permute(0, 3, 1, 2)
     return x.reshape(s, n // s, c, h, w).transpose(0, 1).reshape(n // s, s * c, h, w)
 
@@ -31,28 +31,33 @@ def _stacked(y: torch.Tensor, s: int) -> torch.Tensor:
     return y.reshape(b, s, c, h, w).transpose(0, 1).reshape(s * b, c, h, w)
 
 
-def grouped_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, s: int, factor: float) -> torch.Tensor:
+def grouped_batch_norm(bn: SplitBatchNorm2d, x: torch.Tensor, s: int, factor: float) -> torch.Tensor:
     """Training-mode batch norm of x (B, C, H, W) with statistics per block of B/s consecutive rows
     in ONE `F.batch_norm` call: the blocks laid side by side as s C channels (`_side_by_side`,
     the reshape of the authors' demo), weight, bias and running statistics repeated s times; the
     running statistics become the mean of the s blocks' updates. A constant number of kernels per
     layer whatever s (the GPU path: `per_block_batch_norm` launches about 4 s)."""
     c = x.shape[1]
-    mean, var = bn.running_mean.repeat(s), bn.running_var.repeat(s)        # (s C,) each, updated in place
+    mean, var = bn.running_mean.repeat(s), bn.running_var.repeat(s)  # (s C,) each, updated in place
     out = F.batch_norm(_side_by_side(x, s), mean, var, bn.weight.repeat(s), bn.bias.repeat(s), True, factor, bn.eps)
     with torch.no_grad():
         bn.running_mean.copy_(mean.view(s, c).mean(0))
         bn.running_var.copy_(var.view(s, c).mean(0))
-    return _stacked(out, s)                                                  # (B, C, H, W)
+    return _stacked(out, s)  # (B, C, H, W)
 
 
-def per_block_batch_norm(bn: nn.BatchNorm2d, x: torch.Tensor, s: int, factor: float) -> torch.Tensor:
+def per_block_batch_norm(bn: SplitBatchNorm2d, x: torch.Tensor, s: int, factor: float) -> torch.Tensor:
     """The same as `grouped_batch_norm` with one `F.batch_norm` call per block: each block keeps
-    the native kernel and the channels-last layout without a copy each way (the CPU path: the
-    grouped reshape cost +40 % per MoCo step on a CPU, measured), at 4 s kernels per layer."""
+    the native kernel and the channels-last layout without a copy each way (the CPU path: the grouped
+    reshape made a MoCo step slower, docs/measurements.md#shuffled-batch-norm-on-and-off), at 4 s kernels per
+    layer."""
     running = [(bn.running_mean.clone(), bn.running_var.clone()) for _ in range(s)]
-    out = torch.cat([F.batch_norm(block, mean, var, bn.weight, bn.bias, True, factor, bn.eps)
-                     for block, (mean, var) in zip(x.chunk(s), running)])            # (B, C, H, W)
+    out = torch.cat(
+        [
+            F.batch_norm(block, mean, var, bn.weight, bn.bias, True, factor, bn.eps)
+            for block, (mean, var) in zip(x.chunk(s), running)
+        ]
+    )  # (B, C, H, W)
     with torch.no_grad():
         bn.running_mean.copy_(torch.stack([mean for mean, _ in running]).mean(0))
         bn.running_var.copy_(torch.stack([var for _, var in running]).mean(0))
@@ -74,6 +79,11 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
     CPU one call per block (`per_block_batch_norm`). In eval mode it is `nn.BatchNorm2d` (running
     statistics). Parameters and buffers are BatchNorm2d's, so state dicts load either way."""
 
+    # BatchNorm2d's running statistics, never None here: split batch norm tracks them
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+    num_batches_tracked: torch.Tensor
+
     def __init__(self, num_features: int, splits: int, **kwargs: Any):
         super().__init__(num_features, **kwargs)
         self.splits = splits
@@ -89,7 +99,10 @@ class SplitBatchNorm2d(nn.BatchNorm2d):
         return PATH_BY_DEVICE.get(x.device.type, per_block_batch_norm)(self, x, s, factor)
 
 
-def split_batch_norm(module: nn.Module, splits: int) -> nn.Module:
+M = TypeVar("M", bound=nn.Module)
+
+
+def split_batch_norm(module: M, splits: int) -> M:
     """A copy of `module` whose `nn.BatchNorm2d` layers are `SplitBatchNorm2d`s of `splits`
     sub-batches, with the same parameters and buffers."""
     twin = copy.deepcopy(module)

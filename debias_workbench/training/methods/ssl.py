@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -62,9 +62,9 @@ from ..distributed import gather_rows, is_main, world
 from ..losses import byol_loss, moco_nce
 from ..negatives import patch_negatives
 from ..settings import TrainingSettings
+from .base import Method
 from .split_batch_norm import split_batch_norm
 from .ssl_augment import AugPlus, ViewParams
-from .base import Method
 
 #: the linear probe's training crop with `probe_augment` (torchvision RandomResizedCrop's default scale, main_lincls.py)
 PROBE_CROP = (0.08, 1.0)
@@ -91,17 +91,23 @@ def mlp(d_in: int, d_hidden: int, d_out: int, batch_norm: bool) -> nn.Sequential
     return nn.Sequential(nn.Linear(d_in, d_hidden), *middle, nn.ReLU(inplace=True), nn.Linear(d_hidden, d_out))
 
 
+M = TypeVar("M", bound=nn.Module)
+
+
 class SelfSupervised(Method):
     """Shared parts: aug-plus views, the non-semantic negative, the momentum copy, the linear probe."""
 
     scores_similarity = True  # `embed` (in each subclass) is scored against positives and negatives
+
+    steps_done: torch.Tensor  # a buffer (register_buffer)
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         if self.args["negative"] not in ("none", "patch", "texture"):
             raise ValueError(f"negative must be none, patch or texture, not {self.args['negative']!r}")
         if (self.args["negative"] == "texture") != ("textures" in self.aligned_variants):
-            raise ValueError(f"{type(self).__name__} takes negative: {'texture' if self.aligned_variants else 'none or patch'}"
+            takes = "texture" if self.aligned_variants else "none or patch"
+            raise ValueError(f"{type(self).__name__} takes negative: {takes}"
                              " (texture negatives are the moco_v2_texture method, which reads IN-9-Texture)")
         norm = train_cfg["normalize"]
         self.views = AugPlus(norm["mean"], norm["std"])
@@ -117,7 +123,11 @@ class SelfSupervised(Method):
         """One aug-plus view of each image of `batch` (self.generator): of its stored square, or of its
         whole photo in the photo's proportions (the batch's `aspects`), at the test images' side."""
         images, aspects = batch["images"], batch.get("aspects")
-        size = images.shape[1] if aspects is None else self.photos.view_size
+        if aspects is None:
+            size = images.shape[1]
+        else:
+            assert self.photos is not None  # a batch has aspects only from a split of whole photos
+            size = self.photos.view_size
         return self.views.sample(len(images), size, self.generator, aspects)
 
     def unaugmented(self, batch: dict[str, torch.Tensor], device: torch.device) -> torch.Tensor:
@@ -148,7 +158,8 @@ class SelfSupervised(Method):
         parameter: the same arithmetic (a multiply, then an add). Buffers are copied in one list per
         dtype (CUDA's multi-tensor copy falls back to a launch per tensor when a list mixes the float
         running statistics with the integer batch counts)."""
-        p_t, p_o = list(target.parameters()), [p.detach() for p in online.parameters()]
+        p_t: list[torch.Tensor] = list(target.parameters())
+        p_o = [p.detach() for p in online.parameters()]
         torch._foreach_mul_(p_t, m)
         torch._foreach_add_(p_t, p_o, alpha=1 - m)
         by_dtype: dict[torch.dtype, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
@@ -160,7 +171,7 @@ class SelfSupervised(Method):
             torch._foreach_copy_(into, source)
 
     @staticmethod
-    def frozen_copy(module: nn.Module) -> nn.Module:
+    def frozen_copy(module: M) -> M:
         twin = copy.deepcopy(module)
         for p in twin.parameters():
             p.requires_grad_(False)
@@ -241,6 +252,9 @@ class MoCoV2(SelfSupervised):
     """MoCo-v2 with an optional non-semantic negative, Eq. (1). `method_args`: alpha, tau, queue_size,
     momentum, proj_dim, negative (none | patch), shuffle_bn, bn_splits, probe_*."""
 
+    queue: torch.Tensor  # a buffer (register_buffer)
+    queue_ptr: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         settings = TrainingSettings.of(train_cfg)
@@ -299,7 +313,7 @@ class MoCoV2(SelfSupervised):
         self.queue[:n - first] = keys[first:]
         self.count_step("queue_ptr", n, k)
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         images = batch["images"]                                          # (B, H, W, 3) uint8
         p_q, p_k = self.view_params(batch), self.view_params(batch)
         v_q, v_k = self.views.apply(images, p_q), self.views.apply(images, p_k)  # (B, 3, S, S) each
@@ -315,7 +329,7 @@ class MoCoV2(SelfSupervised):
         self.step(self.optimizer, loss)
         self.enqueue(gather_rows(k))  # every process's keys, in rank order; negatives are never enqueued
         self.count_step("steps_done")
-        stats = {"loss": loss.detach()}
+        stats: dict[str, torch.Tensor | float] = {"loss": loss.detach()}
         with torch.no_grad():
             qn = F.normalize(q.float(), dim=1)
             stats["sim_positive"] = (qn * F.normalize(k.float(), dim=1)).sum(1).mean()
@@ -359,7 +373,7 @@ class BYOL(SelfSupervised):
     def target(self, x: torch.Tensor) -> torch.Tensor:
         return self.target_projector(self.target_network.features(x))
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         images, b = batch["images"], len(batch["images"])                     # (B, H, W, 3) uint8
         p_1, p_2 = self.view_params(batch), self.view_params(batch)
         views = torch.cat([self.views.apply(images, p_1), self.views.apply(images, p_2)])  # (2B, 3, S, S)

@@ -36,12 +36,12 @@ class ViewParams:
     """The random parameters of one aug-plus view of each of B images (CPU tensors; of photos, the crop
     and its affine on their aspects' device), and its side."""
 
-    crop: Crop             # the crop-and-flip draw (`Augmenter.draw`)
-    theta: torch.Tensor    # (B, 2, 3) its affine in the sampled images' proportions (`Augmenter.theta`)
-    jitter: torch.Tensor   # (B, 4) brightness, contrast, saturation factors, hue rotation in turns
+    crop: Crop  # the crop-and-flip draw (`Augmenter.draw`)
+    theta: torch.Tensor  # (B, 2, 3) its affine in the sampled images' proportions (`Augmenter.theta`)
+    jitter: torch.Tensor  # (B, 4) brightness, contrast, saturation factors, hue rotation in turns
     to_gray: torch.Tensor  # (B,) bool
-    sigma: torch.Tensor    # (B,) blur sigma in pixels of the view, 0 = no blur
-    size: int              # the views' side in pixels
+    sigma: torch.Tensor  # (B,) blur sigma in pixels of the view, 0 = no blur
+    size: int  # the views' side in pixels
 
     def in_square(self) -> ViewParams:
         """The same view of square images (the texture negatives'): the window the authors' re-seeded
@@ -66,8 +66,15 @@ def sample_jitter(strength: tuple[float, float, float, float], apply: torch.Tens
     """ColorJitter parameters (B, 4) where `apply` (B,) is True: brightness, contrast and saturation
     factors U(1-s, 1+s) and a hue rotation U(-h, h) in turns; `NO_JITTER` elsewhere."""
     b, (sb, sc, ss, sh) = len(apply), strength
-    drawn = torch.stack([_uniform(b, 1 - sb, 1 + sb, g), _uniform(b, 1 - sc, 1 + sc, g),
-                         _uniform(b, 1 - ss, 1 + ss, g), _uniform(b, -sh, sh, g)], dim=1)
+    drawn = torch.stack(
+        [
+            _uniform(b, 1 - sb, 1 + sb, g),
+            _uniform(b, 1 - sc, 1 + sc, g),
+            _uniform(b, 1 - ss, 1 + ss, g),
+            _uniform(b, -sh, sh, g),
+        ],
+        dim=1,
+    )
     return torch.where(apply.view(b, 1), drawn, torch.tensor(NO_JITTER))
 
 
@@ -94,8 +101,8 @@ def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
     radius = max(1, int(math.ceil(3 * float(sigma.max()))))
     t = torch.arange(-radius, radius + 1, device=x.device, dtype=x.dtype)
     s = sigma.to(x.device, x.dtype, non_blocking=True).clamp_min(1e-6).view(b, 1)
-    k = torch.exp(-t ** 2 / (2 * s ** 2))
-    k = (k / k.sum(1, keepdim=True)).repeat_interleave(c, 0)              # (B*C, 2r+1)
+    k = torch.exp(-(t**2) / (2 * s**2))
+    k = (k / k.sum(1, keepdim=True)).repeat_interleave(c, 0)  # (B*C, 2r+1)
     y = F.pad(x.reshape(1, b * c, h, w), (radius, radius, radius, radius), mode="reflect")
     y = F.conv2d(y, k.view(b * c, 1, 1, -1), groups=b * c)
     y = F.conv2d(y, k.view(b * c, 1, -1, 1), groups=b * c).view(b, c, h, w)
@@ -110,12 +117,26 @@ def unit(images: torch.Tensor) -> torch.Tensor:
 class AugPlus:
     """Two-view augmentation of MoCo-v2 / BYOL for uint8 batches (B, H, W, 3)."""
 
-    def __init__(self, mean: list[float], std: list[float], crop_scale: tuple[float, float] = (0.2, 1.0),
-                 jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.4, 0.1), p_jitter: float = 0.8,
-                 p_gray: float = 0.2, p_blur: float = 0.5, blur_sigma: tuple[float, float] = (0.1, 2.0)):
+    def __init__(
+        self,
+        mean: list[float],
+        std: list[float],
+        crop_scale: tuple[float, float] = (0.2, 1.0),
+        jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.4, 0.1),
+        p_jitter: float = 0.8,
+        p_gray: float = 0.2,
+        p_blur: float = 0.5,
+        blur_sigma: tuple[float, float] = (0.1, 2.0),
+    ):
         self.geometry = Augmenter(mean, std, crop_scale, hflip=True)
         self.mean, self.std = self.geometry.mean, self.geometry.std
-        self.jitter, self.p_jitter, self.p_gray, self.p_blur, self.blur_sigma = jitter, p_jitter, p_gray, p_blur, blur_sigma
+        self.jitter, self.p_jitter, self.p_gray, self.p_blur, self.blur_sigma = (
+            jitter,
+            p_jitter,
+            p_gray,
+            p_blur,
+            blur_sigma,
+        )
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         """[0, 1] images (B, 3, H, W) -> the network's normalised input, channels-last."""

@@ -21,8 +21,7 @@ TRAINING = Path(__file__).resolve().parents[1] / "debias_workbench" / "training"
 #: Tensor methods that copy a value to the host (and indexing with a boolean mask, below)
 HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "cpu", "numpy")
 #: (file, code) of the reads that remain, and why
-CLAD_PARTNERS = {("clad.py",
-                  'con = info_nce(z_a[found], z_p[found], negatives[found], self.args["tau"], usable[found]) \\')}
+CLAD_PARTNERS = {("clad.py", 'info_nce(z_a[found], z_p[found], negatives[found], self.args["tau"], usable[found])')}
 GROUP_MEANS = {("bias_amplification.py", "if mask.any():"),  # logged per group only when the batch has it
                ("bias_amplification.py", 'out[f"{name}_{group}"] = values[mask].float().mean().detach()')}
 CLAD_PLUS = CLAD_PARTNERS | {("clad.py", "if self.positive_ce and found.any():"),

@@ -19,22 +19,23 @@ class Crop:
     """One RandomResizedCrop draw per image (on the CPU; of photos, on their aspects' device): the
     window's share of the image's area and its ratio width / height in the image's own pixels (the
     photo's, for a photo stored squashed), its place (B, 2) in [0, 1] (x, y; 0 at the left / top
-    edge) and the flip (-1: mirrored). A draw of photos also keeps, as `square`, the (area, ratio) the
-    same tries give a square image (`Augmenter.photo_draw`)."""
+    edge) and the flip (-1: mirrored). A draw of photos also keeps, as `square`, the (area, ratio,
+    place) the same random numbers give a square image (`Augmenter.photo_draw`)."""
 
     area: torch.Tensor
     ratio: torch.Tensor
     place: torch.Tensor
     flip: torch.Tensor
-    square: tuple[torch.Tensor, torch.Tensor] | None = None
+    square: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def of_square(self) -> Crop:
         """The crop that the same random numbers cut from a square image: torchvision's get_params
-        replayed on it (the first of the same tries that fits the square, `photo_draw`), at the same
-        place and flip; the crop itself where it was drawn for squares."""
+        replayed on it (the first of the same tries that fits the square, placed uniformly even where
+        the photo fell back to its central window, `photo_draw`), with the same flip; the crop itself
+        where it was drawn for squares."""
         if self.square is None:
             return self
-        return Crop(*self.square, self.place, self.flip)
+        return Crop(*self.square, self.flip)
 
 
 def _first_fitting(
@@ -155,8 +156,9 @@ class Augmenter:
         r, col = torch.exp(sent(log_r)), a.view(b, 1)
         photo_area, photo_r, found = _first_fitting(area, r, col, self.ratio)
         square_area, square_r, _ = _first_fitting(area, r, torch.ones_like(col), self.ratio)
-        place = torch.where(found.view(b, 1), sent(torch.rand(b, 2, generator=generator)), 0.5)
-        return Crop(photo_area, photo_r, place, sent(self._flip(b, generator)), (square_area, square_r))
+        uniform = sent(torch.rand(b, 2, generator=generator))
+        place = torch.where(found.view(b, 1), uniform, 0.5)  # a fallback window is central
+        return Crop(photo_area, photo_r, place, sent(self._flip(b, generator)), (square_area, square_r, uniform))
 
     def _flip(self, b: int, generator: torch.Generator) -> torch.Tensor:
         """-1 (mirrored) with p = 0.5 where `hflip`; nothing drawn without it."""

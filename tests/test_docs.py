@@ -149,6 +149,6 @@ def test_the_readme_test_command_is_what_ci_runs():
     the install, the lint and type checks, and the tests."""
     lines = README.read_text().splitlines()
     command = next(lines[i + 1] for i, line in enumerate(lines) if line.startswith("# 2."))
-    assert command.startswith("pip install -e '.[test]' && ") and command.endswith(" && python -m pytest -q")
+    assert command.startswith("pip install uv && uv pip install -e '.[test]' && ") and command.endswith(" && python -m pytest -q")
     assert "ruff check debias_workbench" in command and "mypy debias_workbench" in command
     assert (ROOT / ".ci" / "run").read_text().rstrip("\n").splitlines()[-1] == command

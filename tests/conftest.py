@@ -133,6 +133,8 @@ def paper_smoke(tmp_path_factory) -> tuple[Path, list[str]]:
 WAITING_FIRST = ("tests/test_slurm.py::test_tiny_slice_through_slurm_matches_a_local_run",
                  "tests/test_slurm.py::test_a_run_longer_than_a_job_continues_over_several_jobs",
                  "tests/test_kill_anywhere.py::test_a_slice_killed_in_every_stage_ends_as_an_uninterrupted_run")
+#: then the type check: a long computing test, started early so that it runs while the others wait
+COMPUTING_EARLY = ("tests/test_types.py::test_the_package_type_checks_clean",)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -168,9 +170,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     one another's changes in their order: one xdist group (`--dist loadgroup`, pyproject's addopts)
     runs them on one process, which builds the fixture once and, as the largest group, starts first.
     The tests on the local SLURM cluster (`cluster`: one per machine, on fixed ports) share one process
-    too. Then `WAITING_FIRST`, then the rest in their order."""
+    too. Then `WAITING_FIRST`, `COMPUTING_EARLY`, then the rest in their order."""
     for item in items:
         for fixture in ("paper_smoke", "cluster"):
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(fixture))
-    items.sort(key=lambda item: item.nodeid not in WAITING_FIRST)
+    items.sort(key=lambda item: (item.nodeid not in WAITING_FIRST, item.nodeid not in COMPUTING_EARLY))

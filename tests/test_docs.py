@@ -146,9 +146,9 @@ def test_every_relative_link_points_to_an_existing_file_and_section():
 
 def test_the_readme_test_command_is_what_ci_runs():
     """The README's command 2 (the line after its `# 2.` comment) is .ci/run's last line, exactly:
-    the install, the lint and type checks, and the tests."""
+    the install, the lint and format checks, and the tests (the type check among them)."""
     lines = README.read_text().splitlines()
     command = next(lines[i + 1] for i, line in enumerate(lines) if line.startswith("# 2."))
     assert command.startswith("pip install uv && uv pip install -e '.[test]' && ") and command.endswith(" && python -m pytest -q")
-    assert "ruff check debias_workbench" in command and "mypy debias_workbench" in command
+    assert "ruff check debias_workbench" in command and "ruff format --check debias_workbench" in command
     assert (ROOT / ".ci" / "run").read_text().rstrip("\n").splitlines()[-1] == command

@@ -170,11 +170,10 @@ def test_the_checks_name_what_imagenet100_cannot_do():
 
 
 def test_the_report_writes_table_1_for_imagenet100_beside_the_papers_rows(tmp_path):
-    from importlib import resources
-
-    from debias_workbench.report.document import Document
+    from debias_workbench.papers.paper import load_numbers
+    from debias_workbench.papers.ssl_negatives.tables import dataset_sections
     from debias_workbench.report.context import accuracy_table
-    from debias_workbench.report.sections.ssl import dataset_sections
+    from debias_workbench.report.document import Document
 
     cfg = _full_config("imagenet100_ssl.yaml")
     cfg["datasets"]["imagenet100"]["external"]["imagenet_sketch"] = "/data/sketch"
@@ -183,7 +182,7 @@ def test_the_report_writes_table_1_for_imagenet100_beside_the_papers_rows(tmp_pa
             for e, value in (("in100_moco", 70.0), ("in100_moco_patch2", 72.0)) for s in (0, 1, 2)
             for v in ("original", "corrupted", "stylized", "texture", "imagenet_sketch")]
     labels = {name: exp["label"] for name, exp in cfg["experiments"].items()}
-    paper = yaml.safe_load(resources.files("debias_workbench.report").joinpath("paper_numbers.yaml").read_text())
+    paper = load_numbers("debias_workbench.papers.ssl_negatives")
     doc = Document("t")
     dataset_sections(doc, cfg, "imagenet100", accuracy_table(rows, labels), rows, paper, tmp_path)
     md = doc.markdown()

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from debias_workbench.report.helpers import sweep_only_experiments
-from debias_workbench.report.roles import ROLES
+from debias_workbench.report.roles import all_roles
 from debias_workbench.workflow.config import deep_merge, resolve_config
 
 from .conftest import ROOT, workdir
@@ -21,7 +21,7 @@ from .test_config import SHIPPED_CONFIGS
 
 def _candidates(config: dict, role: str) -> list[str]:
     """The experiments of the main evaluation table that could play `role` (the report's candidates)."""
-    want, dataset, swept = ROLES[role], config["evaluation"]["dataset"], sweep_only_experiments(config)
+    want, dataset, swept = all_roles()[role], config["evaluation"]["dataset"], sweep_only_experiments(config)
     return [name for name, exp in config["experiments"].items()
             if (exp["method"], exp.get("train_variant")) == (want.method, want.train_variant)
             and not exp.get("grid") and name not in swept and exp.get("dataset") == dataset
@@ -32,7 +32,7 @@ def _candidates(config: dict, role: str) -> list[str]:
 def test_every_shipped_config_gives_each_role_one_experiment_at_most(default_config, name):
     own = yaml.safe_load((ROOT / "config" / name).read_text()) if name else {}
     config = resolve_config(deep_merge(default_config, own or {}))
-    for role in ROLES:
+    for role in all_roles():
         assert len(_candidates(config, role)) <= 1, (name, role, _candidates(config, role))
     assert _candidates(config, "base_in9") and _candidates(config, "clad")  # the demo's CLAD verdict has its models
 

@@ -1,13 +1,14 @@
 """The CLAD and ReBias report sections on hand-made rows: numbers, verdicts and 'not run' notes."""
 
-from debias_workbench.report.sections.clad import bg_gap_verdict, table3, table5, table6
 from debias_workbench.core.statistics import RunValue
+from debias_workbench.papers.clad.tables import bg_gap_verdict, table3, table5, table6
+from debias_workbench.papers.paper import load_numbers
+from debias_workbench.papers.rebias.tables import table1, table2, verdict
 from debias_workbench.report.document import Document
-from debias_workbench.report.roles import ROLES
-from debias_workbench.report.sections.rebias import table1, table2, verdict
+from debias_workbench.report.roles import all_roles
 
 #: every role played by the experiment the papers name it after (the demo config's labels)
-PAPER_ROLES = {role: model.paper_name for role, model in ROLES.items()}
+PAPER_ROLES = {role: model.paper_name for role, model in all_roles().items()}
 
 
 def _gap_table(base, clad):
@@ -232,15 +233,12 @@ def _ssl_rows(patch_sims):
 
 
 def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
-    import yaml
-    from importlib import resources
-
-    from debias_workbench.report.aggregates import ssl_runs
-    from debias_workbench.report.sections.ssl import ssl_sections
+    from debias_workbench.papers.ssl_negatives.runs import ssl_runs
+    from debias_workbench.papers.ssl_negatives.tables import ssl_sections
 
     config = _ssl_config()
     assert [r["experiment"] for r in ssl_runs(config)] == ["moco", "moco_patch2", "moco_patch3", "byol"]
-    paper = yaml.safe_load(resources.files("debias_workbench.report").joinpath("paper_numbers.yaml").read_text())
+    paper = load_numbers("debias_workbench.papers.ssl_negatives")
     cols = lambda acc: {"original": [acc, acc + 2], "stylized": [20.0, 21.0], "mixed_rand": [40.0, 41.0],
                         "sketch": [30.0, 30.5], "shape_bias": [30.0, 32.0]}
     table = {"MoCo-v2": cols(60.0), "+ Patch": cols(70.0), "+ Patch α3": cols(50.0), "BYOL": cols(55.0),
@@ -264,7 +262,7 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
 
 
 def test_the_reports_config_slice_places_the_demos_ssl_runs_in_table_1_order(default_config):
-    from debias_workbench.report.aggregates import ssl_runs
+    from debias_workbench.papers.ssl_negatives.runs import ssl_runs
     from debias_workbench.workflow.config import resolve_config
     from debias_workbench.workflow.slices import config_provenance, report_config
 
@@ -304,15 +302,13 @@ def _park_rows(config, unbiased, grid="park_cmnist"):
 
 
 def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config, tmp_path):
-    import yaml
-
-    from debias_workbench.report.sections.amplification import _percent, amplification_sections, selected_and_oracle
+    from debias_workbench.papers.park.tables import _percent, amplification_sections, selected_and_oracle
     from debias_workbench.workflow.config import deep_merge
 
     four_ratios = {"datasets": {"colored_mnist": {"conflict_percents": [0.5, 1, 2, 5]}},   # the paper's, not the demo's
                    "grids": {"park_cmnist": {"train_variants": ["conflict_0.5", "conflict_1", "conflict_2", "conflict_5"]}}}
     config = _park(deep_merge(default_config, four_ratios))
-    paper = yaml.safe_load(open("debias_workbench/report/paper_numbers.yaml"))
+    paper = load_numbers("debias_workbench.papers.park")
     score = {"vanilla": 40.0, "rebias": 41.0, "lff": 50.0, "lff_be": 55.0, "ours": 60.0}
     rows = _park_rows(config, lambda key, p, seed: score[key] + p + seed)
     cells = selected_and_oracle(rows, config, "park_cmnist", "accuracy")
@@ -339,11 +335,11 @@ def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config
 def test_park_table3_shows_each_rows_switches_beside_the_papers_row(default_config, tmp_path):
     import yaml
 
-    from debias_workbench.report.sections.amplification import amplification_sections
+    from debias_workbench.papers.park.tables import amplification_sections
     from debias_workbench.workflow.config import deep_merge
 
     config = _park(deep_merge(default_config, yaml.safe_load(open("config/park_ablation.yaml"))))
-    paper = yaml.safe_load(open("debias_workbench/report/paper_numbers.yaml"))
+    paper = load_numbers("debias_workbench.papers.park")
     score = {"vanilla": 40.0, "lff_be": 50.0, "from_d": 52.0, "from_cand": 53.0, "no_weight": 54.0, "no_guide": 51.0,
              "no_bn": 50.5, "full": 60.0, "through_both": 55.0, "target_raw": 45.0}
     rows = _park_rows(config, lambda key, p, seed: score[key] + p + seed, grid="park_ablation")
@@ -380,13 +376,10 @@ def _shape_bias_rows(values_and_counts):
 
 
 def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(default_config, tmp_path):
-    import yaml
-    from importlib import resources
-
-    from debias_workbench.report.helpers import MIN_IMAGES, counted_values, value_cell
-    from debias_workbench.report.sections.ssl import ssl_sections
+    from debias_workbench.papers.clad.texture import texture_sections
+    from debias_workbench.papers.ssl_negatives.tables import ssl_sections
     from debias_workbench.report.aggregates import shape_bias_table
-    from debias_workbench.report.sections.texture import texture_sections
+    from debias_workbench.report.helpers import MIN_IMAGES, counted_values, value_cell
 
     assert MIN_IMAGES == 30
     labels = {"base_in9": "Base (IN9)", "base_sin9": "Base (SIN9)", "s_clad": "S-CLAD", "s_clad_plus": "S-CLAD+"}
@@ -399,7 +392,7 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
     assert counted_values(rows, "shape_bias", labels)["Base (IN9)"]["shape_bias"] == [20.0, 22.0]
     accuracy = {"original": [90.0, 91.0], "stylized": [60.0, 62.0]}
     table = {label: {**accuracy, **cols} for label, cols in shape_bias.items()}
-    paper = yaml.safe_load(resources.files("debias_workbench.report").joinpath("paper_numbers.yaml").read_text())
+    paper = load_numbers("debias_workbench.papers.clad")
     doc = Document("t")
     texture_sections(doc, default_config, table, paper, {}, tmp_path, PAPER_ROLES)
     md = doc.markdown()
@@ -413,15 +406,15 @@ def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(de
     config = {"experiments": {"moco": {"method": "moco_v2", "dataset": "in9", "train_variant": "original",
                                        "label": "MoCo-v2"}}}
     doc = Document("t")
-    ssl_sections(doc, config, {"MoCo-v2": {**accuracy, "shape_bias": [], "shape_bias_too_few": [3]}}, [], paper,
-                 tmp_path, PAPER_ROLES)
+    ssl_sections(doc, config, {"MoCo-v2": {**accuracy, "shape_bias": [], "shape_bias_too_few": [3]}}, [],
+                 load_numbers("debias_workbench.papers.ssl_negatives"), tmp_path, PAPER_ROLES)
     assert "| MoCo-v2 | 90.5 ± 0.7 | – | 61.0 ± 1.4 | – | – | – | – | too few images (3) |" in doc.markdown()
 
 
 def test_ge_table1_says_which_probe_ran_and_which_columns_are_missing():
     """Under the ImageNet-100 Table 1: the probe that ran, -C's one corruption per image, and the paper's
     columns this run cannot show without the user's folders."""
-    from debias_workbench.report.sections.ssl import _table1_caption
+    from debias_workbench.papers.ssl_negatives.tables import _table1_caption
 
     text = _table1_caption([{"probe_augment": True}], ["ImageNet-S", "ImageNet-R"])
     assert "fresh crop-and-flip views every epoch" in text and "No ImageNet-S / ImageNet-R column" in text

@@ -10,7 +10,7 @@ import yaml
 
 from debias_workbench.report.context import ReportContext
 from debias_workbench.report.document import Document
-from debias_workbench.report.sections import SECTIONS
+from debias_workbench.report.sections import sections
 from debias_workbench.report.sections.runs import other_runs
 from debias_workbench.workflow.config import resolve_config, scoring
 
@@ -51,7 +51,7 @@ def test_the_other_runs_section_shows_a_lone_run_on_its_familys_columns(tmp_path
     labels = {"cmnist_erm": "ERM on CMNIST 5 %"}
     config = {"experiments": {"cmnist_erm": {**CMNIST_RUN}}, "datasets": {"colored_mnist": {"family": "colored_mnist"}}}
     ctx = ReportContext(config=config, out_dir=tmp_path, stores={}, quality_file=tmp_path, manifest_files=[],
-                        saliency_arrays=None, paper={}, labels=labels, all_rows=[], rows=[], official_table={},
+                        saliency_arrays=None, labels=labels, all_rows=[], rows=[], official_table={},
                         elsewhere={}, scored_elsewhere=frozenset(), other_tables={"colored_mnist": {"ERM on CMNIST 5 %": {"unbiased": [40.0, 44.0],
                                                                                                "valid": [90.0, 92.0]}}})
     doc = Document("t")
@@ -61,9 +61,9 @@ def test_the_other_runs_section_shows_a_lone_run_on_its_familys_columns(tmp_path
 
 
 def test_the_section_registry_names_each_section_once_and_declares_known_selection_rules():
-    names = [s.name for s in SECTIONS]
+    names = [s.name for s in sections()]
     assert len(names) == len(set(names))
-    for section in SECTIONS:
+    for section in sections():
         assert set(section.selection) <= {"last", "validation", "oracle"}, section.name
 
 

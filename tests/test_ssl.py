@@ -324,9 +324,9 @@ def test_the_augmented_probe_sees_fresh_crops_every_epoch(tiny_stores, default_c
 @pytest.mark.parametrize("lr, fits", [(1e4, False), (0.5, True)])
 def test_a_probe_that_fits_worse_than_the_class_shares_is_called_so(lr, fits, tiny_stores, default_config, capsys):
     """The class-prior loss is -mean(log share of each row's class); a probe whose lr overshoots ends
-    above it, is named in the log, and the report says so (`report.sections.ssl._probe_fit`)."""
+    above it, is named in the log, and the report says so (`papers.ssl_negatives.tables._probe_fit`)."""
     from debias_workbench.report.document import Document
-    from debias_workbench.report.sections.ssl import _probe_fit
+    from debias_workbench.papers.ssl_negatives.tables import _probe_fit
     from debias_workbench.training.data import ZarrBatches
 
     method = ssl_method("moco_v2", default_config, batch_size=8, probe_epochs=5, probe_milestones=[4], probe_lr=lr)

@@ -1,5 +1,5 @@
-"""The report: every registered section (`report.sections.SECTIONS`) in order, then the tidy
-aggregate `metrics.csv`.
+"""The report: every section (`report.sections.sections()`: the generic ones and the papers') in
+order, then the tidy aggregate `metrics.csv`.
 
 Reads only tidy metric rows (JSON lines), the dataset manifests and stores; writes `report.md`,
 `report.html`, `metrics.csv` (all rows, aggregated) and PNG figures into `out_dir`.
@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 
 from debias_workbench.core.atomic import atomic_path
+from debias_workbench.papers import PAPERS
 
 from . import model_selection
 from .aggregates import grid_accuracies
 from .context import ReportContext, build_context
 from .document import Document
 from .helpers import metric_table
-from .sections import SECTIONS
+from .sections import sections
 
 
 # build_context's parameters, kept on two lines (one per line, as ruff format writes them, repeats that signature)
@@ -30,7 +31,7 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = build_context(config, metric_files, quality_file, manifest_files, stores, out_dir, saliency_arrays)
     doc = Document("Debiasing workbench report")
-    for section in SECTIONS:
+    for section in sections():
         for protocol in config.get("protocols", {}).values():
             if protocol["section"] == section.name:
                 protocol_table(doc, protocol)
@@ -84,7 +85,7 @@ def write_metrics_csv(ctx: ReportContext, path: Path) -> None:
             "shape_bias",
             {label: {"shape_bias": cols["shape_bias"]} for label, cols in ctx.shape_bias.items() if cols["shape_bias"]},
         ),
-        *((a, metric_table(ctx.rows, "analysis", a)) for a in ("consistency", "fivecrop", "saliency", "texture")),
+        *((a, metric_table(ctx.rows, "analysis", a)) for name in PAPERS for a in PAPERS[name].analyses),
         *((f"eval:{dataset}", d_table) for dataset, d_table in ctx.other_tables.items()),
     ]
     for name in ctx.config.get("grids", {}):

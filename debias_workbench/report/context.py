@@ -6,11 +6,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from debias_workbench.core.statistics import RunValue, run_value
 
@@ -71,7 +68,6 @@ class ReportContext:
     quality_file: Path
     manifest_files: list[Path]
     saliency_arrays: Path | None
-    paper: dict[str, Any]
     labels: dict[str, str]
     all_rows: list[dict[str, Any]]
     rows: list[dict[str, Any]]
@@ -89,11 +85,6 @@ class ReportContext:
     def dataset(self) -> dict[str, Any]:
         """The main evaluation dataset's config section."""
         return self.config["datasets"][self.config["evaluation"]["dataset"]]
-
-
-def paper_numbers() -> dict[str, Any]:
-    """The papers' own numbers the tables quote (debias_workbench/report/paper_numbers.yaml)."""
-    return yaml.safe_load(resources.files("debias_workbench.report").joinpath("paper_numbers.yaml").read_text())
 
 
 def build_context(
@@ -136,7 +127,6 @@ def build_context(
         quality_file=quality_file,
         manifest_files=manifest_files,
         saliency_arrays=saliency_arrays,
-        paper=paper_numbers(),
         labels=labels,
         all_rows=all_rows,
         rows=rows,

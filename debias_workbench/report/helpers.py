@@ -19,18 +19,7 @@ from debias_workbench.core.names import IMAGENET_LABEL  # noqa: E402
 from debias_workbench.core.statistics import mean_interval, run_value  # noqa: E402
 from debias_workbench.pipeline.datasets import get_family  # noqa: E402
 
-#: the roles (`report.roles`) in the papers' table order
-ORDER = (
-    "base_in9",
-    "base_mr",
-    "clad_plus",
-    "clad",
-    "clad_plus_trivial",
-    "clad_trivial",
-    "base_sin9",
-    "s_clad_plus",
-    "s_clad",
-)
+from .roles import all_roles  # noqa: E402
 
 #: table column titles of the test sets and metrics (the arrow: which way is better)
 COLUMN_TITLES = {
@@ -192,10 +181,10 @@ def metric_table(
 
 
 def model_order(labels, roles: dict[str, str]) -> list[str]:
-    """`labels` in the papers' table order: the ImageNet model, then the models playing `ORDER`'s
-    roles (`roles`: role -> label, `report.roles`), then the others by label."""
+    """`labels` in the papers' table order: the ImageNet model, then the models playing the papers'
+    roles in their row order (`roles`: role -> label, `report.roles.all_roles`), then the others by label."""
     labels = list(labels)
-    preferred = [IMAGENET_LABEL, *(roles[r] for r in ORDER if r in roles)]
+    preferred = [IMAGENET_LABEL, *(roles[r] for r in all_roles() if r in roles)]
     return [m for m in preferred if m in labels] + sorted(m for m in labels if m not in preferred)
 
 

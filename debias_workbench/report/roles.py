@@ -3,7 +3,7 @@
 A table's rows are keyed by the experiments' `label`s, which are display text the user may change;
 a verdict asks for "the ERM model trained on ORIGINAL" (`Role`), and `role_labels` says which row
 that is in this report. Renaming a label changes the words, never the verdicts
-(tests/test_report_roles.py).
+(tests/test_report_roles.py). The papers declare their roles (`Paper.roles`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from debias_workbench.papers import PAPERS
 
 
 @dataclass(frozen=True)
@@ -22,18 +24,10 @@ class Role:
     paper_name: str  #: what the papers call it: said where no experiment plays the role
 
 
-#: the reference and compared models of the CLAD, texture and self-supervised tables
-ROLES: dict[str, Role] = {
-    "base_in9": Role("erm", "original", "Base (IN9)"),
-    "base_mr": Role("erm", "mixed_rand", "Base (MR)"),
-    "base_sin9": Role("erm", "stylized", "Base (SIN9)"),
-    "clad": Role("clad", "original", "CLAD"),
-    "clad_plus": Role("clad_plus", "original", "CLAD+"),
-    "clad_trivial": Role("clad_trivial", "original", "CLAD (Trivial)"),
-    "clad_plus_trivial": Role("clad_plus_trivial", "original", "CLAD+ (Trivial)"),
-    "s_clad": Role("s_clad", "original", "S-CLAD"),
-    "s_clad_plus": Role("s_clad_plus", "original", "S-CLAD+"),
-}
+def all_roles() -> dict[str, Role]:
+    """{role: model} of every registered paper (`Paper.roles`), in the papers' order and each
+    paper's row order: the order of the tables' rows (`helpers.model_order`)."""
+    return {role: model for name in PAPERS for role, model in PAPERS[name].roles.items()}
 
 
 def role_experiments(config: dict[str, Any], shown: Iterable[str]) -> dict[str, str]:
@@ -42,10 +36,11 @@ def role_experiments(config: dict[str, Any], shown: Iterable[str]) -> dict[str, 
     (tests/test_report_roles.py holds every shipped config to one each)."""
     shown = set(shown)
     found: dict[str, str] = {}
+    roles = all_roles()
     for name, exp in config["experiments"].items():
         if exp["label"] not in shown:
             continue
-        for role, want in ROLES.items():
+        for role, want in roles.items():
             if (exp["method"], exp.get("train_variant")) == (want.method, want.train_variant):
                 found.setdefault(role, name)
     return found
@@ -60,10 +55,10 @@ def role_labels(config: dict[str, Any], shown: Iterable[str]) -> dict[str, str]:
 def played(roles: dict[str, str], wanted: Iterable[str]) -> tuple[list[str], list[str]]:
     """(the labels of the `wanted` roles some experiment plays, in order; the papers' names of the others)."""
     wanted = list(wanted)
-    return [roles[r] for r in wanted if r in roles], [ROLES[r].paper_name for r in wanted if r not in roles]
+    return [roles[r] for r in wanted if r in roles], [all_roles()[r].paper_name for r in wanted if r not in roles]
 
 
 def paper_name(label: str, roles: dict[str, str]) -> str:
     """What the papers call the model shown as `label`: its role's name (their tables' rows are
     looked up by it), or the label where it plays no role."""
-    return next((ROLES[role].paper_name for role, shown in roles.items() if shown == label), label)
+    return next((all_roles()[role].paper_name for role, shown in roles.items() if shown == label), label)

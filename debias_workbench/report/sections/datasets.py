@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -14,11 +14,15 @@ import zarr
 
 from debias_workbench.pipeline.fingerprint import FILE as FINGERPRINT_FILE
 
-from ..document import Document
 from ..helpers import read_rows, save_figure
 
+if TYPE_CHECKING:
+    from ..context import ReportContext
+    from ..document import Document
 
-def variant_grid(doc: Document, stores: dict[str, Path], n_images: int, path: Path) -> None:
+
+def variant_grid(doc: Document, ctx: ReportContext) -> None:
+    stores, n_images, path = ctx.stores, ctx.config["report"]["grid_images"], ctx.out_dir / "variant_grid.png"
     columns = []
     for store in stores.values():
         images = zarr.open_group(str(store), mode="r")["val/images"]
@@ -34,6 +38,10 @@ def variant_grid(doc: Document, stores: dict[str, Path], n_images: int, path: Pa
     save_figure(fig, path, dpi=110)
     doc.heading("Every variant of the same validation images")
     doc.image(path.name, "Rows: validation images; columns: the dataset variants built by the workflow.")
+
+
+def segmentation_quality(doc: Document, ctx: ReportContext) -> None:
+    segmentation(doc, ctx.quality_file, ctx.out_dir / "segmentation_quality.png")
 
 
 def segmentation(doc: Document, quality_file: Path, path: Path) -> None:
@@ -94,7 +102,9 @@ def counts(records: list[dict[str, Any]], key: str) -> dict[str, int]:
     return out
 
 
-def manifests(doc: Document, manifest_files: list[Path], other_datasets: set[str]) -> None:
+def manifests(doc: Document, ctx: ReportContext) -> None:
+    """Every manifest's counts and its store's fingerprint; another dataset's variants named with it."""
+    other_datasets = set(ctx.config["datasets"]) - {ctx.config["evaluation"]["dataset"]}
     doc.heading("Datasets: images in = images out + skipped")
     doc.para(
         "Fingerprint: the first 16 hex digits of the store's content digest (`fingerprint.json` in the store: "
@@ -103,7 +113,7 @@ def manifests(doc: Document, manifest_files: list[Path], other_datasets: set[str
     )
     rows: list[list[str]] = []
     skipped: dict[str, str] = {}  # item id -> why it was skipped
-    for path in manifest_files:
+    for path in ctx.manifest_files:
         name = Path(path).name.removesuffix(".manifest.json")
         variant = name
         if Path(path).parent.name in other_datasets:  # another dataset's store (ImageNet-100's): named with it
@@ -120,7 +130,9 @@ def manifests(doc: Document, manifest_files: list[Path], other_datasets: set[str
         doc.table(["Item", "Reason"], [[k, v] for k, v in list(skipped.items())[:20]])
 
 
-def training(doc: Document, rows: list[dict[str, Any]]) -> None:
+def training(doc: Document, ctx: ReportContext) -> None:
+    """The last epoch's training metrics of every run, mean over seeds."""
+    rows: list[dict[str, Any]] = ctx.rows
     final: dict[tuple[str, str], list[float]] = defaultdict(list)
     last_epoch: dict[tuple[str, int], int] = {}
     for r in rows:

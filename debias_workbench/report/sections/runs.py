@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from debias_workbench.papers import PAPERS
 from debias_workbench.pipeline.datasets import family_name
 
-from ..aggregates import ssl_runs
 from ..helpers import COLUMN_TITLES, headline, mean_std, model_order
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def other_runs(doc: Document, ctx: ReportContext) -> None:
-    shown = {r["label"] for r in ssl_runs(ctx.config)}  # the self-supervised ones have Ge et al.'s table
+    shown = {label for name in PAPERS if (claims := PAPERS[name].shown_elsewhere) for label in claims(ctx.config)}
     for dataset, table in ctx.other_tables.items():
         labels = [label for label in model_order(table, ctx.roles) if label not in shown]
         if not labels:

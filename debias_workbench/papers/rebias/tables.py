@@ -13,10 +13,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from debias_workbench.core.statistics import difference
-
-from ..aggregates import grid_accuracies
-from ..document import Document
-from ..helpers import capability_line, mean_std, save_figure
+from debias_workbench.report.aggregates import grid_accuracies
+from debias_workbench.report.document import Document
+from debias_workbench.report.helpers import capability_line, mean_std, save_figure
 
 TEST_SETS = ("biased", "unbiased")
 CHANCE = 10.0  # ten digits, colours independent of them in the unbiased test set

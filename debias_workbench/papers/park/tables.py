@@ -18,11 +18,10 @@ import numpy as np
 
 from debias_workbench.core.statistics import difference
 from debias_workbench.pipeline.datasets import family_name, get_family
+from debias_workbench.report import model_selection
+from debias_workbench.report.document import Document
+from debias_workbench.report.helpers import capability_line, mean_std, save_figure, worst_group_cell
 from debias_workbench.training.methods import spec as method_spec
-
-from .. import model_selection
-from ..document import Document
-from ..helpers import capability_line, mean_std, save_figure, worst_group_cell
 
 #: the test set the tables score and the one model selection looks at (the colored_mnist family's)
 TEST, VALID = "unbiased", "valid"

@@ -18,10 +18,10 @@ import numpy as np
 
 from debias_workbench.core.statistics import difference, run_value
 from debias_workbench.pipeline.datasets import family_name, get_family
+from debias_workbench.report.document import Document
+from debias_workbench.report.helpers import capability_line, mean_std, save_figure, value_cell
 
-from ..aggregates import ssl_runs
-from ..document import Document
-from ..helpers import capability_line, mean_std, save_figure, value_cell
+from .runs import ssl_runs
 
 COLUMNS = ["original", "corrupted", "stylized", "texture", "sketch", "mixed_rand", "bg_gap", "shape_bias"]
 HEADER = ["Original ↑", "IN-9-C ↑", "Stylized IN-9 ↑", "IN-9-Texture", "Sketch (stand-in) ↑", "Mixed-Rand ↑",

@@ -18,11 +18,18 @@ import zarr
 
 from debias_workbench.core.statistics import difference
 from debias_workbench.pipeline.derived_stage import work_side
-
-from ..aggregates import SHAPE_BIAS_TOO_FEW
-from ..document import Document
-from ..helpers import MIN_IMAGES, capability_line, headline, mean_std, model_order, save_figure, value_cell
-from ..roles import played
+from debias_workbench.report.aggregates import SHAPE_BIAS_TOO_FEW
+from debias_workbench.report.document import Document
+from debias_workbench.report.helpers import (
+    MIN_IMAGES,
+    capability_line,
+    headline,
+    mean_std,
+    model_order,
+    save_figure,
+    value_cell,
+)
+from debias_workbench.report.roles import played
 
 TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]
 TEXTURE_HEADER = ["Original ↑", "Stylized IN-9 ↑", "IN-9-Sketch (stand-in) ↑", "IN-9-Texture", "Shape bias (%)"]

@@ -15,9 +15,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from debias_workbench.core.statistics import difference
-
-from ..document import Document
-from ..helpers import (
+from debias_workbench.report.document import Document
+from debias_workbench.report.helpers import (
     capability_line,
     headline,
     mean_std,
@@ -26,7 +25,7 @@ from ..helpers import (
     save_figure,
     sweep_only_experiments,
 )
-from ..roles import paper_name, played
+from debias_workbench.report.roles import paper_name, played
 
 TABLE2_COLUMNS, TABLE2_HEADER = headline("in9")
 CLAD_METHODS = ("clad", "clad_plus")

@@ -1,0 +1,62 @@
+"""`Paper`: what one paper reproduction plugs into the workbench, declared in its own package
+(`papers/<paper>/__init__.py`, its quoted numbers in `numbers.yaml` beside it) and registered in
+`papers.REGISTRY`. The generic layers (`report/`, `workflow/`) read these declarations and name
+no paper, method or dataset family themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from debias_workbench.report.roles import Role
+from debias_workbench.report.section import Section
+
+#: the file of a paper's quoted numbers, in its package
+NUMBERS_FILE = "numbers.yaml"
+
+
+@cache
+def load_numbers(package: str) -> dict[str, Any]:
+    """The numbers a paper's tables quote (`NUMBERS_FILE` in the paper's `package`)."""
+    return yaml.safe_load(resources.files(package).joinpath(NUMBERS_FILE).read_text())
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One paper's reproduction, as the report and the workflow see it.
+
+    - `title`: the paper, as the docs name it.
+    - `package`: its package (`__name__` of `papers/<paper>/__init__.py`): where `numbers` is read.
+    - `sections`: its report sections (`render(doc, ctx)` each), in order; `Section.part` places them
+      among the main dataset's tables or the grid reports.
+    - `roles`: {role: model} of the models its verdicts compare (`report.roles`), in its tables' row order.
+    - `intro`: a sentence the report's introduction adds for it (which rows are quoted, say).
+    - `analyses`: the analyses (rows of `kind: analysis`) whose numbers `metrics.csv` lists.
+    - `shown_elsewhere`: config -> the labels of the runs scored on another dataset that its sections
+      lay out (the generic table of other runs leaves them out).
+    - `expansions`: config -> config functions the config layer applies before checking (a table
+      that needs experiments the user does not write out); none yet, the workflow's own still hold them.
+    - `checks`: config -> [error message] cross-checks of the config its tables need; none yet.
+    - `grid_report_kinds`: the values of a grid's `report` its sections lay out; none yet.
+    """
+
+    title: str
+    package: str
+    sections: tuple[Section, ...] = ()
+    roles: dict[str, Role] = field(default_factory=dict)
+    intro: str = ""
+    analyses: tuple[str, ...] = ()
+    shown_elsewhere: Callable[[dict[str, Any]], set[str]] | None = None
+    expansions: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = ()
+    checks: tuple[Callable[[dict[str, Any]], list[str]], ...] = ()
+    grid_report_kinds: tuple[str, ...] = ()
+
+    @property
+    def numbers(self) -> dict[str, Any]:
+        """Its quoted numbers (`load_numbers`)."""
+        return load_numbers(self.package)

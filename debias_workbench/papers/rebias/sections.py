@@ -1,0 +1,13 @@
+"""ReBias's report section as `render(doc, ctx)`: every grid it reports, then Table 2."""
+
+from __future__ import annotations
+
+from debias_workbench.report.context import ReportContext
+from debias_workbench.report.document import Document
+
+from ..paper import load_numbers
+from . import tables
+
+
+def grids(doc: Document, ctx: ReportContext) -> None:
+    tables.rebias_sections(doc, ctx.config, ctx.all_rows, load_numbers(__package__), ctx.out_dir)

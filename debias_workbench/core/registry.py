@@ -10,14 +10,18 @@ from typing import Any
 
 
 class LazyRegistry(Mapping):
-    """name -> class of `entries` ({name: "module.Class"} relative to `package`)."""
+    """name -> class of `entries` ({name: "module.Class"} relative to `package`, or
+    "package.module:Class" for one outside it: a toy entry a test adds)."""
 
     def __init__(self, package: str, entries: dict[str, str]):
         self.package, self.entries = package, entries
 
     def __getitem__(self, name: str) -> Any:
-        module, cls = self.entries[name].split(".")
-        return getattr(importlib.import_module(f"{self.package}.{module}"), cls)
+        entry = self.entries[name]
+        if ":" not in entry:  # "module.Class" under `package`
+            entry = f"{self.package}.{entry.replace('.', ':')}"
+        module, cls = entry.split(":")
+        return getattr(importlib.import_module(module), cls)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.entries)

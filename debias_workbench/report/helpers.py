@@ -182,9 +182,10 @@ def metric_table(
 
 def model_order(labels, roles: dict[str, str]) -> list[str]:
     """`labels` in the papers' table order: the ImageNet model, then the models playing the papers'
-    roles in their row order (`roles`: role -> label, `report.roles.all_roles`), then the others by label."""
+    roles in their row order (`roles`: role -> label, `report.roles.all_roles`; a model two papers
+    name comes where the first does), then the others by label."""
     labels = list(labels)
-    preferred = [IMAGENET_LABEL, *(roles[r] for r in all_roles() if r in roles)]
+    preferred = list(dict.fromkeys([IMAGENET_LABEL, *(roles[r] for r in all_roles() if r in roles)]))
     return [m for m in preferred if m in labels] + sorted(m for m in labels if m not in preferred)
 
 

@@ -26,6 +26,9 @@ def test_pip_install_into_an_empty_target_gives_one_package_and_the_workbench_co
     assert {p for p in top if not p.endswith(".dist-info")} == {"debias_workbench", "bin"}, top
     assert len([p for p in top if p.endswith(".dist-info")]) == 1 and [p.name for p in (target / "bin").iterdir()] == ["workbench"]
     assert (target / "debias_workbench" / "workflow").is_dir() and not (target / "devtools").exists()
+    papers = ROOT / "debias_workbench" / "papers"  # the numbers each paper's tables quote (package-data)
+    numbers = list(papers.glob("*/numbers.yaml"))
+    assert numbers and all((target / p.relative_to(ROOT)).is_file() for p in numbers), "numbers.yaml"
     env = {**os.environ, "PYTHONPATH": str(target)}
     shown = subprocess.run([sys.executable, str(target / "bin" / "workbench"), "--help"], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=120)

@@ -10,6 +10,8 @@ import yaml
 
 from debias_workbench.report.context import ReportContext
 from debias_workbench.report.document import Document
+from debias_workbench.papers import PAPERS
+from debias_workbench.report.section import PARTS
 from debias_workbench.report.sections import sections
 from debias_workbench.report.sections.runs import other_runs
 from debias_workbench.workflow.config import resolve_config, scoring
@@ -65,6 +67,8 @@ def test_the_section_registry_names_each_section_once_and_declares_known_selecti
     assert len(names) == len(set(names))
     for section in sections():
         assert set(section.selection) <= {"last", "validation", "oracle"}, section.name
+    for paper in PAPERS.values():  # a paper's section in no part would never be written
+        assert all(section.part in PARTS for section in paper.sections)
 
 
 def test_every_family_declares_its_section_under_its_own_name():

@@ -28,10 +28,9 @@ def load_numbers(package: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Paper:
-    """One paper's reproduction, as the report and the workflow see it.
+    """One paper's reproduction, as the report and the workflow see it; the numbers its tables quote
+    lie in `NUMBERS_FILE` beside its declaration, read by its sections with `load_numbers(__package__)`.
 
-    - `title`: the paper, as the docs name it.
-    - `package`: its package (`__name__` of `papers/<paper>/__init__.py`): where `numbers` is read.
     - `sections`: its report sections (`render(doc, ctx)` each), in order; `Section.part` places them
       among the main dataset's tables or the grid reports.
     - `roles`: {role: model} of the models its verdicts compare (`report.roles`), in its tables' row order.
@@ -40,13 +39,14 @@ class Paper:
     - `shown_elsewhere`: config -> the labels of the runs scored on another dataset that its sections
       lay out (the generic table of other runs leaves them out).
     - `expansions`: config -> config functions the config layer applies before checking (a table
-      that needs experiments the user does not write out); none yet, the workflow's own still hold them.
-    - `checks`: config -> [error message] cross-checks of the config its tables need; none yet.
-    - `grid_report_kinds`: the values of a grid's `report` its sections lay out; none yet.
+      that needs experiments the user does not write out).
+    - `checks`: config -> [error message] cross-checks of the config its tables need.
+    - `grid_report_kinds`: the values of a grid's `report` its sections lay out.
+
+    The last three are for the config layer (`workflow/`), which does not read them yet: its own
+    functions and the schema's `grids.report` values still hold what they will declare.
     """
 
-    title: str
-    package: str
     sections: tuple[Section, ...] = ()
     roles: dict[str, Role] = field(default_factory=dict)
     intro: str = ""
@@ -55,8 +55,3 @@ class Paper:
     expansions: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = ()
     checks: tuple[Callable[[dict[str, Any]], list[str]], ...] = ()
     grid_report_kinds: tuple[str, ...] = ()
-
-    @property
-    def numbers(self) -> dict[str, Any]:
-        """Its quoted numbers (`load_numbers`)."""
-        return load_numbers(self.package)

@@ -20,8 +20,6 @@ def table1(doc: Document, ctx: ReportContext) -> None:
 
 
 PAPER = Paper(
-    title="A toy paper",
-    package=__name__,
     sections=(Section("toy_table1", table1, ("last",)),),
     roles={"toy_reference": Role("erm", "original", "Toy reference")},
     intro="The toy paper's rows are quoted from its Table 1.",

@@ -11,8 +11,6 @@ from ..paper import Paper
 from . import sections
 
 PAPER = Paper(
-    title="CLAD (Wang et al., BMVC 2022)",
-    package=__name__,
     sections=(
         Section("clad_table2", sections.table2, ("last",)),
         Section("clad_bg_gap_verdict", sections.bg_gap_verdict),

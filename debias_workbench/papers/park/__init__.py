@@ -9,8 +9,6 @@ from ..paper import Paper
 from . import sections
 
 PAPER = Paper(
-    title="Park, Chung & Choo (CVPR 2024)",
-    package=__name__,
     sections=(Section("park", sections.grids, ("validation", "oracle"), part="grids"),),
     grid_report_kinds=("park", "park_ablation"),
 )

@@ -8,9 +8,4 @@ from debias_workbench.report.section import Section
 from ..paper import Paper
 from . import sections
 
-PAPER = Paper(
-    title="ReBias (Bahng et al., ICML 2020)",
-    package=__name__,
-    sections=(Section("rebias", sections.grids, ("last",), part="grids"),),
-    grid_report_kinds=("rebias",),
-)
+PAPER = Paper(sections=(Section("rebias", sections.grids, ("last",), part="grids"),), grid_report_kinds=("rebias",))

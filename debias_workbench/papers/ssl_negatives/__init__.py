@@ -19,8 +19,6 @@ def shown_elsewhere(config: dict[str, Any]) -> set[str]:
 
 
 PAPER = Paper(
-    title="Ge et al. (NeurIPS 2021)",
-    package=__name__,
     sections=(
         Section("non_semantic_negatives", sections.table1, ("last",)),
         Section("other_datasets", sections.other_datasets, ("last",)),

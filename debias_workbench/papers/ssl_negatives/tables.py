@@ -30,7 +30,7 @@ OOD = ("corrupted", "stylized", "sketch", "mixed_rand")
 PAIRS = {"positive": "positive", "standard_negative": "standard negative", "patch_negative": "patch negative",
          "texture_negative": "texture negative"}
 #: Table 1 on a dataset of the paper's own kind (ImageNet-100): our variant, its header, and the
-#: paper's column it sits under (paper_numbers.yaml `ge_table1`; None: a column of ours alone)
+#: paper's column it sits under (numbers.yaml `ge_table1`; None: a column of ours alone)
 PAPER_COLUMNS = [("original", "ImageNet-100 val ↑", "ImageNet"), ("corrupted", "-C ↑", "ImageNet-C"),
                  ("imagenet_sketch", "ImageNet-S ↑", "ImageNet-S"), ("stylized", "Stylized ↑", "Stylized-ImageNet"),
                  ("imagenet_r", "ImageNet-R ↑", "ImageNet-R"), ("texture", "-Texture", None)]

@@ -1,7 +1,8 @@
 """The config's cross references, each checked by a function of its own that returns the problems it
 finds, every one naming its dotted key and the fix (`workflow.config` raises them all at once):
 datasets, variants and methods named by experiments and grids, method arguments, sweeps, analyses,
-the evaluation datasets, segmentation, labels, and switches that must fall inside a run."""
+the evaluation datasets, segmentation, labels, and switches that must fall inside a run; then each
+paper's own checks (`workflow.paper_hooks`: what its report sections need)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from debias_workbench.training.methods import REGISTRY
 from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.training.run_length import run_length, switches_outside
 
+from . import paper_hooks
 from .lookup import dataset_family, dataset_variants, deep_merge, test_sets
 
 Config = dict[str, Any]
@@ -63,7 +65,8 @@ def _experiments(config: Config) -> list[str]:
 
 
 def _grid(config: Config, name: str, grid: dict[str, Any]) -> list[str]:
-    """One grid: its dataset builds its train variants, its methods and curves exist, its report has its sets."""
+    """One grid: its dataset builds its train variants, its methods and curves exist (what its report needs:
+    its paper's checks, `workflow.paper_hooks`)."""
     built = dataset_variants(config, grid["dataset"])
     problems = [f"grids.{name}.train_variants: {missing} are not built by dataset {grid['dataset']!r} (it builds "
                 f"{built})" for missing in [[v for v in grid["train_variants"] if v not in built]] if missing]
@@ -79,10 +82,6 @@ def _grid(config: Config, name: str, grid: dict[str, Any]) -> list[str]:
         problems.append(f"grids.{name}.curves.methods: {sorted(unknown)} are not methods of the grid")
     if grid["figure_variant"] not in grid["train_variants"]:
         problems.append(f"grids.{name}.figure_variant: {grid['figure_variant']!r} is not in its train_variants")
-    if grid.get("report") in ("park", "park_ablation") and ({"valid", "unbiased"} - set(sets)
-                                                             or not grid.get("model_selection")):
-        problems.append(f"grids.{name}.report: {grid['report']} needs a dataset with `valid` and `unbiased` test "
-                        f"sets (a colored_mnist one; {grid['dataset']!r} has {sorted(sets)}) and `model_selection`")
     return problems
 
 
@@ -345,5 +344,5 @@ CROSS_REFERENCE_CHECKS: tuple[Callable[[Config], list[str]], ...] = (
 
 
 def cross_reference_problems(config: Config) -> list[str]:
-    """Every problem of every check (an empty list: the config's names all resolve)."""
-    return [p for check in CROSS_REFERENCE_CHECKS for p in check(config)]
+    """Every problem of every check, the papers' own last (an empty list: the config's names all resolve)."""
+    return [p for check in (*CROSS_REFERENCE_CHECKS, *paper_hooks.checks()) for p in check(config)]

@@ -10,8 +10,8 @@ variant store, per derived-variant shard and gather; one job per variant of the 
 training job per pack and seed (`workflow.config.packs`), one scoring job per scoring pack, the analyses
 and the report. A run's table is the protocol (`protocols.<paper>.title`) that lists it (an experiment, or
 `<grid>/<method>` for every train variant of that grid method); other runs group by the reason a paper
-config's `scope.extra` gives (`workflow.scope`), their grid's report section, their sweep or U2-Net repeat,
-or as runs outside every protocol.
+config's `scope.extra` gives (`workflow.scope`), their grid's report section, their sweep, the table of the
+paper whose expansion adds them (`workflow.paper_hooks`: U2-Net repeats), or as runs outside every protocol.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from debias_workbench.core.schema_defaults import SCHEMA_PATH
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline.segment_stage import shard_count
 
-from . import cost, resources
+from . import cost, paper_hooks, resources
 from .config import (
     background_challenge_runs,
     grid_experiment,
@@ -113,6 +113,7 @@ def run_tables(config: dict[str, Any]) -> dict[str, str]:
         for name in _experiments_of(config, run)
     }
     sweeps = {exp: name for name, sweep in config.get("sweep_points", {}).items() for _v, exp in sweep["points"]}
+    papers = {name: table for tables in paper_hooks.run_tables() for name, table in tables(config).items()}
     out = {}
     for name, exp in config["experiments"].items():
         if name in listed:
@@ -121,8 +122,8 @@ def run_tables(config: dict[str, Any]) -> dict[str, str]:
             out[name] = f"kept by the config: {extra[name]}"
         elif name in sweeps:
             out[name] = f"sweep {sweeps[name]} (a figure)"
-        elif name.endswith("_u2net") and name.removesuffix("_u2net") in config["experiments"]:
-            out[name] = "CLAD Table 5: GrabCut against U2-Net masks"
+        elif name in papers:  # runs a paper's expansion adds (workflow/paper_hooks.py)
+            out[name] = papers[name]
         elif "grid" in exp:
             out[name] = f"grid {exp['grid']} (no protocol lists these runs)"
         else:

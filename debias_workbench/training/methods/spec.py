@@ -4,14 +4,15 @@ argument that switches something on at that point of the run, which the config c
 trainer keep inside the run; `x-before-run: epochs` on one that counts epochs of training before
 the run's own, `training.run_length`), the variants it reads row-aligned with its training images
 and the `revision` of its code (raised with a fix that moves its results), and whether it cuts its
-training views from whole photos (`photo_views`: a split of `train_views: photo`). The
+training views from whole photos (`photo_views`: a split of `train_views: photo`), and how its
+training step is costed (`cost`, required: the workflow's cost model, `workflow.cost`, reads it). The
 declaration of `<module>.py`'s classes is `<module>.yaml` next to it, one entry per class; the
 config check validates every experiment's `method_args` against it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,18 @@ class MethodSpec:
     #: whether it cuts its training views from whole photos (a split of `train_views: photo`,
     #: `training.data.PhotoSplit`): the self-supervised methods; a method that crops the stored square is refused one
     photo_views: bool = False
+    #: how a step is costed (`workflow.cost.method_cost`): `row`, the measured row of the device check
+    #: (workflow/step_times.yaml) it is costed by; `reason`, why that row stands in (absent: the row measured
+    #: this method); `when: {arg: {value: entry}}`, another entry for an argument's value; `trains` /
+    #: `pretrains`, the config keys naming the networks a step trains (default: `training.arch`) / that train
+    #: before the run's own steps (`x-before-run`), looked up in `method_args`, then `training`
+    cost: dict[str, Any] = field(default_factory=dict)
+    #: {registered name: cost} where the class is registered under another name costed apart (ReBias's Vanilla)
+    cost_as: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def registered_as(self, name: str) -> MethodSpec:
+        """The spec of the class as registered under `name` (its `cost_as` entry, if any, as its cost)."""
+        return replace(self, cost=self.cost_as[name]) if name in self.cost_as else self
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -68,14 +81,24 @@ def module_specs(module: str) -> dict[str, MethodSpec]:
     """{class name: spec} declared in `<module>.yaml` (module: e.g. "clad")."""
     path = HERE / f"{module}.yaml"
     raw = yaml.safe_load(path.read_text()) or {}
+    if missing := [
+        cls for cls, entry in raw.items() if not cls.startswith("_") and "row" not in (entry.get("cost") or {})
+    ]:
+        raise ValueError(
+            f"{path} declares no cost for {missing}: give each class `cost: {{row: <a row of "
+            "workflow/step_times.yaml>}` (with `reason:` where that row measured another method; spec.py)"
+        )
     return {
         cls: MethodSpec(
             dict(entry.get("args") or {}),
             dict(entry.get("aligned_variants") or {}),
             int(entry.get("revision", 0)),
             bool(entry.get("photo_views", False)),
+            dict(entry["cost"]),
+            dict(entry.get("cost_as") or {}),
         )
         for cls, entry in raw.items()
+        if not cls.startswith("_")
     }
 
 

@@ -22,6 +22,20 @@ class StepJob:
     shard: int | None = None
 
 
+@dataclass(frozen=True)
+class GenerationJob:
+    """One generation job of a dataset as the family's rules make it (`workbench plan` lists and costs it):
+    its `rule`, what it makes (`target`), the work it does (`work`: "pass", a CPU pass over the whole dataset;
+    "segment_shard" or "derived_shard", one shard of `variant`: `workflow.resources` estimates each) and
+    whether it asks for a GPU."""
+
+    rule: str
+    target: str
+    work: str = "pass"
+    variant: str | None = None
+    gpu: bool = False
+
+
 class DatasetFamily:
     """A family of dataset variants built by the workflow (e.g. the IN-9 Background Challenge).
 
@@ -60,6 +74,17 @@ class DatasetFamily:
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         raise NotImplementedError
+
+    def job_section(self, ds_cfg: dict[str, Any], variants: list[str]) -> dict[str, Any]:
+        """The dataset's section as the jobs about `variants` see it (part of their identity,
+        `workflow.slices.dataset_section`): the whole section, unless the family leaves out what those
+        jobs never read, so that editing it reruns only the jobs that do."""
+        return ds_cfg
+
+    def generation_jobs(self, ds_cfg: dict[str, Any], dataset: str) -> list[GenerationJob]:
+        """The generation jobs of `dataset`, in the order `workbench plan` lists them: one job building each
+        variant store whole (rule `dataset_variant`, rules/whole_variants.smk)."""
+        return [GenerationJob("dataset_variant", f"{dataset}/{v}") for v in self.variants(ds_cfg)]
 
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
         """{test set name: variant} a model trained on `train_variant` is evaluated on (val split)."""

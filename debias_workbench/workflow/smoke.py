@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from debias_workbench.pipeline.datasets import DEFAULT_FAMILY, family_name
+from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.training.methods import spec as method_spec
 
 #: the smallest batch every method accepts: the unbiased HSIC estimator needs 4 rows (MoCo's
@@ -120,7 +120,7 @@ def _shrink_run(run: dict[str, Any]) -> None:
 def _shrink_dataset(dataset: dict[str, Any]) -> None:
     if percents := dataset.get("bg_conflict_percents"):
         dataset["bg_conflict_percents"] = percents[:1]
-    if family_name(dataset) != DEFAULT_FAMILY:  # the other families' stand-ins are small files already
+    if not get_family(family_name(dataset)).smoke_shrinks_source:
         return
     if "iterations" in (segmentation := dataset.get("segmentation", {})):
         segmentation["iterations"] = GRABCUT_ITERATIONS

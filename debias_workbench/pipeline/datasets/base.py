@@ -57,6 +57,14 @@ class DatasetFamily:
     #: the terms of the images' source, for a dataset card (`pipeline.export`): whoever hands a variant
     #: on hands on these terms with it
     licence: str = "the terms of the source the images were made from (see the dataset's `source` in its config)"
+    #: the family of the Background Challenge evaluation: `evaluation.dataset` names one of its datasets, whose
+    #: stores the analyses read, and the runs on its datasets are scored there (`workflow.checks`)
+    evaluated: bool = False
+    #: its datasets are the released official test images `evaluation.official_dataset` names
+    official_test_images: bool = False
+    #: smoke mode shrinks its datasets' source, segmentation and styles (`workflow.smoke`); other families' stand-ins
+    #: are small files already
+    smoke_shrinks_source: bool = False
     #: the revision of the family's generation code: raised with a change that moves its stores' bytes (a
     #: fix), so that stores made before it are made again (`workflow.slices.dataset_job_config`)
     revision: int = 0

@@ -36,6 +36,8 @@ class In9Family(DatasetFamily):
     #: the Background Challenge's columns (Xiao et al.; CLAD's Table 2): BG-GAP = Mixed-Same - Mixed-Rand
     headline = ("original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap")
     val_split = "backgrounds as biased as the train split"
+    evaluated = True
+    smoke_shrinks_source = True
     whole_variants = False  # listing, segmentation shards and gathers: rules/in9_data.smk, in9_derived.smk
     #: training images of the sources whose size the config does not give (the Background
     #: Challenge's IN-9 train split; ImageNet's 370 IN-9 classes; ImageNet-100's train split)

@@ -22,15 +22,6 @@ from debias_workbench.training.methods import REGISTRY as METHODS
 PACKAGE = Path(__file__).resolve().parents[1] / "debias_workbench"
 #: the layers that hold no paper, method or family knowledge
 GENERIC_LAYERS = ("workflow",)
-#: (module under the package, name) pairs still named, each with why; this list only shrinks
-ALLOWED = {
-    # protocol.CODE_RULES: the `code:` rules the paper configs' protocols name, each a rule fixed in a method's or
-    # a family's code (RUBi's mask head and loss, ReBias' update order, Biased MNIST's biased test set); to move to
-    # the method specs and family classes that implement them
-    ("workflow/protocol.py", "rubi"),
-    ("workflow/protocol.py", "rebias"),
-    ("workflow/protocol.py", "biased"),
-}
 
 
 def paper_names() -> set[str]:
@@ -94,19 +85,9 @@ def _modules() -> list[Path]:
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_a_generic_module_names_no_paper_method_or_family(path):
     module = str(path.relative_to(PACKAGE))
-    found = [
-        f"{module}:{line}: {name!r} in {text[:80]!r}"
-        for line, name, text in named(path.read_text(), known_names())
-        if (module, name) not in ALLOWED
-    ]
+    found = [f"{module}:{line}: {name!r} in {text[:80]!r}" for line, name, text in named(path.read_text(),
+                                                                                          known_names())]
     assert not found, "a generic layer names a paper, method or dataset family:\n" + "\n".join(found)
-
-
-def test_the_allowed_pairs_are_all_still_named():
-    """The allow-list only shrinks: a pair no longer named must leave it."""
-    named_now = {(m, name) for m in {m for m, _ in ALLOWED}
-                 for _line, name, _text in named((PACKAGE / m).read_text(), known_names())}
-    assert ALLOWED <= named_now, f"no longer named, remove from ALLOWED: {sorted(ALLOWED - named_now)}"
 
 
 @pytest.mark.parametrize(

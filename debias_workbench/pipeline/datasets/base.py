@@ -65,6 +65,9 @@ class DatasetFamily:
     #: smoke mode shrinks its datasets' source, segmentation and styles (`workflow.smoke`); other families' stand-ins
     #: are small files already
     smoke_shrinks_source: bool = False
+    #: {rule: value}: rules fixed in the family's code that no setting chooses and that can move a paper's numbers,
+    #: which a paper config's protocol names as `code:<rule>` (`workflow.protocol.code_rules`)
+    code_rules: dict[str, Any] = {}
     #: the revision of the family's generation code: raised with a change that moves its stores' bytes (a
     #: fix), so that stores made before it are made again (`workflow.slices.dataset_job_config`)
     revision: int = 0

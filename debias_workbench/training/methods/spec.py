@@ -42,6 +42,9 @@ class MethodSpec:
     cost: dict[str, Any] = field(default_factory=dict)
     #: {registered name: cost} where the class is registered under another name costed apart (ReBias's Vanilla)
     cost_as: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: {rule: value}: rules fixed in the method's code that no setting chooses and that can move a paper's numbers,
+    #: which a paper config's protocol names as `code:<rule>` (`workflow.protocol.code_rules`)
+    code_rules: dict[str, Any] = field(default_factory=dict)
 
     def registered_as(self, name: str) -> MethodSpec:
         """The spec of the class as registered under `name` (its `cost_as` entry, if any, as its cost)."""
@@ -96,6 +99,7 @@ def module_specs(module: str) -> dict[str, MethodSpec]:
             bool(entry.get("photo_views", False)),
             dict(entry["cost"]),
             dict(entry.get("cost_as") or {}),
+            dict(entry.get("code_rules") or {}),
         )
         for cls, entry in raw.items()
         if not cls.startswith("_")

@@ -1,12 +1,13 @@
 """What Park et al.'s tables need from the workflow: the grid report kinds they fill (Tables 1-2 with
 Fig. 2; Table 3's ablation) and the check that such a grid can fill them (collected by
-`workflow.paper_hooks`; the generic layers name no paper)."""
+`workflow.paper_hooks`; the generic layers name no paper). Like every paper's workflow module it imports
+only the layers below the workflow (core, pipeline, training): the workflow layer imports it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from debias_workbench.workflow.lookup import test_sets
+from debias_workbench.pipeline.datasets import family_name, get_family
 
 Config = dict[str, Any]
 
@@ -23,7 +24,8 @@ def grid_report_problems(config: Config) -> list[str]:
     for name, grid in config.get("grids", {}).items():
         if grid.get("report") not in GRID_REPORT_KINDS or grid["dataset"] not in config["datasets"]:
             continue
-        sets = test_sets(config, grid["dataset"], grid["train_variants"][0])
+        ds = config["datasets"][grid["dataset"]]
+        sets = get_family(family_name(ds)).test_sets(ds, grid["train_variants"][0])
         if set(NEEDED_TEST_SETS) - set(sets) or not grid.get("model_selection"):
             problems.append(
                 f"grids.{name}.report: {grid['report']} needs a dataset with `valid` and `unbiased` test sets (a "

@@ -2,12 +2,14 @@
 (JSON-schema types, ranges, defaults, descriptions; `x-within-run: iterations | epochs` on an
 argument that switches something on at that point of the run, which the config check and the
 trainer keep inside the run; `x-before-run: epochs` on one that counts epochs of training before
-the run's own, `training.run_length`), the variants it reads row-aligned with its training images
-and the `revision` of its code (raised with a fix that moves its results), and whether it cuts its
-training views from whole photos (`photo_views`: a split of `train_views: photo`), and how its
-training step is costed (`cost`, required: the workflow's cost model, `workflow.cost`, reads it). The
-declaration of `<module>.py`'s classes is `<module>.yaml` next to it, one entry per class; the
-config check validates every experiment's `method_args` against it.
+the run's own, `training.run_length`; `x-smoke: {at_most: N} | {value: V}` on one that counts
+steps, epochs or members, its value in smoke mode, `workflow.smoke`), the variants it reads
+row-aligned with its training images and the `revision` of its code (raised with a fix that moves
+its results), whether it cuts its training views from whole photos (`photo_views`: a split of
+`train_views: photo`), how its training step is costed (`cost`, required: the workflow's cost
+model, `workflow.cost`, reads it) and the rules its code fixes (`code_rules`, which the paper
+configs' protocols name). The declaration of `<module>.py`'s classes is `<module>.yaml` next to
+it, one entry per class; the config check validates every experiment's `method_args` against it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 import yaml
 
 HERE = Path(__file__).resolve().parent
+#: the workbench's annotations of an argument (not JSON schema: left out of `MethodSpec.schema`)
+ANNOTATIONS = ("x-within-run", "x-before-run", "x-smoke")
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,19 @@ class MethodSpec:
         """{arg: "iterations" | "epochs"}: the args that name a point of the run (Park et al.'s T1, T2)."""
         return {name: arg["x-within-run"] for name, arg in self.args.items() if "x-within-run" in arg}
 
+    def smoke_value(self, name: str, configured: Any) -> Any:
+        """Argument `name`'s value in smoke mode (`x-smoke`: `at_most` N caps the configured value, `value` replaces
+        it); the configured value for an argument without one."""
+        rule = self.args[name].get("x-smoke")
+        if rule is None:
+            return configured
+        return min(configured, rule["at_most"]) if "at_most" in rule else rule["value"]
+
+    @property
+    def smoke_counts(self) -> list[str]:
+        """The arguments smoke mode sets (those declared `x-smoke`)."""
+        return [name for name, arg in self.args.items() if "x-smoke" in arg]
+
     def epochs_before_run(self, method_args: dict[str, Any]) -> float:
         """Epochs trained before the run's own by `method_args` (those declared `x-before-run: epochs`:
         LearnedMixin+H's G pre-training), 0 for most methods."""
@@ -73,7 +90,7 @@ class MethodSpec:
     def schema(self) -> dict[str, Any]:
         """JSON schema of a `method_args` mapping: only the declared args, each of its type."""
         props = {
-            name: {k: v for k, v in arg.items() if k not in ("default", "description", "x-within-run", "x-before-run")}
+            name: {k: v for k, v in arg.items() if k not in ("default", "description", *ANNOTATIONS)}
             for name, arg in self.args.items()
         }
         return {"type": "object", "additionalProperties": False, "properties": props}

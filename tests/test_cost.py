@@ -82,6 +82,17 @@ def test_method_arguments_pick_their_row():
     assert cost.method_cost("vanilla", {}).reason  # the ERM class registered as ReBias's Vanilla: its own entry
 
 
+def test_the_work_beside_a_methods_steps_is_declared_with_its_arguments():
+    """A committee or a linear probe is costed where the method's cost names the arguments counting it: each
+    method with such arguments names them, and only arguments it takes."""
+    for method in REGISTRY:
+        declared = method_spec(method)
+        work = {**declared.cost.get("committee", {}), **declared.cost.get("probe", {})}
+        assert set(work.values()) <= set(declared.args), method
+        assert ("committee" in declared.cost) == ("committee_size" in declared.args), method
+        assert ("probe" in declared.cost) == ("probe_epochs" in declared.args), method
+
+
 def test_a_method_class_without_a_declared_cost_is_refused(tmp_path, monkeypatch):
     import importlib
 

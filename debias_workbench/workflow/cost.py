@@ -71,12 +71,15 @@ class StepTimes:
 class MethodCost:
     """How a method's step is costed: by `row`, training the networks named by `trains` (config keys),
     with `reason` where the row measured another method (None: measured as is); `pretrains`, the networks
-    trained before the run's own steps (`x-before-run`), as reference-row steps."""
+    trained before the run's own steps (`x-before-run`), as reference-row steps; `committee` and `probe`, the work
+    beside the steps (`training/methods/spec.py`)."""
 
     row: str
     reason: str | None
     trains: tuple[str, ...]
     pretrains: tuple[str, ...]
+    committee: dict[str, str]  #: {members, steps: the method arguments counting them} (empty: none)
+    probe: dict[str, str]  #: {epochs, augment: the method arguments of a linear probe} (empty: none)
 
 
 @dataclass(frozen=True)
@@ -129,12 +132,17 @@ def runs_at_once_speedup(k: int) -> float:
 def method_cost(method: str, method_args: dict[str, Any]) -> MethodCost:
     """The row and networks a run of `method` with `method_args` is costed by: the `cost` its spec
     declares (`training/methods/spec.py`; `when` entries first)."""
-    entry = method_spec(method).cost
+    entry = declared = method_spec(method).cost
     for arg, values in entry.get("when", {}).items():
         if method_args.get(arg) in values:
             entry = values[method_args[arg]]
     return MethodCost(
-        entry["row"], entry.get("reason"), tuple(entry.get("trains", ("arch",))), tuple(entry.get("pretrains", ()))
+        entry["row"],
+        entry.get("reason"),
+        tuple(entry.get("trains", ("arch",))),
+        tuple(entry.get("pretrains", ())),
+        dict(declared.get("committee", {})),
+        dict(declared.get("probe", {})),
     )
 
 
@@ -235,10 +243,10 @@ def run_estimate(run: dict[str, Any]) -> RunEstimate:
 
 def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, images: int) -> float:
     """GPU seconds beside the run's own optimiser steps: the pre-training before them
-    (`length.pre_steps`, LearnedMixin+H's G alone: reference-row steps of the method's `pretrains`), a BiasEnsemble
-    committee (`committee_size` networks of `committee_steps` ERM-like steps each, counted for every run
-    that trains one), the linear probe (`probe_epochs` passes of the training images through the
-    backbone with `probe_augment`, else one), and the scoring of the validation split every
+    (`length.pre_steps`, LearnedMixin+H's G alone: reference-row steps of the method's `pretrains`), a committee
+    (BiasEnsemble's: `members` networks of `steps` reference-row steps each, counted for every run that trains
+    one), the linear probe (`epochs` passes of the training images through the backbone with `augment`, else
+    one), and the scoring of the validation split every
     `every_steps` for curves and model selection."""
     ds, args, reference = run["dataset_config"], run["method_args"], cost_model().reference_row
     side, batch = image_side(ds), int(run["training"]["batch_size"])
@@ -247,11 +255,11 @@ def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, ima
     if length.pre_steps:
         pre_ms, _ = scaled_step_ms(reference, networks(run, cost.pretrains), side, batch)
         seconds += length.pre_steps * pre_ms / 1000
-    if "committee_size" in args:
+    if committee := cost.committee:
         member_ms, _ = scaled_step_ms(reference, [run["training"]["arch"]], side, batch)
-        seconds += args["committee_size"] * args["committee_steps"] * member_ms / 1000
-    if "probe_epochs" in args:
-        passes = args["probe_epochs"] if args.get("probe_augment") else 1
+        seconds += args[committee["members"]] * args[committee["steps"]] * member_ms / 1000
+    if probe := cost.probe:
+        passes = args[probe["epochs"]] if args.get(probe["augment"]) else 1
         seconds += passes * images * forward_seconds_per_image([run["training"]["arch"]], side)
     for monitor in ("curves", "model_selection"):
         if monitor in run:

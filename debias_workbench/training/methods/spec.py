@@ -42,7 +42,10 @@ class MethodSpec:
     #: (workflow/step_times.yaml) it is costed by; `reason`, why that row stands in (absent: the row measured
     #: this method); `when: {arg: {value: entry}}`, another entry for an argument's value; `trains` /
     #: `pretrains`, the config keys naming the networks a step trains (default: `training.arch`) / that train
-    #: before the run's own steps (`x-before-run`), looked up in `method_args`, then `training`
+    #: before the run's own steps (`x-before-run`), looked up in `method_args`, then `training`; the work beside the
+    #: steps, whatever row they take: `committee: {members: <arg>, steps: <arg>}`, networks of `training.arch`
+    #: trained that many reference-row steps each; `probe: {epochs: <arg>, augment: <arg>}`, a linear probe's passes
+    #: over the training images (`epochs` of them with `augment`, else one)
     cost: dict[str, Any] = field(default_factory=dict)
     #: {registered name: cost} where the class is registered under another name costed apart (ReBias's Vanilla)
     cost_as: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""Each rule of `workflow.protocol.CODE_RULES` (a value kept by hand, which the protocols compare
+"""Each rule of `workflow.protocol.code_rules()` (a value kept by hand, which the protocols compare
 with the paper's) against what the code does: a change of the code that leaves the table as it was
 fails here, so the protocol table cannot go on declaring a rule the code no longer follows."""
 
@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from debias_workbench.training.methods import METHODS
-from debias_workbench.workflow.protocol import CODE_RULES
+from debias_workbench.workflow.protocol import code_rules
 
 RULES: dict[str, Callable[..., None]] = {}
 
 
 def rule(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Register the check of CODE_RULES[name]."""
+    """Register the check of code_rules()[name]."""
     def register(check: Callable[..., None]) -> Callable[..., None]:
         RULES[name] = check
         return check
@@ -160,14 +160,14 @@ def _rebias_update_order(default_config, monkeypatch, request) -> None:
     monkeypatch.setattr(method, "step", lambda opt, loss: (stepped.append("G" if opt is method.optimizer_g else "F"),
                                                            step(opt, loss)))
     method.update(_batch())
-    assert ", then ".join(stepped) == CODE_RULES["rebias_update_order"]
+    assert ", then ".join(stepped) == code_rules()["rebias_update_order"]
 
 
 @rule("biased_test_rho")
 def _biased_test_rho(default_config, monkeypatch, request) -> None:
     from debias_workbench.pipeline.datasets.biased_mnist import BIASED_TEST_RHO
 
-    assert BIASED_TEST_RHO == CODE_RULES["biased_test_rho"]
+    assert BIASED_TEST_RHO == code_rules()["biased_test_rho"]
 
 
 @rule("leftover_colours")
@@ -214,10 +214,10 @@ def _texture_scale(default_config, monkeypatch, request) -> None:
 
 
 def test_every_code_rule_has_its_check():
-    assert set(RULES) == set(CODE_RULES)
+    assert set(RULES) == set(code_rules())
 
 
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_code_rule_matches_the_code(name, default_config, monkeypatch, request):
-    """CODE_RULES[name]'s declared value holds in the code (each check's docstring says how it is read)."""
+    """code_rules()[name]'s declared value holds in the code (each check's docstring says how it is read)."""
     RULES[name](default_config, monkeypatch, request)

@@ -111,7 +111,7 @@ def test_sweeps_become_experiments_and_reuse_the_base_run(default_config):
 
 
 def test_u2net_comparison_adds_a_dataset_and_clad_runs(default_config):
-    from debias_workbench.workflow.config import expand_segmentation_comparison
+    from debias_workbench.papers.clad.workflow import expand_segmentation_comparison
 
     assert expand_segmentation_comparison(default_config) == default_config  # not configured: nothing added
     cfg = copy.deepcopy(default_config)
@@ -212,3 +212,19 @@ def test_every_run_is_scored_by_exactly_one_scoring_pack_with_its_siblings(defau
     config["evaluation"]["official_dataset"] = "in9"  # any dataset name: only the flag is read here
     flagged = {e for p in scoring_packs(config) if p.official for e in p.constraints.get("experiment", [])}
     assert flagged == set(background_challenge_runs(config)) and "base_in9" in flagged
+
+
+def test_a_grid_of_a_park_report_needs_its_test_sets_and_model_selection(default_config):
+    """The park paper's check (papers/park/workflow.py) names the grid's report key; the schema takes the
+    grid report kinds the papers declare."""
+    from debias_workbench.workflow.schema import load_schema
+
+    kinds = load_schema()["properties"]["grids"]["additionalProperties"]["properties"]["report"]["enum"]
+    assert sorted(kinds) == ["park", "park_ablation", "rebias"]
+    cfg = copy.deepcopy(default_config)
+    cfg["grids"]["rebias_mnist"]["report"] = "park"
+    with pytest.raises(ConfigError, match=r"grids.rebias_mnist.report: park needs a dataset with `valid`"):
+        validate_config(cfg)
+    cfg["grids"]["rebias_mnist"]["report"] = "parks"
+    with pytest.raises(ConfigError, match=r"grids.rebias_mnist.report: 'parks' is not one of"):
+        validate_config(cfg)

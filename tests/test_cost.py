@@ -13,9 +13,10 @@ import pytest
 
 from debias_workbench.cli import main as workbench
 from debias_workbench.training.methods import REGISTRY
+from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.workflow import cost, resources
-from debias_workbench.workflow.plan import load_config, plan
 from debias_workbench.workflow.config import resolve_config
+from debias_workbench.workflow.plan import load_config, plan
 from debias_workbench.workflow.slices import run_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,9 +28,12 @@ MEASURED = {"park": "intrinsic_feature_enhancement", "moco_v2_patch": "moco_v2"}
 
 
 def test_every_registered_method_is_costed_by_a_measured_row():
+    """Each method's spec declares its cost (training/methods/<module>.yaml: a class without one is refused
+    at load, spec.py); the reference row is measured."""
     model = cost.cost_model()
-    assert set(model.methods) == set(REGISTRY)
-    for method, entry in model.methods.items():
+    assert model.reference_row in model.step_times.rows
+    for method in REGISTRY:
+        entry = method_spec(method).cost
         for each in [entry, *(e for values in entry.get("when", {}).values() for e in values.values())]:
             assert each["row"] in model.step_times.rows, method
             # an entry without a reason is costed by the row that measured that very method
@@ -73,6 +77,30 @@ def test_method_arguments_pick_their_row():
     assert cost.method_cost("moco_v2", {"negative": "none"}).row == "moco_v2"
     assert cost.method_cost("byol", {"negative": "patch"}).reason  # BYOL + patch: a declared stand-in
     assert cost.method_cost("biased", {}).trains == ("biased_arch",)
+    assert cost.method_cost("rebias", {}).trains == ("arch", "biased_arch")
+    assert cost.method_cost("erm", {}).trains == ("arch",) and cost.method_cost("erm", {}).reason is None
+    assert cost.method_cost("vanilla", {}).reason  # the ERM class registered as ReBias's Vanilla: its own entry
+
+
+def test_the_work_beside_a_methods_steps_is_declared_with_its_arguments():
+    """A committee or a linear probe is costed where the method's cost names the arguments counting it: each
+    method with such arguments names them, and only arguments it takes."""
+    for method in REGISTRY:
+        declared = method_spec(method)
+        work = {**declared.cost.get("committee", {}), **declared.cost.get("probe", {})}
+        assert set(work.values()) <= set(declared.args), method
+        assert ("committee" in declared.cost) == ("committee_size" in declared.args), method
+        assert ("probe" in declared.cost) == ("probe_epochs" in declared.args), method
+
+
+def test_a_method_class_without_a_declared_cost_is_refused(tmp_path, monkeypatch):
+    import importlib
+
+    spec = importlib.import_module("debias_workbench.training.methods.spec")  # the module, not `methods.spec()`
+    (tmp_path / "new.yaml").write_text("New: {args: {}}\n")
+    monkeypatch.setattr(spec, "HERE", tmp_path)
+    with pytest.raises(ValueError, match=r"declares no cost for \['New'\]"):
+        spec.module_specs("new")
 
 
 @pytest.mark.parametrize("files", CONFIGS, ids=lambda f: f[0] if f else "config.yaml")

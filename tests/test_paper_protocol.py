@@ -113,9 +113,9 @@ def test_a_protocol_catches_drift_stale_deviations_and_uncovered_keys(default_co
 
 
 def test_a_code_rule_is_a_setting_that_must_be_declared(default_config):
-    """A `code:` key reads the workbench's fixed rule (`CODE_RULES`): a paper value that differs needs a deviation,
+    """A `code:` key reads the workbench's fixed rule (`code_rules()`): a paper value that differs needs a deviation,
     one that agrees must not declare one, and an unknown rule is reported by name."""
-    from debias_workbench.workflow.protocol import CODE_RULES
+    from debias_workbench.workflow.protocol import code_rules
 
     config = _hand_made(default_config)
     settings = config["protocols"]["demo"]["settings"]
@@ -125,7 +125,7 @@ def test_a_code_rule_is_a_setting_that_must_be_declared(default_config):
     assert "code:probe_checkpoint" in problem and "declare a `deviation`" in problem
     settings[-1]["deviation"] = "a reason"
     assert check(config, "demo") == []
-    settings[-1] = {**settings[-1], "paper": CODE_RULES["probe_checkpoint"]}
+    settings[-1] = {**settings[-1], "paper": code_rules()["probe_checkpoint"]}
     assert any("remove the deviation" in p for p in check(config, "demo"))
     settings[-1] = {"setting": "no such rule", "key": "code:no_such_rule", "paper": 1, "source": "here"}
     assert any("has no key code:no_such_rule" in p for p in check(config, "demo"))

@@ -20,7 +20,7 @@ from debias_workbench.workflow.config import resolve_config
 from debias_workbench.workflow.slices import config_provenance, report_config
 
 from .conftest import ROOT
-from .toy_paper import HEADING
+from .toy_paper.report import HEADING
 
 #: the generic layer of the report: every module of debias_workbench/report (the papers' sections
 #: live in debias_workbench/papers)
@@ -47,7 +47,7 @@ def _inputs(tmp_path: Path, default_config: dict) -> tuple[dict, list[Path], Pat
 
 
 def test_a_toy_fifth_paper_reaches_the_built_report(tmp_path, default_config, monkeypatch):
-    monkeypatch.setitem(PAPERS, "toy", "tests.toy_paper:PAPER")  # the one registry line
+    monkeypatch.setitem(PAPERS, "toy", "tests.toy_paper.report:PAPER")  # the one registry line
     config, metrics, quality, stores = _inputs(tmp_path, default_config)
     build_report(config, metrics, quality, [], stores, tmp_path / "report")
     md = (tmp_path / "report" / "report.md").read_text()

@@ -101,7 +101,7 @@ def test_every_method_declares_its_arguments_beside_its_class():
 #: which project packages each layer may import: each only those below it, but that the report reads
 #: the papers' registry (`debias_workbench.papers` alone, whose entries import their papers lazily)
 LAYERS = {"core": set(), "pipeline": {"core"}, "training": {"core", "pipeline"},
-          "report": {"core", "pipeline", "training", "papers"}, "workflow": {"core", "pipeline", "training"},
+          "report": {"core", "pipeline", "training", "papers"}, "workflow": {"core", "pipeline", "training", "papers"},
           "papers": {"core", "pipeline", "training", "report"}}
 PACKAGE = ROOT / "debias_workbench"
 
@@ -131,8 +131,13 @@ def test_each_layer_imports_only_the_layers_below_it_and_the_config_layer_no_tor
         for path in (PACKAGE / layer).rglob("*.py"):
             imported = imported_layers(path)
             assert imported <= allowed | {layer}, f"{path} imports {sorted(imported - allowed - {layer})}"
-    for path in (PACKAGE / "report").rglob("*.py"):  # the registry, never a paper's own module
+    for path in [*(PACKAGE / "report").rglob("*.py"), *(PACKAGE / "workflow").rglob("*.py")]:  # the registry alone
         assert not re.search(r"^\s*(?:from|import) debias_workbench\.papers\.", path.read_text(), re.M), path
+    for path in (PACKAGE / "papers").glob("*/workflow.py"):  # what the workflow imports of a paper: no report code
+        assert imported_layers(path) <= {"core", "pipeline", "training"}, path
+    subprocess.run([sys.executable, "-c", "import sys; from debias_workbench.workflow import paper_hooks; "
+                    "assert paper_hooks.paper_workflow_modules(); assert 'debias_workbench.report' not in sys.modules"],
+                   cwd=ROOT, check=True)
     assert "pipeline.config" not in (ROOT / "Snakefile").read_text()
 
 

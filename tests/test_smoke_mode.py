@@ -4,9 +4,10 @@ import copy
 
 import yaml
 
+from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.workflow.config import deep_merge, resolve_config
 from debias_workbench.workflow.slices import run_config
-from debias_workbench.workflow.smoke import BATCH, METHOD_COUNTS, STEPS_PER_EPOCH, apply_smoke
+from debias_workbench.workflow.smoke import BATCH, STEPS_PER_EPOCH, apply_smoke
 
 from .conftest import ROOT
 
@@ -29,7 +30,8 @@ def test_smoke_shrinks_counts_only_and_keeps_every_shape(default_config):
         for key in ("arch", "pretrained", "optimizer", "augment", "normalize"):
             assert a["training"].get(key) == b["training"].get(key), (exp, key)
         assert a["dataset_config"]["image_size"] == b["dataset_config"]["image_size"] == 224
-        same = lambda args: {k: v for k, v in args.items() if k not in METHOD_COUNTS}  # noqa: E731
+        counts = method_spec(a["method"]).smoke_counts  # the arguments its spec declares `x-smoke`
+        same = lambda args: {k: v for k, v in args.items() if k not in counts}  # noqa: E731
         assert same(a["method_args"]) == same(b["method_args"]), exp  # queue sizes, losses, alphas kept
     ours = run_config(smoke, "park_bffhq_ours_conflict_1", 0)
     assert ours["method_args"]["committee_steps"] == 2 and ours["method_args"]["t2"] == 0
@@ -56,3 +58,12 @@ def test_grid_runs_do_not_inherit_the_top_level_pretrained_weights(default_confi
     assert run_config(cfg, "clad", 0)["training"]["pretrained"].endswith("resnet50-0676ba61.pth")
     for exp in ("rebias_mnist_vanilla_rho_0.997", "park_cmnist_ours_conflict_1", "in100_moco", "in100_byol"):
         assert run_config(cfg, exp, 0)["training"]["pretrained"] is None, exp
+
+
+def test_smoke_counts_are_declared_by_the_methods():
+    """A method argument that counts steps, epochs or members declares its smoke value (`x-smoke`) in its spec."""
+    lff_be, moco = method_spec("lff_be"), method_spec("moco_v2")
+    assert lff_be.smoke_value("committee_size", 5) == 2 and lff_be.smoke_value("committee_size", 1) == 1  # at most 2
+    assert lff_be.smoke_value("committee_steps", 1000) == 2 and moco.smoke_value("probe_milestones", [30]) == []
+    assert moco.smoke_value("tau", 0.2) == 0.2 and "tau" not in moco.smoke_counts  # not a count: kept
+    assert "x-smoke" not in str(moco.schema())  # an annotation, not a rule of the arguments' schema

@@ -10,18 +10,27 @@ from typing import Any
 
 
 class LazyRegistry(Mapping):
-    """name -> class of `entries` ({name: "module.Class"} relative to `package`, or
-    "package.module:Class" for one outside it: a toy entry a test adds)."""
+    """name -> class of `entries` ({name: "module.Class"} relative to `package`, the module dotted or
+    not, or "package.module:Class" for one outside it: a toy entry a test adds)."""
 
     def __init__(self, package: str, entries: dict[str, str]):
         self.package, self.entries = package, entries
 
     def __getitem__(self, name: str) -> Any:
-        entry = self.entries[name]
-        if ":" not in entry:  # "module.Class" under `package`
-            entry = f"{self.package}.{entry.replace('.', ':')}"
-        module, cls = entry.split(":")
+        module, cls = self._absolute(name).split(":")
         return getattr(importlib.import_module(module), cls)
+
+    def module_of(self, name: str) -> str:
+        """The dotted module `name`'s entry lies in (imported only by `self[name]`)."""
+        return self._absolute(name).split(":")[0]
+
+    def _absolute(self, name: str) -> str:
+        """`name`'s entry as "package.module:Class"."""
+        entry = self.entries[name]
+        if ":" in entry:
+            return entry
+        module, _, cls = entry.rpartition(".")  # "module.Class" (or "package.module.Class") under `package`
+        return f"{self.package}.{module}:{cls}"
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.entries)

@@ -1,28 +1,25 @@
 """Registry of the paper reproductions. A new paper is one package here (its `PAPER`, a
-`paper.Paper`, in `__init__.py`, its report sections beside it and the numbers they quote in
+`paper.Paper`, in `report.py`, its report sections beside it and the numbers they quote in
 `numbers.yaml`) plus one line below; its sections then appear in the report, its roles order
 the tables' rows, and nothing in `report/` or `workflow/` names it.
 
 The registry is read without importing a paper: `PAPERS[name]` imports its package on first use
-(and with it the report's plotting code), never torch.
+(and with it the report's plotting code), never torch. What a paper declares to the config layer
+(expansions, checks, grid report kinds) lies in `workflow.py` beside its `report.py`, which the
+workflow layer imports without the report's code (`workflow.paper_hooks`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
-
 from debias_workbench.core.registry import LazyRegistry
 
-if TYPE_CHECKING:
-    from .paper import Paper
-
-#: name -> "package.PAPER" under papers/, in the order of their sections in the report
+#: name -> "package.report.PAPER" under papers/, in the order of their sections in the report
 REGISTRY: dict[str, str] = {
-    "clad": "clad.PAPER",
-    "ssl_negatives": "ssl_negatives.PAPER",
-    "rebias": "rebias.PAPER",
-    "park": "park.PAPER",
+    "clad": "clad.report.PAPER",
+    "ssl_negatives": "ssl_negatives.report.PAPER",
+    "rebias": "rebias.report.PAPER",
+    "park": "park.report.PAPER",
 }
 
-PAPERS: Mapping[str, Paper] = LazyRegistry(__name__, REGISTRY)
+#: name -> its `paper.Paper` (imported on first access)
+PAPERS = LazyRegistry(__name__, REGISTRY)

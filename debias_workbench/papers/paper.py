@@ -38,13 +38,10 @@ class Paper:
     - `analyses`: the analyses (rows of `kind: analysis`) whose numbers `metrics.csv` lists.
     - `shown_elsewhere`: config -> the labels of the runs scored on another dataset that its sections
       lay out (the generic table of other runs leaves them out).
-    - `expansions`: config -> config functions the config layer applies before checking (a table
-      that needs experiments the user does not write out).
-    - `checks`: config -> [error message] cross-checks of the config its tables need.
-    - `grid_report_kinds`: the values of a grid's `report` its sections lay out.
 
-    The last three are for the config layer (`workflow/`), which does not read them yet: its own
-    functions and the schema's `grids.report` values still hold what they will declare.
+    What it declares to the config layer (the runs its tables add, its cross-checks, the grid report
+    kinds its sections lay out) lies in the `workflow` module of its package (`workflow.paper_hooks`),
+    which imports no report code.
     """
 
     sections: tuple[Section, ...] = ()
@@ -52,6 +49,3 @@ class Paper:
     intro: str = ""
     analyses: tuple[str, ...] = ()
     shown_elsewhere: Callable[[dict[str, Any]], set[str]] | None = None
-    expansions: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = ()
-    checks: tuple[Callable[[dict[str, Any]], list[str]], ...] = ()
-    grid_report_kinds: tuple[str, ...] = ()

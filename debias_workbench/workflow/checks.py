@@ -1,7 +1,8 @@
 """The config's cross references, each checked by a function of its own that returns the problems it
 finds, every one naming its dotted key and the fix (`workflow.config` raises them all at once):
 datasets, variants and methods named by experiments and grids, method arguments, sweeps, analyses,
-the evaluation datasets, segmentation, labels, and switches that must fall inside a run."""
+the evaluation datasets, segmentation, labels, and switches that must fall inside a run; then each
+paper's own checks (`workflow.paper_hooks`: what its report sections need)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from typing import Any
 import jsonschema
 
 from debias_workbench.core.names import IMAGENET_LABEL, TIMM_PREFIX
-from debias_workbench.pipeline.datasets import DEFAULT_FAMILY, get_family
+from debias_workbench.pipeline.datasets import FAMILIES, get_family
 from debias_workbench.pipeline.variants import BG_CONFLICT, EXTERNAL, NEEDS_FOREGROUND
 from debias_workbench.training.methods import REGISTRY
 from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.training.run_length import run_length, switches_outside
 
+from . import paper_hooks
 from .lookup import dataset_family, dataset_variants, deep_merge, test_sets
 
 Config = dict[str, Any]
@@ -63,7 +65,8 @@ def _experiments(config: Config) -> list[str]:
 
 
 def _grid(config: Config, name: str, grid: dict[str, Any]) -> list[str]:
-    """One grid: its dataset builds its train variants, its methods and curves exist, its report has its sets."""
+    """One grid: its dataset builds its train variants, its methods and curves exist (what its report needs:
+    its paper's checks, `workflow.paper_hooks`)."""
     built = dataset_variants(config, grid["dataset"])
     problems = [f"grids.{name}.train_variants: {missing} are not built by dataset {grid['dataset']!r} (it builds "
                 f"{built})" for missing in [[v for v in grid["train_variants"] if v not in built]] if missing]
@@ -79,10 +82,6 @@ def _grid(config: Config, name: str, grid: dict[str, Any]) -> list[str]:
         problems.append(f"grids.{name}.curves.methods: {sorted(unknown)} are not methods of the grid")
     if grid["figure_variant"] not in grid["train_variants"]:
         problems.append(f"grids.{name}.figure_variant: {grid['figure_variant']!r} is not in its train_variants")
-    if grid.get("report") in ("park", "park_ablation") and ({"valid", "unbiased"} - set(sets)
-                                                             or not grid.get("model_selection")):
-        problems.append(f"grids.{name}.report: {grid['report']} needs a dataset with `valid` and `unbiased` test "
-                        f"sets (a colored_mnist one; {grid['dataset']!r} has {sorted(sets)}) and `model_selection`")
     return problems
 
 
@@ -134,19 +133,31 @@ def _scope(config: Config) -> list[str]:
     return problems
 
 
+def _families(flag: str) -> list[str]:
+    """The registered dataset families whose class sets `flag` (`DatasetFamily.evaluated`, `official_test_images`)."""
+    return [name for name, family in FAMILIES.items() if getattr(family, flag)]
+
+
+def _of_families(config: Config, name: str, flag: str) -> bool:
+    return dataset_family(config, name) in _families(flag)
+
+
 def _evaluation(config: Config) -> list[str]:
-    """The evaluation dataset is an in9 one; the official images are a bg_challenge dataset of its classes and size."""
+    """The evaluation dataset is of the evaluated family (in9); the official images are a dataset of the official
+    test images' family (bg_challenge) with its classes and size."""
     problems, ev = [], config["evaluation"]["dataset"]
     if ev not in config["datasets"]:
         problems.append(f"evaluation.dataset: {ev!r} is not in `datasets`")
-    elif dataset_family(config, ev) != DEFAULT_FAMILY:
+    elif not _of_families(config, ev, "evaluated"):
         problems.append(f"evaluation.dataset: {ev!r} is a {dataset_family(config, ev)} dataset; the Background "
-                        "Challenge evaluation needs an in9 dataset (grids evaluate on their own test sets)")
+                        f"Challenge evaluation needs an {' or '.join(_families('evaluated'))} dataset (grids evaluate "
+                        "on their own test sets)")
     official = config["evaluation"].get("official_dataset")
     if official is None:
         return problems
-    if official not in config["datasets"] or dataset_family(config, official) != "bg_challenge":
-        problems.append(f"evaluation.official_dataset: {official!r} is not a bg_challenge dataset of `datasets`")
+    if official not in config["datasets"] or not _of_families(config, official, "official_test_images"):
+        problems.append(f"evaluation.official_dataset: {official!r} is not a "
+                        f"{' or '.join(_families('official_test_images'))} dataset of `datasets`")
     elif ev in config["datasets"]:
         for key in ("classes", "image_size"):
             if config["datasets"][official][key] != config["datasets"][ev][key]:
@@ -155,14 +166,15 @@ def _evaluation(config: Config) -> list[str]:
     return problems
 
 
-def _in9_datasets(config: Config) -> list[str]:
-    return [d for d in config["datasets"] if dataset_family(config, d) == DEFAULT_FAMILY]
+def _evaluated_datasets(config: Config) -> list[str]:
+    """The datasets of the evaluated family (in9): segmented, of photo views, scored by `evaluation`."""
+    return [d for d in config["datasets"] if _of_families(config, d, "evaluated")]
 
 
 def _segmentation(config: Config) -> list[str]:
     """Without segmentation the mask is the box: nothing can be cut out along a foreground."""
     problems = []
-    for name in _in9_datasets(config):
+    for name in _evaluated_datasets(config):
         ds = config["datasets"][name]
         if ds["segmentation"]["method"] == "none" and (cut := [v for v in dataset_variants(config, name)
                                                            if v in NEEDS_FOREGROUND or v.startswith(BG_CONFLICT)]):
@@ -200,7 +212,7 @@ def _photo_dataset(config: Config, name: str) -> list[str]:
 def _photo_views(config: Config) -> list[str]:
     """`train_views: photo` (whole training photos): each such dataset fits it (`_photo_dataset`), is trained
     only by methods that cut their views from photos, and is not scored on its training split."""
-    photos = [d for d in _in9_datasets(config) if config["datasets"][d].get("train_views") == "photo"]
+    photos = [d for d in _evaluated_datasets(config) if config["datasets"][d].get("train_views") == "photo"]
     problems = [p for name in photos for p in _photo_dataset(config, name)]
     trained = [(f"experiments.{name}", exp["method"], exp["dataset"]) for name, exp in config["experiments"].items()]
     trained += [(f"grids.{name}.methods.{key}", spec["method"], grid["dataset"])
@@ -217,13 +229,14 @@ def _photo_views(config: Config) -> list[str]:
     return problems
 
 
-def _in9_experiment(config: Config, name: str, exp: dict[str, Any], in9: list[str]) -> list[str]:
-    """An experiment on an in9 dataset: scored on one of its classes, trained on a built variant, its
-    style pairs possible."""
+def _evaluated_experiment(config: Config, name: str, exp: dict[str, Any], evaluated: list[str]) -> list[str]:
+    """An experiment on a dataset of the evaluated family (in9): scored on one of its classes, trained on a built
+    variant, its style pairs possible."""
     problems, target = [], exp.get("eval_dataset") or config["evaluation"]["dataset"]
-    if target not in in9:
+    if target not in evaluated:
         if exp.get("eval_dataset"):
-            problems.append(f"experiments.{name}.eval_dataset: {target!r} is not an in9 dataset of `datasets`")
+            problems.append(f"experiments.{name}.eval_dataset: {target!r} is not an "
+                            f"{' or '.join(_families('evaluated'))} dataset of `datasets`")
     elif config["datasets"][target]["classes"] != config["datasets"][exp["dataset"]]["classes"]:
         problems.append(f"experiments.{name}: trained on {exp['dataset']!r} "
                         f"({len(config['datasets'][exp['dataset']]['classes'])} classes) but scored on {target!r} "
@@ -240,10 +253,10 @@ def _in9_experiment(config: Config, name: str, exp: dict[str, Any], in9: list[st
     return problems
 
 
-def _in9_experiments(config: Config) -> list[str]:
-    in9 = _in9_datasets(config)
-    return [p for name, exp in config["experiments"].items() if exp["dataset"] in in9
-            for p in _in9_experiment(config, name, exp, in9)]
+def _evaluated_experiments(config: Config) -> list[str]:
+    evaluated = _evaluated_datasets(config)
+    return [p for name, exp in config["experiments"].items() if exp["dataset"] in evaluated
+            for p in _evaluated_experiment(config, name, exp, evaluated)]
 
 
 def label_problems(config: Config) -> list[str]:
@@ -340,10 +353,10 @@ def _timm_models(config: Config) -> list[str]:
 
 #: the cross-reference checks of a validated config, in the order their problems are listed
 CROSS_REFERENCE_CHECKS: tuple[Callable[[Config], list[str]], ...] = (
-    _experiments, _grids, _sweeps, _scope, _evaluation, _segmentation, _photo_views, _in9_experiments, _analyses,
+    _experiments, _grids, _sweeps, _scope, _evaluation, _segmentation, _photo_views, _evaluated_experiments, _analyses,
     label_problems, _trackers, _timm_models)
 
 
 def cross_reference_problems(config: Config) -> list[str]:
-    """Every problem of every check (an empty list: the config's names all resolve)."""
-    return [p for check in CROSS_REFERENCE_CHECKS for p in check(config)]
+    """Every problem of every check, the papers' own last (an empty list: the config's names all resolve)."""
+    return [p for check in (*CROSS_REFERENCE_CHECKS, *paper_hooks.checks()) for p in check(config)]

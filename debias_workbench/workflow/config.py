@@ -1,7 +1,7 @@
 """Validation of the workflow config against its schema (`workflow.schema`: config/schema.yaml and the
 dataset families' sections) and its cross references (`workflow.checks`), with messages naming the
-key; expansion of the declarations (sweeps, grids, Table 5's U2-Net runs) into runs, and the runs'
-packing into jobs."""
+key; expansion of the declarations (the papers' own, `workflow.paper_hooks`; sweeps, grids) into runs, and
+the runs' packing into jobs."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import jsonschema
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.training.methods import spec as method_spec
 
+from . import paper_hooks
 from .checks import cross_reference_problems, label_problems, switch_problems
 from .lookup import dataset_family, dataset_variants, deep_merge
 from .schema import load_schema
@@ -50,15 +51,16 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
     """The validated config with only its papers' runs where it says so (`workflow.scope`), smoke mode's counts
-    applied (`debias_workbench/workflow/smoke.py`), and Table 5's U2-Net runs, sweep values and grid cells
-    expanded into experiments of their own; raises `ConfigError` naming every bad key."""
+    applied (`debias_workbench/workflow/smoke.py`), and the runs the papers' tables add (`workflow.paper_hooks`:
+    CLAD Table 5's U2-Net runs), sweep values and grid cells expanded into experiments of their own; raises
+    `ConfigError` naming every bad key."""
     validate_config(config)
     if config.get("scope", {}).get("tables_only"):  # a paper config: its tables' runs only (workflow/scope.py)
         config = validate_config(scoped(config))
     if config.get("smoke"):  # smoke mode's counts must be valid too
         config = validate_config(apply_smoke(config))
-    out = expand_grids(expand_sweeps(expand_segmentation_comparison(config)))
-    # expansion adds labels ("CLAD lambda=0.25", "CLAD (U2-Net)"); switches are checked on every run as it
+    out = expand_grids(expand_sweeps(paper_hooks.expand(config)))
+    # expansion adds labels (a sweep's "<label> lambda=0.25", a paper's); switches are checked on every run as it
     # trains: grid cells and sweep values included
     _raise_problems(label_problems(out) + switch_problems(out))
     return out
@@ -274,30 +276,6 @@ def expand_sweeps(config: dict[str, Any]) -> dict[str, Any]:
             }
             points.append([value, exp_name])
         out.setdefault("sweep_points", {})[name] = {"arg": sweep["arg"], "points": points}
-    return out
-
-
-def expand_segmentation_comparison(config: dict[str, Any]) -> dict[str, Any]:
-    """Table 5 (GrabCut vs U2-Net): with `analyses.u2net_model` set, the evaluation dataset is
-    also built with U2-Net masks (`<dataset>_u2net`, the variants CLAD trains on) and every
-    CLAD / CLAD+ experiment on it is repeated there (`<experiment>_u2net`). Evaluation stays on
-    the GrabCut-built test set, so the two differ only in the training masks."""
-    model = config["analyses"].get("u2net_model")
-    if not model:
-        return config
-    out = copy.deepcopy(config)
-    base = config["evaluation"]["dataset"]
-    ds = copy.deepcopy(config["datasets"][base])
-    ds["segmentation"].update(method="u2net", u2net_model=model)
-    ds["variants"] = ["original", "only_bg_t"]
-    out["datasets"][f"{base}_u2net"] = ds
-    for name, exp in config["experiments"].items():
-        if exp["method"] in ("clad", "clad_plus") and exp["dataset"] == base:
-            out["experiments"][f"{name}_u2net"] = {
-                **copy.deepcopy(exp),
-                "dataset": f"{base}_u2net",
-                "label": f"{exp['label']} (U2-Net)",
-            }
     return out
 
 

@@ -2,11 +2,12 @@
 
 Training is costed from the GPU step times the device check measured (`step_times.yaml`, written by
 `python -m benchmarks.device_check --write-step-times`: its card, commit and date travel with every
-figure). Each registered method maps onto a measured row (`cost_model.yaml`: the row, or a stand-in row
-with its reason); where a run's shape differs from the row's, its step time scales by image pixels
-(side² / measured side²), by batch (linearly) and by the networks it trains (the relative cost table of
-`cost_model.yaml`, GFLOPs of one forward pass), never below a launch-bound floor. Data generation is costed
-from the CPU-seconds per image of the project's benchmarks (`cost_model.yaml` names each source).
+figure). Each registered method maps onto a measured row (the `cost` its spec declares beside its class:
+the row, or a stand-in row with its reason); where a run's shape differs from the row's, its step time
+scales by image pixels (side² / measured side²), by batch (linearly) and by the networks it trains (the
+relative cost table of `cost_model.yaml`, GFLOPs of one forward pass), never below a launch-bound floor.
+Data generation is costed from the CPU-seconds per image of the project's benchmarks (`cost_model.yaml`
+names each source).
 
 `workbench plan` and the Snakefile's `resources:` (`workflow.resources`) read the same estimates; a job's
 scheduler request is `request_minutes`: the estimate times `REQUEST_MARGIN` plus `MINIMUM_MINUTES`, never
@@ -69,17 +70,22 @@ class StepTimes:
 @dataclass(frozen=True)
 class MethodCost:
     """How a method's step is costed: by `row`, training the networks named by `trains` (config keys),
-    with `reason` where the row measured another method (None: measured as is)."""
+    with `reason` where the row measured another method (None: measured as is); `pretrains`, the networks
+    trained before the run's own steps (`x-before-run`), as reference-row steps; `committee` and `probe`, the work
+    beside the steps (`training/methods/spec.py`)."""
 
     row: str
     reason: str | None
-    trains: tuple[str, ...] | None
+    trains: tuple[str, ...]
+    pretrains: tuple[str, ...]
+    committee: dict[str, str]  #: {members, steps: the method arguments counting them} (empty: none)
+    probe: dict[str, str]  #: {epochs, augment: the method arguments of a linear probe} (empty: none)
 
 
 @dataclass(frozen=True)
 class CostModel:
     step_times: StepTimes
-    methods: dict[str, dict[str, Any]]  # method -> its entry of cost_model.yaml (`when` nests entries)
+    reference_row: str  # the row ERM-like work beside a run's steps is costed by (committee, pre-training, scoring)
     architectures: dict[str, float]
     architecture_stand_in: str
     min_step_ms: float
@@ -105,7 +111,7 @@ def cost_model() -> CostModel:
     cpu = data["cpu_seconds_per_image"]
     return CostModel(
         read_step_times(),
-        data["methods"],
+        data["reference_row"],
         {k: float(v) for k, v in data["architectures"].items()},
         data["architecture_stand_in"],
         float(data["min_step_ms"]),
@@ -124,19 +130,25 @@ def runs_at_once_speedup(k: int) -> float:
 
 
 def method_cost(method: str, method_args: dict[str, Any]) -> MethodCost:
-    """The row and networks a run of `method` with `method_args` is costed by (`when` entries first)."""
-    entry = cost_model().methods[method]
+    """The row and networks a run of `method` with `method_args` is costed by: the `cost` its spec
+    declares (`training/methods/spec.py`; `when` entries first)."""
+    entry = declared = method_spec(method).cost
     for arg, values in entry.get("when", {}).items():
         if method_args.get(arg) in values:
             entry = values[method_args[arg]]
-    trains = entry.get("trains")
-    return MethodCost(entry["row"], entry.get("reason"), tuple(trains) if trains else None)
+    return MethodCost(
+        entry["row"],
+        entry.get("reason"),
+        tuple(entry.get("trains", ("arch",))),
+        tuple(entry.get("pretrains", ())),
+        dict(declared.get("committee", {})),
+        dict(declared.get("probe", {})),
+    )
 
 
-def networks(run: dict[str, Any], cost: MethodCost) -> list[str]:
-    """The networks one step of `run` trains: `cost.trains`' keys looked up in the run's method_args, then
-    its training section; by default `training.arch`, and the method's `biased_arch` where it has one."""
-    keys = cost.trains or ("arch", *(("biased_arch",) if "biased_arch" in run["method_args"] else ()))
+def networks(run: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """The networks `keys` (a method's `trains` or `pretrains`) name in `run`: each looked up in the run's
+    method_args, then its training section."""
     return [str(run["method_args"].get(k) or run["training"][k]) for k in keys]
 
 
@@ -160,9 +172,11 @@ def scaled_step_ms(row_name: str, nets: list[str], side: int, batch: int) -> tup
 
 def forward_seconds_per_image(nets: list[str], side: int) -> float:
     """GPU seconds of a forward pass of one image through `nets` (scoring, probe features, model
-    selection): ERM's measured per-image step cost, scaled, times the model's forward share."""
-    ms, _ = scaled_step_ms("erm", nets, side, cost_model().step_times.rows["erm"].batch)
-    return ms / 1000 / cost_model().step_times.rows["erm"].batch * cost_model().forward_share
+    selection): the reference row's measured per-image step cost, scaled, times the model's forward share."""
+    model = cost_model()
+    batch = model.step_times.rows[model.reference_row].batch
+    ms, _ = scaled_step_ms(model.reference_row, nets, side, batch)
+    return ms / 1000 / batch * model.forward_share
 
 
 def dataset_images(ds_cfg: dict[str, Any], split: str = "train") -> int:
@@ -211,7 +225,7 @@ def run_estimate(run: dict[str, Any]) -> RunEstimate:
     ds, training, args = run["dataset_config"], run["training"], run["method_args"]
     batch, side, images = int(training["batch_size"]), image_side(ds), dataset_images(ds)
     cost = method_cost(run["method"], args)
-    nets = networks(run, cost)
+    nets = networks(run, cost.trains)
     step_ms, scaled = scaled_step_ms(cost.row, nets, side, batch)
     length = run_length(training, math.ceil(images / batch), method_spec(run["method"]).epochs_before_run(args))
     return RunEstimate(
@@ -222,29 +236,30 @@ def run_estimate(run: dict[str, Any]) -> RunEstimate:
         length.steps,
         batch,
         step_ms,
-        _extra_seconds(run, nets, length, images),
+        _extra_seconds(run, cost, length, images),
         TrainingSettings.of(training).gpus,
     )
 
 
-def _extra_seconds(run: dict[str, Any], nets: list[str], length: RunLength, images: int) -> float:
+def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, images: int) -> float:
     """GPU seconds beside the run's own optimiser steps: the pre-training before them
-    (`length.pre_steps`, LearnedMixin+H's G alone: ERM-like steps of `biased_arch`), a BiasEnsemble
-    committee (`committee_size` networks of `committee_steps` ERM-like steps each, counted for every run
-    that trains one), the linear probe (`probe_epochs` passes of the training images through the
-    backbone with `probe_augment`, else one), and the scoring of the validation split every
+    (`length.pre_steps`, LearnedMixin+H's G alone: reference-row steps of the method's `pretrains`), a committee
+    (BiasEnsemble's: `members` networks of `steps` reference-row steps each, counted for every run that trains
+    one), the linear probe (`epochs` passes of the training images through the backbone with `augment`, else
+    one), and the scoring of the validation split every
     `every_steps` for curves and model selection."""
-    ds, args = run["dataset_config"], run["method_args"]
+    ds, args, reference = run["dataset_config"], run["method_args"], cost_model().reference_row
     side, batch = image_side(ds), int(run["training"]["batch_size"])
+    nets = networks(run, cost.trains)
     seconds = 0.0
     if length.pre_steps:
-        g_ms, _ = scaled_step_ms("erm", [args["biased_arch"]], side, batch)
-        seconds += length.pre_steps * g_ms / 1000
-    if "committee_size" in args:
-        member_ms, _ = scaled_step_ms("erm", [run["training"]["arch"]], side, batch)
-        seconds += args["committee_size"] * args["committee_steps"] * member_ms / 1000
-    if "probe_epochs" in args:
-        passes = args["probe_epochs"] if args.get("probe_augment") else 1
+        pre_ms, _ = scaled_step_ms(reference, networks(run, cost.pretrains), side, batch)
+        seconds += length.pre_steps * pre_ms / 1000
+    if committee := cost.committee:
+        member_ms, _ = scaled_step_ms(reference, [run["training"]["arch"]], side, batch)
+        seconds += args[committee["members"]] * args[committee["steps"]] * member_ms / 1000
+    if probe := cost.probe:
+        passes = args[probe["epochs"]] if args.get(probe["augment"]) else 1
         seconds += passes * images * forward_seconds_per_image([run["training"]["arch"]], side)
     for monitor in ("curves", "model_selection"):
         if monitor in run:

@@ -44,12 +44,12 @@ from typing import Any
 from debias_workbench.core.phases import summary
 
 #: what the server imports once for every job it forks (torchvision: the ResNets; it also
-#: imports torch._dynamo, which torch's optimisers import on first use); not the `__main__`
-#: modules: runpy runs those anew for each job
+#: imports torch._dynamo, which torch's optimisers import on first use), and then every registered
+#: dataset family's module (`family_modules`); not the `__main__` modules: runpy runs those anew for each job
 PRELOAD = ("torch", "torchvision", *(f"debias_workbench.{m}" for m in (
     "cli", "training.cli", "training.models", "training.runs", "training.trainer", "training.evaluation",
     "training.analysis", "pipeline.cli", "pipeline.fingerprint", "pipeline.segment_stage", "pipeline.variant_stage",
-    "pipeline.derived_stage", "pipeline.datasets.in9")))
+    "pipeline.derived_stage")))
 #: the module whose jobs (`python -m debias_workbench COMMAND ...`) the client hands to the server
 SERVED_MODULE = "debias_workbench"
 #: the `workbench` subcommands (`debias_workbench.cli`) a server runs: those that load torch or the generation code
@@ -256,12 +256,14 @@ class _Server:
 
 
 def serve(socket_path: Path, owner: int) -> None:
-    """Listen on `socket_path`, import `PRELOAD`, then fork one child per request until the process
-    `owner` (Snakemake) is gone; then kill what still runs and end, printing the CPU seconds of its
+    """Listen on `socket_path`, import `PRELOAD` and the families' modules, then fork one child per request
+    until the process `owner` (Snakemake) is gone; then kill what still runs and end, printing the CPU seconds of its
     imports (`core.phases`: the jobs' own lines no longer hold them) and how many jobs it ran."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(str(socket_path))  # before the imports: a path too long fails at once
-    for module in PRELOAD:
+    from debias_workbench.pipeline.datasets import family_modules  # here: a client never reads the registry
+
+    for module in (*PRELOAD, *family_modules()):
         importlib.import_module(module)
     imports = time.process_time()
     listener.listen(64)

@@ -10,8 +10,8 @@ variant store, per derived-variant shard and gather; one job per variant of the 
 training job per pack and seed (`workflow.config.packs`), one scoring job per scoring pack, the analyses
 and the report. A run's table is the protocol (`protocols.<paper>.title`) that lists it (an experiment, or
 `<grid>/<method>` for every train variant of that grid method); other runs group by the reason a paper
-config's `scope.extra` gives (`workflow.scope`), their grid's report section, their sweep or U2-Net repeat,
-or as runs outside every protocol.
+config's `scope.extra` gives (`workflow.scope`), their grid's report section, their sweep, the table of the
+paper whose expansion adds them (`workflow.paper_hooks`: U2-Net repeats), or as runs outside every protocol.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import yaml
 
 from debias_workbench.core.schema_defaults import SCHEMA_PATH
 from debias_workbench.pipeline.datasets import get_family
-from debias_workbench.pipeline.segment_stage import shard_count
+from debias_workbench.pipeline.datasets.base import GenerationJob
 
-from . import cost, resources
+from . import cost, paper_hooks, resources
 from .config import (
     background_challenge_runs,
     grid_experiment,
@@ -39,7 +39,7 @@ from .config import (
 )
 from .lookup import dataset_family, dataset_variants, deep_merge
 from .scope import scoped
-from .slices import DERIVED_SECTIONS, run_config
+from .slices import run_config
 from .user_paths import missing_paths
 
 #: the Snakefile's own config file, under every config given
@@ -113,6 +113,7 @@ def run_tables(config: dict[str, Any]) -> dict[str, str]:
         for name in _experiments_of(config, run)
     }
     sweeps = {exp: name for name, sweep in config.get("sweep_points", {}).items() for _v, exp in sweep["points"]}
+    papers = {name: table for tables in paper_hooks.run_tables() for name, table in tables(config).items()}
     out = {}
     for name, exp in config["experiments"].items():
         if name in listed:
@@ -121,8 +122,8 @@ def run_tables(config: dict[str, Any]) -> dict[str, str]:
             out[name] = f"kept by the config: {extra[name]}"
         elif name in sweeps:
             out[name] = f"sweep {sweeps[name]} (a figure)"
-        elif name.endswith("_u2net") and name.removesuffix("_u2net") in config["experiments"]:
-            out[name] = "CLAD Table 5: GrabCut against U2-Net masks"
+        elif name in papers:  # runs a paper's expansion adds (workflow/paper_hooks.py)
+            out[name] = papers[name]
         elif "grid" in exp:
             out[name] = f"grid {exp['grid']} (no protocol lists these runs)"
         else:
@@ -196,42 +197,23 @@ def used_datasets(config: dict[str, Any]) -> list[str]:
 
 
 def data_jobs(config: dict[str, Any]) -> list[Job]:
-    """The generation jobs of every used dataset (rules/in9_data.smk, in9_derived.smk, whole_variants.smk)."""
+    """The generation jobs of every used dataset, as its family lists them (`DatasetFamily.generation_jobs`)."""
     jobs = []
     for dataset in used_datasets(config):
-        ds = config["datasets"][dataset]
-        whole = resources.generation(config, dataset)
-        if get_family(dataset_family(config, dataset)).whole_variants:
-            jobs += [
-                _job(config, "dataset_variant", f"{dataset}/{v}", DATA, 0, whole)
-                for v in dataset_variants(config, dataset)
-            ]
-            continue
-        shards = shard_count(cost.dataset_images(ds) + cost.dataset_images(ds, "val"), ds)
-        steps = (["in9_synthetic_source"] if ds["source"]["kind"] == "synthetic" else []) + ["in9_list", "in9_segment"]
-        jobs += [_job(config, rule, dataset, DATA, 0, whole) for rule in steps]
         jobs += [
-            _job(config, "in9_segment_shard", f"{dataset} shard {k}", DATA, 0, resources.segment_shard(config, dataset))
-            for k in range(shards)
+            _job(config, job.rule, job.target, DATA, int(job.gpu), _generation_estimate(config, dataset, job))
+            for job in get_family(dataset_family(config, dataset)).generation_jobs(config["datasets"][dataset], dataset)
         ]
-        for variant in dataset_variants(config, dataset):
-            if variant in DERIVED_SECTIONS and variant in ds:
-                shard = resources.derived_shard(config, dataset, variant)
-                jobs += [
-                    _job(
-                        config,
-                        f"in9_{variant}_shard",
-                        f"{dataset}/{variant} shard {k}",
-                        DATA,
-                        int(variant == "stylized"),
-                        shard,
-                    )
-                    for k in range(shards)
-                ]
-                jobs.append(_job(config, "in9_derived", f"{dataset}/{variant}", DATA, 0, whole))
-            else:
-                jobs.append(_job(config, "in9_variant", f"{dataset}/{variant}", DATA, 0, whole))
     return jobs
+
+
+def _generation_estimate(config: dict[str, Any], dataset: str, job: GenerationJob) -> tuple[float, float]:
+    """(minutes, MB) of a generation job of `dataset` by the work it does (`workflow.resources`)."""
+    if job.work == "segment_shard":
+        return resources.segment_shard(config, dataset)
+    if job.work == "derived_shard":
+        return resources.derived_shard(config, dataset, str(job.variant))
+    return resources.generation(config, dataset)
 
 
 def _models(config: dict[str, Any], experiments: list[str]) -> int:

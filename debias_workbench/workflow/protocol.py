@@ -7,7 +7,7 @@ source (a section of the paper or a file of the authors' code) and, where this c
 otherwise, the `deviation` with its reason. Each setting names a key of the run config of the
 `runs` it applies to (`workflow.slices.run_config`: the training section as the run resolves
 it, its method's arguments with their defaults, its dataset section), with `config:` a key of
-the resolved config itself, or with `code:` one of `CODE_RULES`: what the workbench's code does
+the resolved config itself, or with `code:` one of `code_rules()`: what the workbench's code does
 where no setting chooses, so that a fixed rule that differs from the paper's (or that the paper
 does not state) is declared as a row like any setting, not only in a note.
 
@@ -30,8 +30,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+from debias_workbench.pipeline.datasets import FAMILIES
+from debias_workbench.training.methods import REGISTRY as METHODS
+from debias_workbench.training.methods import spec as method_spec
 
 from . import slices  # slices.report_config reads this module's tables: the module, not its names
 from .config import grid_experiment
@@ -48,11 +53,10 @@ EXECUTION_SETTINGS = {
     "training.deterministic": "CUDA's choice of kernels: deterministic ones (run-to-run equality) or "
     "cudnn.benchmark's fastest"
 }
-#: the `code:` keys: rules fixed in the code that can move a paper's numbers, each with where it is
-#: implemented (a change there must change its value here, and so meet the protocols that name it)
+#: the `code:` keys of the shared code: rules fixed in it that can move a paper's numbers, each with where it is
+#: implemented (a change there must change its value here, and so meet the protocols that name it); a method's
+#: own rules are declared in its spec (`code_rules`), a dataset family's in its class (`code_rules()` collects all)
 CODE_RULES = {
-    # training/methods/ssl.py SelfSupervised.finish: the linear probe's head after its last epoch
-    "probe_checkpoint": "last epoch",
     # training/evaluation.py score_run: a test set that holds some of the classes (ImageNet-R) is scored
     # by the argmax over every class of the model
     "partial_class_scoring": "argmax over all classes",
@@ -61,22 +65,6 @@ CODE_RULES = {
     "random_resized_crop": "one draw, the window clamped to the image",
     # training/augment.py Augmenter.photo_draw, of whole photos (`train_views: photo`): get_params' tries and fallback
     "random_resized_crop_of_photos": "up to 10 draws, then a centre crop",
-    # training/methods/clad.py choose_partners: each anchor's own uniform draw (two may share a partner)
-    "positive_partner": "uniform among the batch's samples of another class",
-    # training/methods/clad.py NegativeDictionary: rows -1 until filled, masked out by `negatives`
-    "negative_dictionary_start": "empty, its empty slots masked",
-    # training/methods/rebias.py LearnedMixinH: the gate (w, b) in F's optimiser
-    "learned_mixin_gate": "optimised with F",
-    # training/methods/rebias.py LearnedMixinH.update: the fixed G in F's step
-    "fixed_g_batch_norm": "eval mode (running statistics)",
-    # training/methods/rebias.py RUBi: the mask head's input, in the one optimiser of F, G and the head
-    "rubi_mask_head": "on G's detached logits, optimised",
-    # training/methods/rebias.py RUBi.update: CE(masked F) + CE(G)
-    "rubi_question_loss": "none",
-    # training/methods/rebias.py ReBias.update: G's step, then F's, each batch
-    "rebias_update_order": "G, then F",
-    # pipeline/datasets/biased_mnist.py BIASED_TEST_RHO: the colour-label correlation of the "biased" test set
-    "biased_test_rho": 1.0,
     # pipeline/mnist.py assign_colours: the 1 - rho of a class not in its own colour
     "leftover_colours": "spread evenly over the other colours",
     # pipeline/corruptions.py assign_pairs: the (corruption, severity) copies of each val image scored
@@ -146,13 +134,27 @@ def _lookup(node: Any, dotted: str) -> Any:
     return node
 
 
+@cache
+def code_rules() -> dict[str, Any]:
+    """Every `code:` rule: `CODE_RULES`, each registered method's (`code_rules` in its spec) and each dataset
+    family's (`DatasetFamily.code_rules`); a rule declared twice has one value."""
+    found = dict(CODE_RULES)
+    declared = [(f"method {m}", method_spec(m).code_rules) for m in METHODS]
+    declared += [(f"dataset family {f}", family.code_rules) for f, family in FAMILIES.items()]
+    for owner, rules in declared:
+        for rule, rule_value in rules.items():
+            if found.setdefault(rule, rule_value) != rule_value:
+                raise ValueError(f"code rule {rule!r} of {owner} is {rule_value!r}, elsewhere {found[rule]!r}")
+    return found
+
+
 def value(config: dict[str, Any], run: str | None, key: str) -> Any:
     """The value of `key` for `run` (its run config, seed of the config's first), of the config
     (`config:`) or of the code (`code:`)."""
     if key.startswith("config:"):
         return _lookup(config, key.removeprefix("config:"))
     if key.startswith("code:"):
-        return _lookup(CODE_RULES, key.removeprefix("code:"))
+        return _lookup(code_rules(), key.removeprefix("code:"))
     if run is None:
         raise ValueError(f"{key!r} is a run's value: name the run")
     found = _lookup(slices.run_config(config, run_name(config, run), config["seeds"][0]), key)

@@ -1,6 +1,7 @@
 """The workflow's schema: `config/schema.yaml` with every registered dataset family's section
 (`DatasetFamily.schema()`, declared beside the family's module) merged in, so a new family is its
-module, its section and one registry line, and is validated and documented like the others."""
+module, its section and one registry line, and is validated and documented like the others; and the
+grid report kinds the papers accept (`workflow.paper_hooks`) as the values of `grids.<name>.report`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import yaml
 
 from debias_workbench.core.schema_defaults import SCHEMA_PATH
 from debias_workbench.pipeline.datasets import DEFAULT_FAMILY, FAMILIES
+
+from . import paper_hooks
 
 
 def family_def(family: str) -> str:
@@ -34,6 +37,8 @@ def _load(path: Path) -> dict[str, Any]:
             "else": choice,
         }
     schema["$defs"]["dataset"] = choice
+    grid = schema["properties"]["grids"]["additionalProperties"]["properties"]
+    grid["report"] = {"enum": list(paper_hooks.grid_report_kinds()), **grid["report"]}
     return schema
 
 

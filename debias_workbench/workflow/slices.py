@@ -18,15 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from debias_workbench.core.atomic import write_text_atomic
-from debias_workbench.pipeline.datasets import FAMILIES
+from debias_workbench.pipeline.datasets import FAMILIES, get_family
 from debias_workbench.training.methods import spec
 
 from . import protocol  # protocol reads run_config from here: the module, not its names
 from .config import scoring
 from .lookup import dataset_family, deep_merge
 
-#: in9 dataset sections read only by the jobs of the variant of the same name
-DERIVED_SECTIONS = ("stylized", "texture", "corrupted")
 #: training keys that change how fast a run goes or where its curves are also shown, not what it computes
 SPEED_ONLY_TRAINING_KEYS = ("threads", "trackers", "runs_per_gpu")
 #: what the report needs of each experiment (labels are for display only; method_args place the
@@ -100,19 +98,10 @@ def analysis_config(config: dict[str, Any], analysis: str) -> dict[str, Any]:
 
 
 def dataset_section(config: dict[str, Any], dataset: str, variants: list[str]) -> dict[str, Any]:
-    """`dataset`'s config section as jobs about `variants` see it: for the in9 family without the
-    list of variants and of background-biased percentages (no generation step reads them: a
-    `bg_conflict_<p>` job reads p from its name) and without the sections of derived variants
-    not among `variants`, so adding a variant or editing Stylized IN-9's settings reruns only
-    the jobs that make or read those stores."""
-    section = config["datasets"][dataset]
-    if dataset_family(config, dataset) != "in9":
-        return section
-    return {
-        k: v
-        for k, v in section.items()
-        if k not in ("variants", "bg_conflict_percents", "external") and (k not in DERIVED_SECTIONS or k in variants)
-    }
+    """`dataset`'s config section as jobs about `variants` see it: what its family keeps of it for them
+    (`DatasetFamily.job_section`: in9 leaves out its lists of variants and the sections of derived variants
+    not among `variants`)."""
+    return get_family(dataset_family(config, dataset)).job_section(config["datasets"][dataset], variants)
 
 
 def dataset_job_config(config: dict[str, Any], dataset: str, variant: str | None = None) -> dict[str, Any]:

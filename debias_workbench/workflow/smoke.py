@@ -3,11 +3,11 @@
 A smoke run takes the same code path as the real one: the architecture, image size, method,
 losses, queue sizes, pretrained file, normalisation and augmentation stay as configured. Only
 counts shrink: one seed; one epoch of at most `STEPS_PER_EPOCH` batch of at most `BATCH` images;
-one thread per job; a few images per class from folder sources; one GrabCut iteration; short committees, pre-training
-phases and probes; the first `EVAL_IMAGES` images of each test store; one sweep value besides the
-base; grids on their figure variant only. Its results go to `<results>-smoke`, so a smoke run
-never overwrites (or resumes) a real run, and the report says on its first line that its numbers
-are not results.
+one thread per job; a few images per class from folder sources (where the dataset's family says so); one GrabCut
+iteration; short committees, pre-training phases and probes (each method argument's `x-smoke` in its spec);
+the first `EVAL_IMAGES` images of each test store; one sweep value besides the base; grids on their figure
+variant only. Its results go to `<results>-smoke`, so a smoke run never overwrites (or resumes) a
+real run, and the report says on its first line that its numbers are not results.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from debias_workbench.pipeline.datasets import DEFAULT_FAMILY, family_name
+from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.training.methods import spec as method_spec
 
 #: the smallest batch every method accepts: the unbiased HSIC estimator needs 4 rows (MoCo's
@@ -31,18 +31,6 @@ EVAL_IMAGES = 2
 SYNTHETIC_PER_CLASS = 2
 #: GrabCut iterations (the schema's minimum): the same code path, the cost of one iteration instead of ten
 GRABCUT_ITERATIONS = 1
-#: method arguments that count steps or epochs -> their smoke value (a function of the configured one)
-METHOD_COUNTS = {
-    "committee_size": lambda v: min(v, 2),  # BiasEnsemble: 2 members (a majority of 2 is both)
-    "committee_steps": lambda v: 2,  # each trains 2 steps
-    "committee_valid_every": lambda v: min(v, 2),
-    "t1": lambda v: 0,  # Park et al.: both phases start inside the smoke run
-    "t2": lambda v: 0,
-    "g_pretrain_epochs": lambda v: min(v, 1),  # ReBias' LearnedMixin: G's one step alone, before F's epoch
-    "bn_splits": lambda v: 2,  # MoCo's shuffled BN: 2 sub-batches of 2 (BATCH = 4)
-    "probe_epochs": lambda v: 1,
-    "probe_milestones": lambda v: [],
-}
 SUFFIX = "-smoke"
 
 
@@ -106,13 +94,13 @@ def _shrink_training(training: dict[str, Any]) -> None:
 
 
 def _shrink_run(run: dict[str, Any]) -> None:
-    """An experiment or grid method: first seed, smoke training counts, smoke method counts (set
-    explicitly where the method's defaults would otherwise apply)."""
+    """An experiment or grid method: first seed, smoke training counts, smoke method counts (each method
+    argument's `x-smoke` in its spec; set explicitly where the method's defaults would otherwise apply)."""
     _first_seed(run)
     _shrink_training(run.setdefault("training", {}))
     declared = method_spec(run["method"])
     args = {**declared.defaults, **run.get("method_args", {})}
-    counts = {k: f(args[k]) for k, f in METHOD_COUNTS.items() if k in declared.args}
+    counts = {k: declared.smoke_value(k, args[k]) for k in declared.smoke_counts}
     if counts:
         run["method_args"] = {**run.get("method_args", {}), **counts}
 
@@ -120,7 +108,7 @@ def _shrink_run(run: dict[str, Any]) -> None:
 def _shrink_dataset(dataset: dict[str, Any]) -> None:
     if percents := dataset.get("bg_conflict_percents"):
         dataset["bg_conflict_percents"] = percents[:1]
-    if family_name(dataset) != DEFAULT_FAMILY:  # the other families' stand-ins are small files already
+    if not get_family(family_name(dataset)).smoke_shrinks_source:
         return
     if "iterations" in (segmentation := dataset.get("segmentation", {})):
         segmentation["iterations"] = GRABCUT_ITERATIONS

@@ -1,27 +1,7 @@
 """Non-semantic negatives for MoCo-v2 and BYOL (Ge et al., NeurIPS 2021): Table 1 with its
 similarities and alpha curve, on the main evaluation dataset and on the datasets its runs are
-scored on (ImageNet-100)."""
+scored on (ImageNet-100).
 
-from __future__ import annotations
-
-from typing import Any
-
-from debias_workbench.report.section import Section
-
-from ..paper import Paper
-from . import sections
-from .runs import ssl_runs
-
-
-def shown_elsewhere(config: dict[str, Any]) -> set[str]:
-    """The labels of the self-supervised runs: Table 1 lays them out on whichever dataset they are scored."""
-    return {r["label"] for r in ssl_runs(config)}
-
-
-PAPER = Paper(
-    sections=(
-        Section("non_semantic_negatives", sections.table1, ("last",)),
-        Section("other_datasets", sections.other_datasets, ("last",)),
-    ),
-    shown_elsewhere=shown_elsewhere,
-)
+Its report sections are declared in `report.py` (`PAPER`), what it asks of the config layer (if
+anything) in `workflow.py`; this package module imports neither, so the workflow reads the one without
+the other."""

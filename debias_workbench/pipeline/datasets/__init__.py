@@ -31,6 +31,11 @@ def family_name(ds_cfg: Mapping[str, Any]) -> str:
     return ds_cfg.get("family", DEFAULT_FAMILY)
 
 
+def family_modules() -> list[str]:
+    """The dotted name of each registered family's module (a warm job server imports them all up front)."""
+    return sorted({f"{__name__}.{entry.split('.')[0]}" for entry in REGISTRY.values()})
+
+
 def get_family(name: str) -> DatasetFamily:
     if name not in REGISTRY:
         raise KeyError(f"unknown dataset family {name!r}; known: {sorted(REGISTRY)}")

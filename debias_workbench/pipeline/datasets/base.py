@@ -22,6 +22,20 @@ class StepJob:
     shard: int | None = None
 
 
+@dataclass(frozen=True)
+class GenerationJob:
+    """One generation job of a dataset as the family's rules make it (`workbench plan` lists and costs it):
+    its `rule`, what it makes (`target`), the work it does (`work`: "pass", a CPU pass over the whole dataset;
+    "segment_shard" or "derived_shard", one shard of `variant`: `workflow.resources` estimates each) and
+    whether it asks for a GPU."""
+
+    rule: str
+    target: str
+    work: str = "pass"
+    variant: str | None = None
+    gpu: bool = False
+
+
 class DatasetFamily:
     """A family of dataset variants built by the workflow (e.g. the IN-9 Background Challenge).
 
@@ -43,6 +57,17 @@ class DatasetFamily:
     #: the terms of the images' source, for a dataset card (`pipeline.export`): whoever hands a variant
     #: on hands on these terms with it
     licence: str = "the terms of the source the images were made from (see the dataset's `source` in its config)"
+    #: the family of the Background Challenge evaluation: `evaluation.dataset` names one of its datasets, whose
+    #: stores the analyses read, and the runs on its datasets are scored there (`workflow.checks`)
+    evaluated: bool = False
+    #: its datasets are the released official test images `evaluation.official_dataset` names
+    official_test_images: bool = False
+    #: smoke mode shrinks its datasets' source, segmentation and styles (`workflow.smoke`); other families' stand-ins
+    #: are small files already
+    smoke_shrinks_source: bool = False
+    #: {rule: value}: rules fixed in the family's code that no setting chooses and that can move a paper's numbers,
+    #: which a paper config's protocol names as `code:<rule>` (`workflow.protocol.code_rules`)
+    code_rules: dict[str, Any] = {}
     #: the revision of the family's generation code: raised with a change that moves its stores' bytes (a
     #: fix), so that stores made before it are made again (`workflow.slices.dataset_job_config`)
     revision: int = 0
@@ -60,6 +85,17 @@ class DatasetFamily:
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         raise NotImplementedError
+
+    def job_section(self, ds_cfg: dict[str, Any], variants: list[str]) -> dict[str, Any]:
+        """The dataset's section as the jobs about `variants` see it (part of their identity,
+        `workflow.slices.dataset_section`): the whole section, unless the family leaves out what those
+        jobs never read, so that editing it reruns only the jobs that do."""
+        return ds_cfg
+
+    def generation_jobs(self, ds_cfg: dict[str, Any], dataset: str) -> list[GenerationJob]:
+        """The generation jobs of `dataset`, in the order `workbench plan` lists them: one job building each
+        variant store whole (rule `dataset_variant`, rules/whole_variants.smk)."""
+        return [GenerationJob("dataset_variant", f"{dataset}/{v}") for v in self.variants(ds_cfg)]
 
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
         """{test set name: variant} a model trained on `train_variant` is evaluated on (val split)."""

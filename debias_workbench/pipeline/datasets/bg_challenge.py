@@ -38,6 +38,7 @@ def bias_label(variant: str, label: int, n_classes: int) -> int:
 
 class BgChallengeFamily(DatasetFamily):
     name = "bg_challenge"
+    official_test_images = True
     licence = (
         "the Background Challenge's released test images (Xiao et al. 2021), made from ImageNet "
         "photographs: ImageNet's terms of access apply, non-commercial research and educational use only"

@@ -15,14 +15,14 @@ from debias_workbench.core.provenance import store_provenance
 
 from ..derived_stage import DERIVED, derived_gather, derived_shard, run_derived_stage
 from ..imageio import Geometry
-from ..segment_stage import gather_shards, run_segment_stage, segment_shard, shard_items
+from ..segment_stage import gather_shards, run_segment_stage, segment_shard, shard_count, shard_items
 from ..sources import list_source_items
 from ..sources.imagenet_subset import list_wnid_folder
 from ..sources.listing import read_listing, write_listing
 from ..sources.synthetic import make_synthetic_in9
 from ..variant_stage import run_variant_stage
 from ..variants import BG_CONFLICT, EXTERNAL, bg_conflict_variants
-from .base import DatasetFamily, StepJob
+from .base import DatasetFamily, GenerationJob, StepJob
 from .bg_challenge import read_val_images, write_val_store
 
 
@@ -36,6 +36,8 @@ class In9Family(DatasetFamily):
     #: the Background Challenge's columns (Xiao et al.; CLAD's Table 2): BG-GAP = Mixed-Same - Mixed-Rand
     headline = ("original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap")
     val_split = "backgrounds as biased as the train split"
+    evaluated = True
+    smoke_shrinks_source = True
     whole_variants = False  # listing, segmentation shards and gathers: rules/in9_data.smk, in9_derived.smk
     #: training images of the sources whose size the config does not give (the Background
     #: Challenge's IN-9 train split; ImageNet's 370 IN-9 classes; ImageNet-100's train split)
@@ -55,6 +57,41 @@ class In9Family(DatasetFamily):
             + bg_conflict_variants(ds_cfg.get("bg_conflict_percents", []))
             + external_variants(ds_cfg)
         )
+
+    def job_section(self, ds_cfg: dict[str, Any], variants: list[str]) -> dict[str, Any]:
+        """Without the list of variants and of background-biased percentages (no generation step reads
+        them: a `bg_conflict_<p>` job reads p from its name) and without the sections of derived variants
+        not among `variants`, so adding a variant or editing Stylized IN-9's settings reruns only the jobs
+        that make or read those stores."""
+        return {
+            k: v
+            for k, v in ds_cfg.items()
+            if k not in ("variants", "bg_conflict_percents", "external") and (k not in DERIVED or k in variants)
+        }
+
+    def generation_jobs(self, ds_cfg: dict[str, Any], dataset: str) -> list[GenerationJob]:
+        """rules/in9_data.smk's and in9_derived.smk's jobs: the source (synthetic), the listing, the
+        segmentation's shards and gather, then per variant its store, or a derived one's shards and gather."""
+        shards = range(shard_count(self.expected_images(ds_cfg, "train") + self.expected_images(ds_cfg, "val"), ds_cfg))
+        source = ("in9_synthetic_source",) if ds_cfg["source"]["kind"] == "synthetic" else ()
+        jobs = [GenerationJob(rule, dataset) for rule in (*source, "in9_list", "in9_segment")]
+        jobs += [GenerationJob("in9_segment_shard", f"{dataset} shard {k}", "segment_shard") for k in shards]
+        for variant in self.variants(ds_cfg):
+            if variant in DERIVED and variant in ds_cfg:
+                jobs += [
+                    GenerationJob(
+                        f"in9_{variant}_shard",
+                        f"{dataset}/{variant} shard {k}",
+                        "derived_shard",
+                        variant,
+                        gpu=variant == "stylized",
+                    )
+                    for k in shards
+                ]
+                jobs.append(GenerationJob("in9_derived", f"{dataset}/{variant}"))
+            else:
+                jobs.append(GenerationJob("in9_variant", f"{dataset}/{variant}"))
+        return jobs
 
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
         """A background-biased train variant: "valid" (its val split, biased alike) and "unbiased"

@@ -1,5 +1,5 @@
 """Registry of training methods. A new method is one module here (its class, and its
-`method_args` declared in `<module>.yaml` beside it) plus one line below.
+`method_args` and cost declared in `<module>.yaml` beside it) plus one line below.
 
 The registry is read without importing torch: the config check and the Snakefile only need
 names and declarations (`spec()`); `METHODS[name]` imports the class when it is first used.
@@ -45,8 +45,8 @@ METHODS: Mapping[str, type[Method]] = LazyRegistry(__name__, REGISTRY)
 
 
 def spec(name: str) -> MethodSpec:
-    """The declaration of method `name` (its args and aligned variants), without torch."""
-    return class_spec(*REGISTRY[name].split("."))
+    """The declaration of method `name` (its args, aligned variants and cost), without torch."""
+    return class_spec(*REGISTRY[name].split(".")).registered_as(name)
 
 
 def get_method(name: str) -> type[Method]:

@@ -2,16 +2,19 @@
 (JSON-schema types, ranges, defaults, descriptions; `x-within-run: iterations | epochs` on an
 argument that switches something on at that point of the run, which the config check and the
 trainer keep inside the run; `x-before-run: epochs` on one that counts epochs of training before
-the run's own, `training.run_length`), the variants it reads row-aligned with its training images
-and the `revision` of its code (raised with a fix that moves its results), and whether it cuts its
-training views from whole photos (`photo_views`: a split of `train_views: photo`). The
-declaration of `<module>.py`'s classes is `<module>.yaml` next to it, one entry per class; the
-config check validates every experiment's `method_args` against it.
+the run's own, `training.run_length`; `x-smoke: {at_most: N} | {value: V}` on one that counts
+steps, epochs or members, its value in smoke mode, `workflow.smoke`), the variants it reads
+row-aligned with its training images and the `revision` of its code (raised with a fix that moves
+its results), whether it cuts its training views from whole photos (`photo_views`: a split of
+`train_views: photo`), how its training step is costed (`cost`, required: the workflow's cost
+model, `workflow.cost`, reads it) and the rules its code fixes (`code_rules`, which the paper
+configs' protocols name). The declaration of `<module>.py`'s classes is `<module>.yaml` next to
+it, one entry per class; the config check validates every experiment's `method_args` against it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,8 @@ from typing import Any
 import yaml
 
 HERE = Path(__file__).resolve().parent
+#: the workbench's annotations of an argument (not JSON schema: left out of `MethodSpec.schema`)
+ANNOTATIONS = ("x-within-run", "x-before-run", "x-smoke")
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,24 @@ class MethodSpec:
     #: whether it cuts its training views from whole photos (a split of `train_views: photo`,
     #: `training.data.PhotoSplit`): the self-supervised methods; a method that crops the stored square is refused one
     photo_views: bool = False
+    #: how a step is costed (`workflow.cost.method_cost`): `row`, the measured row of the device check
+    #: (workflow/step_times.yaml) it is costed by; `reason`, why that row stands in (absent: the row measured
+    #: this method); `when: {arg: {value: entry}}`, another entry for an argument's value; `trains` /
+    #: `pretrains`, the config keys naming the networks a step trains (default: `training.arch`) / that train
+    #: before the run's own steps (`x-before-run`), looked up in `method_args`, then `training`; the work beside the
+    #: steps, whatever row they take: `committee: {members: <arg>, steps: <arg>}`, networks of `training.arch`
+    #: trained that many reference-row steps each; `probe: {epochs: <arg>, augment: <arg>}`, a linear probe's passes
+    #: over the training images (`epochs` of them with `augment`, else one)
+    cost: dict[str, Any] = field(default_factory=dict)
+    #: {registered name: cost} where the class is registered under another name costed apart (ReBias's Vanilla)
+    cost_as: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: {rule: value}: rules fixed in the method's code that no setting chooses and that can move a paper's numbers,
+    #: which a paper config's protocol names as `code:<rule>` (`workflow.protocol.code_rules`)
+    code_rules: dict[str, Any] = field(default_factory=dict)
+
+    def registered_as(self, name: str) -> MethodSpec:
+        """The spec of the class as registered under `name` (its `cost_as` entry, if any, as its cost)."""
+        return replace(self, cost=self.cost_as[name]) if name in self.cost_as else self
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -42,6 +65,19 @@ class MethodSpec:
     def within_run(self) -> dict[str, str]:
         """{arg: "iterations" | "epochs"}: the args that name a point of the run (Park et al.'s T1, T2)."""
         return {name: arg["x-within-run"] for name, arg in self.args.items() if "x-within-run" in arg}
+
+    def smoke_value(self, name: str, configured: Any) -> Any:
+        """Argument `name`'s value in smoke mode (`x-smoke`: `at_most` N caps the configured value, `value` replaces
+        it); the configured value for an argument without one."""
+        rule = self.args[name].get("x-smoke")
+        if rule is None:
+            return configured
+        return min(configured, rule["at_most"]) if "at_most" in rule else rule["value"]
+
+    @property
+    def smoke_counts(self) -> list[str]:
+        """The arguments smoke mode sets (those declared `x-smoke`)."""
+        return [name for name, arg in self.args.items() if "x-smoke" in arg]
 
     def epochs_before_run(self, method_args: dict[str, Any]) -> float:
         """Epochs trained before the run's own by `method_args` (those declared `x-before-run: epochs`:
@@ -57,7 +93,7 @@ class MethodSpec:
     def schema(self) -> dict[str, Any]:
         """JSON schema of a `method_args` mapping: only the declared args, each of its type."""
         props = {
-            name: {k: v for k, v in arg.items() if k not in ("default", "description", "x-within-run", "x-before-run")}
+            name: {k: v for k, v in arg.items() if k not in ("default", "description", *ANNOTATIONS)}
             for name, arg in self.args.items()
         }
         return {"type": "object", "additionalProperties": False, "properties": props}
@@ -68,14 +104,25 @@ def module_specs(module: str) -> dict[str, MethodSpec]:
     """{class name: spec} declared in `<module>.yaml` (module: e.g. "clad")."""
     path = HERE / f"{module}.yaml"
     raw = yaml.safe_load(path.read_text()) or {}
+    if missing := [
+        cls for cls, entry in raw.items() if not cls.startswith("_") and "row" not in (entry.get("cost") or {})
+    ]:
+        raise ValueError(
+            f"{path} declares no cost for {missing}: give each class `cost: {{row: <a row of "
+            "workflow/step_times.yaml>}` (with `reason:` where that row measured another method; spec.py)"
+        )
     return {
         cls: MethodSpec(
             dict(entry.get("args") or {}),
             dict(entry.get("aligned_variants") or {}),
             int(entry.get("revision", 0)),
             bool(entry.get("photo_views", False)),
+            dict(entry["cost"]),
+            dict(entry.get("cost_as") or {}),
+            dict(entry.get("code_rules") or {}),
         )
         for cls, entry in raw.items()
+        if not cls.startswith("_")
     }
 
 

@@ -1,0 +1,62 @@
+"""The papers' workflow declarations, collected so that the generic workflow layer names no paper:
+each registered paper (`debias_workbench.papers.REGISTRY`) may have a `workflow` module beside the module
+of its `PAPER` (`report`) declaring any of
+
+* `EXPANSIONS`: functions config -> config adding the runs its tables need (CLAD Table 5's U2-Net runs),
+  applied after scope and smoke mode, before the sweeps and grids;
+* `CHECKS`: functions config -> problems, each naming its dotted key (run with the cross-reference checks);
+* `GRID_REPORT_KINDS`: the `grids.<name>.report` values its sections accept (the schema's enum);
+* `RUN_TABLES`: functions expanded config -> {experiment: table} for runs its expansions add
+  (`workbench plan` groups them under it).
+
+Read in the registry's order; the module imports only the layers below the workflow, never the report's
+code that the paper's package itself imports."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from debias_workbench.papers import PAPERS
+
+Config = dict[str, Any]
+#: the module beside a paper's `PAPER` that holds its workflow declarations
+WORKFLOW_MODULE = "workflow"
+
+
+def paper_workflow_modules() -> tuple[ModuleType, ...]:
+    """Each registered paper's `workflow` module (papers without one declare nothing to the workflow);
+    not cached, so that a paper registered later (a test's toy paper) is seen."""
+    dotted = [f"{PAPERS.module_of(name).rpartition('.')[0]}.{WORKFLOW_MODULE}" for name in PAPERS]
+    return tuple(importlib.import_module(name) for name in dotted if importlib.util.find_spec(name) is not None)
+
+
+def _declared(attribute: str) -> tuple[Any, ...]:
+    """Every paper's `attribute` tuple, concatenated in the papers' order."""
+    return tuple(item for module in paper_workflow_modules() for item in getattr(module, attribute, ()))
+
+
+def expansions() -> tuple[Callable[[Config], Config], ...]:
+    return _declared("EXPANSIONS")
+
+
+def checks() -> tuple[Callable[[Config], list[str]], ...]:
+    return _declared("CHECKS")
+
+
+def grid_report_kinds() -> tuple[str, ...]:
+    return _declared("GRID_REPORT_KINDS")
+
+
+def run_tables() -> tuple[Callable[[Config], dict[str, str]], ...]:
+    return _declared("RUN_TABLES")
+
+
+def expand(config: Config) -> Config:
+    """`config` with every paper's expansions applied, in the papers' order."""
+    for expansion in expansions():
+        config = expansion(config)
+    return config

@@ -230,8 +230,8 @@ def run_estimate(run: dict[str, Any]) -> RunEstimate:
 def _extra_seconds(run: dict[str, Any], nets: list[str], length: RunLength, images: int) -> float:
     """GPU seconds beside the run's own optimiser steps: the pre-training before them
     (`length.pre_steps`, LearnedMixin+H's G alone: ERM-like steps of `biased_arch`), a BiasEnsemble
-    committee (`committee_size` networks of `committee_steps` ERM-like steps each, counted for every run
-    that trains one), the linear probe (`probe_epochs` passes of the training images through the
+    committee (`committee_seconds`; its own job trains it, but each run that reads it counts it, so a
+    run's request and the plan's totals stay on the safe side), the linear probe (`probe_epochs` passes of the training images through the
     backbone with `probe_augment`, else one), and the scoring of the validation split every
     `every_steps` for curves and model selection."""
     ds, args = run["dataset_config"], run["method_args"]
@@ -241,8 +241,7 @@ def _extra_seconds(run: dict[str, Any], nets: list[str], length: RunLength, imag
         g_ms, _ = scaled_step_ms("erm", [args["biased_arch"]], side, batch)
         seconds += length.pre_steps * g_ms / 1000
     if "committee_size" in args:
-        member_ms, _ = scaled_step_ms("erm", [run["training"]["arch"]], side, batch)
-        seconds += args["committee_size"] * args["committee_steps"] * member_ms / 1000
+        seconds += committee_seconds(ds, run["training"], args)
     if "probe_epochs" in args:
         passes = args["probe_epochs"] if args.get("probe_augment") else 1
         seconds += passes * images * forward_seconds_per_image([run["training"]["arch"]], side)
@@ -251,6 +250,14 @@ def _extra_seconds(run: dict[str, Any], nets: list[str], length: RunLength, imag
             scorings = length.all_steps // run[monitor]["every_steps"]
             seconds += scorings * dataset_images(ds, "val") * forward_seconds_per_image(nets, side)
     return seconds
+
+
+def committee_seconds(ds: dict[str, Any], training: dict[str, Any], args: dict[str, Any]) -> float:
+    """GPU seconds of a BiasEnsemble committee (the `committee` job's, `training.committee_config`) on
+    the dataset `ds` with the run's `training` settings: `committee_size` networks of the run's
+    architecture, `committee_steps` ERM-like steps each."""
+    member_ms, _ = scaled_step_ms("erm", [training["arch"]], image_side(ds), int(training["batch_size"]))
+    return args["committee_size"] * args["committee_steps"] * member_ms / 1000
 
 
 def request_minutes(estimate_minutes: float, max_job_hours: float, attempt: int = 1) -> int:

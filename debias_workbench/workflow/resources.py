@@ -22,6 +22,7 @@ from debias_workbench.training.run_groups import process_groups
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
 from .cost import (
+    committee_seconds,
     cpu_minutes,
     dataset_images,
     forward_seconds_per_image,
@@ -204,6 +205,14 @@ def training(runs: list[dict[str, Any]], runs_per_gpu: int = 1) -> tuple[float, 
         longest = max(sum(run_minutes[id(run)] for run in group) for group in groups)
         minutes, mem = max(longest, minutes / runs_at_once_speedup(k)), mem * k
     return minutes, mem
+
+
+def committee(job_cfg: dict[str, Any]) -> tuple[float, float]:
+    """A committee job (`training.committee_config.committee_config`): its members' steps on its
+    `training.gpus` GPUs (`cost.committee_seconds`), and a training job's memory for one run."""
+    ds, settings = job_cfg["dataset_config"], TrainingSettings.of(job_cfg["training"])
+    seconds = committee_seconds(ds, job_cfg["training"], job_cfg["committee"])
+    return seconds / 60 / settings.gpus, settings.gpus * (4000 + loader_mb(ds, settings.loader, dataset_images(ds)))
 
 
 def evaluation(config: dict[str, Any], stores: int, models: int = 1, dataset: str | None = None) -> tuple[float, float]:

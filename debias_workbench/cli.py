@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("debias_workbench.report.cli:main", "build the report from tidy metric rows"),
     "generate": ("debias_workbench.pipeline.cli:generate", "one dataset-generation step"),
     "train": ("debias_workbench.training.cli:train", "train the runs of one job"),
-    "committee": ("debias_workbench.training.cli:committee", "train one BiasEnsemble committee for the runs sharing it"),
+    "committee": ("debias_workbench.training.cli:committee", "train a BiasEnsemble committee for its runs"),
     "evaluate": ("debias_workbench.training.cli:evaluate", "score trained runs on their test sets"),
     "evaluate-imagenet": ("debias_workbench.training.cli:evaluate_imagenet", "score an ImageNet model"),
     "analyse": ("debias_workbench.training.cli:analyse", "one analysis of trained runs"),

@@ -6,8 +6,7 @@
 # store, seed, training settings and committee arguments), so the runs that would train the same committee share
 # one; its job seeds it as the run's set-up did, so a run's weights and metrics are those of a run that trains its
 # committee itself.
-# Uses rules/common.smk: COMMITTEE_DIR, COMMITTEE_FILE, PY, R, THREADS, committee_inputs, committee_jobs,
-# committee_resources, res.
+# Uses rules/common.smk: COMMITTEE_OUTPUT, PY, R, THREADS, committee_inputs, committee_jobs, committee_resources, res.
 
 
 rule committee:
@@ -15,7 +14,7 @@ rule committee:
     input:
         unpack(committee_inputs),
     output:
-        f"{R}/{COMMITTEE_DIR}/{{digest}}/{COMMITTEE_FILE}",
+        COMMITTEE_OUTPUT,
     wildcard_constraints:
         digest=r"[0-9a-f]{16}",
     params:

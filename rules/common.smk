@@ -3,7 +3,6 @@
 # its input files or its code change. Beside the helpers: the names every rule file shares, the
 # jobs' environment (set once: workflow_environment), the job server's start and stop, and the
 # global wildcard constraints (at the end). The config itself is validated by the Snakefile.
-import functools
 import json
 import os
 import re
@@ -36,6 +35,7 @@ SCORING_PACKS = scoring_packs(config)  # the runs scored in one process: every s
 THREADS = config["training"]["threads"]  # config/config.yaml sets it (the schema: 1)
 RUNS_PER_GPU = config["training"]["runs_per_gpu"]  # a GPU training job's runs at once (its resources follow)
 PY = res.PYTHON_COMMAND  # every job's interpreter, from the environment (workflow_environment)
+COMMITTEE_OUTPUT = f"{R}/{COMMITTEE_DIR}/{{digest}}/{COMMITTEE_FILE}"  # a BiasEnsemble committee's file (rule committee)
 
 
 def workflow_environment():
@@ -264,14 +264,19 @@ def train_inputs(pack, wildcards):
 
 def run_committees(runs_):
     """The files of the BiasEnsemble committees `runs_` read, each once (rule `committee`, rules/committees.smk)."""
-    return sorted({f"{R}/{COMMITTEE_DIR}/{committee_digest(cfg)}/{COMMITTEE_FILE}"
-                   for cfg in map(committee_config, runs_) if cfg is not None})
+    return sorted({COMMITTEE_OUTPUT.format(digest=committee_digest(cfg)) for cfg in map(committee_config, runs_)
+                   if cfg is not None})
 
 
-@functools.cache
+_COMMITTEE_JOBS = {}  # committee_jobs()'s, made when first asked for
+
+
 def committee_jobs():
     """{digest: job config} of every committee the config's runs read: the jobs of rule `committee`."""
-    return {committee_digest(cfg): cfg for e, s in RUNS if (cfg := committee_config(run_config(config, e, s)))}
+    if not _COMMITTEE_JOBS:
+        _COMMITTEE_JOBS.update({committee_digest(cfg): cfg for e, s in RUNS
+                                if (cfg := committee_config(run_config(config, e, s)))})
+    return _COMMITTEE_JOBS
 
 
 def committee_inputs(wildcards):
@@ -284,7 +289,7 @@ def committee_inputs(wildcards):
 
 
 def committee_resources():
-    """`resources:` of rule `committee`: each job's from its members' steps (workbench.resources.committee)."""
+    """Each committee job's `resources` from its members' steps (workbench.resources.committee)."""
     return res.rule_resources(config, True, lambda wc: res.committee(committee_jobs()[wc.digest]),
                               lambda wc: res.gpus([committee_jobs()[wc.digest]]))
 

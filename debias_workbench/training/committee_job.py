@@ -27,8 +27,13 @@ COMMITTEE_METHOD = "lff_be"
 def committee_run(job_cfg: dict[str, Any]) -> dict[str, Any]:
     """A run config of the committee's job config (`committee_config.committee_config`): what building
     the method and the training batches read."""
-    return {"experiment": "committee", "seed": job_cfg["seed"], "method": COMMITTEE_METHOD,
-            "method_args": job_cfg["committee"], "training": job_cfg["training"]}
+    return {
+        "experiment": "committee",
+        "seed": job_cfg["seed"],
+        "method": COMMITTEE_METHOD,
+        "method_args": job_cfg["committee"],
+        "training": job_cfg["training"],
+    }
 
 
 def build_committee(job_cfg: dict[str, Any], train_store: Path, out: Path) -> None:

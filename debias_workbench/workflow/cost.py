@@ -230,10 +230,10 @@ def run_estimate(run: dict[str, Any]) -> RunEstimate:
 def _extra_seconds(run: dict[str, Any], nets: list[str], length: RunLength, images: int) -> float:
     """GPU seconds beside the run's own optimiser steps: the pre-training before them
     (`length.pre_steps`, LearnedMixin+H's G alone: ERM-like steps of `biased_arch`), a BiasEnsemble
-    committee (`committee_seconds`; its own job trains it, but each run that reads it counts it, so a
-    run's request and the plan's totals stay on the safe side), the linear probe (`probe_epochs` passes of the training images through the
-    backbone with `probe_augment`, else one), and the scoring of the validation split every
-    `every_steps` for curves and model selection."""
+    committee (`committee_seconds`: its own job trains it, but each run that reads it counts it, so a
+    run's request and the plan's totals stay on the safe side), the linear probe (`probe_epochs`
+    passes of the training images through the backbone with `probe_augment`, else one), and the
+    scoring of the validation split every `every_steps` for curves and model selection."""
     ds, args = run["dataset_config"], run["method_args"]
     side, batch = image_side(ds), int(run["training"]["batch_size"])
     seconds = 0.0

@@ -42,8 +42,12 @@ def committee_key(method: LfFBiasEnsemble, batches) -> str:
     """The identity of a run's committee, which seeds it: its training rows (the store's content
     fingerprint), the run's seed and training settings, and the committee's own arguments; not the
     run's name or method, so the runs that would train the same committee share one."""
-    identity = {"store": read_fingerprint(batches.store)["digest"], "seed": batches.seed, "training": method.cfg,
-                "committee": {k: method.args[k] for k in COMMITTEE_ARGS}}
+    identity = {
+        "store": read_fingerprint(batches.store)["digest"],
+        "seed": batches.seed,
+        "training": method.cfg,
+        "committee": {k: method.args[k] for k in COMMITTEE_ARGS},
+    }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -67,14 +71,23 @@ def train_committee(method: LfFBiasEnsemble, batches) -> Committee:
 def save_committee(committee: Committee, path: Path) -> None:
     """Write `committee` to `path` atomically, its tensors on the CPU."""
     with atomic_path(path) as tmp:
-        torch.save({"key": committee.key, "correct_prob": committee.correct_prob.cpu(),
-                    "wrong": committee.wrong.cpu(), "early_stop": committee.early_stop}, tmp)
+        torch.save(
+            {
+                "key": committee.key,
+                "correct_prob": committee.correct_prob.cpu(),
+                "wrong": committee.wrong.cpu(),
+                "early_stop": committee.early_stop,
+            },
+            tmp,
+        )
 
 
 def load_committee(path: Path, key: str, device: torch.device) -> Committee:
     """The committee saved at `path`, on `device`; it must be the one of identity `key` (the run's)."""
     saved = torch.load(path, map_location="cpu", weights_only=True)
     if saved["key"] != key:
-        raise ValueError(f"{path} holds committee {saved['key']}, but this run's is {key} (another training store, "
-                         "seed, training settings or committee arguments): rebuild it with the workflow's committee rule")
+        raise ValueError(
+            f"{path} holds committee {saved['key']}, but this run's is {key} (another training store, "
+            "seed, training settings or committee arguments): rebuild it with the workflow's committee rule"
+        )
     return Committee(key, saved["correct_prob"].to(device), saved["wrong"].to(device), saved["early_stop"])

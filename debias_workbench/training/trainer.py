@@ -120,16 +120,15 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
 
     `aligned_stores` gives, for each of the method's `aligned_variants` fields, the store of
     that variant. `monitor` adds learning-curve rows (kind "curve") every few steps.
-    `stop_after_epochs` ends the process early (as a kill would) - used by the resume test.
-    `trackers` (`training.trackers`) also get every row as it is made (`training.trackers`).
+    `stop_after_epochs` ends the process early (as a kill would) - used by the resume test. `trackers`
+    (`training.trackers`) also get every row as it is made.
     `budget` (the job's time, `job_time`): before each epoch but the job's first, a run whose next
     epoch might outlast the job raises `ContinueInNextJob`, its checkpoint kept for the next job.
     `committee`: the file of the run's BiasEnsemble committee, made by its own job (`committee_job`);
     without one, a run that needs one trains it in its set-up (the same numbers).
     `keep_checkpoint`: the finished run's checkpoint stays (a job of several runs removes them once
     all are done: a later one may stop for the next job, which then finishes this one from it).
-    The run's config is written to `run_dir/config.json`; a checkpoint made with another
-    config is not resumed from.
+    The run's config is written to `run_dir/config.json`; a checkpoint made with another config is not resumed from.
 
     With `training.gpus` N > 1 the run is N processes (`python -m torch.distributed.run`, see
     `training.distributed`): each trains on its share of every global batch with the gradients

@@ -109,7 +109,9 @@ class LfFBiasEnsemble(LfF):
     in steps of the run's batch size), committee_vote (which checkpoint of a member votes: its best
     on the val split, or its last iterate), committee_valid_every (the spacing of the candidates
     scored on the val split, `checkpoint_steps`), confidence (p_y above which a member calls a
-    sample bias-aligned)."""
+    sample bias-aligned). The committee (`_committee`) is built by a job of its own and shared by the
+    runs that read it (`committee`, `training.committee_job`): `setup` reads its file, or without
+    one trains it (`committee.train_committee`), the same committee either way."""
 
     FLAGS = ("conflicting", "aligned", "candidates")
 

@@ -84,6 +84,8 @@ def save_committee(committee: Committee, path: Path) -> None:
 
 def load_committee(path: Path, key: str, device: torch.device) -> Committee:
     """The committee saved at `path`, on `device`; it must be the one of identity `key` (the run's)."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: this run's committee is not there; its job makes it (snakemake {path})")
     saved = torch.load(path, map_location="cpu", weights_only=True)
     if saved["key"] != key:
         raise ValueError(

@@ -13,6 +13,7 @@ from debias_workbench.pipeline import variants
 from debias_workbench.pipeline.segment_stage import shard_count
 from debias_workbench.pipeline.sources.listing import folder_fingerprint
 from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.training.committee_config import COMMITTEE_DIR, COMMITTEE_FILE, committee_config, committee_digest
 from debias_workbench.workflow import job_server
 from debias_workbench.workflow import resources as res
 from debias_workbench.workflow.config import background_challenge_runs, pack_jobs, packs, runs, scoring, scoring_packs
@@ -34,6 +35,7 @@ SCORING_PACKS = scoring_packs(config)  # the runs scored in one process: every s
 THREADS = config["training"]["threads"]  # config/config.yaml sets it (the schema: 1)
 RUNS_PER_GPU = config["training"]["runs_per_gpu"]  # a GPU training job's runs at once (its resources follow)
 PY = res.PYTHON_COMMAND  # every job's interpreter, from the environment (workflow_environment)
+COMMITTEE_OUTPUT = f"{R}/{COMMITTEE_DIR}/{{digest}}/{COMMITTEE_FILE}"  # a BiasEnsemble committee's file (rule committee)
 
 
 def workflow_environment():
@@ -245,7 +247,8 @@ def scoring_inputs(pack, wildcards):
 def train_inputs(pack, wildcards):
     """A training job's config, the runs' training store, the stores of the variants their methods
     read alongside it, their test stores where a run scores them during training (curves, model
-    selection), and their pretrained weights (checked before the DAG: workbench.user_paths)."""
+    selection), their pretrained weights (checked before the DAG: workbench.user_paths), and the files of the
+    BiasEnsemble committees they read (the train job finds each in its --committees folder by its digest)."""
     runs_ = pack_runs(pack, wildcards)
     first = runs_[0]  # a pack's runs share their dataset and train variant
     aligned = {field: variant for run in runs_ for field, variant in run["aligned_variants"].items()}
@@ -255,16 +258,49 @@ def train_inputs(pack, wildcards):
             "store": variant_store(first["dataset"], first["train_variant"]),
             **{field: variant_store(first["dataset"], variant) for field, variant in aligned.items()},
             **({f"test_{name}": path for name, path in test_stores(first["experiment"]).items()} if monitored else {}),
-            **({"pretrained": sorted(set(weights))} if weights else {})}
+            **({"pretrained": sorted(set(weights))} if weights else {}),
+            **({"committees": committees} if (committees := run_committees(runs_)) else {})}
+
+
+def run_committees(runs_):
+    """The files of the BiasEnsemble committees `runs_` read, each once (rule `committee`, rules/committees.smk)."""
+    return sorted({COMMITTEE_OUTPUT.format(digest=committee_digest(cfg)) for cfg in map(committee_config, runs_)
+                   if cfg is not None})
+
+
+_COMMITTEE_JOBS = {}  # committee_jobs()'s, made when first asked for
+
+
+def committee_jobs():
+    """{digest: job config} of every committee the config's runs read: the jobs of rule `committee`."""
+    if not _COMMITTEE_JOBS:
+        _COMMITTEE_JOBS.update({committee_digest(cfg): cfg for e, s in RUNS
+                                if (cfg := committee_config(run_config(config, e, s)))})
+    return _COMMITTEE_JOBS
+
+
+def committee_inputs(wildcards):
+    """A committee job's config (its file's digest is the committee's folder), its training store and the
+    pretrained weights its members start from, where its runs' do."""
+    cfg = committee_jobs()[dict(wildcards)["digest"]]
+    weights = cfg["training"].get("pretrained")
+    return {"config": JOB_CONFIGS.path("committee", cfg), "store": variant_store(cfg["dataset"], cfg["train_variant"]),
+            **({"pretrained": os.path.expanduser(weights)} if weights else {})}
+
+
+def committee_resources():
+    """Each committee job's `resources` from its members' steps (workbench.resources.committee)."""
+    return res.rule_resources(config, True, lambda wc: res.committee(committee_jobs()[wc.digest]),
+                              lambda wc: res.gpus([committee_jobs()[wc.digest]]))
 
 
 def named_inputs_args(input, prefix=""):
     """NAME=PATH pairs of the named inputs `<prefix>NAME` (the aligned fields: those that are not
-    config, store, pretrained or test stores, when `prefix` is empty)."""
+    config, store, pretrained, committees or test stores, when `prefix` is empty)."""
     if prefix:
         return " ".join(f"{k[len(prefix):]}={v}" for k, v in input.items() if k.startswith(prefix))
     return " ".join(f"{k}={v}" for k, v in input.items()
-                    if k not in ("config", "store", "pretrained") and not k.startswith("test_"))
+                    if k not in ("config", "store", "pretrained", "committees") and not k.startswith("test_"))
 
 
 def analysis_config_file(analysis):
@@ -286,6 +322,8 @@ def register_job_configs():
     for pack in SCORING_PACKS:
         for value in next(iter(pack.constraints.values())):
             scoring_inputs(pack, {next(iter(pack.constraints)): value})
+    for digest in committee_jobs():
+        committee_inputs({"digest": digest})
     for analysis in ("consistency", "fivecrop"):
         analysis_config_file(analysis)
 

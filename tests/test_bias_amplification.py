@@ -264,15 +264,6 @@ def test_table3_switches_pick_the_terms_of_eq13(default_config, tiny_stores, swi
         assert out["loss_bn"] == pytest.approx(2 * with_weight["loss_bn"], rel=1e-5)
 
 
-@pytest.fixture(autouse=True)
-def no_shared_committee(monkeypatch):
-    """Each test trains its own BiasEnsemble committees (a committee cached by an earlier test of this
-    process would stand in for the one a test means to train, a resumed run's for instance)."""
-    from debias_workbench.training.methods import bias_amplification
-
-    monkeypatch.setattr(bias_amplification, "_COMMITTEES", {})
-
-
 def _run(default_config, method: str, **method_args):
     from debias_workbench.workflow.config import resolve_config
     from debias_workbench.workflow.slices import run_config
@@ -354,43 +345,38 @@ def test_biased_model_skips_a_batch_without_aligned_samples(default_config, tiny
     assert torch.isclose(both, torch.nn.functional.cross_entropy(logits, torch.tensor([1, 2])))
 
 
-def test_lff_be_and_park_share_one_committee_as_good_as_their_own(tiny_stores, default_config, monkeypatch, tmp_path):
-    """In one process (a grid pack), LfF+BE and Park et al. on the same store, seed and committee settings
-    train one committee (named by its identity, not by either run) and vote with the same D^A; Park et
-    al. trained on its own, committee and all, trains the same committee, draws the same numbers after
-    its set-up (its partners' seed) and ends with the same weights as when it shared one."""
-    from debias_workbench.training.methods import bias_amplification
+def _train_rows(run_dir) -> list[dict]:
+    """A run's metric rows without its timings (epoch_seconds, images_per_second)."""
+    import json
+
+    rows = [json.loads(line) for line in (run_dir / "train_metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["metric"] not in ("epoch_seconds", "images_per_second")]
+
+
+def test_a_committee_from_its_own_job_trains_the_runs_bit_for_bit_as_one_trained_in_their_set_up(
+        tiny_stores, default_config, tmp_path):
+    """LfF+BE and Park et al. on one store and seed share one committee job (one job config, one file);
+    each run reading that file ends with the weights and metric rows of the same run training the
+    committee itself in its set-up (the old way), a run resumed from its checkpoint too."""
+    from debias_workbench.training.committee_config import COMMITTEE_DIR, committee_config, committee_file
+    from debias_workbench.training.committee_job import build_committee
     from debias_workbench.training.trainer import train
 
-    trained, committees, partner_seeds = [], [], []
-    own = bias_amplification.LfFBiasEnsemble._committee
-
-    def committee(self, batches, device):
-        trained.append(batches.name)
-        committees.append(own(self, batches, device))
-        return committees[-1]
-
-    set_up = bias_amplification.IntrinsicFeatureEnhancement.setup
-
-    def setup(self, batches):
-        stats = set_up(self, batches)
-        partner_seeds.append(self.partner_seed)
-        return stats
-
-    monkeypatch.setattr(bias_amplification.LfFBiasEnsemble, "_committee", committee)
-    monkeypatch.setattr(bias_amplification.IntrinsicFeatureEnhancement, "setup", setup)
-    args = dict(committee_size=2, committee_steps=3, committee_valid_every=3, confidence=0.1)
-    be = {**_run(default_config, "lff_be", **args), "experiment": "grid_lff_be"}
-    ours = {**_run(default_config, "intrinsic_feature_enhancement", **args, t1=1, t2=2), "experiment": "grid_ours"}
-    train(be, tiny_stores["original"], tmp_path / "be")
-    shared = torch.load(train(ours, tiny_stores["original"], tmp_path / "ours"), weights_only=False)["state_dict"]
-    assert len(trained) == 1 and trained[0].startswith("committee ")
-    first = torch.load(tmp_path / "be" / "model.pt", weights_only=False)["state_dict"]
-    assert torch.equal(first["flags.aligned"], shared["flags.aligned"]) and bool(shared["flags.aligned"].any())
-    bias_amplification._COMMITTEES.clear()
-    alone = torch.load(train(ours, tiny_stores["original"], tmp_path / "alone"), weights_only=False)["state_dict"]
-    assert len(trained) == 2
-    assert all(torch.equal(a, b) for a, b in zip(committees[0][:2], committees[1][:2]))  # p_y and the wrong votes
-    assert partner_seeds[0] == partner_seeds[1]
-    assert all(torch.equal(alone[k], shared[k]) for k in shared if not k.startswith("bn_score")) and all(
-        torch.equal(alone[k].nan_to_num(), shared[k].nan_to_num()) for k in shared if k.startswith("bn_score"))
+    common = {"committee_size": 3, "committee_steps": 4, "committee_valid_every": 2, "confidence": 0.5}
+    runs = [_run(default_config, "lff_be", **common),
+            _run(default_config, "intrinsic_feature_enhancement", t1=1, t2=2, **common)]
+    assert committee_config(runs[0]) == committee_config(runs[1])
+    folder = tmp_path / COMMITTEE_DIR
+    path = committee_file(folder, runs[0])
+    assert path == committee_file(folder, runs[1])
+    build_committee(committee_config(runs[0]), tiny_stores["original"], path)
+    for i, run in enumerate(runs):
+        alone = tmp_path / f"alone{i}"
+        shared = tmp_path / f"shared{i}"
+        before = torch.load(train(run, tiny_stores["original"], alone), weights_only=False)["state_dict"]
+        train(run, tiny_stores["original"], shared, stop_after_epochs=1, committee=path)
+        after = torch.load(train(run, tiny_stores["original"], shared, committee=path), weights_only=False)
+        assert before.keys() == after["state_dict"].keys()
+        for key, value in before.items():
+            assert torch.equal(value, after["state_dict"][key]), key
+        assert _train_rows(alone) == _train_rows(shared)

@@ -55,9 +55,20 @@ def _worker(rank: int, folder: Path, stores: dict[str, Path], jobs: list[tuple[s
         aligned = {field: stores[variant] for field, variant in run["aligned_variants"].items()}
         (folder / name).mkdir(exist_ok=True)
         with open(folder / name / f"rank{rank}.log", "a") as log, contextlib.redirect_stdout(log):
-            trainer.train(run, stores["original"], folder / name, aligned, stop_after_epochs=stop)
+            committee = _committee_job(run, stores["original"], folder / name) if name.endswith("from_job") else None
+            trainer.train(run, stores["original"], folder / name, aligned, stop_after_epochs=stop, committee=committee)
         torch.save({"state": built[-1].state_dict(), "keys": keys}, folder / name / f"rank{rank}.pt")
     dist.destroy_process_group()
+
+
+def _committee_job(run: dict, store: Path, folder: Path) -> Path:
+    """The file of `run`'s BiasEnsemble committee, built by its job (`committee_job`) in these processes."""
+    from debias_workbench.training.committee_config import committee_config
+    from debias_workbench.training.committee_job import build_committee
+
+    path = folder / "committee.pt"
+    build_committee(committee_config(run), store, path)
+    return path
 
 
 def _recording_keys(method, keys: list, built: list):
@@ -92,7 +103,7 @@ def two_processes(tmp_path_factory, tiny_stores, default_config_module) -> Path:
     jobs = [("sync", _run(cfg, "base_in9", **SAME_INPUTS, gpus=WORLD, sync_bn=True), None),
             ("local", _run(cfg, "base_in9", **SAME_INPUTS, gpus=WORLD), None),
             ("killed", lff, 1), ("killed", lff, None), ("straight", lff, None),   # killed after epoch 0, retried
-            ("moco", moco, None), ("clad", clad, None), ("park", park, None)]
+            ("moco", moco, None), ("clad", clad, None), ("park", park, None), ("park_from_job", park, None)]
     import torch.multiprocessing as mp
 
     mp.spawn(_worker, args=(folder, tiny_stores, jobs), nprocs=WORLD)
@@ -205,6 +216,14 @@ def test_methods_keep_the_same_state_on_every_process(two_processes):
     assert torch.equal(queue[6:], torch.nn.functional.normalize(keys[1], dim=1))   # step 2 in slots 6-11
     assert torch.equal(queue[:6], torch.nn.functional.normalize(keys[2], dim=1))   # step 3 in slots 0-5
     assert bool(_ranks(two_processes / "park")[0]["state"]["bn_score.seen"].all())
+
+
+def test_a_committee_job_of_two_processes_trains_the_runs_committee(two_processes):
+    """Park et al. in two processes reading its BiasEnsemble committee from the committee job's file (that
+    job in two processes too, each scoring its share of the rows) ends as the run training it in its set-up."""
+    _assert_ranks_equal(two_processes / "park_from_job")
+    own, from_job = (_ranks(two_processes / name)[0]["state"] for name in ("park", "park_from_job"))
+    torch.testing.assert_close(from_job, own, rtol=0, atol=0, equal_nan=True)
 
 
 def test_torchrun_on_the_cpu_writes_one_model(tmp_path, tiny_stores, default_config):

@@ -1,5 +1,5 @@
 """Several runs of one job at once on a GPU (`training.runs_per_gpu`): the same weights as one after the
-other, committee runs kept in one process, the job's request following the measured speedup, and the
+other, the job's request following the measured speedup, and the
 setting reaching the jobs without naming it in a command or a run's identity."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE
-from debias_workbench.training.run_groups import process_groups
 from debias_workbench.training.runs import train_runs
 from debias_workbench.workflow import resources
 from debias_workbench.workflow.config import ConfigError, resolve_config
@@ -35,15 +34,8 @@ def test_runs_side_by_side_end_with_the_weights_of_runs_one_after_the_other(tmp_
         assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def test_runs_that_share_a_committee_stay_in_one_process():
-    runs = [{"experiment": name, "method_args": args} for name, args in
-            (("vanilla", {}), ("lff_be", {"committee_steps": 5}), ("lff", {}), ("ours", {"committee_steps": 5}))]
-    groups = [[run["experiment"] for run in group] for group in process_groups(runs)]
-    assert groups == [["lff_be", "ours"], ["vanilla"], ["lff"]]
-
-
 def test_a_jobs_request_follows_the_measured_speedup_of_runs_at_once(default_config):
-    runs = _two_runs(default_config) * 2                     # four runs, four process groups
+    runs = _two_runs(default_config) * 2                     # four runs, each its own process
     one, mem_one = resources.training(runs)
     three, mem_three = resources.training(runs, 3)
     assert runs_at_once_speedup(1) == 1.0 and runs_at_once_speedup(5) == runs_at_once_speedup(3) > 1.0

@@ -20,6 +20,16 @@ def file_digest(path: Path, algorithm: str) -> str:
     return digest.hexdigest()
 
 
+def job_config_text(cfg: Any, keep_order: bool = False) -> str:
+    """The text of a job's config file (`workflow.slices.JobConfigs`); `keep_order`: the keys in their order."""
+    return json.dumps(cfg, indent=1, sort_keys=not keep_order) + "\n"
+
+
+def text_digest(text: str) -> str:
+    """The 16 hex digits that name a job's config file (and a committee's folder) by its text."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def config_hash(cfg: Any) -> str:
     return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -2,6 +2,8 @@
 scoring and analysis rules call (the report has its own: `workbench report`):
 
   workbench train --config JOB.json --train-store P --runs-dir D [--aligned-stores F=P ...] [--test-stores T=P ...]
+                  [--committees D]
+  workbench committee --config COMMITTEE.json --train-store P --out F
   workbench evaluate --config EVAL.json --models M ... --stores T=P ... --out F ...
   workbench evaluate-imagenet --config EVAL.json --stores V=P ... --out F
   workbench analyse --config A.json --analysis consistency|fivecrop|saliency|texture --models M ... --stores V=P ...
@@ -28,6 +30,7 @@ from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE
 from debias_workbench.core.phases import phase, summary
 from debias_workbench.pipeline.fingerprint import check_store
 
+from .committee_config import COMMITTEE_DIR
 from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob, job_budget
 from .models import WeightsError
 
@@ -103,6 +106,12 @@ def train(argv: list[str]) -> int:
     )
     parser.add_argument("--aligned-stores", nargs="*", default=[], help="FIELD=STORE pairs (e.g. CLAD's backgrounds)")
     parser.add_argument("--test-stores", nargs="*", default=[], help="TEST_SET=STORE pairs the runs' monitors score")
+    parser.add_argument(
+        "--committees",
+        type=Path,
+        help="the folder of the BiasEnsemble committees' files (default: committees/ beside --runs-dir, where the "
+        "workflow's committee jobs write them)",
+    )
     _tracker_argument(parser)
     parser.add_argument(
         "--runs-per-gpu",
@@ -133,7 +142,26 @@ def train(argv: list[str]) -> int:
             args.trackers,
             budget,
             at_once,
+            args.committees or args.runs_dir.parent / COMMITTEE_DIR,
         )
+
+    return _job(run, parser, argv)
+
+
+def committee(argv: list[str]) -> int:
+    """One BiasEnsemble committee, shared by the runs that use it, trained and written to its file."""
+    parser = _parser("committee", committee.__doc__)
+    parser.add_argument("--train-store", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True, help="the committee's file (committee.pt)")
+
+    def run(args: argparse.Namespace, config: dict) -> None:
+        with phase("imports"):
+            from .committee_job import build_committee
+
+        with phase("store_checks"):
+            check_store(args.train_store)
+        with phase("setup"):
+            build_committee(config, args.train_store, args.out)
 
     return _job(run, parser, argv)
 

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from . import distributed
+from .committee_config import committee_file
 from .job_time import JobBudget
-from .run_groups import process_groups
 from .trainer import Monitor, train
 
 
@@ -43,6 +43,7 @@ def _train_group(
     budget: JobBudget | None,
     keep_checkpoint: bool,
     threads: int,
+    committees: Path | None,
 ) -> list[Path]:
     torch.set_num_threads(threads)  # the job's, in a spawned process too: float sums then add up in the same order
     return [
@@ -55,6 +56,7 @@ def _train_group(
             trackers=trackers,
             budget=budget,
             keep_checkpoint=keep_checkpoint,
+            committee=None if committees is None else committee_file(committees, run_cfg),
         )
         for run_cfg in runs
     ]
@@ -69,13 +71,16 @@ def train_runs(
     trackers: Sequence[str] = (),
     budget: JobBudget | None = None,
     at_once: int = 1,
+    committees: Path | None = None,
 ) -> list[Path]:
     """Train every run of a job ({"runs": [run config, ...]}, `workflow.slices.run_config`); returns their
     model paths in the job's order. `aligned_stores`: {field: store} the methods read alongside the
     training store (CLAD's backgrounds); `test_stores`: {test set name: store}, read only by the runs'
     monitors; `trackers`: `training.trackers`; `budget`: the job's time (`job_time`), shared by its
-    runs; `at_once` > 1: up to that many `process_groups` at a time, each in a spawned process (a
-    run's numbers are the same either way: each run seeds itself from its name and seed).
+    runs; `at_once` > 1: up to that many runs at a time, each in a spawned process (a
+    run's numbers are the same either way: each run seeds itself from its name and seed); `committees`:
+    the folder of the committee jobs' files (`committee_config.COMMITTEE_DIR`), where the runs with a
+    BiasEnsemble committee read theirs (None: each trains its own in its set-up, the same one).
 
     A run that stops for the next job (`ContinueInNextJob`) fails the job, and the workflow removes
     the outputs of all its runs: so the runs finished before it keep their last checkpoint (the next
@@ -91,16 +96,15 @@ def train_runs(
         budget,
         several,
         torch.get_num_threads(),
+        committees,
     )
-    groups = process_groups(runs)
-    if at_once <= 1 or len(groups) < 2:
+    if at_once <= 1 or len(runs) < 2:
         models = _train_group(runs, *args)
     else:
         context = multiprocessing.get_context("spawn")  # no CUDA state crosses into a child
-        with concurrent.futures.ProcessPoolExecutor(min(at_once, len(groups)), mp_context=context) as pool:
-            done = [pool.submit(_train_group, group, *args) for group in groups]
-            paths = {id(run): path for group, future in zip(groups, done) for run, path in zip(group, future.result())}
-        models = [paths[id(run)] for run in runs]
+        with concurrent.futures.ProcessPoolExecutor(min(at_once, len(runs)), mp_context=context) as pool:
+            done = [pool.submit(_train_group, [run], *args) for run in runs]
+            models = [future.result()[0] for future in done]
     if several and distributed.is_main():
         for model in models:
             (model.parent / "checkpoint.pt").unlink(missing_ok=True)

@@ -41,6 +41,7 @@ from .job_time import STOP_MARGIN_SECONDS, ContinueInNextJob, JobBudget
 from .methods import get_method
 from .methods import spec as method_spec
 from .methods.base import Method
+from .methods.bias_amplification import LfFBiasEnsemble
 from .progress import Progress, duration
 from .run_length import RunLength, run_length, switches_outside
 from .settings import ScheduleSettings, TrainingSettings
@@ -113,20 +114,21 @@ class RunState:
 
 def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_stores: dict[str, Path] | None = None,
           stop_after_epochs: int | None = None, monitor: Monitor | None = None, trackers: Sequence[str] = (),
-          budget: JobBudget | None = None, keep_checkpoint: bool = False) -> Path:
+          budget: JobBudget | None = None, keep_checkpoint: bool = False, committee: Path | None = None) -> Path:
     """Train the run `run_cfg` (its resolved config: `workflow.slices.run_config`) on
     `train_store`; returns the path of `model.pt`.
 
     `aligned_stores` gives, for each of the method's `aligned_variants` fields, the store of
     that variant. `monitor` adds learning-curve rows (kind "curve") every few steps.
-    `stop_after_epochs` ends the process early (as a kill would) - used by the resume test.
-    `trackers` (`training.trackers`) also get every row as it is made (`training.trackers`).
+    `stop_after_epochs` ends the process early (as a kill would) - used by the resume test. `trackers`
+    (`training.trackers`) also get every row as it is made.
     `budget` (the job's time, `job_time`): before each epoch but the job's first, a run whose next
     epoch might outlast the job raises `ContinueInNextJob`, its checkpoint kept for the next job.
+    `committee`: the file of the run's BiasEnsemble committee, made by its own job (`committee_job`);
+    without one, a run that needs one trains it in its set-up (the same numbers).
     `keep_checkpoint`: the finished run's checkpoint stays (a job of several runs removes them once
     all are done: a later one may stop for the next job, which then finishes this one from it).
-    The run's config is written to `run_dir/config.json`; a checkpoint made with another
-    config is not resumed from.
+    The run's config is written to `run_dir/config.json`; a checkpoint made with another config is not resumed from.
 
     With `training.gpus` N > 1 the run is N processes (`python -m torch.distributed.run`, see
     `training.distributed`): each trains on its share of every global batch with the gradients
@@ -134,13 +136,13 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     """
     distributed.init_from_env()
     settings = TrainingSettings.of(run_cfg["training"])
-    _check_processes(run_cfg, settings)
+    check_processes(run_cfg, settings)
     if distributed.is_main():
         write_json(run_dir / "config.json", run_cfg)
     device = pick_device(settings.deterministic, tf32=settings.amp)
-    batches = _training_batches(run_cfg, settings, train_store, aligned_stores or {}, device)
+    batches = training_batches(run_cfg, settings, train_store, aligned_stores or {}, device)
     with phase("setup"):  # the method built, its set-up (BiasEnsemble's committee), the checkpoint resumed
-        state = _set_up(run_cfg, batches, device, run_dir / "checkpoint.pt")
+        state = _set_up(run_cfg, batches, device, run_dir / "checkpoint.pt", committee)
     watch = Trackers(list(trackers) if distributed.is_main() else [], run_dir,
                      {"experiment": run_cfg["experiment"], "seed": run_cfg["seed"], "config_hash": state.run_hash},
                      fresh=state.start_epoch == 0)
@@ -185,7 +187,7 @@ def _stop_for_next_job(budget: JobBudget | None, state: RunState, epoch: int, de
     raise ContinueInNextJob(line)
 
 
-def _check_processes(run_cfg: dict[str, Any], settings: TrainingSettings) -> None:
+def check_processes(run_cfg: dict[str, Any], settings: TrainingSettings) -> None:
     """The run is started as `training.gpus` processes, and its global batch splits among them."""
     experiment, world = run_cfg["experiment"], distributed.world()
     if settings.gpus != world:
@@ -198,7 +200,7 @@ def _check_processes(run_cfg: dict[str, Any], settings: TrainingSettings) -> Non
                          f"into training.gpus = {world} equal shares; make it a multiple of gpus")
 
 
-def _training_batches(run_cfg: dict[str, Any], settings: TrainingSettings, train_store: Path,
+def training_batches(run_cfg: dict[str, Any], settings: TrainingSettings, train_store: Path,
                       aligned_stores: dict[str, Path], device: torch.device) -> ZarrBatches:
     """The run's training split, with the fields its method reads and the stores of its aligned variants."""
     method_cls = get_method(run_cfg["method"])
@@ -215,10 +217,16 @@ def _training_batches(run_cfg: dict[str, Any], settings: TrainingSettings, train
                            cuts_views=method_cls.cuts_photo_views)
 
 
-def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device, ckpt_path: Path) -> RunState:
-    """The method built and set up on the training split, its schedulers, and the checkpoint resumed."""
+def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device, ckpt_path: Path,
+            committee: Path | None) -> RunState:
+    """The method built and set up on the training split (with its `committee` file, where given),
+    its schedulers, and the checkpoint resumed."""
     experiment = run_cfg["experiment"]
     method = build_method(run_cfg, len(batches.classes), device)
+    if committee is not None:
+        if not isinstance(method, LfFBiasEnsemble):
+            raise ValueError(f"{experiment}: method {run_cfg['method']!r} reads no BiasEnsemble committee")
+        method.committee_file = committee
     distributed.broadcast_state_(method)
     spec = method_spec(run_cfg["method"])
     length = run_length(run_cfg["training"], len(batches), spec.epochs_before_run(run_cfg["method_args"]))

@@ -243,11 +243,11 @@ def run_estimate(run: dict[str, Any]) -> RunEstimate:
 
 def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, images: int) -> float:
     """GPU seconds beside the run's own optimiser steps: the pre-training before them
-    (`length.pre_steps`, LearnedMixin+H's G alone: reference-row steps of the method's `pretrains`), a committee
-    (BiasEnsemble's: `members` networks of `steps` reference-row steps each, counted for every run that trains
-    one), the linear probe (`epochs` passes of the training images through the backbone with `augment`, else
-    one), and the scoring of the validation split every
-    `every_steps` for curves and model selection."""
+    (`length.pre_steps`, LearnedMixin+H's G alone: reference-row steps of the method's `pretrains`), a
+    committee (BiasEnsemble's, `committee_seconds`: its own job trains it, but each run that reads it counts
+    it, so a run's request and the plan's totals stay on the safe side), the linear probe (`epochs` passes
+    of the training images through the backbone with `augment`, else one), and the scoring of the
+    validation split every `every_steps` for curves and model selection."""
     ds, args, reference = run["dataset_config"], run["method_args"], cost_model().reference_row
     side, batch = image_side(ds), int(run["training"]["batch_size"])
     nets = networks(run, cost.trains)
@@ -256,8 +256,7 @@ def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, ima
         pre_ms, _ = scaled_step_ms(reference, networks(run, cost.pretrains), side, batch)
         seconds += length.pre_steps * pre_ms / 1000
     if committee := cost.committee:
-        member_ms, _ = scaled_step_ms(reference, [run["training"]["arch"]], side, batch)
-        seconds += args[committee["members"]] * args[committee["steps"]] * member_ms / 1000
+        seconds += committee_seconds(ds, run["training"], args[committee["members"]], args[committee["steps"]])
     if probe := cost.probe:
         passes = args[probe["epochs"]] if args.get(probe["augment"]) else 1
         seconds += passes * images * forward_seconds_per_image([run["training"]["arch"]], side)
@@ -266,6 +265,15 @@ def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, ima
             scorings = length.all_steps // run[monitor]["every_steps"]
             seconds += scorings * dataset_images(ds, "val") * forward_seconds_per_image(nets, side)
     return seconds
+
+
+def committee_seconds(ds: dict[str, Any], training: dict[str, Any], members: int, steps: int) -> float:
+    """GPU seconds of a committee (the `committee` job's, `training.committee_config`) on the dataset
+    `ds` with the run's `training` settings: `members` networks of the run's architecture, `steps`
+    reference-row steps each."""
+    reference, side = cost_model().reference_row, image_side(ds)
+    member_ms, _ = scaled_step_ms(reference, [training["arch"]], side, int(training["batch_size"]))
+    return members * steps * member_ms / 1000
 
 
 def request_minutes(estimate_minutes: float, max_job_hours: float, attempt: int = 1) -> int:

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE, TRACKERS_VARIABLE
-from debias_workbench.training.run_groups import process_groups
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
 from .cost import (
+    committee_seconds,
     cpu_minutes,
     dataset_images,
     forward_seconds_per_image,
@@ -187,8 +187,8 @@ def training(runs: list[dict[str, Any]], runs_per_gpu: int = 1) -> tuple[float, 
     """A job training `runs` (run configs) one after the other, each on its `training.gpus` GPUs: the
     minutes of the cost model (`cost.run_estimate`, which credits N GPUs), and N processes N times the
     memory (each caches the training split). With `runs_per_gpu` K > 1 (`training.runs_per_gpu`, one
-    GPU each) K of its process groups (`training.run_groups`) run side by side: the minutes divided by
-    the measured speedup of K at once, never under the longest group's, and K times the memory."""
+    GPU each) K of its runs train side by side, each in a process of its own: the minutes divided by the
+    measured speedup of K at once, never under the longest run's, and K times the memory."""
     run_minutes = {id(run): run_estimate(run).gpu_seconds / 60 for run in runs}  # each run's estimate, once
     minutes, mem = sum(run_minutes.values()), 0.0
     for run in runs:
@@ -198,12 +198,20 @@ def training(runs: list[dict[str, Any]], runs_per_gpu: int = 1) -> tuple[float, 
             settings.gpus
             * (4000 + loader_mb(ds, settings.loader, dataset_images(ds)) * (1 + len(run["aligned_variants"]))),
         )
-    groups = process_groups(runs)
-    k = min(runs_per_gpu, len(groups)) if gpus(runs) == 1 else 1
+    k = min(runs_per_gpu, len(runs)) if gpus(runs) == 1 else 1
     if k > 1:
-        longest = max(sum(run_minutes[id(run)] for run in group) for group in groups)
+        longest = max(run_minutes.values())
         minutes, mem = max(longest, minutes / runs_at_once_speedup(k)), mem * k
     return minutes, mem
+
+
+def committee(job_cfg: dict[str, Any]) -> tuple[float, float]:
+    """A committee job (`training.committee_config.committee_config`): its members' steps on its
+    `training.gpus` GPUs (`cost.committee_seconds`), and a training job's memory for one run."""
+    ds, settings = job_cfg["dataset_config"], TrainingSettings.of(job_cfg["training"])
+    args = job_cfg["committee"]
+    seconds = committee_seconds(ds, job_cfg["training"], args["committee_size"], args["committee_steps"])
+    return seconds / 60 / settings.gpus, settings.gpus * (4000 + loader_mb(ds, settings.loader, dataset_images(ds)))
 
 
 def evaluation(config: dict[str, Any], stores: int, models: int = 1, dataset: str | None = None) -> tuple[float, float]:

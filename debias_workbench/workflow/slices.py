@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from debias_workbench.core.atomic import write_text_atomic
+from debias_workbench.core.provenance import job_config_text, text_digest
 from debias_workbench.pipeline.datasets import FAMILIES, get_family
 from debias_workbench.training.methods import spec
 
@@ -181,8 +182,8 @@ class JobConfigs:
     def path(self, kind: str, cfg: dict[str, Any], keep_order: bool = False) -> str:
         """Path of the JSON file of `cfg` under `<results>/configs/<kind>/`, named by its hash.
         `keep_order`: keep the key order (the report lists models in config order)."""
-        text = json.dumps(cfg, indent=1, sort_keys=not keep_order) + "\n"
-        path = str(Path(self.results) / "configs" / kind / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json")
+        text = job_config_text(cfg, keep_order)
+        path = str(Path(self.results) / "configs" / kind / f"{text_digest(text)}.json")
         self.texts[path] = text
         return path
 

@@ -16,8 +16,6 @@ into the paper's Table 2 and Fig. 2.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,6 @@ import torch
 import torch.nn.functional as F
 
 from debias_workbench.core.seeding import name_seed
-from debias_workbench.pipeline.fingerprint import read_fingerprint
 
 # the names in the grid layout of the other modules (ruff's isort would put one per line, taking the module past the
 # package's 400-line rule, tests/test_run_identity.py)
@@ -38,6 +35,7 @@ from .amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_c
                                   class_activation_map, draw_partners, gce_loss, guide_similarity, ie_weight,
                                   lff_weight)
 from .base import Method
+from .committee import committee_key, load_committee, train_committee
 # isort: on
 
 
@@ -106,50 +104,29 @@ class LfF(Method):
             opt.step()
 
 
-#: BiasEnsemble committees trained in this process, by identity (`LfFBiasEnsemble.committee_key`): (K, N) p_y,
-#: (K, N) wrong votes, early-stop statistics. A pack trains its methods one after the other in one process
-#: (`workflow.config.packs`), so LfF+BE and Park et al. on one train variant and seed train one committee
-#: and are compared on the same D^A (common random numbers: a paired comparison); in processes of their own,
-#: each trains the same one again (bit for bit on the CPU; on a GPU only as far as its kernels are deterministic).
-_COMMITTEES: dict[str, tuple[torch.Tensor, torch.Tensor, dict[str, float]]] = {}
-
-
 class LfFBiasEnsemble(LfF):
     """`method_args` besides LfF's: committee_size, committee_steps (each member's GCE iterations,
     in steps of the run's batch size), committee_vote (which checkpoint of a member votes: its best
     on the val split, or its last iterate), committee_valid_every (the spacing of the candidates
     scored on the val split, `checkpoint_steps`), confidence (p_y above which a member calls a
-    sample bias-aligned)."""
+    sample bias-aligned). The committee (`_committee`) is built by a job of its own and shared by the
+    runs that read it (`committee`, `training.committee_job`): `setup` reads its file, or without
+    one trains it (`committee.train_committee`), the same committee either way."""
 
     FLAGS = ("conflicting", "aligned", "candidates")
 
-    def committee_key(self, batches) -> str:
-        """The identity of the run's committee: its training rows (the store's content fingerprint),
-        the run's seed and training settings, and the committee's own arguments; not the run's name,
-        so that the runs of one pack that would train the same committee (LfF+BE and Park et al. on
-        one train variant and seed) share one, `_COMMITTEES`."""
-        args = {k: self.args[k]
-                for k in ("committee_size", "committee_steps", "committee_valid_every", "committee_vote", "q")}
-        identity = {"store": read_fingerprint(batches.store)["digest"], "seed": batches.seed, "training": self.cfg,
-                    "committee": args}
-        return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    #: the committee's file, made by its own job (the workflow's `committee` rule): the trainer sets it; None: the run
+    #: trains its committee itself (`committee.train_committee`), the same one
+    committee_file: Path | None = None
 
     def setup(self, batches) -> dict[str, float]:
         super().setup(batches)
-        device = next(self.parameters()).device
-        key = self.committee_key(batches)
-        if key not in _COMMITTEES:
-            # seeded by its identity, outside the run's random streams (the default one and the method's own
-            # augmentation generator): the run draws the same numbers after its set-up whether it trained the
-            # committee or shares another run's; each process its own augmentation (rank 0: the one-process
-            # seed), its own shuffling by the committee's name
-            augmentation = self.generator.get_state()
-            with torch.random.fork_rng(devices=[]):
-                torch.default_generator.manual_seed(name_seed("committee", key))  # the CPU's only: the one forked
-                self.generator.manual_seed(name_seed("committee augment", key) + rank())
-                _COMMITTEES[key] = self._committee(batches.renamed(f"committee {key}"), device)
-            self.generator.set_state(augmentation)
-        correct_prob, wrong, early_stop = _COMMITTEES[key]
+        if self.committee_file is None:
+            committee = train_committee(self, batches)
+        else:
+            committee = load_committee(self.committee_file, committee_key(self, batches),
+                                       next(self.parameters()).device)
+        correct_prob, wrong, early_stop = committee.correct_prob, committee.wrong, committee.early_stop
         conflicting = self.flags.conflicting
         self.flags = RowFlags(conflicting=conflicting, aligned=bias_aligned(correct_prob, self.args["confidence"]),
                               candidates=bn_candidates(wrong))

@@ -71,21 +71,20 @@ class StepTimes:
 class MethodCost:
     """How a method's step is costed: by `row`, training the networks named by `trains` (config keys),
     with `reason` where the row measured another method (None: measured as is); `pretrains`, the networks
-    trained before the run's own steps (`x-before-run`), as reference-row steps; `committee` and `probe`, the work
-    beside the steps (`training/methods/spec.py`)."""
+    trained before the run's own steps (`x-before-run`), as reference-row steps; `probe`, the work beside the
+    steps (`training/methods/spec.py`)."""
 
     row: str
     reason: str | None
     trains: tuple[str, ...]
     pretrains: tuple[str, ...]
-    committee: dict[str, str]  #: {members, steps: the method arguments counting them} (empty: none)
     probe: dict[str, str]  #: {epochs, augment: the method arguments of a linear probe} (empty: none)
 
 
 @dataclass(frozen=True)
 class CostModel:
     step_times: StepTimes
-    reference_row: str  # the row ERM-like work beside a run's steps is costed by (committee, pre-training, scoring)
+    reference_row: str  # the row ERM-like work is costed by (a committee, pre-training, scoring)
     architectures: dict[str, float]
     architecture_stand_in: str
     min_step_ms: float
@@ -141,7 +140,6 @@ def method_cost(method: str, method_args: dict[str, Any]) -> MethodCost:
         entry.get("reason"),
         tuple(entry.get("trains", ("arch",))),
         tuple(entry.get("pretrains", ())),
-        dict(declared.get("committee", {})),
         dict(declared.get("probe", {})),
     )
 
@@ -196,7 +194,8 @@ def train_side(ds_cfg: dict[str, Any]) -> int:
 @dataclass(frozen=True)
 class RunEstimate:
     """A training run's GPU work on the card of `step_times.yaml`: its optimiser steps at `step_ms`, and
-    the extra work beside them (BiasEnsemble's committee, the linear probe, scoring during training)."""
+    the extra work beside them (the linear probe, scoring during training); a BiasEnsemble committee, trained by
+    a job of its own, is not part of it (`committee_seconds`)."""
 
     method: str
     row: str
@@ -243,11 +242,10 @@ def run_estimate(run: dict[str, Any]) -> RunEstimate:
 
 def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, images: int) -> float:
     """GPU seconds beside the run's own optimiser steps: the pre-training before them
-    (`length.pre_steps`, LearnedMixin+H's G alone: reference-row steps of the method's `pretrains`), a
-    committee (BiasEnsemble's, `committee_seconds`: its own job trains it, but each run that reads it counts
-    it, so a run's request and the plan's totals stay on the safe side), the linear probe (`epochs` passes
-    of the training images through the backbone with `augment`, else one), and the scoring of the
-    validation split every `every_steps` for curves and model selection."""
+    (`length.pre_steps`, LearnedMixin+H's G alone: reference-row steps of the method's `pretrains`), the
+    linear probe (`epochs` passes of the training images through the backbone with `augment`, else one),
+    and the scoring of the validation split every `every_steps` for curves and model selection; not a
+    BiasEnsemble committee, which the run reads from its own job's file (`committee_seconds`)."""
     ds, args, reference = run["dataset_config"], run["method_args"], cost_model().reference_row
     side, batch = image_side(ds), int(run["training"]["batch_size"])
     nets = networks(run, cost.trains)
@@ -255,8 +253,6 @@ def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, ima
     if length.pre_steps:
         pre_ms, _ = scaled_step_ms(reference, networks(run, cost.pretrains), side, batch)
         seconds += length.pre_steps * pre_ms / 1000
-    if committee := cost.committee:
-        seconds += committee_seconds(ds, run["training"], args[committee["members"]], args[committee["steps"]])
     if probe := cost.probe:
         passes = args[probe["epochs"]] if args.get(probe["augment"]) else 1
         seconds += passes * images * forward_seconds_per_image([run["training"]["arch"]], side)

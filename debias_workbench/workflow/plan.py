@@ -7,7 +7,8 @@ expanded (`resolve_config`); the files and folders it names that are not there y
 (`missing`), not fatal. The jobs mirror the rule files: a data generation job per step of each dataset
 the runs, their scorings and the report read (in9's listing, segmentation shards and gather, one job per
 variant store, per derived-variant shard and gather; one job per variant of the other families), one
-training job per pack and seed (`workflow.config.packs`), one scoring job per scoring pack, the analyses
+committee job per BiasEnsemble committee the runs read, one training job per pack and seed
+(`workflow.config.packs`), one scoring job per scoring pack, the analyses
 and the report. A run's table is the protocol (`protocols.<paper>.title`) that lists it (an experiment, or
 `<grid>/<method>` for every train variant of that grid method); other runs group by the reason a paper
 config's `scope.extra` gives (`workflow.scope`), their grid's report section, their sweep, the table of the
@@ -16,6 +17,7 @@ paper whose expansion adds them (`workflow.paper_hooks`: U2-Net repeats), or as 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,11 @@ import yaml
 from debias_workbench.core.schema_defaults import SCHEMA_PATH
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline.datasets.base import GenerationJob
+from debias_workbench.training.committee_config import committee_config, committee_digest
 
 from . import cost, paper_hooks, resources
 from .config import (
+    Pack,
     background_challenge_runs,
     grid_experiment,
     pack_jobs,
@@ -147,28 +151,44 @@ def _job(config: dict[str, Any], rule: str, target: str, table: str, gpus: int, 
     )
 
 
+def _pack_runs(config: dict[str, Any]) -> Iterator[tuple[Pack, dict[str, str], list[dict[str, Any]]]]:
+    """(pack, wildcards, run configs) of every training job (rules/runs.smk)."""
+    for pack in packs(config):
+        for wc in pack_jobs(config, pack):
+            yield pack, wc, [run_config(config, e, int(wc["seed"])) for e in pack.experiments(wc)]
+
+
 def training_jobs(config: dict[str, Any], tables: dict[str, str]) -> tuple[list[RunLine], list[Job]]:
     """One job per training pack and seed (rules/runs.smk), with its runs."""
     lines, jobs = [], []
-    for pack in packs(config):
-        for wc in pack_jobs(config, pack):
-            run_cfgs = [run_config(config, e, int(wc["seed"])) for e in pack.experiments(wc)]
-            table = tables[run_cfgs[0]["experiment"]]
-            lines += [
-                RunLine(r["experiment"], r["seed"], tables[r["experiment"]], cost.run_estimate(r)) for r in run_cfgs
-            ]
-            target = "+".join(pack.experiments(wc)) + f" seed {wc['seed']}"
-            jobs.append(
-                _job(
-                    config,
-                    f"train{pack.name}",
-                    target,
-                    table,
-                    resources.gpus(run_cfgs),
-                    resources.training(run_cfgs, config["training"]["runs_per_gpu"]),
-                )
+    for pack, wc, run_cfgs in _pack_runs(config):
+        table = tables[run_cfgs[0]["experiment"]]
+        lines += [RunLine(r["experiment"], r["seed"], tables[r["experiment"]], cost.run_estimate(r)) for r in run_cfgs]
+        target = "+".join(pack.experiments(wc)) + f" seed {wc['seed']}"
+        jobs.append(
+            _job(
+                config,
+                f"train{pack.name}",
+                target,
+                table,
+                resources.gpus(run_cfgs),
+                resources.training(run_cfgs, config["training"]["runs_per_gpu"]),
             )
+        )
     return lines, jobs
+
+
+def committee_jobs(config: dict[str, Any], tables: dict[str, str]) -> list[Job]:
+    """One job per committee the runs read (rules/committees.smk: the runs that would train the same one
+    share it), in the table of the first run that reads it."""
+    jobs: dict[str, Job] = {}
+    for _pack, _wc, run_cfgs in _pack_runs(config):
+        for run in run_cfgs:
+            if (cfg := committee_config(run)) and (digest := committee_digest(cfg)) not in jobs:
+                target = f"{cfg['dataset']}/{cfg['train_variant']} seed {cfg['seed']} ({digest})"
+                table = tables[run["experiment"]]
+                jobs[digest] = _job(config, "committee", target, table, resources.gpus([cfg]), resources.committee(cfg))
+    return list(jobs.values())
 
 
 def scoring_jobs(config: dict[str, Any], tables: dict[str, str]) -> list[Job]:
@@ -253,5 +273,6 @@ def plan(files: list[Path]) -> Plan:
     tables = run_tables(config)
     lines, training = training_jobs(config, tables)
     out = Plan([str(f) for f in files], float(config["cluster"]["max_job_hours"]), missing, lines)
-    out.jobs = data_jobs(config) + training + scoring_jobs(config, tables) + analysis_jobs(config)
+    committees = committee_jobs(config, tables)
+    out.jobs = data_jobs(config) + committees + training + scoring_jobs(config, tables) + analysis_jobs(config)
     return out

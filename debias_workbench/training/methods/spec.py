@@ -43,9 +43,9 @@ class MethodSpec:
     #: this method); `when: {arg: {value: entry}}`, another entry for an argument's value; `trains` /
     #: `pretrains`, the config keys naming the networks a step trains (default: `training.arch`) / that train
     #: before the run's own steps (`x-before-run`), looked up in `method_args`, then `training`; the work beside the
-    #: steps, whatever row they take: `committee: {members: <arg>, steps: <arg>}`, networks of `training.arch`
-    #: trained that many reference-row steps each; `probe: {epochs: <arg>, augment: <arg>}`, a linear probe's passes
-    #: over the training images (`epochs` of them with `augment`, else one)
+    #: steps, whatever row they take: `probe: {epochs: <arg>, augment: <arg>}`, a linear probe's passes over the
+    #: training images (`epochs` of them with `augment`, else one). A BiasEnsemble committee is a job of its own
+    #: (rule `committee`, costed by `workflow.cost.committee_seconds`), not part of its runs' cost
     cost: dict[str, Any] = field(default_factory=dict)
     #: {registered name: cost} where the class is registered under another name costed apart (ReBias's Vanilla)
     cost_as: dict[str, dict[str, Any]] = field(default_factory=dict)

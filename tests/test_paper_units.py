@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
+import yaml
 import zarr
 
 from debias_workbench.papers import REGISTRY as PAPERS
@@ -114,3 +116,18 @@ def test_the_name_check_sees_names_in_code_and_strings_but_not_in_docstrings_or_
     assert named('headline("in9")\n', names)                                 # a family
     assert not named('"""Ge et al.\'s rows, as CLAD names them."""\n# clad\nx = 1\n', names)
     assert not named('doc.para("the first 16 hex digits")\nc = {"biased": "Biased ↑"}\n', names)
+
+
+def test_every_shipped_protocol_goes_above_a_section_of_the_report():
+    """A protocol whose `section` names no section would be dropped from the report: the report refuses it,
+    naming the key, and every shipped config's protocols name one."""
+    from debias_workbench.core.errors import PipelineError
+    from debias_workbench.report.build import check_protocol_sections
+    from debias_workbench.report.sections import sections
+
+    names = [section.name for section in sections()]
+    for path in sorted((ROOT / "config").glob("*.yaml")):
+        config = yaml.safe_load(path.read_text()) or {}
+        check_protocol_sections(config, names)  # raises on a lost protocol
+    with pytest.raises(PipelineError, match=r"protocols.clad.section: 'clad_table_2' is no section of the report"):
+        check_protocol_sections({"protocols": {"clad": {"section": "clad_table_2"}}}, names)

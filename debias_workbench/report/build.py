@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from debias_workbench.core.atomic import atomic_path
+from debias_workbench.core.errors import PipelineError
 from debias_workbench.papers import PAPERS
 
 from . import model_selection
@@ -31,6 +32,7 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = build_context(config, metric_files, quality_file, manifest_files, stores, out_dir, saliency_arrays)
     doc = Document("Debiasing workbench report")
+    check_protocol_sections(config, [section.name for section in sections()])
     for section in sections():
         for protocol in config.get("protocols", {}).values():
             if protocol["section"] == section.name:
@@ -43,6 +45,18 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     for name, text in (("report.md", doc.markdown()), ("report.html", doc.html())):
         with atomic_path(out_dir / name) as tmp:
             tmp.write_text(text)
+
+
+def check_protocol_sections(config: dict[str, Any], names: list[str]) -> None:
+    """Every protocol table goes above a section of the report (`protocols.<paper>.section`): one that names
+    none would be left out without a word, now that the sections come from the papers' units."""
+    protocols = config.get("protocols", {})
+    lost = {p: protocol["section"] for p, protocol in protocols.items() if protocol["section"] not in names}
+    if lost:
+        raise PipelineError(
+            "; ".join(f"protocols.{p}.section: {s!r} is no section of the report" for p, s in lost.items())
+            + f" (its sections: {', '.join(names)}): name the section the protocol's table goes above"
+        )
 
 
 def protocol_table(doc: Document, protocol: dict[str, Any]) -> None:

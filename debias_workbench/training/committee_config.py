@@ -17,6 +17,11 @@ from debias_workbench.core.provenance import job_config_text, text_digest
 
 #: the method_args a committee depends on (the others, `confidence` among them, are its runs' own)
 COMMITTEE_ARGS = ("committee_size", "committee_steps", "committee_valid_every", "committee_vote", "q")
+#: the revision of the committee's code (`methods.committee`, `LfFBiasEnsemble._committee`): raised with a fix
+#: that moves a committee's votes, so that every committee (and, through its file, every run reading it) is
+#: made again; kept apart from the methods' revisions so that LfF+BE and Park et al. still share one. 0 enters
+#: no identity (neither the job config's digest nor the key that seeds it)
+COMMITTEE_REVISION = 0
 #: the folder of the committee files under the results folder: <folder>/<digest>/committee.pt
 COMMITTEE_DIR = "committees"
 #: a committee's file in its folder
@@ -35,6 +40,7 @@ def committee_config(run: dict[str, Any]) -> dict[str, Any] | None:
         "seed": run["seed"],
         "training": run["training"],
         "committee": {k: run["method_args"][k] for k in COMMITTEE_ARGS},
+        **({"revision": COMMITTEE_REVISION} if COMMITTEE_REVISION else {}),
     }
 
 

@@ -36,6 +36,19 @@ class GenerationJob:
     gpu: bool = False
 
 
+@dataclass(frozen=True)
+class BenchmarkMetric:
+    """A number a benchmark of the family is judged by (the methods x benchmarks table compares each method's
+    to ERM's): its `title`, the `column` it is read from (a test set, the eval rows' `variant`, or `bg_gap`,
+    Mixed-Same minus Mixed-Rand accuracy per seed, which the report's context derives), the eval rows'
+    `metric`, and whether a higher value is better."""
+
+    title: str
+    column: str
+    metric: str = "accuracy"
+    higher_is_better: bool = True
+
+
 class DatasetFamily:
     """A family of dataset variants built by the workflow (e.g. the IN-9 Background Challenge).
 
@@ -71,6 +84,10 @@ class DatasetFamily:
     #: the revision of the family's generation code: raised with a change that moves its stores' bytes (a
     #: fix), so that stores made before it are made again (`workflow.slices.dataset_job_config`)
     revision: int = 0
+    #: {capability: from what}: what the family offers a method beyond images and labels (a method's `requires`,
+    #: `training.methods.spec`): a variant built row-aligned with the training images (named by the variant), or
+    #: `biased_network`, an architecture biased by design towards the family's bias (ReBias's G)
+    offers: dict[str, str] = {}
 
     @classmethod
     def revision_of(cls, ds_cfg: dict[str, Any]) -> int:
@@ -115,6 +132,11 @@ class DatasetFamily:
         """Whether a run trained on `train_variant` is also scored per (bias, class) cell, on the
         bias-conflicting images, per class and on the worst group (`training.evaluation.group_metrics`)."""
         return False
+
+    def benchmark_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> tuple[BenchmarkMetric, ...]:
+        """The numbers a run trained on `train_variant` is judged by as a benchmark, the first the main one;
+        none for a family that is no training benchmark."""
+        return ()
 
     def run_step(
         self,

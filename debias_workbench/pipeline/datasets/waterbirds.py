@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bird_composites import list_birds, make_split, split_birds
+from .base import BenchmarkMetric
 from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store
 
@@ -28,6 +29,13 @@ class WaterbirdsFamily(ConflictRatioFamily):
         "Waterbirds: both are for non-commercial research and educational use"
     )
     val_split = "half of each class on each place type (the group-DRO recipe)"
+
+    def benchmark_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> tuple[BenchmarkMetric, ...]:
+        """Worst-group accuracy first (group DRO's measure), then the unbiased test set's accuracy."""
+        return (
+            BenchmarkMetric("worst-group accuracy", "unbiased", "worst_group_accuracy"),
+            BenchmarkMetric("unbiased accuracy", "unbiased"),
+        )
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         return [str(Path(ds_cfg[key]).expanduser()) for key in ("cub_root", "segmentations", "places_root")]

@@ -8,7 +8,9 @@ row-aligned with its training images and the `revision` of its code (raised with
 its results), whether it cuts its training views from whole photos (`photo_views`: a split of
 `train_views: photo`), how its training step is costed (`cost`, required: the workflow's cost
 model, `workflow.cost`, reads it) and the rules its code fixes (`code_rules`, which the paper
-configs' protocols name). The declaration of `<module>.py`'s classes is `<module>.yaml` next to
+configs' protocols name) and what it needs of a dataset family beyond images and labels (`needs`,
+with its aligned variants: `requires`, which `workflow.applicability` holds against what each family
+offers). The declaration of `<module>.py`'s classes is `<module>.yaml` next to
 it, one entry per class; the config check validates every experiment's `method_args` against it.
 """
 
@@ -52,6 +54,15 @@ class MethodSpec:
     #: {rule: value}: rules fixed in the method's code that no setting chooses and that can move a paper's numbers,
     #: which a paper config's protocol names as `code:<rule>` (`workflow.protocol.code_rules`)
     code_rules: dict[str, Any] = field(default_factory=dict)
+    #: capabilities it needs of a dataset family besides its `aligned_variants` (each family's `offers` names
+    #: those it has): `biased_network`, a network biased by design towards the family's bias (ReBias's G)
+    needs: tuple[str, ...] = ()
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """Every capability it needs of a family: its `needs`, then each variant it reads row-aligned with its
+        training images (named by the variant: CLAD's `only_bg_t`), which the family must build that way."""
+        return tuple(dict.fromkeys([*self.needs, *self.aligned_variants.values()]))
 
     def registered_as(self, name: str) -> MethodSpec:
         """The spec of the class as registered under `name` (its `cost_as` entry, if any, as its cost)."""
@@ -120,6 +131,7 @@ def module_specs(module: str) -> dict[str, MethodSpec]:
             dict(entry["cost"]),
             dict(entry.get("cost_as") or {}),
             dict(entry.get("code_rules") or {}),
+            tuple(entry.get("needs") or ()),
         )
         for cls, entry in raw.items()
         if not cls.startswith("_")

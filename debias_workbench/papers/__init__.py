@@ -19,6 +19,7 @@ REGISTRY: dict[str, str] = {
     "ssl_negatives": "ssl_negatives.report.PAPER",
     "rebias": "rebias.report.PAPER",
     "park": "park.report.PAPER",
+    "matrix": "matrix.report.PAPER",
 }
 
 #: name -> its `paper.Paper` (imported on first access)

@@ -9,7 +9,7 @@ its results), whether it cuts its training views from whole photos (`photo_views
 `train_views: photo`), how its training step is costed (`cost`, required: the workflow's cost
 model, `workflow.cost`, reads it) and the rules its code fixes (`code_rules`, which the paper
 configs' protocols name) and what it needs of a dataset family beyond images and labels (`needs`,
-with its aligned variants: `requires`, which `workflow.applicability` holds against what each family
+with its aligned variants: `requires`, which `training.applicability` holds against what each family
 offers). The declaration of `<module>.py`'s classes is `<module>.yaml` next to
 it, one entry per class; the config check validates every experiment's `method_args` against it.
 """

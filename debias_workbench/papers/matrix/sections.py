@@ -1,0 +1,42 @@
+"""The report section of the methods x benchmarks table, `render(doc, ctx)`: nothing where the config has
+no `report: matrix` grid, else the table (each cell's interval and verdict, or why it cannot run) and
+its heatmap."""
+
+from __future__ import annotations
+
+from debias_workbench.core.statistics import METHOD
+from debias_workbench.report.context import ReportContext
+from debias_workbench.report.document import Document
+
+from .figure import heatmap
+from .tables import build_matrix
+
+#: the heatmap's file in the report folder
+FIGURE = "matrix_heatmap.png"
+
+
+def matrix(doc: Document, ctx: ReportContext) -> None:
+    """The table of every method on every benchmark of the config's `report: matrix` grids and its heatmap."""
+    table = build_matrix(ctx.config, ctx.all_rows)
+    if table is None:
+        return
+    doc.heading("Every method on every benchmark: difference from ERM")
+    doc.para(
+        "Each column is one benchmark (a dataset trained on one variant) judged by a number its dataset family "
+        "declares (the arrow: which way is better); each cell is the method's mean over seeds minus ERM's on that "
+        "benchmark, with its 95 % interval and verdict, \"better\" or \"worse\" than ERM only where the interval "
+        "excludes 0. A cell that cannot run says what the method needs that the family does not offer; "
+        f"\"not run\": no runs of it in this configuration. {METHOD}"
+    )
+    header = ["Method", *[bench.title for bench in table.benchmarks]]
+    rows = [
+        [label, *[table.cells[(key, j)].text for j in range(len(table.benchmarks))]]
+        for key, label in table.methods.items()
+    ]
+    doc.table(header, rows)
+    heatmap(table, ctx.out_dir / FIGURE)
+    doc.image(
+        FIGURE,
+        "Difference from ERM per method and benchmark: green better, red worse (the stronger, the larger the "
+        "difference against the largest in the table), grey where the interval cannot tell; × cannot run, – not run.",
+    )

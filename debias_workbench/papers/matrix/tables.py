@@ -1,0 +1,157 @@
+"""The cells of the methods x benchmarks table: each method's difference from ERM on each benchmark's
+number, from the final evaluation rows of the config's `report: matrix` grids.
+
+A benchmark is one grid's dataset at one of its train variants, judged by one number its family
+declares (`DatasetFamily.benchmark_metrics`); a method is a key of the grids' `methods` (the same key in
+two grids is the same row). ERM's row on a benchmark is its reference: every other cell is the
+difference of the method's mean over seeds from ERM's, its 95 % interval and verdict
+(`core.statistics.difference`), "better" or "worse" in the direction the number is better in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from debias_workbench.core.statistics import Interval, difference, run_value
+from debias_workbench.pipeline.datasets import family_name, get_family
+from debias_workbench.pipeline.datasets.base import BenchmarkMetric
+from debias_workbench.report.context import accuracy_table
+from debias_workbench.report.helpers import mean_std
+from debias_workbench.training.applicability import applicability
+
+#: the grid report kind of the table's grids (`workflow.py`)
+KIND = "matrix"
+#: the registered methods whose run is a benchmark's reference (ReBias's Vanilla is ERM on F)
+REFERENCE_METHODS = ("erm", "vanilla")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One column: grid `grid`'s `dataset` (of `family`) trained on `train_variant`, judged by `metric`."""
+
+    grid: str
+    dataset: str
+    family: str
+    train_variant: str
+    metric: BenchmarkMetric
+
+    @property
+    def title(self) -> str:
+        arrow = "↑" if self.metric.higher_is_better else "↓"
+        return f"{self.dataset} {self.train_variant}: {self.metric.title} {arrow}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One method on one benchmark: `status` one of "reference", "compared", "cannot run", "not run",
+    "no reference"; its `text`; where compared, the `interval` of method minus ERM and its `effect` (the
+    estimate signed so that positive is better) and `better` (None: the interval cannot tell)."""
+
+    status: str
+    text: str
+    interval: Interval | None = None
+    effect: float = math.nan
+    better: bool | None = None
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """{method key: label} in row order, the benchmarks in column order, {(method key, column): cell}."""
+
+    methods: dict[str, str]
+    benchmarks: list[Benchmark]
+    cells: dict[tuple[str, int], Cell]
+
+
+def matrix_grids(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The config's grids the table reads (`report: matrix`), in config order."""
+    return {name: grid for name, grid in config.get("grids", {}).items() if grid.get("report") == KIND}
+
+
+def benchmarks(config: dict[str, Any], grids: dict[str, dict[str, Any]]) -> list[Benchmark]:
+    """Every grid at every train variant by every number its family declares for it."""
+    out = []
+    for name, grid in grids.items():
+        ds_cfg = config["datasets"][grid["dataset"]]
+        family = family_name(ds_cfg)
+        for variant in grid["train_variants"]:
+            for metric in get_family(family).benchmark_metrics(ds_cfg, variant):
+                out.append(Benchmark(name, grid["dataset"], family, variant, metric))
+    return out
+
+
+def seed_values(rows: list[dict[str, Any]], bench: Benchmark) -> dict[str, list[float]]:
+    """{method key: [value per seed]} of the benchmark's number, from the grid's final eval rows."""
+    own = [
+        r
+        for r in rows
+        if r.get("kind") == "eval" and r.get("grid") == bench.grid and r.get("train_variant") == bench.train_variant
+    ]
+    if bench.metric.metric == "accuracy":  # Mixed-Same minus Mixed-Rand as the report's context computes it
+        table = accuracy_table(own, {r["experiment"]: r["grid_method"] for r in own})
+        return {key: list(cols.get(bench.metric.column, [])) for key, cols in table.items()}
+    values: dict[str, list[float]] = {}
+    for r in sorted(own, key=lambda r: r["seed"]):
+        if r["metric"] == bench.metric.metric and r["variant"] == bench.metric.column:
+            values.setdefault(r["grid_method"], []).append(run_value(r))
+    return values
+
+
+def compared(values: list[float], reference: list[float], higher_is_better: bool) -> Cell:
+    """The cell of a method's `values` against ERM's `reference` on a number better when higher (or lower)."""
+    judged = difference(values, reference)
+    if judged.verdict == "cannot tell":
+        return Cell("compared", judged.text(), judged, judged.estimate if higher_is_better else -judged.estimate)
+    better = (judged.verdict == "higher") == higher_is_better
+    effect = judged.estimate if higher_is_better else -judged.estimate
+    return Cell("compared", f"{judged.text()}; {'better' if better else 'worse'} than ERM", judged, effect, better)
+
+
+def method_rows(grids: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """{method key: (registered method, label)} over the grids, in order of first appearance."""
+    rows: dict[str, tuple[str, str]] = {}
+    for grid in grids.values():
+        for key, spec in grid["methods"].items():
+            rows.setdefault(key, (spec["method"], spec["label"]))
+    return rows
+
+
+def column_cells(
+    bench: Benchmark, grid: dict[str, Any], methods: dict[str, tuple[str, str]], rows: list[dict[str, Any]]
+) -> dict[str, Cell]:
+    """{method key: cell} of one benchmark: ERM's run its reference, a method the family cannot serve shown
+    with the reason (`training.applicability`), one without rows "not run"."""
+    values = seed_values(rows, bench)
+    reference = next((k for k, s in grid["methods"].items() if s["method"] in REFERENCE_METHODS), None)
+    ref_values = values.get(reference, []) if reference else []
+    cells = {}
+    for key, (method, _) in methods.items():
+        runs, reason = applicability(method, bench.family)
+        if not runs:
+            cells[key] = Cell("cannot run", f"cannot run: {reason}")
+        elif key == reference:
+            cells[key] = Cell("reference", f"ERM reference: {mean_std(ref_values)}" if ref_values else "not run")
+        elif not values.get(key) or key not in grid["methods"]:
+            cells[key] = Cell("not run", "not run")
+        elif not ref_values:
+            cells[key] = Cell("no reference", f"{mean_std(values[key])}; no ERM run on this benchmark")
+        else:
+            cells[key] = compared(values[key], ref_values, bench.metric.higher_is_better)
+    return cells
+
+
+def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]]) -> Matrix | None:
+    """The table of the config's `report: matrix` grids, None where it has none."""
+    grids = matrix_grids(config)
+    if not grids:
+        return None
+    methods = method_rows(grids)
+    columns = benchmarks(config, grids)
+    cells = {
+        (key, i): cell
+        for i, bench in enumerate(columns)
+        for key, cell in column_cells(bench, grids[bench.grid], methods, rows).items()
+    }
+    return Matrix({key: label for key, (_, label) in methods.items()}, columns, cells)

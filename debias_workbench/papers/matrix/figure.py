@@ -43,14 +43,16 @@ def heatmap(matrix: Matrix, path: Path) -> None:
     effects = [abs(c.effect) for c in matrix.cells.values() if c.status == "compared" and np.isfinite(c.effect)]
     scale = max(effects, default=0.0) or 1.0
     n_rows, n_cols = len(keys), len(matrix.benchmarks)
-    fig, ax = plt.subplots(figsize=(2.0 + 1.4 * n_cols, 1.0 + 0.45 * n_rows))
-    ax.imshow(np.array([[cell_colour(matrix.cells[(k, j)], scale) for j in range(n_cols)] for k in keys]))
+    fig, ax = plt.subplots(figsize=(3.0 + 1.5 * n_cols, 2.0 + 0.5 * n_rows))
+    colours = [[cell_colour(matrix.cells[(k, j)], scale) for j in range(n_cols)] for k in keys]
+    ax.imshow(np.array(colours), aspect="auto")
     for i, key in enumerate(keys):
         for j in range(n_cols):
             cell = matrix.cells[(key, j)]
             mark = f"{cell.interval.estimate:+.1f}" if cell.interval is not None else MARKS[cell.status]
             ax.text(j, i, mark, ha="center", va="center", fontsize=7, color="white" if mark == "×" else "black")
-    ax.set_xticks(range(n_cols), [b.title for b in matrix.benchmarks], rotation=35, ha="right", fontsize=7)
+    titles = [b.title.replace(": ", ":\n", 1) for b in matrix.benchmarks]  # dataset and variant above the number
+    ax.set_xticks(range(n_cols), titles, rotation=30, ha="right", fontsize=7)
     ax.set_yticks(range(n_rows), [matrix.methods[k] for k in keys], fontsize=7)
     ax.set_title("Difference from ERM (points): green better, red worse, grey cannot tell", fontsize=8)
     fig.tight_layout()

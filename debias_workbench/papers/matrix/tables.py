@@ -3,9 +3,10 @@ number, from the final evaluation rows of the config's `report: matrix` grids.
 
 A benchmark is one grid's dataset at one of its train variants, judged by one number its family
 declares (`DatasetFamily.benchmark_metrics`); a method is a key of the grids' `methods` (the same key in
-two grids is the same row). ERM's row on a benchmark is its reference: every other cell is the
-difference of the method's mean over seeds from ERM's, its 95 % interval and verdict
-(`core.statistics.difference`), "better" or "worse" in the direction the number is better in.
+two grids is the same row, and ERM's runs share one row whatever their key). ERM's row on a benchmark is
+its reference: every other cell is the difference of the method's mean over seeds from ERM's, its 95 %
+interval and verdict (`core.statistics.difference`), "better" or "worse" in the direction the number is
+better in.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from debias_workbench.training.applicability import applicability
 KIND = "matrix"
 #: the registered methods whose run is a benchmark's reference (ReBias's Vanilla is ERM on F)
 REFERENCE_METHODS = ("erm", "vanilla")
+#: the one table row of the reference runs, whatever their key in each grid
+REFERENCE_ROW = "erm"
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class Matrix:
-    """{method key: label} in row order, the benchmarks in column order, {(method key, column): cell}."""
+    """{row: label} in row order, the benchmarks in column order, {(row, column): cell}."""
 
     methods: dict[str, str]
     benchmarks: list[Benchmark]
@@ -109,36 +112,41 @@ def compared(values: list[float], reference: list[float], higher_is_better: bool
     return Cell("compared", f"{judged.text()}; {'better' if better else 'worse'} than ERM", judged, effect, better)
 
 
+def row_key(key: str, spec: dict[str, Any]) -> str:
+    """The table row of grid method `key`: ERM's under whatever key a grid gives it (`REFERENCE_ROW`), else `key`."""
+    return REFERENCE_ROW if spec["method"] in REFERENCE_METHODS else key
+
+
 def method_rows(grids: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str]]:
-    """{method key: (registered method, label)} over the grids, in order of first appearance."""
+    """{row: (registered method, label)} over the grids: ERM's row first, then in order of first appearance."""
     rows: dict[str, tuple[str, str]] = {}
     for grid in grids.values():
         for key, spec in grid["methods"].items():
-            rows.setdefault(key, (spec["method"], spec["label"]))
-    return rows
+            rows.setdefault(row_key(key, spec), (spec["method"], spec["label"]))
+    return dict(sorted(rows.items(), key=lambda item: item[0] != REFERENCE_ROW))
 
 
 def column_cells(
     bench: Benchmark, grid: dict[str, Any], methods: dict[str, tuple[str, str]], rows: list[dict[str, Any]]
 ) -> dict[str, Cell]:
-    """{method key: cell} of one benchmark: ERM's run its reference, a method the family cannot serve shown
-    with the reason (`training.applicability`), one without rows "not run"."""
-    values = seed_values(rows, bench)
-    reference = next((k for k, s in grid["methods"].items() if s["method"] in REFERENCE_METHODS), None)
-    ref_values = values.get(reference, []) if reference else []
+    """{row: cell} of one benchmark: ERM's run its reference, a method the family cannot serve shown with the
+    reason (`training.applicability`), one without rows "not run"."""
+    rows_of = {key: row_key(key, spec) for key, spec in grid["methods"].items()}
+    values = {rows_of[key]: v for key, v in seed_values(rows, bench).items() if key in rows_of and v}
+    reference = values.get(REFERENCE_ROW, [])
     cells = {}
-    for key, (method, _) in methods.items():
+    for row, (method, _) in methods.items():
         runs, reason = applicability(method, bench.family)
         if not runs:
-            cells[key] = Cell("cannot run", f"cannot run: {reason}")
-        elif key == reference:
-            cells[key] = Cell("reference", f"ERM reference: {mean_std(ref_values)}" if ref_values else "not run")
-        elif not values.get(key) or key not in grid["methods"]:
-            cells[key] = Cell("not run", "not run")
-        elif not ref_values:
-            cells[key] = Cell("no reference", f"{mean_std(values[key])}; no ERM run on this benchmark")
+            cells[row] = Cell("cannot run", f"cannot run: {reason}")
+        elif row not in values:
+            cells[row] = Cell("not run", "not run")
+        elif row == REFERENCE_ROW:
+            cells[row] = Cell("reference", f"ERM reference: {mean_std(reference)}")
+        elif not reference:
+            cells[row] = Cell("no reference", f"{mean_std(values[row])}; no ERM run on this benchmark")
         else:
-            cells[key] = compared(values[key], ref_values, bench.metric.higher_is_better)
+            cells[row] = compared(values[row], reference, bench.metric.higher_is_better)
     return cells
 
 

@@ -1,0 +1,174 @@
+"""The methods x benchmarks table (issue 53, papers/matrix): applicability declared on both sides (a
+method's `requires`, a family's `offers`), the table's cells against intervals computed by hand on rows
+written by hand, and its heatmap written."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from PIL import Image
+from scipy import stats
+
+from debias_workbench.papers.matrix import sections
+from debias_workbench.papers.matrix.tables import build_matrix
+from debias_workbench.pipeline.datasets import REGISTRY as FAMILIES
+from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.report.document import Document
+from debias_workbench.report.helpers import read_rows
+from debias_workbench.training.applicability import applicability
+from debias_workbench.training.methods import REGISTRY as METHODS
+from debias_workbench.training.methods import spec
+
+SEEDS = (0, 1, 2)
+#: {(grid method, test set, metric): (value per seed, se per seed)} of Colored MNIST at 1 % conflicting
+CMNIST = {
+    ("vanilla", "unbiased", "accuracy"): ([40.0, 44.0, 42.5], [1.5, 1.6, 1.4]),
+    ("lff", "unbiased", "accuracy"): ([61.0, 66.0, 63.0], [1.5, 1.5, 1.6]),
+    ("vanilla", "unbiased", "conflicting_accuracy"): ([35.0, 39.0, 38.0], [1.7, 1.8, 1.6]),
+    ("lff", "unbiased", "conflicting_accuracy"): ([36.0, 38.5, 40.0], [1.7, 1.7, 1.8]),
+}
+#: the same of IN-9 trained on ORIGINAL
+IN9 = {
+    ("erm", "mixed_same", "accuracy"): ([80.0, 82.0, 81.0], [1.8, 1.8, 1.9]),
+    ("erm", "mixed_rand", "accuracy"): ([60.0, 63.0, 61.0], [2.2, 2.3, 2.2]),
+    ("clad", "mixed_same", "accuracy"): ([79.0, 80.5, 80.0], [1.9, 1.8, 1.9]),
+    ("clad", "mixed_rand", "accuracy"): ([70.0, 71.0, 69.5], [2.1, 2.1, 2.2]),
+}
+
+
+def _config() -> dict:
+    methods = {
+        "vanilla": {"method": "vanilla", "label": "ERM"},
+        "lff": {"method": "lff", "label": "LfF"},
+        "clad": {"method": "clad", "label": "CLAD"},
+        "rebias": {"method": "rebias", "label": "ReBias"},
+    }
+    return {
+        "datasets": {"cmnist": {"family": "colored_mnist"}, "in9": {}},
+        "grids": {
+            "mx_cmnist": {"dataset": "cmnist", "report": "matrix", "train_variants": ["conflict_1"], "methods": methods},
+            "mx_in9": {
+                "dataset": "in9",
+                "report": "matrix",
+                "train_variants": ["original"],
+                "methods": {"erm": {"method": "erm", "label": "ERM"}, "clad": {"method": "clad", "label": "CLAD"}},
+            },
+            "other": {"dataset": "cmnist", "report": "park", "train_variants": ["conflict_1"], "methods": methods},
+        },
+    }
+
+
+def _rows(grid: str, variant: str, table: dict) -> list[dict]:
+    return [
+        {"kind": "eval", "grid": grid, "grid_method": key, "experiment": f"{grid}_{key}_{variant}", "seed": seed,
+         "train_variant": variant, "variant": test_set, "metric": metric, "value": value, "se": se, "n": 1000}
+        for (key, test_set, metric), (values, ses) in table.items()
+        for seed, value, se in zip(SEEDS, values, ses)
+    ]
+
+
+@pytest.fixture
+def stored_rows(tmp_path) -> list[dict]:
+    """The rows above, as a run's eval.jsonl stores them, read back as the report reads them."""
+    path = tmp_path / "eval.jsonl"
+    rows = _rows("mx_cmnist", "conflict_1", CMNIST) + _rows("mx_in9", "original", IN9)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return read_rows([path])
+
+
+def _hand_interval(a: list[float], se_a: list[float], b: list[float], se_b: list[float]) -> tuple[float, float, float]:
+    """mean(a) - mean(b) paired over 3 seeds: t(2) on the per-seed differences, the runs' test-image errors
+    added as independent (normal), combined by Banerjee's bound (core.statistics)."""
+    d = np.array(a) - np.array(b)
+    seed_var = d.var(ddof=1) / len(d)
+    image_var = np.mean(se_a) ** 2 + np.mean(se_b) ** 2
+    half = math.sqrt(stats.t.ppf(0.975, len(d) - 1) ** 2 * seed_var + stats.norm.ppf(0.975) ** 2 * image_var)
+    return d.mean(), d.mean() - half, d.mean() + half
+
+
+def test_matrix_applicability_refuses_a_method_needing_backgrounds_on_a_family_without_them():
+    ok, reason = applicability("clad", "colored_mnist")
+    assert not ok and "clad" in reason and "colored_mnist" in reason and "only_bg_t" in reason
+    assert applicability("clad", "in9") == (True, "")
+    ok, reason = applicability("rebias", "waterbirds")  # no network biased by design towards the place type
+    assert not ok and "rebias" in reason and "waterbirds" in reason and "biased_network" in reason
+    assert applicability("rebias", "biased_mnist") == (True, "")
+    assert applicability("s_clad", "released_bias_folders")[0] is False
+    assert applicability("lff", "released_bias_folders") == (True, "")
+
+
+def test_matrix_every_capability_a_method_requires_is_offered_by_some_family():
+    """A typo in a method's `needs` (or a variant no family builds aligned) would refuse it everywhere."""
+    offered = {c for name in FAMILIES for c in get_family(name).offers}
+    for name in METHODS:
+        assert set(spec(name).requires) <= offered, (name, spec(name).requires)
+    assert spec("clad").requires == ("only_bg_t",) and spec("rebias").requires == ("biased_network",)
+
+
+def test_matrix_cells_match_intervals_computed_by_hand_on_stored_rows(stored_rows):
+    matrix = build_matrix(_config(), stored_rows)
+    titles = [b.title for b in matrix.benchmarks]
+    assert titles == [
+        "cmnist conflict_1: unbiased accuracy ↑",
+        "cmnist conflict_1: bias-conflicting accuracy ↑",
+        "in9 original: BG-GAP (Mixed-Same − Mixed-Rand) ↓",
+        "in9 original: Mixed-Rand accuracy ↑",
+    ]
+    assert list(matrix.methods) == ["erm", "lff", "clad", "rebias"]  # ERM's row whatever its key; no park grid
+    lff = matrix.cells[("lff", 0)]
+    estimate, low, high = _hand_interval(*CMNIST[("lff", "unbiased", "accuracy")],
+                                         *CMNIST[("vanilla", "unbiased", "accuracy")])
+    assert lff.interval.estimate == pytest.approx(estimate)
+    assert (lff.interval.low, lff.interval.high) == (pytest.approx(low), pytest.approx(high))
+    assert lff.better is True and f"{low:+.1f} to {high:+.1f}" in lff.text and "better than ERM" in lff.text
+    conflicting = matrix.cells[("lff", 1)]
+    _, low, high = _hand_interval(*CMNIST[("lff", "unbiased", "conflicting_accuracy")],
+                                  *CMNIST[("vanilla", "unbiased", "conflicting_accuracy")])
+    assert low < 0 < high and conflicting.better is None and conflicting.text.startswith("cannot tell")
+    assert (conflicting.interval.low, conflicting.interval.high) == (pytest.approx(low), pytest.approx(high))
+    assert matrix.cells[("erm", 0)].text == "ERM reference: 42.2 ± 2.0"
+    assert matrix.cells[("rebias", 0)].text == "not run"  # it can run on Colored MNIST, has no rows
+    assert matrix.cells[("clad", 0)].status == "cannot run"
+    assert "clad" in matrix.cells[("clad", 0)].text and "colored_mnist" in matrix.cells[("clad", 0)].text
+
+
+def test_matrix_bg_gap_cell_is_the_per_seed_gap_against_erms_lower_better(stored_rows):
+    matrix = build_matrix(_config(), stored_rows)
+
+    def gap(key: str) -> tuple[list[float], list[float]]:
+        (same, se_same), (rand, se_rand) = IN9[(key, "mixed_same", "accuracy")], IN9[(key, "mixed_rand", "accuracy")]
+        return list(np.subtract(same, rand)), list(np.hypot(se_same, se_rand))
+
+    estimate, low, high = _hand_interval(*gap("clad"), *gap("erm"))
+    cell = matrix.cells[("clad", 2)]
+    assert cell.interval.estimate == pytest.approx(estimate) and high < 0  # a smaller gap: better
+    assert (cell.interval.low, cell.interval.high) == (pytest.approx(low), pytest.approx(high))
+    assert cell.better is True and cell.effect == pytest.approx(-estimate) and "better than ERM" in cell.text
+    assert matrix.cells[("lff", 2)].text == "not run"  # not in the IN-9 grid
+    assert matrix.cells[("erm", 2)].text.startswith("ERM reference: ")  # the IN-9 grid's `erm`, the same row
+
+
+def test_matrix_section_writes_the_table_and_the_heatmap(stored_rows, tmp_path):
+    doc, out = Document("t"), tmp_path / "report"
+    out.mkdir()
+    sections.matrix(doc, SimpleNamespace(config=_config(), all_rows=stored_rows, out_dir=out))
+    md = doc.markdown()
+    assert "Every method on every benchmark" in md and "cannot run: method 'clad' needs only_bg_t" in md
+    png = out / sections.FIGURE
+    assert png.stat().st_size > 0 and f"]({sections.FIGURE})" in md
+    with Image.open(png) as image:
+        assert image.format == "PNG" and image.size[0] > 100 and image.size[1] > 100
+    assert not list(out.glob("*.tmp*"))  # written atomically: no temporary file left
+
+
+def test_matrix_section_writes_nothing_without_a_matrix_grid(stored_rows, tmp_path):
+    config = _config()
+    config["grids"] = {"other": config["grids"]["other"]}
+    doc = Document("t")
+    sections.matrix(doc, SimpleNamespace(config=config, all_rows=stored_rows, out_dir=tmp_path))
+    assert doc.blocks == [] and not list(tmp_path.glob("*.png"))

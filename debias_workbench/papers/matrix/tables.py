@@ -105,10 +105,10 @@ def seed_values(rows: list[dict[str, Any]], bench: Benchmark) -> dict[str, list[
 def compared(values: list[float], reference: list[float], higher_is_better: bool) -> Cell:
     """The cell of a method's `values` against ERM's `reference` on a number better when higher (or lower)."""
     judged = difference(values, reference)
-    if judged.verdict == "cannot tell":
-        return Cell("compared", judged.text(), judged, judged.estimate if higher_is_better else -judged.estimate)
-    better = (judged.verdict == "higher") == higher_is_better
     effect = judged.estimate if higher_is_better else -judged.estimate
+    if judged.verdict == "cannot tell":
+        return Cell("compared", judged.text(), judged, effect)
+    better = (judged.verdict == "higher") == higher_is_better
     return Cell("compared", f"{judged.text()}; {'better' if better else 'worse'} than ERM", judged, effect, better)
 
 

@@ -220,7 +220,7 @@ def test_a_grid_of_a_park_report_needs_its_test_sets_and_model_selection(default
     from debias_workbench.workflow.schema import load_schema
 
     kinds = load_schema()["properties"]["grids"]["additionalProperties"]["properties"]["report"]["enum"]
-    assert sorted(kinds) == ["park", "park_ablation", "rebias"]
+    assert sorted(kinds) == ["matrix", "park", "park_ablation", "rebias"]
     cfg = copy.deepcopy(default_config)
     cfg["grids"]["rebias_mnist"]["report"] = "park"
     with pytest.raises(ConfigError, match=r"grids.rebias_mnist.report: park needs a dataset with `valid`"):

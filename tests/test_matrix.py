@@ -4,9 +4,9 @@ written by hand, and its heatmap written."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -23,6 +23,7 @@ from debias_workbench.report.helpers import read_rows
 from debias_workbench.training.applicability import applicability
 from debias_workbench.training.methods import REGISTRY as METHODS
 from debias_workbench.training.methods import spec
+from debias_workbench.workflow.config import validate_config
 
 SEEDS = (0, 1, 2)
 #: {(grid method, test set, metric): (value per seed, se per seed)} of Colored MNIST at 1 % conflicting
@@ -51,7 +52,12 @@ def _config() -> dict:
     return {
         "datasets": {"cmnist": {"family": "colored_mnist"}, "in9": {}},
         "grids": {
-            "mx_cmnist": {"dataset": "cmnist", "report": "matrix", "train_variants": ["conflict_1"], "methods": methods},
+            "mx_cmnist": {
+                "dataset": "cmnist",
+                "report": "matrix",
+                "train_variants": ["conflict_1"],
+                "methods": methods,
+            },
             "mx_in9": {
                 "dataset": "in9",
                 "report": "matrix",
@@ -172,3 +178,10 @@ def test_matrix_section_writes_nothing_without_a_matrix_grid(stored_rows, tmp_pa
     doc = Document("t")
     sections.matrix(doc, SimpleNamespace(config=config, all_rows=stored_rows, out_dir=tmp_path))
     assert doc.blocks == [] and not list(tmp_path.glob("*.png"))
+
+
+def test_matrix_grid_report_kind_passes_the_config_check(default_config):
+    """`report: matrix` is a grid report kind the config check takes (papers/matrix/workflow.py)."""
+    cfg = copy.deepcopy(default_config)
+    cfg["grids"]["rebias_mnist"]["report"] = "matrix"
+    validate_config(cfg)

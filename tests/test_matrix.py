@@ -23,7 +23,7 @@ from debias_workbench.report.helpers import read_rows
 from debias_workbench.training.applicability import applicability
 from debias_workbench.training.methods import REGISTRY as METHODS
 from debias_workbench.training.methods import spec
-from debias_workbench.workflow.config import validate_config
+from debias_workbench.workflow.config import ConfigError, validate_config
 
 SEEDS = (0, 1, 2)
 #: {(grid method, test set, metric): (value per seed, se per seed)} of Colored MNIST at 1 % conflicting
@@ -101,9 +101,11 @@ def test_matrix_applicability_refuses_a_method_needing_backgrounds_on_a_family_w
     ok, reason = applicability("clad", "colored_mnist")
     assert not ok and "clad" in reason and "colored_mnist" in reason and "only_bg_t" in reason
     assert applicability("clad", "in9") == (True, "")
-    ok, reason = applicability("rebias", "waterbirds")  # no network biased by design towards the place type
-    assert not ok and "rebias" in reason and "waterbirds" in reason and "biased_network" in reason
-    assert applicability("rebias", "biased_mnist") == (True, "")
+    ok, reason = applicability("moco_v2_texture", "waterbirds")  # no texture copy of each image
+    assert not ok and "moco_v2_texture" in reason and "waterbirds" in reason and "texture" in reason
+    ok, reason = applicability("rebias", "bg_challenge")  # the released test images: no G declared
+    assert not ok and "rebias" in reason and "bg_challenge" in reason and "biased_network" in reason
+    assert applicability("rebias", "biased_mnist") == (True, "") and applicability("rebias", "waterbirds")[0]
     assert applicability("s_clad", "released_bias_folders")[0] is False
     assert applicability("lff", "released_bias_folders") == (True, "")
 
@@ -185,3 +187,13 @@ def test_matrix_grid_report_kind_passes_the_config_check(default_config):
     cfg = copy.deepcopy(default_config)
     cfg["grids"]["rebias_mnist"]["report"] = "matrix"
     validate_config(cfg)
+
+
+def test_matrix_config_check_refuses_a_method_its_grids_family_cannot_serve(default_config):
+    """The applicability the table shows is also what the config check holds: CLAD in a Colored MNIST grid is
+    refused before any job runs, the message naming the grid's key, the method, the family and the need."""
+    cfg = copy.deepcopy(default_config)
+    cfg["grids"]["park_cmnist"]["methods"]["clad"] = {"method": "clad", "label": "CLAD"}
+    with pytest.raises(ConfigError, match=r"grids\.park_cmnist\.methods\.clad\.method: method 'clad' needs only_bg_t, "
+                                          r"which dataset family 'colored_mnist' does not offer"):
+        validate_config(cfg)

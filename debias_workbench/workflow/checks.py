@@ -1,6 +1,7 @@
 """The config's cross references, each checked by a function of its own that returns the problems it
 finds, every one naming its dotted key and the fix (`workflow.config` raises them all at once):
-datasets, variants and methods named by experiments and grids, method arguments, sweeps, analyses,
+datasets, variants and methods named by experiments and grids, method arguments, whether each method can
+run on its dataset's family (`training.applicability`), sweeps, analyses,
 the evaluation datasets, segmentation, labels, and switches that must fall inside a run; then each
 paper's own checks (`workflow.paper_hooks`: what its report sections need)."""
 
@@ -15,6 +16,7 @@ import jsonschema
 from debias_workbench.core.names import IMAGENET_LABEL, TIMM_PREFIX
 from debias_workbench.pipeline.datasets import FAMILIES, get_family
 from debias_workbench.pipeline.variants import BG_CONFLICT, EXTERNAL, NEEDS_FOREGROUND
+from debias_workbench.training.applicability import applicability
 from debias_workbench.training.methods import REGISTRY
 from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.training.run_length import run_length, switches_outside
@@ -41,6 +43,7 @@ def method_problems(where: str, method_name: str, method_args: dict, dataset: st
             problems.append(f"{where}.method_args.{key}: {error.message}")
     if dataset is None:
         return problems
+    problems += applicability_problems(where, method_name, dataset, config)
     built = dataset_variants(config, dataset)
     if variant not in built:
         problems.append(f"{where}.train_variant: {variant!r} is not a variant dataset {dataset!r} builds "
@@ -50,6 +53,13 @@ def method_problems(where: str, method_name: str, method_args: dict, dataset: st
             problems.append(f"{where}.method: {method_name!r} reads variant {needed!r}, which dataset "
                             f"{dataset!r} does not build (it builds {built}); add it to datasets.{dataset}.variants")
     return problems
+
+
+def applicability_problems(where: str, method_name: str, dataset: str, config: Config) -> list[str]:
+    """The method can run on the dataset's family: the family offers every capability it requires
+    (`training.applicability`)."""
+    runs, reason = applicability(method_name, dataset_family(config, dataset))
+    return [] if runs else [f"{where}.method: {reason}; train it on a dataset of a family that offers it"]
 
 
 def _experiments(config: Config) -> list[str]:
@@ -73,6 +83,8 @@ def _grid(config: Config, name: str, grid: dict[str, Any]) -> list[str]:
     for key, spec in grid["methods"].items():
         problems += method_problems(f"grids.{name}.methods.{key}", spec["method"], spec.get("method_args", {}), None,
                                     None, config)
+        if spec["method"] in REGISTRY:
+            problems += applicability_problems(f"grids.{name}.methods.{key}", spec["method"], grid["dataset"], config)
     sets = test_sets(config, grid["dataset"], grid["train_variants"][0])
     curves = grid.get("curves", {})
     if curves and curves["test_set"] not in sets:

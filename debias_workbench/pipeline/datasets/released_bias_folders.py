@@ -97,6 +97,10 @@ class ReleasedBiasFoldersFamily(ConflictRatioFamily):
         "research terms): the release's own licence applies"
     )
     val_split = "the release's valid/ folder as it is"
+    offers = {
+        "biased_network": "BagNet18, a small-receptive-field G as Park et al.'s ReBias baseline: biased towards local "
+        "texture, not by design towards the release's bias (BFFHQ's gender, BAR's background)"
+    }
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         return [str(Path(ds_cfg["root"]).expanduser())]

@@ -29,6 +29,10 @@ class WaterbirdsFamily(ConflictRatioFamily):
         "Waterbirds: both are for non-commercial research and educational use"
     )
     val_split = "half of each class on each place type (the group-DRO recipe)"
+    offers = {
+        "biased_network": "BagNet18, a small-receptive-field G as Park et al.'s ReBias baseline: biased towards local "
+        "texture, not by design towards the place type"
+    }
 
     def benchmark_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> tuple[BenchmarkMetric, ...]:
         """Worst-group accuracy first (group DRO's measure), then the unbiased test set's accuracy."""

@@ -13,7 +13,7 @@ from debias_workbench.pipeline import variants
 from debias_workbench.pipeline.segment_stage import shard_count
 from debias_workbench.pipeline.sources.listing import folder_fingerprint
 from debias_workbench.pipeline.datasets import get_family
-from debias_workbench.training.committee_config import COMMITTEE_DIR, COMMITTEE_FILE, committee_config, committee_digest
+from debias_workbench.training.committee_config import COMMITTEE_DIR, COMMITTEE_FILE, committees
 from debias_workbench.workflow import job_server
 from debias_workbench.workflow import resources as res
 from debias_workbench.workflow.config import background_challenge_runs, pack_jobs, packs, runs, scoring, scoring_packs
@@ -259,13 +259,12 @@ def train_inputs(pack, wildcards):
             **{field: variant_store(first["dataset"], variant) for field, variant in aligned.items()},
             **({f"test_{name}": path for name, path in test_stores(first["experiment"]).items()} if monitored else {}),
             **({"pretrained": sorted(set(weights))} if weights else {}),
-            **({"committees": committees} if (committees := run_committees(runs_)) else {})}
+            **({"committees": files} if (files := run_committees(runs_)) else {})}
 
 
 def run_committees(runs_):
     """The files of the BiasEnsemble committees `runs_` read, each once (rule `committee`, rules/committees.smk)."""
-    return sorted({COMMITTEE_OUTPUT.format(digest=committee_digest(cfg)) for cfg in map(committee_config, runs_)
-                   if cfg is not None})
+    return sorted(COMMITTEE_OUTPUT.format(digest=digest) for digest in committees(runs_))
 
 
 _COMMITTEE_JOBS = {}  # committee_jobs()'s, made when first asked for
@@ -274,8 +273,8 @@ _COMMITTEE_JOBS = {}  # committee_jobs()'s, made when first asked for
 def committee_jobs():
     """{digest: job config} of every committee the config's runs read: the jobs of rule `committee`."""
     if not _COMMITTEE_JOBS:
-        _COMMITTEE_JOBS.update({committee_digest(cfg): cfg for e, s in RUNS
-                                if (cfg := committee_config(run_config(config, e, s)))})
+        _COMMITTEE_JOBS.update({digest: cfg for digest, (cfg, _run) in
+                                committees(run_config(config, e, s) for e, s in RUNS).items()})
     return _COMMITTEE_JOBS
 
 

@@ -10,6 +10,7 @@ run's name or method, so LfF+BE and Park et al. on one train variant and seed sh
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,15 @@ def committee_config(run: dict[str, Any]) -> dict[str, Any] | None:
         "train_variant": run["train_variant"],
         "seed": run["seed"],
         "training": run["training"],
-        "committee": {k: run["method_args"][k] for k in COMMITTEE_ARGS},
+        **committee_settings(run["method_args"]),
+    }
+
+
+def committee_settings(method_args: dict[str, Any]) -> dict[str, Any]:
+    """What a committee is of its runs' `method_args` (`COMMITTEE_ARGS`) and of its code (`COMMITTEE_REVISION`,
+    where not 0): part of its job config and of the key that seeds it (`methods.committee.committee_key`)."""
+    return {
+        "committee": {k: method_args[k] for k in COMMITTEE_ARGS},
         **({"revision": COMMITTEE_REVISION} if COMMITTEE_REVISION else {}),
     }
 
@@ -47,6 +56,16 @@ def committee_config(run: dict[str, Any]) -> dict[str, Any] | None:
 def committee_digest(cfg: dict[str, Any]) -> str:
     """The name of a committee's folder: the digest of its job config's file (`workflow.slices.JobConfigs`)."""
     return text_digest(job_config_text(cfg))
+
+
+def committees(runs: Iterable[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """{digest: (job config, the first of `runs` that reads it)} of every committee `runs` read, each once,
+    in the order of their first readers: the jobs of the workflow's `committee` rule."""
+    out: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    for run in runs:
+        if (cfg := committee_config(run)) is not None:
+            out.setdefault(committee_digest(cfg), (cfg, run))
+    return out
 
 
 def committee_file(folder: Path, run: dict[str, Any]) -> Path | None:

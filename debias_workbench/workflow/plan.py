@@ -27,7 +27,7 @@ import yaml
 from debias_workbench.core.schema_defaults import SCHEMA_PATH
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline.datasets.base import GenerationJob
-from debias_workbench.training.committee_config import committee_config, committee_digest
+from debias_workbench.training.committee_config import committees
 
 from . import cost, paper_hooks, resources
 from .config import (
@@ -53,6 +53,8 @@ REPORT_ESTIMATE = (30.0, 4000.0)
 #: groups of the jobs that feed no single table
 DATA, ANALYSES = "data generation", "analyses, Base (IN) and the report"
 OUTSIDE = "runs outside every protocol (no paper table names them)"
+#: a training job: its pack, wildcards and run configs
+PackRuns = tuple[Pack, dict[str, str], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -151,17 +153,19 @@ def _job(config: dict[str, Any], rule: str, target: str, table: str, gpus: int, 
     )
 
 
-def _pack_runs(config: dict[str, Any]) -> Iterator[tuple[Pack, dict[str, str], list[dict[str, Any]]]]:
+def _pack_runs(config: dict[str, Any]) -> Iterator[PackRuns]:
     """(pack, wildcards, run configs) of every training job (rules/runs.smk)."""
     for pack in packs(config):
         for wc in pack_jobs(config, pack):
             yield pack, wc, [run_config(config, e, int(wc["seed"])) for e in pack.experiments(wc)]
 
 
-def training_jobs(config: dict[str, Any], tables: dict[str, str]) -> tuple[list[RunLine], list[Job]]:
-    """One job per training pack and seed (rules/runs.smk), with its runs."""
+def training_jobs(
+    config: dict[str, Any], tables: dict[str, str], pack_runs: list[PackRuns]
+) -> tuple[list[RunLine], list[Job]]:
+    """One job per training pack and seed (rules/runs.smk, `pack_runs`), with its runs."""
     lines, jobs = [], []
-    for pack, wc, run_cfgs in _pack_runs(config):
+    for pack, wc, run_cfgs in pack_runs:
         table = tables[run_cfgs[0]["experiment"]]
         lines += [RunLine(r["experiment"], r["seed"], tables[r["experiment"]], cost.run_estimate(r)) for r in run_cfgs]
         target = "+".join(pack.experiments(wc)) + f" seed {wc['seed']}"
@@ -178,17 +182,20 @@ def training_jobs(config: dict[str, Any], tables: dict[str, str]) -> tuple[list[
     return lines, jobs
 
 
-def committee_jobs(config: dict[str, Any], tables: dict[str, str]) -> list[Job]:
+def committee_jobs(config: dict[str, Any], tables: dict[str, str], pack_runs: list[PackRuns]) -> list[Job]:
     """One job per committee the runs read (rules/committees.smk: the runs that would train the same one
     share it), in the table of the first run that reads it."""
-    jobs: dict[str, Job] = {}
-    for _pack, _wc, run_cfgs in _pack_runs(config):
-        for run in run_cfgs:
-            if (cfg := committee_config(run)) and (digest := committee_digest(cfg)) not in jobs:
-                target = f"{cfg['dataset']}/{cfg['train_variant']} seed {cfg['seed']} ({digest})"
-                table = tables[run["experiment"]]
-                jobs[digest] = _job(config, "committee", target, table, resources.gpus([cfg]), resources.committee(cfg))
-    return list(jobs.values())
+    return [
+        _job(
+            config,
+            "committee",
+            f"{cfg['dataset']}/{cfg['train_variant']} seed {cfg['seed']} ({digest})",
+            tables[run["experiment"]],
+            resources.gpus([cfg]),
+            resources.committee(cfg),
+        )
+        for digest, (cfg, run) in committees(r for _, _, run_cfgs in pack_runs for r in run_cfgs).items()
+    ]
 
 
 def scoring_jobs(config: dict[str, Any], tables: dict[str, str]) -> list[Job]:
@@ -271,8 +278,9 @@ def plan(files: list[Path]) -> Plan:
     missing = missing_paths(scoped(config))
     config = resolve_config(config)
     tables = run_tables(config)
-    lines, training = training_jobs(config, tables)
+    pack_runs = list(_pack_runs(config))  # each run's config made once, for its job and its committee's
+    lines, training = training_jobs(config, tables, pack_runs)
     out = Plan([str(f) for f in files], float(config["cluster"]["max_job_hours"]), missing, lines)
-    committees = committee_jobs(config, tables)
-    out.jobs = data_jobs(config) + committees + training + scoring_jobs(config, tables) + analysis_jobs(config)
+    jobs = committee_jobs(config, tables, pack_runs) + training + scoring_jobs(config, tables)
+    out.jobs = data_jobs(config) + jobs + analysis_jobs(config)
     return out

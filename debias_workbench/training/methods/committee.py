@@ -20,7 +20,7 @@ from debias_workbench.core.atomic import atomic_path
 from debias_workbench.core.seeding import name_seed
 from debias_workbench.pipeline.fingerprint import read_fingerprint
 
-from ..committee_config import COMMITTEE_ARGS, COMMITTEE_REVISION
+from ..committee_config import committee_settings
 from ..distributed import rank
 
 if TYPE_CHECKING:
@@ -41,14 +41,13 @@ class Committee:
 def committee_key(method: LfFBiasEnsemble, batches) -> str:
     """The identity of a run's committee, which seeds it: its training rows (the store's content
     fingerprint), the run's seed and training settings, the committee's own arguments and the revision of
-    its code (`COMMITTEE_REVISION`); not the
-    run's name or method, so the runs that would train the same committee share one."""
+    its code (`committee_config.committee_settings`); not the run's name or method, so the runs that
+    would train the same committee share one."""
     identity = {
         "store": read_fingerprint(batches.store)["digest"],
         "seed": batches.seed,
         "training": method.cfg,
-        "committee": {k: method.args[k] for k in COMMITTEE_ARGS},
-        **({"revision": COMMITTEE_REVISION} if COMMITTEE_REVISION else {}),
+        **committee_settings(method.args),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -26,8 +26,14 @@ class Role:
 
 def all_roles() -> dict[str, Role]:
     """{role: model} of every registered paper (`Paper.roles`), in the papers' order and each
-    paper's row order: the order of the tables' rows (`helpers.model_order`)."""
-    return {role: model for name in PAPERS for role, model in PAPERS[name].roles.items()}
+    paper's row order: the order of the tables' rows (`helpers.model_order`). Two papers may declare one
+    role only as the same model: otherwise one paper's verdict would compare the other's."""
+    roles: dict[str, Role] = {}
+    for name in PAPERS:
+        for role, model in PAPERS[name].roles.items():
+            if roles.setdefault(role, model) != model:
+                raise ValueError(f"papers: role {role!r} of paper {name!r} is {model}, another's is {roles[role]}")
+    return roles
 
 
 def role_experiments(config: dict[str, Any], shown: Iterable[str]) -> dict[str, str]:

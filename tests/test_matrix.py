@@ -11,11 +11,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 from PIL import Image
 from scipy import stats
 
 from debias_workbench.papers.matrix import sections
-from debias_workbench.papers.matrix.tables import build_matrix
+from debias_workbench.papers.matrix.tables import benchmarks, build_matrix, matrix_grids, method_rows, row_key
 from debias_workbench.pipeline.datasets import REGISTRY as FAMILIES
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.report.document import Document
@@ -23,7 +24,9 @@ from debias_workbench.report.helpers import read_rows
 from debias_workbench.training.applicability import applicability
 from debias_workbench.training.methods import REGISTRY as METHODS
 from debias_workbench.training.methods import spec
-from debias_workbench.workflow.config import ConfigError, validate_config
+from debias_workbench.workflow.config import ConfigError, deep_merge, resolve_config, validate_config
+
+from .conftest import ROOT
 
 SEEDS = (0, 1, 2)
 #: {(grid method, test set, metric): (value per seed, se per seed)} of Colored MNIST at 1 % conflicting
@@ -39,6 +42,7 @@ IN9 = {
     ("erm", "mixed_rand", "accuracy"): ([60.0, 63.0, 61.0], [2.2, 2.3, 2.2]),
     ("clad", "mixed_same", "accuracy"): ([79.0, 80.5, 80.0], [1.9, 1.8, 1.9]),
     ("clad", "mixed_rand", "accuracy"): ([70.0, 71.0, 69.5], [2.1, 2.1, 2.2]),
+    ("erm", "only_fg", "accuracy"): ([55.0, 58.0, 56.5], [2.3, 2.3, 2.3]),  # the capability line: chance 11.1 + 20
 }
 
 
@@ -50,7 +54,7 @@ def _config() -> dict:
         "rebias": {"method": "rebias", "label": "ReBias"},
     }
     return {
-        "datasets": {"cmnist": {"family": "colored_mnist"}, "in9": {}},
+        "datasets": {"cmnist": {"family": "colored_mnist"}, "in9": {"classes": [f"{i:02d}" for i in range(9)]}},
         "grids": {
             "mx_cmnist": {
                 "dataset": "cmnist",
@@ -161,6 +165,26 @@ def test_matrix_bg_gap_cell_is_the_per_seed_gap_against_erms_lower_better(stored
     assert matrix.cells[("erm", 2)].text.startswith("ERM reference: ")  # the IN-9 grid's `erm`, the same row
 
 
+def test_matrix_benchmark_whose_erm_fails_its_capability_line_reads_not_informative(stored_rows):
+    """Colored MNIST's ERM at 35-39 % on the bias-conflicting images clears the line (chance 10 + 20) only
+    with its interval; lowered to 20-24 % it fails: every compared cell of that benchmark reads "not
+    informative", ERM's reference stays, the IN-9 benchmark (ERM's Only-FG 56.5 %, line 31.1) is judged."""
+    matrix = build_matrix(_config(), stored_rows)
+    assert matrix.capable[0][0] and matrix.capable[1][0] and matrix.capable[2][0]
+    assert "learns the classes beyond their bias" in matrix.capable[0][1] and "cmnist conflict_1" in matrix.capable[0][1]
+    low = [dict(r, value=r["value"] - 15.0) if r["grid_method"] == "vanilla" and r["metric"] == "conflicting_accuracy"
+           else r for r in stored_rows]
+    failed = build_matrix(_config(), low)
+    assert not failed.capable[0][0] and not failed.capable[1][0] and "not informative" in failed.capable[0][1]
+    for column in (0, 1):  # both numbers of the benchmark
+        cell = failed.cells[("lff", column)]
+        assert cell.status == "not informative" and cell.text.startswith("not informative") and cell.better is None
+        assert failed.cells[("erm", column)].status == "reference"
+    assert failed.capable[2][0] and failed.cells[("clad", 2)].status == "compared"
+    no_fg = [r for r in stored_rows if r["variant"] != "only_fg"]  # no ERM number to check: cannot tell
+    assert build_matrix(_config(), no_fg).cells[("clad", 2)].status == "not informative"
+
+
 def test_matrix_section_writes_the_table_and_the_heatmap(stored_rows, tmp_path):
     doc, out = Document("t"), tmp_path / "report"
     out.mkdir()
@@ -197,3 +221,4 @@ def test_matrix_config_check_refuses_a_method_its_grids_family_cannot_serve(defa
     with pytest.raises(ConfigError, match=r"grids\.park_cmnist\.methods\.clad\.method: method 'clad' needs only_bg_t, "
                                           r"which dataset family 'colored_mnist' does not offer"):
         validate_config(cfg)
+

@@ -23,6 +23,7 @@ from debias_workbench.training.run_length import run_length, switches_outside
 
 from . import paper_hooks
 from .lookup import dataset_family, dataset_variants, deep_merge, test_sets
+from .schema import grid_report
 
 Config = dict[str, Any]
 
@@ -92,8 +93,13 @@ def _grid(config: Config, name: str, grid: dict[str, Any]) -> list[str]:
                         f"{grid['dataset']!r} ({sorted(sets)})")
     if unknown := set(curves.get("methods", [])) - set(grid["methods"]):
         problems.append(f"grids.{name}.curves.methods: {sorted(unknown)} are not methods of the grid")
-    if grid["figure_variant"] not in grid["train_variants"]:
-        problems.append(f"grids.{name}.figure_variant: {grid['figure_variant']!r} is not in its train_variants")
+    figure = grid.get("figure_variant")
+    if figure is None and (curves or grid_report(grid) in paper_hooks.figure_variant_kinds()):
+        why = "its learning curves" if curves else f"report kind {grid_report(grid)!r}'s figures"
+        problems.append(f"grids.{name}.figure_variant: missing; {why} need the train variant they show: "
+                        f"add figure_variant: one of {grid['train_variants']}")
+    elif figure is not None and figure not in grid["train_variants"]:
+        problems.append(f"grids.{name}.figure_variant: {figure!r} is not in its train_variants")
     return problems
 
 
@@ -134,14 +140,15 @@ def _analyses(config: Config) -> list[str]:
 
 
 def _scope(config: Config) -> list[str]:
-    """Each run `scope.extra` keeps exists: an experiment, or a grid's method as `<grid>/<method>`."""
+    """Each run `scope.extra` keeps exists: an experiment, a grid's method as `<grid>/<method>`, or a grid."""
     problems = []
     for run in config.get("scope", {}).get("extra", {}):
         grid, _, method = run.partition("/")
         known = (method in config.get("grids", {}).get(grid, {}).get("methods", {}) if method
-                 else run in config["experiments"])
+                 else run in config["experiments"] or run in config.get("grids", {}))
         if not known:
-            problems.append(f"scope.extra: {run!r} is neither an experiment nor a <grid>/<method> of this config")
+            problems.append(f"scope.extra: {run!r} is neither an experiment, a <grid>/<method> nor a grid of this "
+                            "config")
     return problems
 
 

@@ -37,10 +37,15 @@ def _message(error: jsonschema.ValidationError) -> str:
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     """Raise `ConfigError` listing every invalid key (as a dotted path) with the rule it breaks."""
-    errors = sorted(_validator().iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    _raise_problems([f"{'.'.join(map(str, e.absolute_path)) or '<top level>'}: {_message(e)}" for e in errors])
+    _raise_problems(schema_problems(config))
     _raise_problems(cross_reference_problems(config))
     return config
+
+
+def schema_problems(config: dict[str, Any]) -> list[str]:
+    """Every key of `config` the schema refuses, as a dotted path with the rule it breaks."""
+    errors = sorted(_validator().iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    return [f"{'.'.join(map(str, e.absolute_path)) or '<top level>'}: {_message(e)}" for e in errors]
 
 
 @cache
@@ -54,9 +59,12 @@ def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
     applied (`debias_workbench/workflow/smoke.py`), and the runs the papers' tables add (`workflow.paper_hooks`:
     CLAD Table 5's U2-Net runs), sweep values and grid cells expanded into experiments of their own; raises
     `ConfigError` naming every bad key."""
-    validate_config(config)
-    if config.get("scope", {}).get("tables_only"):  # a paper config: its tables' runs only (workflow/scope.py)
+    if config.get("scope", {}).get("tables_only"):  # a paper config: its tables' runs only (workflow/scope.py),
+        # checked once they are scoped: the demo's runs it drops may read variants the config no longer builds
+        _raise_problems(schema_problems(config))
         config = validate_config(scoped(config))
+    else:
+        validate_config(config)
     if config.get("smoke"):  # smoke mode's counts must be valid too
         config = validate_config(apply_smoke(config))
     out = expand_grids(expand_sweeps(paper_hooks.expand(config)))
@@ -104,7 +112,7 @@ def expand_grids(config: dict[str, Any]) -> dict[str, Any]:
                     "tags": {"grid": name, "grid_method": key, "train_variant": variant},
                 }
                 curves = grid.get("curves")
-                if curves and variant == grid["figure_variant"] and key in curves["methods"]:
+                if curves and variant == grid.get("figure_variant") and key in curves["methods"]:
                     exp["curves"] = {"test_set": curves["test_set"], "every_steps": curves["every_steps"]}
                 if selection := grid.get("model_selection"):
                     exp["model_selection"] = {"every_steps": selection["every_steps"]}

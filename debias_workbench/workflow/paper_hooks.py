@@ -6,6 +6,8 @@ of its `PAPER` (`report`) declaring any of
   applied after scope and smoke mode, before the sweeps and grids;
 * `CHECKS`: functions config -> problems, each naming its dotted key (run with the cross-reference checks);
 * `GRID_REPORT_KINDS`: the `grids.<name>.report` values its sections accept (the schema's enum);
+* `FIGURE_VARIANT_KINDS`: those of them whose figures show one train variant (`grids.<name>.figure_variant`
+  is then required);
 * `RUN_TABLES`: functions expanded config -> {experiment: table} for runs its expansions add
   (`workbench plan` groups them under it).
 
@@ -49,6 +51,10 @@ def checks() -> tuple[Callable[[Config], list[str]], ...]:
 
 def grid_report_kinds() -> tuple[str, ...]:
     return _declared("GRID_REPORT_KINDS")
+
+
+def figure_variant_kinds() -> tuple[str, ...]:
+    return _declared("FIGURE_VARIANT_KINDS")
 
 
 def run_tables() -> tuple[Callable[[Config], dict[str, str]], ...]:

@@ -42,6 +42,13 @@ def _load(path: Path) -> dict[str, Any]:
     return schema
 
 
+def grid_report(grid: dict[str, Any]) -> str:
+    """The report kind of a grid: its `report`, or the schema's default where it gives none."""
+    return grid.get("report") or _load(SCHEMA_PATH)["properties"]["grids"]["additionalProperties"]["properties"][
+        "report"
+    ]["default"]
+
+
 def load_schema(path: Path = SCHEMA_PATH) -> dict[str, Any]:
     """The complete schema (a copy: callers may change it)."""
     return copy.deepcopy(_load(Path(path)))

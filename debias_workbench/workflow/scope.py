@@ -8,7 +8,8 @@ config's settings (the demo's MoCo-v2 / BYOL rows at ResNet-50, its Colored MNIS
 - the runs its protocols name (`protocols.<paper>.runs` and each setting's `runs`): an experiment,
   or `<grid>/<method>`, that grid method on every train variant;
 - the runs `scope.extra` keeps, each with the config's reason (a table no protocol covers, or a part
-  of the report every config builds);
+  of the report every config builds): an experiment, `<grid>/<method>`, or a grid's name for all its
+  methods (a study such as config/matrix.yaml, whose grids are its table);
 - the sweeps of a run that stays (the papers' figures).
 
 Every other experiment, grid method, grid and sweep is dropped before expansion, and the analyses'
@@ -43,7 +44,7 @@ def scoped(config: dict[str, Any]) -> dict[str, Any]:
     out["experiments"] = {name: exp for name, exp in config["experiments"].items() if name in keep}
     grids = {}
     for name, grid in config.get("grids", {}).items():
-        methods = {key: spec for key, spec in grid["methods"].items() if f"{name}/{key}" in keep}
+        methods = {key: spec for key, spec in grid["methods"].items() if name in keep or f"{name}/{key}" in keep}
         if methods:
             grids[name] = {**copy.deepcopy(grid), "methods": methods}
             if curves := grid.get("curves"):  # the learning-curve figure of the kept methods only

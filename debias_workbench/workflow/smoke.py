@@ -55,7 +55,7 @@ def apply_smoke(config: dict[str, Any]) -> dict[str, Any]:
     for grid in out.get("grids", {}).values():
         _first_seed(grid)
         _shrink_training(grid.get("training", {}))
-        grid["train_variants"] = [grid["figure_variant"]]
+        grid["train_variants"] = [grid.get("figure_variant", grid["train_variants"][0])]
         for part in ("curves", "model_selection"):
             if grid.get(part):
                 grid[part]["every_steps"] = 1

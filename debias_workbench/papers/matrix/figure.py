@@ -1,7 +1,8 @@
 """The heatmap of the methods x benchmarks table: each cell coloured by its verdict (green better than
 ERM, red worse, grey where the interval cannot tell) with the strength of the colour the effect size
 (|difference| against the largest in the table), ERM's reference cells white, cells that cannot run dark
-grey with a cross, cells not run blank with a dash."""
+grey with a cross, cells not run blank with a dash, cells of a benchmark whose ERM fails its capability
+check near-white with "n/i"."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ FIXED = {
     "no reference": (1.0, 1.0, 1.0),
     "cannot run": (0.45, 0.45, 0.45),
     "cannot tell": (0.85, 0.85, 0.85),
+    "not informative": (0.93, 0.93, 0.93),
 }
 #: what a cell shows, by status (a compared cell: its estimate)
-MARKS = {"reference": "ERM", "not run": "–", "no reference": "?", "cannot run": "×"}
+MARKS = {"reference": "ERM", "not run": "–", "no reference": "?", "cannot run": "×", "not informative": "n/i"}
 
 
 def cell_colour(cell: Cell, scale: float) -> tuple[float, float, float]:

@@ -28,6 +28,11 @@ def matrix(doc: Document, ctx: ReportContext) -> None:
         "excludes 0. A cell that cannot run says what the method needs that the family does not offer; "
         f"\"not run\": no runs of it in this configuration. {METHOD}"
     )
+    seen = set()
+    for i, bench in enumerate(table.benchmarks):  # one line per benchmark, before the cells it judges
+        if (bench.grid, bench.train_variant) not in seen:
+            seen.add((bench.grid, bench.train_variant))
+            doc.para(table.capable[i][1])
     header = ["Method", *[bench.title for bench in table.benchmarks]]
     rows = [
         [label, *[table.cells[(key, j)].text for j in range(len(table.benchmarks))]]
@@ -38,5 +43,6 @@ def matrix(doc: Document, ctx: ReportContext) -> None:
     doc.image(
         FIGURE,
         "Difference from ERM per method and benchmark: green better, red worse (the stronger, the larger the "
-        "difference against the largest in the table), grey where the interval cannot tell; × cannot run, – not run.",
+        "difference against the largest in the table), grey where the interval cannot tell; × cannot run, – not run, "
+        "n/i not informative (the benchmark's ERM fails its capability check).",
     )

@@ -6,7 +6,9 @@ declares (`DatasetFamily.benchmark_metrics`); a method is a key of the grids' `m
 two grids is the same row, and ERM's runs share one row whatever their key). ERM's row on a benchmark is
 its reference: every other cell is the difference of the method's mean over seeds from ERM's, its 95 %
 interval and verdict (`core.statistics.difference`), "better" or "worse" in the direction the number is
-better in.
+better in. Before that, each benchmark's ERM must learn the task at all (the family's `capability_check`,
+`report.helpers.capability_line`): where it does not, or cannot be seen to, the benchmark cannot tell a
+working method from a broken one and its cells read "not informative".
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from typing import Any
 
 from debias_workbench.core.statistics import Interval, difference, run_value
 from debias_workbench.pipeline.datasets import family_name, get_family
-from debias_workbench.pipeline.datasets.base import BenchmarkMetric
+from debias_workbench.pipeline.datasets.base import BenchmarkMetric, CapabilityCheck
 from debias_workbench.report.context import accuracy_table
-from debias_workbench.report.helpers import mean_std
+from debias_workbench.report.helpers import capability_line, mean_std
 from debias_workbench.training.applicability import applicability
 
 #: the grid report kind of the table's grids (`workflow.py`)
@@ -32,13 +34,16 @@ REFERENCE_ROW = "erm"
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One column: grid `grid`'s `dataset` (of `family`) trained on `train_variant`, judged by `metric`."""
+    """One column: grid `grid`'s `dataset` (of `family`) trained on `train_variant`, judged by `metric`; its
+    ERM's `capability` check (None: the family declares none) against `chance` (%)."""
 
     grid: str
     dataset: str
     family: str
     train_variant: str
     metric: BenchmarkMetric
+    capability: CapabilityCheck | None = None
+    chance: float = math.nan
 
     @property
     def title(self) -> str:
@@ -48,9 +53,10 @@ class Benchmark:
 
 @dataclass(frozen=True)
 class Cell:
-    """One method on one benchmark: `status` one of "reference", "compared", "cannot run", "not run",
-    "no reference"; its `text`; where compared, the `interval` of method minus ERM and its `effect` (the
-    estimate signed so that positive is better) and `better` (None: the interval cannot tell)."""
+    """One method on one benchmark: `status` one of "reference", "compared", "not informative" (a method on
+    a benchmark whose ERM fails its capability check), "cannot run", "not run", "no reference"; its `text`;
+    where compared, the `interval` of method minus ERM and its `effect` (the estimate signed so that positive
+    is better) and `better` (None: the interval cannot tell)."""
 
     status: str
     text: str
@@ -61,11 +67,13 @@ class Cell:
 
 @dataclass(frozen=True)
 class Matrix:
-    """{row: label} in row order, the benchmarks in column order, {(row, column): cell}."""
+    """{row: label} in row order, the benchmarks in column order, {(row, column): cell}, and per column
+    (capable, the capability line's sentence)."""
 
     methods: dict[str, str]
     benchmarks: list[Benchmark]
     cells: dict[tuple[str, int], Cell]
+    capable: dict[int, tuple[bool, str]]
 
 
 def matrix_grids(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -78,28 +86,46 @@ def benchmarks(config: dict[str, Any], grids: dict[str, dict[str, Any]]) -> list
     out = []
     for name, grid in grids.items():
         ds_cfg = config["datasets"][grid["dataset"]]
-        family = family_name(ds_cfg)
+        family = get_family(family_name(ds_cfg))
+        chance = 100.0 / family.class_count(ds_cfg)
         for variant in grid["train_variants"]:
-            for metric in get_family(family).benchmark_metrics(ds_cfg, variant):
-                out.append(Benchmark(name, grid["dataset"], family, variant, metric))
+            check = family.capability_check(ds_cfg, variant)
+            for metric in family.benchmark_metrics(ds_cfg, variant):
+                out.append(Benchmark(name, grid["dataset"], family.name, variant, metric, check, chance))
     return out
 
 
-def seed_values(rows: list[dict[str, Any]], bench: Benchmark) -> dict[str, list[float]]:
-    """{method key: [value per seed]} of the benchmark's number, from the grid's final eval rows."""
+def seed_values(
+    rows: list[dict[str, Any]], bench: Benchmark, metric: BenchmarkMetric | None = None
+) -> dict[str, list[float]]:
+    """{method key: [value per seed]} of the benchmark's number (or of `metric`, read the same way), from the
+    grid's final eval rows."""
+    metric = metric or bench.metric
     own = [
         r
         for r in rows
         if r.get("kind") == "eval" and r.get("grid") == bench.grid and r.get("train_variant") == bench.train_variant
     ]
-    if bench.metric.metric == "accuracy":  # Mixed-Same minus Mixed-Rand as the report's context computes it
+    if metric.metric == "accuracy":  # Mixed-Same minus Mixed-Rand as the report's context computes it
         table = accuracy_table(own, {r["experiment"]: r["grid_method"] for r in own})
-        return {key: list(cols.get(bench.metric.column, [])) for key, cols in table.items()}
+        return {key: list(cols.get(metric.column, [])) for key, cols in table.items()}
     values: dict[str, list[float]] = {}
     for r in sorted(own, key=lambda r: r["seed"]):
-        if r["metric"] == bench.metric.metric and r["variant"] == bench.metric.column:
+        if r["metric"] == metric.metric and r["variant"] == metric.column:
             values.setdefault(r["grid_method"], []).append(run_value(r))
     return values
+
+
+def capable(bench: Benchmark, grid: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[bool, str]:
+    """(capable, sentence): does the benchmark's ERM learn the task at all (its family's capability check)?"""
+    title = f"{bench.dataset} {bench.train_variant}"
+    if bench.capability is None:
+        return False, f"{title}: the dataset family declares no capability check, so its cells are not informative."
+    keys = [key for key, spec in grid["methods"].items() if row_key(key, spec) == REFERENCE_ROW]
+    values = next((v for key, v in seed_values(rows, bench, bench.capability.metric).items() if key in keys), [])
+    check = bench.capability
+    ok, line = capability_line("ERM", f"on {check.metric.title}", values, bench.chance, check.task)
+    return ok, f"{title}: {line}"
 
 
 def compared(values: list[float], reference: list[float], higher_is_better: bool) -> Cell:
@@ -127,10 +153,15 @@ def method_rows(grids: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str]]:
 
 
 def column_cells(
-    bench: Benchmark, grid: dict[str, Any], methods: dict[str, tuple[str, str]], rows: list[dict[str, Any]]
+    bench: Benchmark,
+    grid: dict[str, Any],
+    methods: dict[str, tuple[str, str]],
+    rows: list[dict[str, Any]],
+    informative: bool = True,
 ) -> dict[str, Cell]:
     """{row: cell} of one benchmark: ERM's run its reference, a method the family cannot serve shown with the
-    reason (`training.applicability`), one without rows "not run"."""
+    reason (`training.applicability`), one without rows "not run", every comparison "not informative" where
+    the benchmark's ERM fails its capability check (not `informative`)."""
     rows_of = {key: row_key(key, spec) for key, spec in grid["methods"].items()}
     values = {rows_of[key]: v for key, v in seed_values(rows, bench).items() if key in rows_of and v}
     reference = values.get(REFERENCE_ROW, [])
@@ -145,6 +176,10 @@ def column_cells(
             cells[row] = Cell("reference", f"ERM reference: {mean_std(reference)}")
         elif not reference:
             cells[row] = Cell("no reference", f"{mean_std(values[row])}; no ERM run on this benchmark")
+        elif not informative:
+            cells[row] = Cell(
+                "not informative", f"not informative ({mean_std(values[row])}): ERM does not learn the task"
+            )
         else:
             cells[row] = compared(values[row], reference, bench.metric.higher_is_better)
     return cells
@@ -157,9 +192,10 @@ def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]]) -> Matrix |
         return None
     methods = method_rows(grids)
     columns = benchmarks(config, grids)
+    checks = {i: capable(bench, grids[bench.grid], rows) for i, bench in enumerate(columns)}
     cells = {
         (key, i): cell
         for i, bench in enumerate(columns)
-        for key, cell in column_cells(bench, grids[bench.grid], methods, rows).items()
+        for key, cell in column_cells(bench, grids[bench.grid], methods, rows, checks[i][0]).items()
     }
-    return Matrix({key: label for key, (_, label) in methods.items()}, columns, cells)
+    return Matrix({key: label for key, (_, label) in methods.items()}, columns, cells, checks)

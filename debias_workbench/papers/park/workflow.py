@@ -13,6 +13,8 @@ Config = dict[str, Any]
 
 #: `grids.<name>.report` kinds of Park et al.'s sections: Tables 1-2 and Fig. 2; Table 3 (the ablation)
 GRID_REPORT_KINDS = ("park", "park_ablation")
+#: Table 2 and Fig. 2 show the runs of one train variant (`figure_variant`)
+FIGURE_VARIANT_KINDS = GRID_REPORT_KINDS
 #: the test sets the tables read: validation-selected and oracle accuracy on the unbiased set
 NEEDED_TEST_SETS = ("valid", "unbiased")
 

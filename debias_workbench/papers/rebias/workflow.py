@@ -5,3 +5,5 @@ from __future__ import annotations
 
 #: `grids.<name>.report` kind of ReBias's section
 GRID_REPORT_KINDS = ("rebias",)
+#: Figs. 3-4 show the runs of one train variant (`figure_variant`)
+FIGURE_VARIANT_KINDS = GRID_REPORT_KINDS

@@ -49,6 +49,17 @@ class BenchmarkMetric:
     higher_is_better: bool = True
 
 
+@dataclass(frozen=True)
+class CapabilityCheck:
+    """What shows that a benchmark's reference model (ERM) learns the task at all, so that the benchmark
+    can tell a working method from a broken one (`report.helpers.capability_line`): the accuracy read as
+    `metric` must lie 20 points above chance; `task` says what that accuracy shows ("the digits beyond their
+    colour")."""
+
+    metric: BenchmarkMetric
+    task: str
+
+
 class DatasetFamily:
     """A family of dataset variants built by the workflow (e.g. the IN-9 Background Challenge).
 
@@ -137,6 +148,15 @@ class DatasetFamily:
         """The numbers a run trained on `train_variant` is judged by as a benchmark, the first the main one;
         none for a family that is no training benchmark."""
         return ()
+
+    def capability_check(self, ds_cfg: dict[str, Any], train_variant: str) -> CapabilityCheck | None:
+        """How to tell that ERM trained on `train_variant` learns the task at all (the methods x benchmarks
+        table judges no method on a benchmark whose ERM does not); None: the family declares no check."""
+        return None
+
+    def class_count(self, ds_cfg: dict[str, Any]) -> int:
+        """The classes a model of the dataset tells apart (chance is 100 / this %)."""
+        return len(ds_cfg["classes"])
 
     def run_step(
         self,

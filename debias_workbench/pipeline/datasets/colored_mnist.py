@@ -48,6 +48,9 @@ class ColoredMnistFamily(ConflictRatioFamily):
     def revision_of(cls, ds_cfg: dict[str, Any]) -> int:
         return cls.revision + copies_revision(ds_cfg)
 
+    def class_count(self, ds_cfg: dict[str, Any]) -> int:
+        return 10
+
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         return idx_paths(ds_cfg)
 

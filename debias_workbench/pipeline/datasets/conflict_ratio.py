@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .base import BenchmarkMetric, DatasetFamily, StepJob
+from .base import BenchmarkMetric, CapabilityCheck, DatasetFamily, StepJob
 
 
 def variant_name(percent: float) -> str:
@@ -34,6 +34,13 @@ class ConflictRatioFamily(DatasetFamily):
         return (
             BenchmarkMetric("unbiased accuracy", "unbiased"),
             BenchmarkMetric("bias-conflicting accuracy", "unbiased", "conflicting_accuracy"),
+        )
+
+    def capability_check(self, ds_cfg: dict[str, Any], train_variant: str) -> CapabilityCheck | None:
+        """ERM's accuracy on the unbiased test set's bias-conflicting images (Park et al.'s line in the report)."""
+        return CapabilityCheck(
+            BenchmarkMetric("bias-conflicting accuracy", "unbiased", "conflicting_accuracy"),
+            "the classes beyond their bias",
         )
 
     def build_variant(self, job: StepJob) -> None:

@@ -22,7 +22,7 @@ from ..sources.listing import read_listing, write_listing
 from ..sources.synthetic import make_synthetic_in9
 from ..variant_stage import run_variant_stage
 from ..variants import BG_CONFLICT, EXTERNAL, bg_conflict_variants
-from .base import BenchmarkMetric, DatasetFamily, GenerationJob, StepJob
+from .base import BenchmarkMetric, CapabilityCheck, DatasetFamily, GenerationJob, StepJob
 from .bg_challenge import read_val_images, write_val_store
 
 
@@ -124,6 +124,16 @@ class In9Family(DatasetFamily):
 
     def benchmark_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> tuple[BenchmarkMetric, ...]:
         return self.CONFLICT_METRICS if train_variant.startswith(BG_CONFLICT) else self.BACKGROUND_METRICS
+
+    def capability_check(self, ds_cfg: dict[str, Any], train_variant: str) -> CapabilityCheck | None:
+        """Background-biased training: ERM's accuracy on Mixed-Rand's bias-conflicting images; otherwise on
+        ONLY_FG (the CLAD part's line: it recognises the foreground)."""
+        if train_variant.startswith(BG_CONFLICT):
+            return CapabilityCheck(
+                BenchmarkMetric("bias-conflicting accuracy (Mixed-Rand)", "unbiased", "conflicting_accuracy"),
+                "the classes beyond their backgrounds",
+            )
+        return CapabilityCheck(BenchmarkMetric("Only-FG accuracy", "only_fg"), "to recognise the foreground")
 
     steps = {
         "source": "make_source",

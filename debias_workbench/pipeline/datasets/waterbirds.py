@@ -41,6 +41,9 @@ class WaterbirdsFamily(ConflictRatioFamily):
             BenchmarkMetric("unbiased accuracy", "unbiased"),
         )
 
+    def class_count(self, ds_cfg: dict[str, Any]) -> int:
+        return len(CLASSES)
+
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         return [str(Path(ds_cfg[key]).expanduser()) for key in ("cub_root", "segmentations", "places_root")]
 

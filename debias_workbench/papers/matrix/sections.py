@@ -25,7 +25,9 @@ def matrix(doc: Document, ctx: ReportContext) -> None:
         "Each column is one benchmark (a dataset trained on one variant) judged by a number its dataset family "
         "declares (the arrow: which way is better); each cell is the method's mean over seeds minus ERM's on that "
         "benchmark, with its 95 % interval and verdict, \"better\" or \"worse\" than ERM only where the interval "
-        "excludes 0. A cell that cannot run says what the method needs that the family does not offer; "
+        "excludes 0. Every run is scored at its last iterate, whatever its method: one selection rule for the whole "
+        "table (Park et al.'s and LfF's own tables select on a validation split; their sections do). Self-supervised "
+        "rows are scored through their linear probe. A cell that cannot run says what the method needs that the family does not offer; "
         f"\"not run\": no runs of it in this configuration. {METHOD}"
     )
     seen = set()

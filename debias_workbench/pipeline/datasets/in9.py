@@ -122,8 +122,17 @@ class In9Family(DatasetFamily):
         conflict-ratio families are; the Background Challenge columns need none."""
         return train_variant.startswith(BG_CONFLICT)
 
+    #: the texture-vs-shape number where Stylized IN-9's cue-conflict images are built (Geirhos et al. 2019)
+    SHAPE_BIAS = BenchmarkMetric("shape bias (Stylized IN-9 cue conflict)", "stylized", "shape_bias")
+
     def benchmark_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> tuple[BenchmarkMetric, ...]:
-        return self.CONFLICT_METRICS if train_variant.startswith(BG_CONFLICT) else self.BACKGROUND_METRICS
+        """Background-biased training: Park et al.'s numbers on Mixed-Rand; otherwise the Background
+        Challenge's, and the shape bias where the config builds Stylized IN-9's val split."""
+        if train_variant.startswith(BG_CONFLICT):
+            return self.CONFLICT_METRICS
+        stylized = ds_cfg.get("stylized", {})
+        shape = "stylized" in ds_cfg.get("variants", ()) and "val" in stylized.get("splits", ())
+        return self.BACKGROUND_METRICS + ((self.SHAPE_BIAS,) if shape else ())
 
     def capability_check(self, ds_cfg: dict[str, Any], train_variant: str) -> CapabilityCheck | None:
         """Background-biased training: ERM's accuracy on Mixed-Rand's bias-conflicting images; otherwise on

@@ -50,7 +50,8 @@ def _config() -> dict:
         "rebias": {"method": "rebias", "label": "ReBias"},
     }
     return {
-        "datasets": {"cmnist": {"family": "colored_mnist"}, "in9": {}},
+        # in9 builds only_bg_t: CLAD reads it row-aligned with train variant original (training.applicability)
+        "datasets": {"cmnist": {"family": "colored_mnist"}, "in9": {"variants": ["original", "only_bg_t"]}},
         "grids": {
             "mx_cmnist": {
                 "dataset": "cmnist",

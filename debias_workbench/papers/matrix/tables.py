@@ -127,16 +127,21 @@ def method_rows(grids: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str]]:
 
 
 def column_cells(
-    bench: Benchmark, grid: dict[str, Any], methods: dict[str, tuple[str, str]], rows: list[dict[str, Any]]
+    bench: Benchmark,
+    grid: dict[str, Any],
+    methods: dict[str, tuple[str, str]],
+    rows: list[dict[str, Any]],
+    ds_cfg: dict[str, Any] | None = None,
 ) -> dict[str, Cell]:
-    """{row: cell} of one benchmark: ERM's run its reference, a method the family cannot serve shown with the
-    reason (`training.applicability`), one without rows "not run"."""
+    """{row: cell} of one benchmark: ERM's run its reference, a method the family cannot serve (on the benchmark's
+    train variant, as `ds_cfg`, its dataset's config, builds it) shown with the reason (`training.applicability`),
+    one without rows "not run"."""
     rows_of = {key: row_key(key, spec) for key, spec in grid["methods"].items()}
     values = {rows_of[key]: v for key, v in seed_values(rows, bench).items() if key in rows_of and v}
     reference = values.get(REFERENCE_ROW, [])
     cells = {}
     for row, (method, _) in methods.items():
-        runs, reason = applicability(method, bench.family)
+        runs, reason = applicability(method, bench.family, ds_cfg, bench.train_variant, bench.dataset)
         if not runs:
             cells[row] = Cell("cannot run", f"cannot run: {reason}")
         elif row not in values:
@@ -160,6 +165,8 @@ def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]]) -> Matrix |
     cells = {
         (key, i): cell
         for i, bench in enumerate(columns)
-        for key, cell in column_cells(bench, grids[bench.grid], methods, rows).items()
+        for key, cell in column_cells(
+            bench, grids[bench.grid], methods, rows, config["datasets"][bench.dataset]
+        ).items()
     }
     return Matrix({key: label for key, (_, label) in methods.items()}, columns, cells)

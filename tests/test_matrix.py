@@ -11,11 +11,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 from PIL import Image
 from scipy import stats
 
 from debias_workbench.papers.matrix import sections
-from debias_workbench.papers.matrix.tables import build_matrix
+from debias_workbench.papers.matrix.tables import benchmarks, build_matrix, matrix_grids, method_rows, row_key
 from debias_workbench.pipeline.datasets import REGISTRY as FAMILIES
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.report.document import Document
@@ -23,7 +24,9 @@ from debias_workbench.report.helpers import read_rows
 from debias_workbench.training.applicability import applicability
 from debias_workbench.training.methods import REGISTRY as METHODS
 from debias_workbench.training.methods import spec
-from debias_workbench.workflow.config import ConfigError, validate_config
+from debias_workbench.workflow.config import ConfigError, deep_merge, resolve_config, validate_config
+
+from .conftest import ROOT
 
 SEEDS = (0, 1, 2)
 #: {(grid method, test set, metric): (value per seed, se per seed)} of Colored MNIST at 1 % conflicting
@@ -51,7 +54,9 @@ def _config() -> dict:
         "rebias": {"method": "rebias", "label": "ReBias"},
     }
     return {
-        "datasets": {"cmnist": {"family": "colored_mnist"}, "in9": {"classes": [f"{i:02d}" for i in range(9)]}},
+        # in9 builds only_bg_t: CLAD reads it row-aligned with train variant original (training.applicability)
+        "datasets": {"cmnist": {"family": "colored_mnist"},
+                     "in9": {"classes": [f"{i:02d}" for i in range(9)], "variants": ["original", "only_bg_t"]}},
         "grids": {
             "mx_cmnist": {
                 "dataset": "cmnist",
@@ -220,3 +225,23 @@ def test_matrix_config_check_refuses_a_method_its_grids_family_cannot_serve(defa
                                           r"which dataset family 'colored_mnist' does not offer"):
         validate_config(cfg)
 
+
+def test_matrix_config_trains_every_method_on_every_benchmark_it_can_run_on(default_config):
+    """config/matrix.yaml (the issue's study): at least 6 methods x 4 benchmarks, three seeds each; a method
+    is in a benchmark's grid exactly where its family can serve it, so every cell is either trained or
+    "cannot run" with its reason, never silently missing."""
+    config = resolve_config(deep_merge(default_config, yaml.safe_load((ROOT / "config" / "matrix.yaml").read_text())))
+    grids = matrix_grids(config)
+    rows, columns = method_rows(grids), benchmarks(config, grids)
+    assert len(rows) >= 6 and len({(b.grid, b.train_variant) for b in columns}) >= 4
+    for bench in columns:
+        grid = grids[bench.grid]
+        trained = {row_key(key, spec) for key, spec in grid["methods"].items()}
+        for row, (method, _) in rows.items():
+            ds_cfg = config["datasets"][bench.dataset]
+            runs = applicability(method, bench.family, ds_cfg, bench.train_variant, bench.dataset)[0]
+            assert runs == (row in trained), (bench.grid, row)
+        assert grid["seeds"] == [0, 1, 2] and bench.capability is not None
+    assert all(exp.get("grid") in grids for exp in config["experiments"].values())  # the demo's runs dropped
+    matrix = build_matrix(config, [])
+    assert {c.status for c in matrix.cells.values()} == {"not run", "cannot run"}

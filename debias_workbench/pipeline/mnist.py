@@ -170,5 +170,18 @@ def colourise(images: np.ndarray, colour_index: np.ndarray) -> np.ndarray:
     white, and every zero pixel the background, in the sample's colour at full strength. The
     anti-aliased rim of a stroke counts as digit, so strokes come out thicker than the grey
     digit's, as in the authors' Biased MNIST."""
-    digit = (images != 0)[..., None]
+    digit = stroke_masks(images).astype(bool)[..., None]
     return np.where(digit, np.uint8(255), COLOURS[colour_index][:, None, None, :])
+
+
+def stroke_masks(images: np.ndarray) -> np.ndarray:
+    """(N, H, W) grey digits -> (N, H, W) uint8 masks, 1 on the digit: the pixels `colourise` paints white
+    (every non-zero pixel, the authors' binarisation), so that a digit is its own foreground mask."""
+    return (images != 0).astype(np.uint8)
+
+
+def background_fields(colour_index: np.ndarray, size: int) -> np.ndarray:
+    """(N, size, size, 3) images of each sample's background colour alone: a colourised digit with its
+    strokes filled by the background colour, ONLY_BG_T exactly (the background is one flat colour, so
+    the strokes' fill is what lay under them)."""
+    return np.broadcast_to(COLOURS[colour_index][:, None, None, :], (len(colour_index), size, size, 3)).copy()

@@ -44,23 +44,31 @@ def method_problems(where: str, method_name: str, method_args: dict, dataset: st
             problems.append(f"{where}.method_args.{key}: {error.message}")
     if dataset is None:
         return problems
-    problems += applicability_problems(where, method_name, dataset, config)
     built = dataset_variants(config, dataset)
+    problems += applicability_problems(where, method_name, dataset, config, variant if variant in built else None)
     if variant not in built:
         problems.append(f"{where}.train_variant: {variant!r} is not a variant dataset {dataset!r} builds "
                         f"({built}); pick one of those or add it to datasets.{dataset}.variants")
-    for needed in declared.aligned_variants.values():
-        if needed not in built:
-            problems.append(f"{where}.method: {method_name!r} reads variant {needed!r}, which dataset "
-                            f"{dataset!r} does not build (it builds {built}); add it to datasets.{dataset}.variants")
     return problems
 
 
-def applicability_problems(where: str, method_name: str, dataset: str, config: Config) -> list[str]:
-    """The method can run on the dataset's family: the family offers every capability it requires
-    (`training.applicability`)."""
-    runs, reason = applicability(method_name, dataset_family(config, dataset))
+def applicability_problems(where: str, method_name: str, dataset: str, config: Config,
+                           train_variant: str | None = None) -> list[str]:
+    """The method can run on the dataset's family: the family offers every capability it requires, and, on
+    `train_variant`, each variant the method reads built row-aligned with its train split
+    (`training.applicability`: never another train variant's store, whose rows are other images)."""
+    ds_cfg = config["datasets"][dataset] if train_variant is not None else None
+    runs, reason = applicability(method_name, dataset_family(config, dataset), ds_cfg, train_variant, dataset)
     return [] if runs else [f"{where}.method: {reason}; train it on a dataset of a family that offers it"]
+
+
+def grid_applicability_problems(where: str, method_name: str, grid: dict[str, Any], config: Config) -> list[str]:
+    """`applicability_problems` of a grid's method: once for its family, else on each built train variant."""
+    if problems := applicability_problems(where, method_name, grid["dataset"], config):
+        return problems
+    built = dataset_variants(config, grid["dataset"])
+    return [problem for variant in grid["train_variants"] if variant in built
+            for problem in applicability_problems(where, method_name, grid["dataset"], config, variant)]
 
 
 def _experiments(config: Config) -> list[str]:
@@ -85,7 +93,7 @@ def _grid(config: Config, name: str, grid: dict[str, Any]) -> list[str]:
         problems += method_problems(f"grids.{name}.methods.{key}", spec["method"], spec.get("method_args", {}), None,
                                     None, config)
         if spec["method"] in REGISTRY:
-            problems += applicability_problems(f"grids.{name}.methods.{key}", spec["method"], grid["dataset"], config)
+            problems += grid_applicability_problems(f"grids.{name}.methods.{key}", spec["method"], grid, config)
     sets = test_sets(config, grid["dataset"], grid["train_variants"][0])
     curves = grid.get("curves", {})
     if curves and curves["test_set"] not in sets:

@@ -44,9 +44,10 @@ def _load(path: Path) -> dict[str, Any]:
 
 def grid_report(grid: dict[str, Any]) -> str:
     """The report kind of a grid: its `report`, or the schema's default where it gives none."""
-    return grid.get("report") or _load(SCHEMA_PATH)["properties"]["grids"]["additionalProperties"]["properties"][
-        "report"
-    ]["default"]
+    return (
+        grid.get("report")
+        or _load(SCHEMA_PATH)["properties"]["grids"]["additionalProperties"]["properties"]["report"]["default"]
+    )
 
 
 def load_schema(path: Path = SCHEMA_PATH) -> dict[str, Any]:

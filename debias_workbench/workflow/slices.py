@@ -43,6 +43,7 @@ def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, 
     for key in SPEED_ONLY_TRAINING_KEYS:
         training.pop(key, None)
     declared = spec(exp["method"])
+    aligned = aligned_variants(config, exp["method"], exp["dataset"], exp["train_variant"])
     out = {
         "experiment": experiment,
         "seed": seed,
@@ -50,11 +51,9 @@ def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, 
         "method_args": {**declared.defaults, **exp.get("method_args", {})},
         "training": training,
         "dataset": exp["dataset"],
-        "dataset_config": dataset_section(
-            config, exp["dataset"], [exp["train_variant"], *declared.aligned_variants.values()]
-        ),
+        "dataset_config": dataset_section(config, exp["dataset"], [exp["train_variant"], *aligned.values()]),
         "train_variant": exp["train_variant"],
-        "aligned_variants": declared.aligned_variants,
+        "aligned_variants": aligned,
     }
     if declared.revision:  # absent at 0: a method's runs keep their hash until a fix of its code
         out["method_revision"] = declared.revision
@@ -64,6 +63,18 @@ def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, 
         if monitor in exp:
             out[monitor] = {**exp[monitor], "batch_size": config["evaluation"]["batch_size"]}
     return out
+
+
+def aligned_variants(config: dict[str, Any], method: str, dataset: str, train_variant: str) -> dict[str, str]:
+    """{field: the variant store it is read from} of `method`'s aligned variants on `dataset`'s `train_variant`:
+    the store its family builds row-aligned with that train split (`DatasetFamily.aligned_store`), else the
+    declared variant's own name (a config check refuses such a run first: `training.applicability`)."""
+    family = get_family(dataset_family(config, dataset))
+    ds_cfg = config["datasets"][dataset]
+    return {
+        field: family.aligned_store(ds_cfg, variant, train_variant) or variant
+        for field, variant in spec(method).aligned_variants.items()
+    }
 
 
 def scoring_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:

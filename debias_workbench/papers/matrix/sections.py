@@ -27,7 +27,8 @@ def matrix(doc: Document, ctx: ReportContext) -> None:
         "benchmark, with its 95 % interval and verdict, \"better\" or \"worse\" than ERM only where the interval "
         "excludes 0. Every run is scored at its last iterate, whatever its method: one selection rule for the whole "
         "table (Park et al.'s and LfF's own tables select on a validation split; their sections do). Self-supervised "
-        "rows are scored through their linear probe. A cell that cannot run says what the method needs that the family does not offer; "
+        "rows are scored through their linear probe. A cell that cannot run says what the method needs that the "
+        "family does not offer; "
         f"\"not run\": no runs of it in this configuration. {METHOD}"
     )
     seen = set()

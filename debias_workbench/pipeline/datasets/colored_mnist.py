@@ -7,6 +7,10 @@ a split with ~0 conflicting samples would select the most colour-reliant checkpo
 `unbiased` (val split only: the test digits, colours independent of the digit). `bias_labels` is
 the colour index.
 Images are 28x28 RGB uint8.
+
+No ONLY_BG_T background store (`offers`: CLAD cannot run here): the background is black in every image
+and the bias sits on the strokes themselves, so a positive made of the anchor's strokes on another
+image's background would be the anchor itself, its bias included.
 """
 
 from __future__ import annotations

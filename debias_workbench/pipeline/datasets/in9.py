@@ -75,6 +75,27 @@ class In9Family(DatasetFamily):
             + external_variants(ds_cfg)
         )
 
+    #: the stores built row-aligned with the training images (`offers`): only `original`'s, each the variant of
+    #: its capability's name (every variant is written in the segmented store's order; a `bg_conflict_<p>` or
+    #: Mixed-Rand train split holds other images, or the same in another order)
+    ALIGNED_STORES = ("only_bg_t", "stylized", "texture")
+    ALIGNED_TRAIN_VARIANT = "original"
+
+    def aligned_store(self, ds_cfg: dict[str, Any], capability: str, train_variant: str) -> str | None:
+        """`capability`'s own variant, for train variant `original` and where the dataset builds it."""
+        aligned = capability in self.ALIGNED_STORES and train_variant == self.ALIGNED_TRAIN_VARIANT
+        return capability if aligned and capability in self.variants(ds_cfg) else None
+
+    def unaligned_reason(self, ds_cfg: dict[str, Any], capability: str, train_variant: str) -> str:
+        if capability not in self.ALIGNED_STORES:
+            return ""
+        if train_variant != self.ALIGNED_TRAIN_VARIANT:
+            return (
+                f"its {capability} store is row-aligned with train variant {self.ALIGNED_TRAIN_VARIANT!r} only; "
+                f"train on {self.ALIGNED_TRAIN_VARIANT!r}"
+            )
+        return f"the dataset does not build variant {capability!r}; add it to the dataset's `variants`"
+
     def job_section(self, ds_cfg: dict[str, Any], variants: list[str]) -> dict[str, Any]:
         """Without the list of variants and of background-biased percentages (no generation step reads
         them: a `bg_conflict_<p>` job reads p from its name) and without the sections of derived variants

@@ -29,8 +29,8 @@ def write_labelled_store(
     bias_classes: list[str] = COLOUR_NAMES,
 ) -> None:
     """`splits`: {split: {"images" (N, S, S, 3) uint8, "labels", "bias_labels", "ids", "manifest":
-    {"inputs", "skipped", ...}}} (inputs and skipped default to N and none). Written atomically;
-    the manifest beside it counts every input."""
+    {"inputs", "skipped", ...}, and optionally "masks" (N, S, S) uint8, 1 on the foreground, as IN-9's}}
+    (inputs and skipped default to N and none). Written atomically; the manifest beside it counts every input."""
     manifest = {}
     with atomic_store(out) as tmp:
         group = zarr.open_group(tmp, mode="w")
@@ -52,5 +52,7 @@ def write_labelled_store(
             create_array(sub, "labels", (n,), np.int64, one, one)[:] = part["labels"]
             create_array(sub, "bias_labels", (n,), np.int64, one, one)[:] = part["bias_labels"]
             create_array(sub, "ids", (n,), str, one, one)[:] = part["ids"]
+            if "masks" in part:
+                create_array(sub, "masks", (n, size, size), np.uint8, int(ds_cfg["chunk_images"]))[:] = part["masks"]
             manifest[split] = {"inputs": n, "outputs": n, "skipped": [], **part["manifest"]}
     write_json(out.parent / f"{variant}.manifest.json", manifest)

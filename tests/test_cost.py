@@ -22,7 +22,7 @@ from debias_workbench.workflow.slices import run_config
 ROOT = Path(__file__).resolve().parents[1]
 #: every shipped config the plan must cost ([] is the embedded default alone)
 CONFIGS = [[], ["imagenet9.yaml"], ["imagenet100_ssl.yaml"], ["park_real_data.yaml"], ["park_ablation.yaml"],
-           ["biased_mnist_paper.yaml"]]
+           ["biased_mnist_paper.yaml"], ["matrix_paper.yaml"]]
 #: the device check's rows not named after the method they measure (benchmarks/gpu_throughput.py, CASES)
 MEASURED = {"park": "intrinsic_feature_enhancement", "moco_v2_patch": "moco_v2"}
 

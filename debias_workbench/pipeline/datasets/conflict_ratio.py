@@ -37,11 +37,12 @@ class ConflictRatioFamily(DatasetFamily):
         )
 
     def capability_check(self, ds_cfg: dict[str, Any], train_variant: str) -> CapabilityCheck | None:
-        """ERM's accuracy on the unbiased test set's bias-conflicting images (Park et al.'s line in the report)."""
-        return CapabilityCheck(
-            BenchmarkMetric("bias-conflicting accuracy", "unbiased", "conflicting_accuracy"),
-            "the classes beyond their bias",
-        )
+        """ERM's accuracy on the unbiased test set, where the bias is balanced away: a model that learned only
+        the bias sits at chance there (aligned images right, conflicting ones wrong), so the line asks that it
+        learned the classes at all. Not its bias-conflicting accuracy: a strong bias holds that near 0 % by
+        design at the papers' ratios (Park et al.'s Vanilla: 60.96 % on BFFHQ, 2 classes), which would make
+        the papers' own benchmarks uninformative."""
+        return CapabilityCheck(BenchmarkMetric("unbiased accuracy", "unbiased"), "the classes beyond their bias")
 
     def build_variant(self, job: StepJob) -> None:
         variant, ds_cfg = self.known_variant(job), job.ds_cfg

@@ -9,7 +9,10 @@ ANALYSIS_STORES = {v: variant_store(config["evaluation"]["dataset"], v) for v in
 ANALYSIS_STORE_ARGS = store_args(ANALYSIS_STORES)
 SALIENCY_EXPERIMENTS = config["analyses"]["saliency"]["experiments"]
 TEXTURE = config["analyses"]["texture"]
-ANALYSIS_FILES = [f"{R}/analysis/{name}.jsonl" for name in ("consistency", "fivecrop", "saliency")]
+# each analysis where it has models: a grids-only config (config/matrix.yaml) maps no saliency
+ANALYSIS_FILES = [f"{R}/analysis/{name}.jsonl" for name in ("consistency", "fivecrop") if MAIN_EXPERIMENTS]
+if SALIENCY_EXPERIMENTS:
+    ANALYSIS_FILES.append(f"{R}/analysis/saliency.jsonl")
 if TEXTURE["experiments"] and (TEXTURE["vgg"] or TEXTURE.get("vgg16")):
     ANALYSIS_FILES.append(f"{R}/analysis/texture.jsonl")
 

@@ -295,6 +295,7 @@ def test_matrix_paper_config_plans_every_grid_and_dry_runs_on_standins(tmp_path)
     jobs = planned(out)
     assert jobs["report"] == 1 and jobs["all"] == 1
     assert sum(n for rule, n in jobs.items() if rule.startswith("train")) > 0
+    assert "analysis_saliency" not in jobs  # no saliency experiment is kept: no job that would map none
 
 
 @pytest.mark.parametrize("typo", ["curves", "sweep", "analysis"])

@@ -52,10 +52,12 @@ class In9Family(DatasetFamily):
         BenchmarkMetric("BG-GAP (Mixed-Same − Mixed-Rand)", "bg_gap", higher_is_better=False),
         BenchmarkMetric("Mixed-Rand accuracy", "mixed_rand"),
     )
-    #: a background-biased train variant (Park et al.'s Waterbirds analogue): its unbiased set is Mixed-Rand
+    #: a background-biased train variant (Park et al.'s Waterbirds analogue): its unbiased set is Mixed-Rand, judged as
+    #: the conflict-ratio families; not by its worst group: 9 classes x 9 backgrounds leave the synthetic val split
+    #: 5-6 images a group, and every model of the matrix's first run scored 0 % on some group
     CONFLICT_METRICS = (
         BenchmarkMetric("unbiased accuracy (Mixed-Rand)", "unbiased"),
-        BenchmarkMetric("worst-group accuracy (Mixed-Rand)", "unbiased", "worst_group_accuracy"),
+        BenchmarkMetric("bias-conflicting accuracy (Mixed-Rand)", "unbiased", "conflicting_accuracy"),
     )
     #: training images of the sources whose size the config does not give (the Background
     #: Challenge's IN-9 train split; ImageNet's 370 IN-9 classes; ImageNet-100's train split)

@@ -23,6 +23,7 @@ from .aggregates import grid_accuracies
 from .context import ReportContext, build_context
 from .document import Document
 from .helpers import metric_table
+from .section import has_main_runs
 from .sections import sections
 
 
@@ -33,7 +34,10 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     ctx = build_context(config, metric_files, quality_file, manifest_files, stores, out_dir, saliency_arrays)
     doc = Document("Debiasing workbench report")
     check_protocol_sections(config, [section.name for section in sections()])
+    main = has_main_runs(config)
     for section in sections():
+        if section.part == "main" and not main:
+            continue
         for protocol in config.get("protocols", {}).values():
             if protocol["section"] == section.name:
                 protocol_table(doc, protocol)

@@ -17,6 +17,12 @@ if TYPE_CHECKING:
 PARTS = ("main", "grids")
 
 
+def has_main_runs(config: dict) -> bool:
+    """Whether the config has a run of its own outside the grids: a grids-only config (config/matrix.yaml)
+    gets no "main" part, whose tables would hold only the papers' quoted rows."""
+    return any(not exp.get("grid") for exp in config["experiments"].values())
+
+
 @dataclass(frozen=True)
 class Section:
     """`name`: what a protocol table's `section` names to stand above it; `selection`: the

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from debias_workbench.core.statistics import METHOD
 from debias_workbench.papers import PAPERS
 
+from ..section import has_main_runs
+
 if TYPE_CHECKING:
     from ..context import ReportContext
     from ..document import Document
@@ -31,6 +33,13 @@ def intro(doc: Document, ctx: ReportContext) -> None:
         + (f" with `--config {overrides}`" if overrides else "")
         + f" (later files override earlier ones); resolved config SHA-256 `{source['sha256'][:16]}`."
     )
+    if not has_main_runs(config):
+        doc.para(
+            "Every run belongs to a grid: its dataset and recipe are in the grid's section and in the training "
+            "table below; rows are mean ± sample std over each grid's seeds."
+        )
+        doc.para(f"Statistics: {METHOD}")
+        return
     doc.para(
         f"Data source: `{ds['source']['kind']}`, {ds['image_size']}×{ds['image_size']} px, "
         f"segmentation {ds['segmentation']['method']}; backbone {config['training']['arch']}, "

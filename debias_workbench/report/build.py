@@ -34,9 +34,12 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
     ctx = build_context(config, metric_files, quality_file, manifest_files, stores, out_dir, saliency_arrays)
     doc = Document("Debiasing workbench report")
     check_protocol_sections(config, [section.name for section in sections()])
-    main = has_main_runs(config)
+    # a grids-only config: no paper section about the main dataset's runs
+    skipped = (
+        set() if has_main_runs(config) else {s for name in PAPERS for s in PAPERS[name].sections if s.part == "main"}
+    )
     for section in sections():
-        if section.part == "main" and not main:
+        if section in skipped:
             continue
         for protocol in config.get("protocols", {}).values():
             if protocol["section"] == section.name:

@@ -35,8 +35,8 @@ def intro(doc: Document, ctx: ReportContext) -> None:
     )
     if not has_main_runs(config):
         doc.para(
-            "Every run belongs to a grid: its dataset and recipe are in the grid's section and in the training "
-            "table below; rows are mean ± sample std over each grid's seeds."
+            "Every run belongs to a grid: its dataset and training recipe are the config's `grids.<name>`; rows are "
+            "mean ± sample std over each grid's seeds."
         )
         doc.para(f"Statistics: {METHOD}")
         return

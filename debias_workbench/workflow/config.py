@@ -16,10 +16,10 @@ from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.training.methods import spec as method_spec
 
 from . import paper_hooks
-from .checks import cross_reference_problems, label_problems, switch_problems, unknown_scoped_names
+from .checks import cross_reference_problems, label_problems, switch_problems
 from .lookup import dataset_family, dataset_variants, deep_merge
 from .schema import load_schema
-from .scope import scoped
+from .scope import scoped, unknown_scoped_names
 from .smoke import apply_smoke
 
 

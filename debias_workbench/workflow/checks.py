@@ -99,8 +99,7 @@ def _grid(config: Config, name: str, grid: dict[str, Any]) -> list[str]:
     if curves and curves["test_set"] not in sets:
         problems.append(f"grids.{name}.curves.test_set: {curves['test_set']!r} is not a test set of "
                         f"{grid['dataset']!r} ({sorted(sets)})")
-    if unknown := set(curves.get("methods", [])) - set(grid["methods"]):
-        problems.append(f"grids.{name}.curves.methods: {sorted(unknown)} are not methods of the grid")
+    problems += _curve_methods(name, grid)
     figure = grid.get("figure_variant")
     if figure is None and (curves or grid_report(grid) in paper_hooks.figure_variant_kinds()):
         why = "its learning curves" if curves else f"report kind {grid_report(grid)!r}'s figures"
@@ -119,6 +118,19 @@ def _grids(config: Config) -> list[str]:
         else:
             problems += _grid(config, name, grid)
     return problems
+
+
+def _curve_methods(name: str, grid: dict[str, Any]) -> list[str]:
+    """The grid's learning curves name methods of the grid."""
+    unknown = set(grid.get("curves", {}).get("methods", [])) - set(grid["methods"])
+    return [f"grids.{name}.curves.methods: {sorted(unknown)} are not methods of the grid"] if unknown else []
+
+
+def scoped_away_problems(config: Config) -> list[str]:
+    """What `workflow.scope.scoped` drops without a word (curve methods, sweeps, analysed experiments), checked on
+    the whole config before it, so that a typo is refused, not scoped away."""
+    curves = [p for name, grid in config.get("grids", {}).items() for p in _curve_methods(name, grid)]
+    return curves + _sweeps(config) + _analyses(config)
 
 
 def _sweeps(config: Config) -> list[str]:
@@ -155,8 +167,7 @@ def _scope(config: Config) -> list[str]:
         known = (method in config.get("grids", {}).get(grid, {}).get("methods", {}) if method
                  else run in config["experiments"] or run in config.get("grids", {}))
         if not known:
-            problems.append(f"scope.extra: {run!r} is neither an experiment, a <grid>/<method> nor a grid of this "
-                            "config")
+            problems.append(f"scope.extra: {run!r} is neither an experiment, a <grid>/<method> nor a grid here")
     return problems
 
 

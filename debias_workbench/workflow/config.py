@@ -16,10 +16,10 @@ from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.training.methods import spec as method_spec
 
 from . import paper_hooks
-from .checks import cross_reference_problems, label_problems, switch_problems
+from .checks import cross_reference_problems, label_problems, scoped_away_problems, switch_problems
 from .lookup import dataset_family, dataset_variants, deep_merge
 from .schema import load_schema
-from .scope import scoped, unknown_scoped_names
+from .scope import scoped
 from .smoke import apply_smoke
 
 
@@ -62,7 +62,7 @@ def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
     if config.get("scope", {}).get("tables_only"):  # a paper config: its tables' runs only (workflow/scope.py),
         # checked once they are scoped: the demo's runs it drops may read variants the config no longer builds
         _raise_problems(schema_problems(config))
-        _raise_problems(unknown_scoped_names(config))
+        _raise_problems(scoped_away_problems(config))
         config = validate_config(scoped(config))
     else:
         validate_config(config)

@@ -61,21 +61,3 @@ def scoped(config: dict[str, Any]) -> dict[str, Any]:
         if isinstance(analysis, dict) and "experiments" in analysis:
             analysis["experiments"] = [e for e in analysis["experiments"] if e in out["experiments"]]
     return out
-
-
-def unknown_scoped_names(config: dict[str, Any]) -> list[str]:
-    """The names `scoped` drops without a word, where they name nothing in the whole config: a
-    grid's curve methods, a sweep's experiment, an analysis's experiments. Checked before scoping (a paper
-    config's cross-references are checked after it), so that a typo is refused, not silently scoped away."""
-    problems, experiments = [], config["experiments"]
-    for name, grid in config.get("grids", {}).items():
-        if unknown := sorted(set(grid.get("curves", {}).get("methods", [])) - set(grid["methods"])):
-            problems.append(f"grids.{name}.curves.methods: {unknown} are not methods of the grid")
-    for name, sweep in config.get("sweeps", {}).items():
-        if sweep["experiment"] not in experiments:
-            problems.append(f"sweeps.{name}.experiment: {sweep['experiment']!r} is not in `experiments`")
-    for analysis, section in config["analyses"].items():
-        for name in section.get("experiments", []) if isinstance(section, dict) else []:
-            if name not in experiments:
-                problems.append(f"analyses.{analysis}.experiments: {name!r} is not in `experiments`")
-    return problems

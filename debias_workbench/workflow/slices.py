@@ -20,6 +20,7 @@ from typing import Any
 from debias_workbench.core.atomic import write_text_atomic
 from debias_workbench.core.provenance import job_config_text, text_digest
 from debias_workbench.pipeline.datasets import FAMILIES, get_family
+from debias_workbench.training.applicability import aligned_stores
 from debias_workbench.training.methods import spec
 
 from . import protocol  # protocol reads run_config from here: the module, not its names
@@ -69,12 +70,8 @@ def aligned_variants(config: dict[str, Any], method: str, dataset: str, train_va
     """{field: the variant store it is read from} of `method`'s aligned variants on `dataset`'s `train_variant`:
     the store its family builds row-aligned with that train split (`DatasetFamily.aligned_store`), else the
     declared variant's own name (a config check refuses such a run first: `training.applicability`)."""
-    family = get_family(dataset_family(config, dataset))
-    ds_cfg = config["datasets"][dataset]
-    return {
-        field: family.aligned_store(ds_cfg, variant, train_variant) or variant
-        for field, variant in spec(method).aligned_variants.items()
-    }
+    stores = aligned_stores(method, dataset_family(config, dataset), config["datasets"][dataset], train_variant)
+    return {field: stores[variant] or variant for field, variant in spec(method).aligned_variants.items()}
 
 
 def scoring_config(config: dict[str, Any], experiment: str) -> dict[str, Any]:

@@ -88,14 +88,13 @@ class In9Family(DatasetFamily):
         """`capability`'s own variant, for train variant `original` and where the dataset builds it with a
         train split (Stylized IN-9 and IN-9-Texture may be built as test sets only: `splits: [val]`)."""
         aligned = capability in self.ALIGNED_STORES and train_variant == self.ALIGNED_TRAIN_VARIANT
-        return (
-            capability if aligned and capability in self.variants(ds_cfg) and self._trains(ds_cfg, capability) else None
-        )
+        return capability if aligned and self.builds_split(ds_cfg, capability, "train") else None
 
-    @staticmethod
-    def _trains(ds_cfg: dict[str, Any], variant: str) -> bool:
-        """Whether the dataset builds `variant`'s train split (a derived variant's `splits`; the others always)."""
-        return "train" in ds_cfg.get(variant, {}).get("splits", ["train"]) if variant in DERIVED else True
+    def builds_split(self, ds_cfg: dict[str, Any], variant: str, split: str) -> bool:
+        """Whether the dataset builds `variant` with its `split` (a derived variant: its section's `splits`)."""
+        if variant not in self.variants(ds_cfg):
+            return False
+        return split in ds_cfg.get(variant, {}).get("splits", ()) if variant in DERIVED else True
 
     def unaligned_reason(self, ds_cfg: dict[str, Any], capability: str, train_variant: str) -> str:
         if capability not in self.ALIGNED_STORES:
@@ -164,8 +163,7 @@ class In9Family(DatasetFamily):
         Challenge's, and the shape bias where the config builds Stylized IN-9's val split."""
         if train_variant.startswith(BG_CONFLICT):
             return self.CONFLICT_METRICS
-        stylized = ds_cfg.get("stylized", {})
-        shape = "stylized" in ds_cfg.get("variants", ()) and "val" in stylized.get("splits", ())
+        shape = self.builds_split(ds_cfg, "stylized", "val")
         return self.BACKGROUND_METRICS + ((self.SHAPE_BIAS,) if shape else ())
 
     def capability_check(self, ds_cfg: dict[str, Any], train_variant: str) -> CapabilityCheck | None:

@@ -43,7 +43,10 @@ The verdict is "higher" or "lower" when the interval excludes 0 and "cannot tell
 one seed on a side the seed spread is unknown and the verdict is "cannot tell" whatever the
 difference. Intervals are per comparison, without a correction for the number of comparisons a
 report makes: of twenty comparisons where nothing differs, at most about one says "higher" or
-"lower" (`benchmarks/statistics_calibration.py` measures the rate and the power).
+"lower" (`benchmarks/statistics_calibration.py` measures the rate and the power). Each interval
+has the p-value of its own statistic (`Interval.p_value`, the level at which its bound reaches 0),
+which a section judging many cells at once corrects with Holm's step-down (`holm`: the methods x
+benchmarks table).
 A share of 0 % or 100 % has no binomial spread; its standard error is then the Agresti-Coull one
 (two successes and two failures added), so it is never a zero-width interval.
 """

@@ -156,8 +156,6 @@ SMALL_NETWORKS = {
 }
 
 
-
-
 def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) -> Network:
     """A network with `features(x)` (B, D), `feature_map(x)` (B, D, h, w) before its global average
     pooling, `head` and `feature_dim`: a torchvision ResNet

@@ -11,3 +11,7 @@ TRACKERS_VARIABLE = "WORKBENCH_TRACKERS"
 
 #: the environment variable through which the workflow hands `training.runs_per_gpu` to its train jobs
 RUNS_PER_GPU_VARIABLE = "WORKBENCH_RUNS_PER_GPU"
+
+#: the training keys that set the small networks' widths (`training.models.build_network`): small_cnn's, the others'
+SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS = "small_cnn_channels", "simple_cnn_channels"
+NETWORK_WIDTH_KEYS = (SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS)

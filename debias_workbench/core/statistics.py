@@ -43,7 +43,10 @@ The verdict is "higher" or "lower" when the interval excludes 0 and "cannot tell
 one seed on a side the seed spread is unknown and the verdict is "cannot tell" whatever the
 difference. Intervals are per comparison, without a correction for the number of comparisons a
 report makes: of twenty comparisons where nothing differs, at most about one says "higher" or
-"lower" (`benchmarks/statistics_calibration.py` measures the rate and the power).
+"lower" (`benchmarks/statistics_calibration.py` measures the rate and the power). Each interval
+has the p-value of its own statistic (`Interval.p_value`, the level at which its bound reaches 0),
+which a section judging many cells at once corrects with Holm's step-down (`holm`: the methods x
+benchmarks table).
 A share of 0 % or 100 % has no binomial spread; its standard error is then the Agresti-Coull one
 (two successes and two failures added), so it is never a zero-width interval.
 """
@@ -61,6 +64,8 @@ import numpy as np
 #: resamples of every test-image bootstrap
 RESAMPLES = 2000
 LEVEL = 0.95
+#: log10 of the smallest p-value `Interval.p_value` resolves (below it, this value)
+SMALLEST_LOG_P = -300.0
 
 #: the method, in one sentence, for the report
 METHOD = (
@@ -162,6 +167,36 @@ class Interval:
     paired: bool
     seeds: tuple[int, int]  # seeds on each side (one side: (k, 0))
     images: int = 0  # test images both sides were paired on (0: not paired by image)
+    #: the two variance parts and the seed part's degrees of freedom the interval was made from (`_t_interval`)
+    seed_var: float = math.nan
+    seed_df: float = math.nan
+    image_var: float = 0.0
+
+    @property
+    def p_value(self) -> float:
+        """Two-sided p-value of "no difference" from the interval's own statistic: the smallest level alpha at
+        which Banerjee's bound, estimate +- sqrt(t_(nu, 1 - alpha/2)^2 v_seed + z_(1 - alpha/2)^2 v_image),
+        excludes 0 (so p < 0.05 exactly where the 95 % interval does). With no test-image part it is the t
+        test's, 2 P(T_nu > |estimate| / sqrt(v_seed)) (scipy's `ttest_rel` / `ttest_ind(equal_var=False)`);
+        with no seed part the normal's. 1 where the interval is unbounded (one seed on a side) or has no
+        numbers: no evidence."""
+        if not (math.isfinite(self.low) and math.isfinite(self.high) and math.isfinite(self.estimate)):
+            return 1.0
+        if self.estimate == 0.0:
+            return 1.0
+        # here, not at the top: every training job imports this module (`_t_interval`)
+        from scipy import optimize, special
+
+        seed_var = self.seed_var if self.seed_var > 0 else 0.0
+
+        def excess(log_alpha: float) -> float:  # half-width at level 1 - alpha minus |estimate|: decreasing
+            tail = 10.0**log_alpha / 2  # the lower quantiles, exact in the far tail where 1 - tail rounds to 1
+            t = float(special.stdtrit(self.seed_df, tail)) if seed_var > 0 else 0.0
+            return math.sqrt(t**2 * seed_var + float(special.ndtri(tail)) ** 2 * self.image_var) - abs(self.estimate)
+
+        if excess(SMALLEST_LOG_P) <= 0:
+            return 10.0**SMALLEST_LOG_P
+        return 10.0 ** float(optimize.brentq(excess, SMALLEST_LOG_P, 0.0, xtol=1e-10))
 
     @property
     def verdict(self) -> str:
@@ -205,14 +240,14 @@ def _t_interval(
     """estimate +- sqrt(t(seed_df)^2 seed_var + z^2 image_var), Banerjee's bound (module docstring);
     unbounded where the seed spread is unknown (one seed)."""
     if math.isnan(seed_df) or seed_df <= 0 or not math.isfinite(seed_var + image_var):
-        return Interval(estimate, -math.inf, math.inf, paired, seeds, images)
+        return Interval(estimate, -math.inf, math.inf, paired, seeds, images, seed_var, seed_df, image_var)
     # here, not at the top: every training job imports this module (docs/measurements.md#the-demos-cost-per-rule)
     from scipy import special
 
     quantile = 0.5 + LEVEL / 2  # special's quantiles: stats.t.ppf and stats.norm.ppf without their checks
     t = float(special.stdtrit(seed_df, quantile)) if seed_var > 0 else 0.0
     half = math.sqrt(t**2 * seed_var + float(special.ndtri(quantile)) ** 2 * image_var)
-    return Interval(estimate, estimate - half, estimate + half, paired, seeds, images)
+    return Interval(estimate, estimate - half, estimate + half, paired, seeds, images, seed_var, seed_df, image_var)
 
 
 def _image_var(values: Sequence[float]) -> float:
@@ -280,3 +315,17 @@ def _per_image_differences(pairs: list[tuple[float, float]]) -> tuple[float, int
     ms_residual = float((residual**2).sum()) / ((k - 1) * (n - 1))
     image_part = max(float(image_means.var(ddof=1)) / n - ms_residual / (k * n), 0.0)
     return float(seed_means.var(ddof=1)) / k, k - 1, image_part, n
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (S. Holm, Scand. J. Statist. 6, 1979), in the order given: with the m
+    p-values sorted, p_(1) <= ... <= p_(m), the i-th adjusted is max over j <= i of min(1, (m - j + 1) p_(j)).
+    Rejecting where the adjusted p-value is below alpha keeps the chance of any false rejection in the family
+    at most alpha, whatever the dependence between the tests."""
+    m = len(p_values)
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted

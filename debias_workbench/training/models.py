@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from debias_workbench.core.names import TIMM_PREFIX
+from debias_workbench.core.names import SIMPLE_CNN_WIDTHS, SMALL_CNN_WIDTHS, TIMM_PREFIX
 from debias_workbench.core.provenance import file_digest
 from debias_workbench.core.schema_defaults import defaults
 
@@ -154,11 +154,6 @@ SMALL_NETWORKS = {
     "bagnet18": lambda n, ch: BagNet18(n),
     "small_cnn": lambda n, ch: SmallCNN(n, ch),
 }
-
-
-#: the training keys that set the small networks' widths (`build_network`): small_cnn's, the others'
-SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS = "small_cnn_channels", "simple_cnn_channels"
-NETWORK_WIDTH_KEYS = (SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS)
 
 
 def build_network(arch: str, num_classes: int, train_cfg: dict | None = None) -> Network:

@@ -1,8 +1,9 @@
-"""The heatmap of the methods x benchmarks table: each cell coloured by its verdict (green better than
-ERM, red worse, grey where the interval cannot tell) with the strength of the colour the effect size
-(|difference| against the largest in the table), ERM's reference cells white, cells that cannot run dark
-grey with a cross, cells not run blank with a dash, cells of a benchmark whose ERM fails its capability
-check near-white with "n/i"."""
+"""The heatmap of the methods x benchmarks table: each cell coloured by its corrected verdict against its
+row's baseline (`verdicts`: green better, red worse, grey where Holm's correction cannot tell, amber where a
+better number was bought with a worse accuracy) with the strength of the colour the effect size (|difference|
+against the largest in the table), reference cells (ERM, plain SSL) white, cells without a like-for-like
+baseline white with "n/b", cells that cannot run dark grey with a cross, cells not run blank with a dash, cells
+of a benchmark whose ERM fails its capability check near-white with "n/i"."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import numpy as np
 
 from debias_workbench.report.helpers import save_figure
 
-from .tables import Cell, Matrix
+from .tables import Matrix
+from .verdicts import Cell
 
 #: RGB of the cells no verdict colours
 FIXED = {
@@ -23,9 +25,18 @@ FIXED = {
     "cannot run": (0.45, 0.45, 0.45),
     "cannot tell": (0.85, 0.85, 0.85),
     "not informative": (0.93, 0.93, 0.93),
+    "no baseline": (1.0, 1.0, 1.0),
+    "traded": (0.95, 0.70, 0.25),
 }
 #: what a cell shows, by status (a compared cell: its estimate)
-MARKS = {"reference": "ERM", "not run": "–", "no reference": "?", "cannot run": "×", "not informative": "n/i"}
+MARKS = {
+    "reference": "ref",
+    "not run": "–",
+    "no reference": "?",
+    "no baseline": "n/b",
+    "cannot run": "×",
+    "not informative": "n/i",
+}
 
 
 def cell_colour(cell: Cell, scale: float) -> tuple[float, float, float]:
@@ -33,7 +44,7 @@ def cell_colour(cell: Cell, scale: float) -> tuple[float, float, float]:
     if cell.status != "compared":
         return FIXED[cell.status]
     if cell.better is None:
-        return FIXED["cannot tell"]
+        return FIXED["traded" if cell.guard else "cannot tell"]
     hue = (0.10, 0.60, 0.25) if cell.better else (0.80, 0.15, 0.15)
     strength = 0.3 + 0.7 * min(abs(cell.effect) / scale, 1.0)
     return tuple(1.0 - strength * (1.0 - c) for c in hue)  # type: ignore[return-value]
@@ -56,6 +67,10 @@ def heatmap(matrix: Matrix, path: Path) -> None:
     titles = [b.title.replace(": ", ":\n", 1) for b in matrix.benchmarks]  # dataset and variant above the number
     ax.set_xticks(range(n_cols), titles, rotation=30, ha="right", fontsize=7)
     ax.set_yticks(range(n_rows), [matrix.methods[k] for k in keys], fontsize=7)
-    ax.set_title("Difference from ERM (points): green better, red worse, grey cannot tell", fontsize=8)
+    ax.set_title(
+        "Difference from each row's baseline (points), Holm-corrected: green better, red worse, grey cannot tell, "
+        "amber traded",
+        fontsize=8,
+    )
     fig.tight_layout()
     save_figure(fig, path, dpi=120)

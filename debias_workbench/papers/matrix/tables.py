@@ -1,28 +1,35 @@
-"""The cells of the methods x benchmarks table: each method's difference from ERM on each benchmark's
-number, from the final evaluation rows of the config's `report: matrix` grids.
+"""The cells of the methods x benchmarks table: each method's difference from its like-for-like baseline on
+each benchmark's number, from the final evaluation rows of the config's `report: matrix` grids.
 
 A benchmark is one grid's dataset at one of its train variants, judged by one number its family
 declares (`DatasetFamily.benchmark_metrics`); a method is a key of the grids' `methods` (the same key in
-two grids is the same row, and ERM's runs share one row whatever their key). ERM's row on a benchmark is
-its reference: every other cell is the difference of the method's mean over seeds from ERM's, its 95 %
-interval and verdict (`core.statistics.difference`), "better" or "worse" in the direction the number is
-better in. Before that, each benchmark's ERM must learn the task at all (the family's `capability_check`,
-`report.helpers.capability_line`): where it does not, or cannot be seen to, the benchmark cannot tell a
-working method from a broken one and its cells read "not informative".
+two grids is the same row, and ERM's runs share one row whatever their key). Each row is compared with the
+baseline of its own regime and network in its grid (`contrasts`: supervised rows with ERM of the same
+network, initialisation and budget, self-supervised rows with plain SSL of the same recipe), a reference
+row's cells show its mean: every other cell is the difference of the method's mean over seeds from its
+baseline's, its 95 % interval and verdict (`core.statistics.difference`), "better" or "worse" in the direction
+the number is better in, under Holm's correction across the table's compared cells and the family's trade-off
+guard (`verdicts`). Before that, each benchmark's ERM must learn the task at all (the family's
+`capability_check`, `report.helpers.capability_line`): where it does not, or cannot be seen to, the benchmark
+cannot tell a working method from a broken one and its cells read "not informative".
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from debias_workbench.core.statistics import Interval, difference, run_value
+from debias_workbench.core.statistics import run_value
 from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.pipeline.datasets.base import BenchmarkMetric, CapabilityCheck
 from debias_workbench.report.context import accuracy_table
 from debias_workbench.report.helpers import capability_line, mean_std
 from debias_workbench.training.applicability import applicability
+
+from .contrasts import Baseline, baselines, row_baselines
+from .supervision import row_given
+from .verdicts import Cell, corrected, provisional
 
 #: the grid report kind of the table's grids (`workflow.py`)
 KIND = "matrix"
@@ -52,28 +59,18 @@ class Benchmark:
 
 
 @dataclass(frozen=True)
-class Cell:
-    """One method on one benchmark: `status` one of "reference", "compared", "not informative" (a method on
-    a benchmark whose ERM fails its capability check), "cannot run", "not run", "no reference"; its `text`;
-    where compared, the `interval` of method minus ERM and its `effect` (the estimate signed so that positive
-    is better) and `better` (None: the interval cannot tell)."""
-
-    status: str
-    text: str
-    interval: Interval | None = None
-    effect: float = math.nan
-    better: bool | None = None
-
-
-@dataclass(frozen=True)
 class Matrix:
-    """{row: label} in row order, the benchmarks in column order, {(row, column): cell}, and per column
-    (capable, the capability line's sentence)."""
+    """{row: label} in row order, the benchmarks in column order, {(row, column): cell}, per column
+    (capable, the capability line's sentence), and per row what it is compared with (`contrasts`), what it is
+    given beyond images and labels (`supervision`: the table's cell, and {family: in full})."""
 
     methods: dict[str, str]
     benchmarks: list[Benchmark]
     cells: dict[tuple[str, int], Cell]
     capable: dict[int, tuple[bool, str]]
+    baselines: dict[str, str] = field(default_factory=dict)
+    given: dict[str, str] = field(default_factory=dict)
+    given_in_full: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def matrix_grids(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -128,16 +125,6 @@ def capable(bench: Benchmark, grid: dict[str, Any], rows: list[dict[str, Any]]) 
     return ok, f"{title}: {line}"
 
 
-def compared(values: list[float], reference: list[float], higher_is_better: bool) -> Cell:
-    """The cell of a method's `values` against ERM's `reference` on a number better when higher (or lower)."""
-    judged = difference(values, reference)
-    effect = judged.estimate if higher_is_better else -judged.estimate
-    if judged.verdict == "cannot tell":
-        return Cell("compared", judged.text(), judged, effect)
-    better = (judged.verdict == "higher") == higher_is_better
-    return Cell("compared", f"{judged.text()}; {'better' if better else 'worse'} than ERM", judged, effect, better)
-
-
 def row_key(key: str, spec: dict[str, Any]) -> str:
     """The table row of grid method `key`: ERM's under whatever key a grid gives it (`REFERENCE_ROW`), else `key`."""
     return REFERENCE_ROW if spec["method"] in REFERENCE_METHODS else key
@@ -158,33 +145,49 @@ def column_cells(
     methods: dict[str, tuple[str, str]],
     rows: list[dict[str, Any]],
     ds_cfg: dict[str, Any],
+    contrasts: dict[str, Baseline],
     informative: bool = True,
 ) -> dict[str, Cell]:
-    """{row: cell} of one benchmark: ERM's run its reference, a method the family cannot serve (on the benchmark's
-    train variant, as `ds_cfg`, its dataset's config, builds it) shown with the reason (`training.applicability`),
-    one without rows "not run", every comparison "not informative" where the benchmark's ERM fails its
-    capability check (not `informative`)."""
+    """{row: cell} of one benchmark, before the correction: a reference row's mean, each other row against its
+    baseline in the grid (`contrasts`, by grid method), a method the family cannot serve (on the benchmark's train
+    variant, as `ds_cfg`, its dataset's config, builds it) shown with the reason (`training.applicability`), one
+    without rows "not run", every comparison "not informative" where the benchmark's ERM fails its capability
+    check (not `informative`)."""
     rows_of = {key: row_key(key, spec) for key, spec in grid["methods"].items()}
-    values = {rows_of[key]: v for key, v in seed_values(rows, bench).items() if key in rows_of and v}
-    reference = values.get(REFERENCE_ROW, [])
+    values = _row_values(rows, bench, rows_of, bench.metric)
+    traded = _row_values(rows, bench, rows_of, bench.metric.trades_against) if bench.metric.trades_against else {}
     cells = {}
-    for row, (method, _) in methods.items():
+    for row, (method, label) in methods.items():
         runs, reason = applicability(method, bench.family, ds_cfg, bench.train_variant, bench.dataset)
         if not runs:
             cells[row] = Cell("cannot run", f"cannot run: {reason}")
-        elif row not in values:
+            continue
+        if row not in values:
             cells[row] = Cell("not run", "not run")
-        elif row == REFERENCE_ROW:
-            cells[row] = Cell("reference", f"ERM reference: {mean_std(reference)}")
-        elif not reference:
-            cells[row] = Cell("no reference", f"{mean_std(values[row])}; no ERM run on this benchmark")
+            continue
+        found = contrasts[next(key for key, r in rows_of.items() if r == row)]
+        base = rows_of[found.key] if found.key is not None else None
+        if found.reference:
+            cells[row] = Cell("reference", f"{label} reference: {mean_std(values[row])}")
+        elif base is None:
+            cells[row] = Cell("no baseline", f"{mean_std(values[row])}; {found.text}")
+        elif base not in values:
+            cells[row] = Cell("no reference", f"{mean_std(values[row])}; no run of its baseline {found.text} here")
         elif not informative:
             cells[row] = Cell(
                 "not informative", f"not informative ({mean_std(values[row])}): ERM fails the capability check"
             )
         else:
-            cells[row] = compared(values[row], reference, bench.metric.higher_is_better)
+            pair = (traded.get(row, []), traded.get(base, [])) if bench.metric.trades_against else None
+            cells[row] = provisional(values[row], values[base], bench.metric, found.text, pair)
     return cells
+
+
+def _row_values(
+    rows: list[dict[str, Any]], bench: Benchmark, rows_of: dict[str, str], metric: BenchmarkMetric
+) -> dict[str, list[float]]:
+    """{table row: [value per seed]} of `metric` on the benchmark (`seed_values`), the rows with values only."""
+    return {rows_of[key]: v for key, v in seed_values(rows, bench, metric).items() if key in rows_of and v}
 
 
 def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]]) -> Matrix | None:
@@ -199,11 +202,27 @@ def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]]) -> Matrix |
         if (bench.grid, bench.train_variant) not in once:
             once[(bench.grid, bench.train_variant)] = capable(bench, grids[bench.grid], rows)
     checks = {i: once[(bench.grid, bench.train_variant)] for i, bench in enumerate(columns)}
+    contrasts = {name: baselines(config, grid) for name, grid in grids.items()}
     cells = {
         (key, i): cell
         for i, bench in enumerate(columns)
         for key, cell in column_cells(
-            bench, grids[bench.grid], methods, rows, config["datasets"][bench.dataset], checks[i][0]
+            bench,
+            grids[bench.grid],
+            methods,
+            rows,
+            config["datasets"][bench.dataset],
+            contrasts[bench.grid],
+            checks[i][0],
         ).items()
     }
-    return Matrix({key: label for key, (_, label) in methods.items()}, columns, cells, checks)
+    given, given_in_full = row_given(config, grids, row_key)
+    return Matrix(
+        {key: label for key, (_, label) in methods.items()},
+        columns,
+        corrected(cells),
+        checks,
+        row_baselines(config, grids, row_key),
+        given,
+        given_in_full,
+    )

@@ -41,12 +41,15 @@ class BenchmarkMetric:
     """A number a benchmark of the family is judged by (the methods x benchmarks table compares each method's
     to ERM's): its `title`, the `column` it is read from (a test set, the eval rows' `variant`, or `bg_gap`,
     Mixed-Same minus Mixed-Rand accuracy per seed, which the report's context derives), the eval rows'
-    `metric`, and whether a higher value is better."""
+    `metric`, and whether a higher value is better; `trades_against`, where a better value can be bought with a
+    worse one (a smaller background gap by a lower accuracy without the background), that accuracy: the table
+    calls a method "better" on this number only where it is not worse on that one than its baseline."""
 
     title: str
     column: str
     metric: str = "accuracy"
     higher_is_better: bool = True
+    trades_against: BenchmarkMetric | None = None
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,8 @@ class BiasedMnistFamily(DatasetFamily):
     offers = {
         "biased_network": "the 1x1 SimpleConvNet (simple_cnn1): it sees colour, never a stroke's shape",
         "only_bg_t": "each digit's background colour field, its strokes (the binarised digit, the store's masks) "
-        "filled with the background colour, row-aligned with the rho_<rho> training images (`backgrounds: true`)",
+        "filled with the background colour, row-aligned with the rho_<rho> training images (`backgrounds: true`): "
+        "exact masks, the digit's own strokes, so an oracle foreground where a photo's mask is estimated",
     }
     revision = 1  # 1: digits binarised and the biased test split at rho = 1, as the authors (issue 51)
 

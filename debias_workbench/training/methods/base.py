@@ -10,9 +10,11 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from debias_workbench.core.names import NETWORK_WIDTH_KEYS
+
 from ..augment import Augmenter
 from ..distributed import averaged_gradients
-from ..models import NETWORK_WIDTH_KEYS, build_network
+from ..models import build_network
 from ..network import Network
 from ..settings import AugmentSettings, OptimizerSettings
 from .spec import module_specs

@@ -10,7 +10,12 @@ its results), whether it cuts its training views from whole photos (`photo_views
 model, `workflow.cost`, reads it) and the rules its code fixes (`code_rules`, which the paper
 configs' protocols name) and what it needs of a dataset family beyond images and labels (`needs`,
 with its aligned variants: `requires`, which `training.applicability` holds against what each family
-offers). The declaration of `<module>.py`'s classes is `<module>.yaml` next to
+offers); for the methods x benchmarks table (`papers.matrix`), its training `regime` (supervised or
+self-supervised), whether its runs are their regime's `reference` (ERM), the arguments that are its
+`treatment` (their defaults, on `baseline_method`, give its like-for-like baseline: plain MoCo-v2 for
+MoCo-v2 + patch negatives), what its design is `given` about the bias, and `x-given: {value: what}` on an
+argument whose value gives it something more (a committee vote on the val split). The declaration of
+`<module>.py`'s classes is `<module>.yaml` next to
 it, one entry per class; the config check validates every experiment's `method_args` against it.
 """
 
@@ -25,7 +30,9 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 #: the workbench's annotations of an argument (not JSON schema: left out of `MethodSpec.schema`)
-ANNOTATIONS = ("x-within-run", "x-before-run", "x-smoke")
+ANNOTATIONS = ("x-within-run", "x-before-run", "x-smoke", "x-given")
+#: the training regimes a method declares (`MethodSpec.regime`)
+REGIMES = ("supervised", "self-supervised")
 
 
 @dataclass(frozen=True)
@@ -57,12 +64,33 @@ class MethodSpec:
     #: capabilities it needs of a dataset family besides its `aligned_variants` (each family's `offers` names
     #: those it has): `biased_network`, a network biased by design towards the family's bias (ReBias's G)
     needs: tuple[str, ...] = ()
+    #: how it trains its network: "supervised" or "self-supervised" (a linear probe on a label-free backbone)
+    regime: str = REGIMES[0]
+    #: its runs are their regime's reference, what the other methods of the regime are compared with (ERM)
+    reference: bool = False
+    #: the arguments whose non-default values are what it adds (Ge et al.'s negatives: `negative`, `alpha`); its
+    #: rows with all of them at default, of `baseline_method`, are its baseline; none: the method as a whole is
+    #: the treatment, compared with its regime's `reference`
+    treatment: tuple[str, ...] = ()
+    #: the registered method whose rows with the `treatment` at default are its baseline (None: itself)
+    baseline_method: str | None = None
+    #: what its design is given about the bias beyond the family's `offers` (HEX's texture extractor); empty: nothing
+    given: str = ""
 
     @property
     def requires(self) -> tuple[str, ...]:
         """Every capability it needs of a family: its `needs`, then each variant it reads row-aligned with its
         training images (named by the variant: CLAD's `only_bg_t`), which the family must build that way."""
         return tuple(dict.fromkeys([*self.needs, *self.aligned_variants.values()]))
+
+    def given_by(self, method_args: dict[str, Any]) -> list[str]:
+        """What its `method_args` give it beyond images and labels (its arguments' `x-given` at their values)."""
+        values = {**self.defaults, **method_args}
+        return [
+            arg["x-given"][values[name]]
+            for name, arg in self.args.items()
+            if "x-given" in arg and values.get(name) in arg["x-given"]
+        ]
 
     def registered_as(self, name: str) -> MethodSpec:
         """The spec of the class as registered under `name` (its `cost_as` entry, if any, as its cost)."""
@@ -132,10 +160,21 @@ def module_specs(module: str) -> dict[str, MethodSpec]:
             dict(entry.get("cost_as") or {}),
             dict(entry.get("code_rules") or {}),
             tuple(entry.get("needs") or ()),
+            _regime(path, cls, entry.get("regime", REGIMES[0])),
+            bool(entry.get("reference", False)),
+            tuple(entry.get("treatment") or ()),
+            entry.get("baseline_method"),
+            str(entry.get("given", "")),
         )
         for cls, entry in raw.items()
         if not cls.startswith("_")
     }
+
+
+def _regime(path: Path, cls: str, regime: str) -> str:
+    if regime not in REGIMES:
+        raise ValueError(f"{path}: {cls}'s regime {regime!r} is none of {REGIMES}")
+    return regime
 
 
 def class_spec(module: str, cls: str) -> MethodSpec:

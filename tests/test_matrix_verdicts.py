@@ -1,7 +1,7 @@
 """The methods x benchmarks table's verdicts, like for like (issue 60): the baseline each row gets from the
 declarations (`papers/matrix/contrasts.py`), the supervision column (`supervision.py`), the trade-off guard and
-Holm's correction (`verdicts.py`, `core.statistics.holm`, `Interval.p_value`), each against rows written by
-hand and numbers computed by hand."""
+the Benjamini-Hochberg correction (`verdicts.py`, `core.statistics.benjamini_hochberg`, `Interval.p_value`),
+each against rows written by hand and numbers computed by hand."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 import yaml
 from scipy import stats
 
-from debias_workbench.core.statistics import RunValue, _t_interval, difference, holm
+from debias_workbench.core.statistics import RunValue, _t_interval, benjamini_hochberg, difference
 from debias_workbench.papers.matrix import contrasts, figure, supervision, verdicts
 from debias_workbench.papers.matrix.contrasts import NO_BASELINE, baselines, differences, run_training
 from debias_workbench.papers.matrix.tables import REFERENCE_METHODS, benchmarks, build_matrix, matrix_grids
@@ -224,43 +224,48 @@ def test_matrix_generic_verdict_code_names_no_family_or_variant():
             assert name not in code, (module.__name__, name)
 
 
-def test_matrix_holm_correction_against_a_hand_computation():
-    """Holm (1979) on four p-values by hand: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1, then running maxima."""
-    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert holm([0.5, 0.2]) == pytest.approx([0.5, 0.4]) and holm([]) == []
-    assert holm([0.3, 0.9, 0.6]) == pytest.approx([0.9, 1.0, 1.0])  # 0.3 x 3; 0.6 x 2 capped at 1; then monotone
+def test_matrix_benjamini_hochberg_correction_against_a_hand_computation():
+    """Benjamini-Hochberg (1995) on four p-values by hand: sorted 0.005, 0.01, 0.03, 0.04 times 4/1, 4/2, 4/3,
+    4/4 = 0.02, 0.02, 0.04, 0.04, then running minima from the largest."""
+    assert benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert benjamini_hochberg([0.5, 0.2]) == pytest.approx([0.5, 0.4]) and benjamini_hochberg([]) == []
+    # 0.3 x 3 = 0.9; 0.6 x 3/2 = 0.9; 0.9 x 3/3: all 0.9 (a step-up: a larger p-value can lift a smaller one's)
+    assert benjamini_hochberg([0.3, 0.9, 0.6]) == pytest.approx([0.9, 0.9, 0.9])
+    assert benjamini_hochberg([0.04, 0.01, 0.5]) == pytest.approx([0.06, 0.03, 0.5])  # 0.04 x 3/2; 0.01 x 3
 
 
 #: per seed, no test-image error (se 0): each cell's p-value is the paired t test's, by hand
-HOLM = {
+CORRECTED = {
     ("vanilla", "unbiased", "accuracy"): ([40.0, 44.0, 42.0], [0.0] * 3),
-    ("lff", "unbiased", "accuracy"): ([60.0, 64.5, 61.0], [0.0] * 3),        # far above: survives Holm
+    ("lff", "unbiased", "accuracy"): ([60.0, 64.5, 61.0], [0.0] * 3),        # far above: survives the correction
     ("moco", "unbiased", "accuracy"): ([30.0, 31.0, 29.0], [0.0] * 3),
-    ("moco_patch", "unbiased", "accuracy"): ([33.0, 35.5, 31.5], [0.0] * 3),  # p < 0.05 alone, not after Holm
+    ("moco_patch", "unbiased", "accuracy"): ([32.5, 35.5, 31.5], [0.0] * 3),  # p 0.042 alone; q 0.062
     ("byol", "unbiased", "accuracy"): ([28.0, 30.0, 29.0], [0.0] * 3),
     ("byol_patch", "unbiased", "accuracy"): ([27.0, 31.5, 29.5], [0.0] * 3),
 }
 
 
-def test_matrix_verdicts_use_holms_correction_computed_by_hand(tmp_path):
+def test_matrix_verdicts_use_the_correction_computed_by_hand(tmp_path):
     config = _config()
-    config["grids"]["mx_cmnist"]["methods"] = {k: v for k, v in _methods().items() if k in {key for key, _, _ in HOLM}}
-    matrix = build_matrix(config, _stored(tmp_path, _rows("mx_cmnist", "conflict_1", HOLM)))
+    config["grids"]["mx_cmnist"]["methods"] = {
+        k: v for k, v in _methods().items() if k in {key for key, _, _ in CORRECTED}
+    }
+    matrix = build_matrix(config, _stored(tmp_path, _rows("mx_cmnist", "conflict_1", CORRECTED)))
     compared = {key: cell for (key, _), cell in matrix.cells.items() if cell.status == "compared"}
     pairs = {"lff": "vanilla", "moco_patch": "moco", "byol_patch": "byol"}
     assert set(compared) == set(pairs)
-    p = {k: stats.ttest_rel(HOLM[(k, "unbiased", "accuracy")][0], HOLM[(b, "unbiased", "accuracy")][0]).pvalue
+    p = {k: stats.ttest_rel(CORRECTED[(k, "unbiased", "accuracy")][0], CORRECTED[(b, "unbiased", "accuracy")][0]).pvalue
          for k, b in pairs.items()}
-    order = sorted(p, key=p.get)
-    hand, running = {}, 0.0
-    for rank, key in enumerate(order):
-        running = max(running, min(1.0, (len(order) - rank) * p[key]))
-        hand[key] = running
+    order = sorted(p, key=p.get)  # step-up: from the largest p-value down, the running minimum of m p / rank
+    hand, running = {}, 1.0
+    for rank in range(len(order), 0, -1):
+        running = min(running, len(order) * p[order[rank - 1]] / rank)
+        hand[order[rank - 1]] = running
     for key, cell in compared.items():
         assert cell.interval.p_value == pytest.approx(p[key], rel=1e-6)
-        assert cell.p_holm == pytest.approx(hand[key], rel=1e-6)
+        assert cell.q_value == pytest.approx(hand[key], rel=1e-6)
         assert cell.better is (True if hand[key] < 0.05 else None), key
-        assert f"Holm p = {hand[key]:.2g} of 3 tests" in cell.text and "uncorrected: " in cell.text
+        assert f"BH q = {hand[key]:.2g} of 3 tests" in cell.text and "uncorrected: " in cell.text
     assert p["moco_patch"] < 0.05 <= hand["moco_patch"]  # the case the correction exists for
     assert compared["moco_patch"].text.startswith("cannot tell from MoCo-v2") and "uncorrected: higher" in \
         compared["moco_patch"].text

@@ -45,8 +45,8 @@ difference. Intervals are per comparison, without a correction for the number of
 report makes: of twenty comparisons where nothing differs, at most about one says "higher" or
 "lower" (`benchmarks/statistics_calibration.py` measures the rate and the power). Each interval
 has the p-value of its own statistic (`Interval.p_value`, the level at which its bound reaches 0),
-which a section judging many cells at once corrects with Holm's step-down (`holm`: the methods x
-benchmarks table).
+which a section judging many cells at once corrects with Benjamini and Hochberg's step-up
+(`benjamini_hochberg`: the methods x benchmarks table).
 A share of 0 % or 100 % has no binomial spread; its standard error is then the Agresti-Coull one
 (two successes and two failures added), so it is never a zero-width interval.
 """
@@ -317,15 +317,16 @@ def _per_image_differences(pairs: list[tuple[float, float]]) -> tuple[float, int
     return float(seed_means.var(ddof=1)) / k, k - 1, image_part, n
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (S. Holm, Scand. J. Statist. 6, 1979), in the order given: with the m
-    p-values sorted, p_(1) <= ... <= p_(m), the i-th adjusted is max over j <= i of min(1, (m - j + 1) p_(j)).
-    Rejecting where the adjusted p-value is below alpha keeps the chance of any false rejection in the family
-    at most alpha, whatever the dependence between the tests."""
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (q-values; Y. Benjamini and Y. Hochberg, J. R. Statist. Soc. B 57,
+    1995), in the order given: with the m p-values sorted, p_(1) <= ... <= p_(m), the i-th adjusted is
+    min over j >= i of min(1, m p_(j) / j). Rejecting where it is below alpha keeps the expected share of false
+    rejections among the rejections (the false discovery rate) at most alpha for independent tests and for
+    positively dependent ones (Benjamini and Yekutieli 2001: cells sharing a baseline are)."""
     m = len(p_values)
     adjusted = [1.0] * m
-    running = 0.0
-    for rank, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
-        running = max(running, min(1.0, (m - rank) * p_values[i]))
+    running = 1.0
+    for rank, i in reversed(list(enumerate(sorted(range(m), key=lambda i: p_values[i]), start=1))):
+        running = min(running, min(1.0, m * p_values[i] / rank))
         adjusted[i] = running
     return adjusted

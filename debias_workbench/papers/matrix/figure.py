@@ -1,5 +1,5 @@
 """The heatmap of the methods x benchmarks table: each cell coloured by its corrected verdict against its
-row's baseline (`verdicts`: green better, red worse, grey where Holm's correction cannot tell, amber where a
+row's baseline (`verdicts`: green better, red worse, grey where the corrected verdict cannot tell, amber where a
 better number was bought with a worse accuracy) with the strength of the colour the effect size (|difference|
 against the largest in the table), reference cells (ERM, plain SSL) white, cells without a like-for-like
 baseline white with "n/b", cells that cannot run dark grey with a cross, cells not run blank with a dash, cells
@@ -68,8 +68,8 @@ def heatmap(matrix: Matrix, path: Path) -> None:
     ax.set_xticks(range(n_cols), titles, rotation=30, ha="right", fontsize=7)
     ax.set_yticks(range(n_rows), [matrix.methods[k] for k in keys], fontsize=7)
     ax.set_title(
-        "Difference from each row's baseline (points), Holm-corrected: green better, red worse, grey cannot tell, "
-        "amber traded",
+        "Difference from each row's baseline (points), Benjamini-Hochberg-corrected: green better, red worse, "
+        "grey cannot tell, amber traded",
         fontsize=8,
     )
     fig.tight_layout()

@@ -54,7 +54,8 @@ def matrix(doc: Document, ctx: ReportContext) -> None:
     heatmap(table, ctx.out_dir / FIGURE)
     doc.image(
         FIGURE,
-        "Difference from each row's baseline per method and benchmark, coloured by the Holm-corrected verdict: "
+        "Difference from each row's baseline per method and benchmark, coloured by the corrected verdict "
+        "(Benjamini-Hochberg): "
         "green better, red worse (the stronger, the larger the difference against the largest in the table), "
         "grey where the correction cannot tell, amber a better number bought with a worse accuracy; ref a "
         "reference row (ERM, plain SSL), n/b no like-for-like baseline, × cannot run, – not run, n/i not "
@@ -90,9 +91,10 @@ def _how_judged(table: Matrix) -> str:
         f"{settings}; where no run of the grid does, the cell says so instead of comparing. Each cell is the "
         f"method's mean over seeds minus its baseline's, with its uncorrected 95 % interval. {METHOD} In this "
         f"table the verdicts are corrected, by {CORRECTION} across the family of every compared cell of the "
-        f"table ({tests} tests): \"better\" or \"worse\" only where the Holm-adjusted p-value (from the "
-        "interval's own statistic: the level at which the interval reaches 0) is below 0.05, so that the chance "
-        f"of any false verdict in the table is at most 5 %; the uncorrected interval stands beside it. {guard}"
+        f"table ({tests} tests): \"better\" or \"worse\" only where the cell's q-value (its p-value, from the "
+        "interval's own statistic: the level at which the interval reaches 0, adjusted by the step-up) is below "
+        "0.05, so that of the cells that say so at most 5 % are expected to be false; the uncorrected interval "
+        f"stands beside it. {guard}"
         "Every run is scored at its last iterate, whatever its method: one selection rule for the whole table "
         "(Park et al.'s and LfF's own tables select on a validation split; their sections do). No method here "
         "reads bias labels in training; \"Given beyond images and labels\" says what each is given instead. A "

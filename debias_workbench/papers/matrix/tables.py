@@ -8,8 +8,8 @@ baseline of its own regime and network in its grid (`contrasts`: supervised rows
 network, initialisation and budget, self-supervised rows with plain SSL of the same recipe), a reference
 row's cells show its mean: every other cell is the difference of the method's mean over seeds from its
 baseline's, its 95 % interval and verdict (`core.statistics.difference`), "better" or "worse" in the direction
-the number is better in, under Holm's correction across the table's compared cells and the family's trade-off
-guard (`verdicts`). Before that, each benchmark's ERM must learn the task at all (the family's
+the number is better in, under the Benjamini-Hochberg correction across the table's compared cells and the
+family's trade-off guard (`verdicts`). Before that, each benchmark's ERM must learn the task at all (the family's
 `capability_check`, `report.helpers.capability_line`): where it does not, or cannot be seen to, the benchmark
 cannot tell a working method from a broken one and its cells read "not informative".
 """

@@ -10,6 +10,7 @@ from debias_workbench.report.document import Document
 
 from .figure import heatmap
 from .tables import build_matrix
+from .verdicts import record
 
 #: the heatmap's file in the report folder
 FIGURE = "matrix_heatmap.png"
@@ -42,6 +43,7 @@ def matrix(doc: Document, ctx: ReportContext) -> None:
         for key, label in table.methods.items()
     ]
     doc.table(header, rows)
+    record(doc, table)  # the verdict summary's rows
     heatmap(table, ctx.out_dir / FIGURE)
     doc.image(
         FIGURE,

@@ -208,7 +208,7 @@ SUMMARY_NOTE = (
     "named against the second) only where the 95 % interval of the difference excludes 0, \"cannot tell\" "
     "otherwise, **not informative** where the section draws none (its reference model fails the capability "
     "check, say). Each comparison links to its section: the numbers, the capability check and what the "
-    "difference means there."
+    f"difference means there. The [contents](#{slug(CONTENTS_HEADING)}) follow the table."
 )
 NO_VERDICT = "No section of this report judges a comparison: no verdict to list."
 

@@ -18,4 +18,4 @@ def record(doc: Document, table: Matrix) -> None:
                 reading = "" if cell.better is None else "better than ERM" if cell.better else "worse than ERM"
                 doc.verdict(comparison, cell.interval, reading)
             elif cell.status == "not informative":
-                doc.no_verdict(comparison, cell.text)  # the cell says why, as the table does
+                doc.no_verdict(comparison, "the benchmark fails its capability check (its line above the table)")

@@ -214,12 +214,14 @@ def test_the_ablation_and_the_matrix_record_their_verdicts(default_config, tmp_p
 
 
 def test_headings_get_githubs_anchors_unique_in_the_document():
-    """GitHub's slugs (github-slugger): lower case, punctuation and symbols dropped, a hyphen per space,
-    a repeated one numbered; the title and the opening headings count first, as they come first."""
+    """GitHub's slugs (github-slugger 2: these and the demo report's headings agree with its own output):
+    lower case, punctuation and symbols dropped, a hyphen per space, a repeated one numbered; the title and
+    the opening headings count first, as they come first."""
     assert slug("Table 2 – Background Challenge accuracy (%)") == "table-2--background-challenge-accuracy-"
     assert slug("Fig. 3 – rebias_mnist: accuracy per colour × digit cell (ρ = 0.5)") == (
         "fig-3--rebias_mnist-accuracy-per-colour--digit-cell-ρ--05")
     assert slug("Runs scored on `cmnist`: accuracy (%)") == "runs-scored-on-cmnist-accuracy-"
+    assert slug("Shape bias (x², ½) — Table 7") == "shape-bias-x---table-7"  # other numbers, dashes dropped
     doc = Document("Report", with_summary=True)
     for text in ("Contents", "Results", "Results", "Results-1", "Report"):
         doc.heading(text)

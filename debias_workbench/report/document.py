@@ -42,10 +42,17 @@ STYLE = (
 
 
 def slug(text: str) -> str:
-    """GitHub's anchor of a heading (github-slugger): lower case, every character but letters, marks,
-    digits, `_`, `-` and spaces dropped, each space a hyphen ("Table 2 – Accuracy (%)" ->
-    "table-2--accuracy-")."""
-    kept = "".join(c for c in text.strip().lower() if c in " -_" or unicodedata.category(c)[0] in "LMN")
+    """GitHub's anchor of a heading (github-slugger 2): lower case; dropped, every character but letters,
+    marks, decimal and letter numbers, connector punctuation (`_`), `-` and the plain space; each space a
+    hyphen ("Table 2 – Accuracy (%)" -> "table-2--accuracy-")."""
+    kept = "".join(
+        c
+        for c in text.strip().lower()
+        if c in " -"
+        or c.isalpha()
+        or unicodedata.category(c) in ("Nd", "Nl", "Pc")
+        or unicodedata.category(c)[0] == "M"
+    )
     return kept.replace(" ", "-")
 
 

@@ -56,10 +56,10 @@ def test_a_toy_fifth_paper_reaches_the_built_report(tmp_path, default_config, mo
     assert f"## {HEADING}" in md
     assert "| Ours | 51.0 ± 1.4 |" in md and "| Paper | 42.0 |" in md  # its role's model, its numbers.yaml
     assert "The toy paper's rows are quoted from its Table 1." in md     # its intro line
-    toy = md[md.index(HEADING):]
+    toy = md[md.index(f"## {HEADING}"):]  # the section (the contents at the top list its heading too)
     assert toy.index("Model selection: the model at the end of training") < toy.index("\n## ")  # its rule
     # among the main dataset's tables (after the registered papers'), before the grid reports and the data
-    assert md.index("## Non-semantic negatives") < md.index(HEADING) < md.index("## Table 1 – rebias_mnist")
+    assert md.index("## Non-semantic negatives") < md.index(f"## {HEADING}") < md.index("## Table 1 – rebias_mnist")
 
 def _names() -> set[str]:
     """Every paper, method and dataset family, by its registered name, less the names a family also

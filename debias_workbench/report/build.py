@@ -32,7 +32,7 @@ def build_report(config: dict[str, Any], metric_files: list[Path], quality_file:
                  stores: dict[str, Path], out_dir: Path, saliency_arrays: Path | None = None) -> None:  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = build_context(config, metric_files, quality_file, manifest_files, stores, out_dir, saliency_arrays)
-    doc = Document("Debiasing workbench report")
+    doc = Document("Debiasing workbench report", with_summary=True)
     check_protocol_sections(config, [section.name for section in sections()])
     # a grids-only config: no paper section about the main dataset's runs
     skipped = (

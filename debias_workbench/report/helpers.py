@@ -54,10 +54,11 @@ def capability_line(model: str, where: str, values: list[float], chance: float, 
     it are reported as not informative."""
     bar = chance + CAPABLE_MARGIN
     ci = mean_interval(values)
-    capable = bool(values) and ci.low >= bar
+    state = _learns(values, chance)
+    capable = state == "learns"
     if capable:
         judged = f"it learns {task}, so the comparison below can judge the methods."
-    elif values and ci.high < bar:
+    elif state == "does not learn":
         judged = (
             f"it does not learn {task}, so this benchmark cannot tell a working method from a broken one: the "
             "verdict below is **not informative**."
@@ -78,6 +79,21 @@ def capability_line(model: str, where: str, values: list[float], chance: float, 
         f"Capability check: {model} reaches {mean_std(values)} % {where} ({interval}chance "
         f"{chance:.1f} %; the check asks for the interval to lie {CAPABLE_MARGIN:.0f} points above chance): " + judged
     )
+
+
+def _learns(values: list[float], chance: float) -> str:
+    """ "learns" where the 95 % interval of the mean lies wholly `CAPABLE_MARGIN` points above chance,
+    "does not learn" where it lies wholly below that line, else "cannot tell" (`capability_line`)."""
+    bar, ci = chance + CAPABLE_MARGIN, mean_interval(values)
+    return "learns" if values and ci.low >= bar else "does not learn" if values and ci.high < bar else "cannot tell"
+
+
+def failed_check(model: str, values: list[float], chance: float, task: str) -> str:
+    """Why a comparison whose reference fails its capability check (`capability_line`) is not judged, in
+    a few words for the report's verdict summary."""
+    if _learns(values, chance) == "does not learn":
+        return f"capability check: {model} does not learn {task}"
+    return f"capability check: cannot tell whether {model} learns {task}"
 
 
 #: fewest images (counted decisions) a per-run value needs before the report prints it. The shape

@@ -18,6 +18,7 @@ from debias_workbench.core.statistics import difference
 from debias_workbench.report.document import Document
 from debias_workbench.report.helpers import (
     capability_line,
+    failed_check,
     headline,
     mean_std,
     metric_table,
@@ -121,14 +122,21 @@ def bg_gap_verdict(doc: Document, regenerated: dict[str, dict[str, list[float]]]
     base = table.get(base_label, {}).get("bg_gap")
     if not base:
         return
+    labels = [label for label in played(roles, ("clad", "clad_plus"))[0] if table.get(label, {}).get("bg_gap")]
+    doc.heading(f"BG-GAP verdict: {' / '.join(labels)} against {base_label}" if labels else
+                f"BG-GAP verdict against {base_label}")
     doc.para("The verdict below is drawn on " + ("the official Background Challenge test images (Xiao et al.'s "
              "release, as the paper's Table 2)." if use_official else "the Mixed-Same / Mixed-Rand images regenerated "
              "here (no official test images were given: `evaluation.official_dataset`)."))
     only_fg = table.get(reference, {}).get("only_fg", [])
     if only_fg:
-        capable, line = capability_line(reference, "on ONLY_FG", only_fg, chance, "to recognise the foreground")
+        task = "to recognise the foreground"
+        capable, line = capability_line(reference, "on ONLY_FG", only_fg, chance, task)
         doc.para(line)
         if not capable:
+            for label in labels:
+                doc.no_verdict(f"{label} vs {base_label}, BG-GAP (lower is better)",
+                               failed_check(reference, only_fg, chance, task))
             doc.para(f"Does CLAD reduce the BG-GAP of {base_label} here? Not informative: the reference model does not "
                      "recognise the objects, so a smaller gap could only come from using the background less.")
             return
@@ -136,12 +144,12 @@ def bg_gap_verdict(doc: Document, regenerated: dict[str, dict[str, list[float]]]
         doc.para("Capability check: no Base (MR) run (ERM on MIXED_RAND) with ONLY_FG accuracy in this configuration, "
                  "so whether the benchmark can judge the methods is unknown.")
     lines = []
-    for label in played(roles, ("clad", "clad_plus"))[0]:
-        gap = table.get(label, {}).get("bg_gap")
-        if not gap:
-            continue
+    for label in labels:
+        gap = table[label]["bg_gap"]
         judged = difference(gap, base)  # "lower" only where its 95 % interval lies below 0
         verdict = GAP_VERDICTS[judged.verdict].format(label=label)
+        doc.verdict(f"{label} vs {base_label}, BG-GAP (lower is better)", judged,
+                    "" if judged.verdict == "cannot tell" else verdict.removeprefix("so "))
         rand, base_rand = table[label].get("mixed_rand", []), table[base_label].get("mixed_rand", [])
         line = (f"BG-GAP (lower is better), {label} vs {base_label}: {judged.text()}, {verdict}"
                 + f" ({mean_std(gap)} vs {mean_std(base)} points); Mixed-Rand accuracy {mean_std(rand)} vs "
@@ -149,6 +157,7 @@ def bg_gap_verdict(doc: Document, regenerated: dict[str, dict[str, list[float]]]
                 f"{mean_std(table[base_label].get('original', []))}.")
         if judged.verdict == "lower":  # a smaller gap: from recognising the foreground, or using the background less?
             rand_change = difference(rand, base_rand)
+            doc.verdict(f"{label} vs {base_label}, Mixed-Rand accuracy (behind the smaller gap)", rand_change)
             if rand_change.verdict == "lower":
                 line += (f" Its Mixed-Rand accuracy falls ({rand_change.text()}), so the smaller gap comes from "
                          f"{label} using the background less, not from recognising the foreground better.")

@@ -23,6 +23,7 @@ from debias_workbench.report.document import Document
 from debias_workbench.report.helpers import (
     MIN_IMAGES,
     capability_line,
+    failed_check,
     headline,
     mean_std,
     model_order,
@@ -123,41 +124,58 @@ def _verdict(doc: Document, table: dict[str, dict[str, list[float]]], roles: dic
             "whether this benchmark can judge texture debiasing is unknown."
         )
         return
-    capable, line = capability_line(
-        reference_label, "on Stylized IN-9 val", reference, chance, "to recognise shapes under a foreign texture"
-    )
+    task = "to recognise shapes under a foreign texture"
+    capable, line = capability_line(reference_label, "on Stylized IN-9 val", reference, chance, task)
     doc.para(line)
+    versus = _shape_bias_versus(doc, (reference_label, table[reference_label]), (base_label, base))
     doc.para(
-        f"Shape bias of {reference_label} vs {base_label}: {_shape_bias_versus(table[reference_label], base)}; "
+        f"Shape bias of {reference_label} vs {base_label}: {versus}; "
         "Geirhos et al. found 81 vs 22 % for ResNet-50 on real images."
     )
+    s_clads = [
+        label
+        for label in played(roles, ("s_clad", "s_clad_plus"))[0]
+        if table.get(label, {}).get("shape_bias") or table.get(label, {}).get(SHAPE_BIAS_TOO_FEW)
+    ]
     if not capable:
+        for label in s_clads:
+            doc.no_verdict(
+                f"{label} vs {base_label}, shape bias", failed_check(reference_label, reference, chance, task)
+            )
         doc.para(
             f"Do S-CLAD / S-CLAD+ reduce the texture bias of {base_label} here? Not informative: the reference "
             "model does not recognise shapes under a foreign texture on these images."
         )
         return
     lines = []
-    for label in played(roles, ("s_clad", "s_clad_plus"))[0]:
-        cols = table.get(label, {})
-        if not (cols.get("shape_bias") or cols.get(SHAPE_BIAS_TOO_FEW)):
-            continue
+    for label in s_clads:
+        cols = table[label]
+        versus = _shape_bias_versus(doc, (label, cols), (base_label, base))
+        stylized = difference(cols.get("stylized", []), base.get("stylized", []))
+        doc.verdict(f"{label} vs {base_label}, Stylized IN-9 accuracy", stylized)
         lines.append(
-            f"{label}: shape bias {_shape_bias_versus(cols, base)}; Stylized IN-9 "
+            f"{label}: shape bias {versus}; Stylized IN-9 "
             f"{mean_std(cols.get('stylized', []))} vs {mean_std(base.get('stylized', []))} % "
-            f"({difference(cols.get('stylized', []), base.get('stylized', [])).text()}); Original "
+            f"({stylized.text()}); Original "
             f"{mean_std(cols.get('original', []))} vs {mean_std(base.get('original', []))} %."
         )
     if lines:
         doc.para(f"Against {base_label}: " + " ".join(lines) + " Computed from the numbers, nothing is tuned to it.")
 
 
-def _shape_bias_versus(ours: dict[str, list[float]], base: dict[str, list[float]]) -> str:
-    """ "ours vs base % (comparison)"; not compared where either side has no seed with at least
-    `MIN_IMAGES` counted decisions."""
-    text = f"{value_cell(ours, 'shape_bias')} vs {value_cell(base, 'shape_bias')} %"
-    if ours.get("shape_bias") and base.get("shape_bias"):
-        return f"{text} ({difference(ours['shape_bias'], base['shape_bias']).text()})"
+def _shape_bias_versus(
+    doc: Document, ours: tuple[str, dict[str, list[float]]], base: tuple[str, dict[str, list[float]]]
+) -> str:
+    """ "ours vs base % (comparison)", recorded as the section's verdict (`ours`, `base`: (label,
+    columns)); not compared where either side has no seed with at least `MIN_IMAGES` counted decisions."""
+    (label, cols), (base_label, base_cols) = ours, base
+    comparison = f"{label} vs {base_label}, shape bias"
+    text = f"{value_cell(cols, 'shape_bias')} vs {value_cell(base_cols, 'shape_bias')} %"
+    if cols.get("shape_bias") and base_cols.get("shape_bias"):
+        judged = difference(cols["shape_bias"], base_cols["shape_bias"])
+        doc.verdict(comparison, judged)
+        return f"{text} ({judged.text()})"
+    doc.no_verdict(comparison, f"fewer than {MIN_IMAGES} shape or texture decisions on a side")
     return f"{text} (not compared: fewer than {MIN_IMAGES} shape or texture decisions)"
 
 

@@ -10,6 +10,7 @@ from debias_workbench.report.document import Document
 
 from .contrasts import SETTINGS
 from .figure import heatmap
+from .summary import record
 from .supervision import NOTHING
 from .tables import Matrix, build_matrix
 from .verdicts import CORRECTION
@@ -41,6 +42,7 @@ def matrix(doc: Document, ctx: ReportContext) -> None:
         for key, label in table.methods.items()
     ]
     doc.table(header, rows)
+    record(doc, table)  # the verdict summary's rows
     doc.para(
         "What each row is given, per benchmark family, from what (the method's declaration: what it needs, the "
         "variants it reads beside its training images, its design, its arguments; the family's: what it offers "

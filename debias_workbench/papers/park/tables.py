@@ -20,7 +20,7 @@ from debias_workbench.core.statistics import difference
 from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.report import model_selection
 from debias_workbench.report.document import Document
-from debias_workbench.report.helpers import capability_line, mean_std, save_figure, worst_group_cell
+from debias_workbench.report.helpers import capability_line, failed_check, mean_std, save_figure, worst_group_cell
 from debias_workbench.training.methods import spec as method_spec
 
 #: the test set the tables score and the one model selection looks at (the colored_mnist family's)
@@ -44,10 +44,24 @@ SWITCH_VALUES = {True: "✓", False: "✗", "D": "D", "D_cand": "D^BN_cand", "D_
 HEALTH = ("partner_conflicting_fraction", "partner_weight", "guide_distance", "ie_mean", "train_acc")
 
 
-def _versus(cells: dict, variant: str, key: str, other: str) -> str:
-    """The interval and verdict of row `key` minus row `other`, validation-selected, at one ratio."""
-    return difference(cells.get((variant, key), {}).get("selected", []),
-                      cells.get((variant, other), {}).get("selected", [])).text()
+def _versus(doc: Document, grid: dict[str, Any], cells: dict, variant: str, key: str, other: str) -> str:
+    """The interval and verdict of row `key` minus row `other`, validation-selected, at one ratio, recorded
+    as the section's verdict."""
+    judged = difference(cells.get((variant, key), {}).get("selected", []),
+                        cells.get((variant, other), {}).get("selected", []))
+    doc.verdict(f"{_comparison(grid, key, other)}, {_percent(variant):g} % conflicting", judged)
+    return judged.text()
+
+
+def _comparison(grid: dict[str, Any], key: str, other: str) -> str:
+    """ "Ours (Park et al.) vs LfF+BE (validation-selected)": the comparison of rows `key` and `other`."""
+    return f"{grid['methods'][key]['label']} vs {grid['methods'][other]['label']} (validation-selected)"
+
+
+def _not_judged(doc: Document, grid: dict[str, Any], pairs: list[tuple[str, str]], reason: str) -> None:
+    """Records each (row, other row) comparison of `pairs` as not informative, for `reason`."""
+    for key, other in pairs:
+        doc.no_verdict(_comparison(grid, key, other), reason)
 
 
 def _percent(variant: str) -> float:
@@ -142,30 +156,35 @@ def _verdict(doc: Document, grid: dict[str, Any], cells, conflicting, variants: 
     if vanilla is None or ours is None:
         doc.para("No Vanilla or no Park et al. run in this grid: no verdict.")
         return
-    if not _capable(doc, grid, conflicting, variants, chance):
+    others = [k for k in (keys.get("lff_be"), keys.get("lff"), vanilla) if k]
+    capable, reason = _capable(doc, grid, conflicting, variants, chance)
+    if not capable:
+        _not_judged(doc, grid, [(ours, other) for other in others], reason)
         doc.para("Does Park et al.'s guidance beat its baselines here? Not informative.")
         return
     parts = []
-    for other in [k for k in (keys.get("lff_be"), keys.get("lff"), vanilla) if k]:
-        per_ratio = [f"{_percent(v):g} %: {_versus(cells, v, ours, other)}" for v in variants]
+    for other in others:
+        per_ratio = [f"{_percent(v):g} %: {_versus(doc, grid, cells, v, ours, other)}" for v in variants]
         parts.append(f"against {grid['methods'][other]['label']}: " + "; ".join(per_ratio))
     doc.para(f"{grid['methods'][ours]['label']}, validation-selected, " + ". ".join(parts) + ".")
 
 
-def _capable(doc: Document, grid: dict[str, Any], conflicting, variants: list[str], chance: float) -> bool:
+def _capable(doc: Document, grid: dict[str, Any], conflicting, variants: list[str],
+             chance: float) -> tuple[bool, str]:
     """Writes the capability line: does the grid's Vanilla (validation-selected) learn the digits beyond
-    their colour on the bias-conflicting test samples at the largest ratio? False without a Vanilla."""
+    their colour on the bias-conflicting test samples at the largest ratio? (capable, why not where not);
+    not capable without a Vanilla."""
     vanilla = next((key for key, m in grid["methods"].items() if m["method"] in ("vanilla", "erm")), None)
     if vanilla is None:
         doc.para("No Vanilla run in this grid: nothing shows that the benchmark can judge.")
-        return False
+        return False, "no Vanilla run to check the benchmark"
     hardest = variants[-1]  # the most conflicting samples: the easiest setting
-    capable, line = capability_line(grid["methods"][vanilla]["label"], f"on the bias-conflicting samples of the {TEST} "
-                                    f"test set, trained at {_percent(hardest):g} % conflicting (validation-selected)",
-                                    conflicting.get((hardest, vanilla), {}).get("selected", []), chance,
-                                    "the classes beyond their bias")
+    label, task = grid["methods"][vanilla]["label"], "the classes beyond their bias"
+    values = conflicting.get((hardest, vanilla), {}).get("selected", [])
+    capable, line = capability_line(label, f"on the bias-conflicting samples of the {TEST} test set, trained at "
+                                    f"{_percent(hardest):g} % conflicting (validation-selected)", values, chance, task)
     doc.para(line)
-    return capable
+    return capable, "" if capable else failed_check(label, values, chance, task)
 
 
 def switches(config: dict[str, Any], grid: str, key: str) -> dict[str, Any]:
@@ -215,14 +234,16 @@ def _table3(doc: Document, config: dict[str, Any], name: str, grid: dict[str, An
                                                       for kind in ("selected", "oracle") for v in variants]]
                    for key in others])
     full = next((key for key, changed in park.items() if not changed), None)
-    if _capable(doc, grid, conflicting, variants, chance) and full is not None:
+    capable, reason = _capable(doc, grid, conflicting, variants, chance)
+    if capable and full is not None:
         lines = [f"{grid['methods'][key]['label']} vs the full method: " + "; ".join(
-            f"{_percent(v):g} %: {_versus(cells, v, key, full)}"
+            f"{_percent(v):g} %: {_versus(doc, grid, cells, v, key, full)}"
             for v in variants) for key in park if key != full]
         doc.para("Each row against the full method (validation-selected): " + ". ".join(lines) + ".")
     elif full is None:
         doc.para("No row with every switch at its default (the full method): no comparison.")
     else:
+        _not_judged(doc, grid, [(key, full) for key in park if key != full], reason)
         doc.para("Which components help here? Not informative.")
     _training_health(doc, config, name, grid, rows, list(park), variants)
 

@@ -15,7 +15,7 @@ import numpy as np
 from debias_workbench.core.statistics import difference
 from debias_workbench.report.aggregates import grid_accuracies
 from debias_workbench.report.document import Document
-from debias_workbench.report.helpers import capability_line, mean_std, save_figure
+from debias_workbench.report.helpers import capability_line, failed_check, mean_std, save_figure
 
 TEST_SETS = ("biased", "unbiased")
 CHANCE = 10.0  # ten digits, colours independent of them in the unbiased test set
@@ -79,11 +79,13 @@ def verdict(doc: Document, grid: dict[str, Any], acc) -> None:
     vanilla, rebias = keys.get("vanilla"), keys.get("rebias")
     variants = _variant_order(grid["train_variants"])
     lines = []
-    capable = None
+    capable, reason = None, ""
     if vanilla and acc.get((variants[-1], vanilla, "unbiased")):
+        task = "the digits' shape where colour is weakly tied to it"
+        reference = acc[(variants[-1], vanilla, "unbiased")]
         capable, line = capability_line("Vanilla", f"on the unbiased test set when trained at the lowest ρ = "
-                                        f"{_rho(variants[-1])}", acc[(variants[-1], vanilla, "unbiased")], CHANCE,
-                                        "the digits' shape where colour is weakly tied to it")
+                                        f"{_rho(variants[-1])}", reference, CHANCE, task)
+        reason = failed_check("Vanilla", reference, CHANCE, task)
         lines.append(line)
     if vanilla:
         v = variants[0]
@@ -93,12 +95,18 @@ def verdict(doc: Document, grid: dict[str, Any], acc) -> None:
             lines.append(f"At ρ = {_rho(v)}, Vanilla reaches {mean_std(bia)} % on the biased test set but "
                          f"{mean_std(unb)} % on the unbiased one ({gap:.1f} points lower): "
                          + ("it predicts mostly from the colour." if gap > 10 else "the colour bias costs it little."))
+    compared = [v for v in variants if vanilla and rebias and acc.get((v, rebias, "unbiased"))
+                and acc.get((v, vanilla, "unbiased"))]
+    versus = "ReBias vs Vanilla, unbiased accuracy, ρ = "  # as the verdict's sentence names them
     if vanilla and rebias and capable is False:
+        for v in compared:
+            doc.no_verdict(versus + _rho(v), reason)
         lines.append("Does ReBias beat Vanilla on unbiased accuracy in this run? Not informative (see the capability "
                      "check).")
     elif vanilla and rebias:
-        outcome = {v: difference(acc[(v, rebias, "unbiased")], acc[(v, vanilla, "unbiased")]) for v in variants
-                   if acc.get((v, rebias, "unbiased")) and acc.get((v, vanilla, "unbiased"))}
+        outcome = {v: difference(acc[(v, rebias, "unbiased")], acc[(v, vanilla, "unbiased")]) for v in compared}
+        for v, judged in outcome.items():
+            doc.verdict(versus + _rho(v), judged)
         if outcome:
             wins = [v for v, o in outcome.items() if o.verdict == "higher"]
             losses = [v for v, o in outcome.items() if o.verdict == "lower"]

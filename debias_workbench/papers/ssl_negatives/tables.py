@@ -19,7 +19,7 @@ import numpy as np
 from debias_workbench.core.statistics import difference, run_value
 from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.report.document import Document
-from debias_workbench.report.helpers import capability_line, mean_std, save_figure, value_cell
+from debias_workbench.report.helpers import capability_line, failed_check, mean_std, save_figure, value_cell
 
 from .runs import ssl_runs
 
@@ -196,25 +196,35 @@ def _verdict(doc: Document, runs: list[dict[str, Any]], table: dict[str, dict[st
         doc.para("Capability check: no plain MoCo-v2 run in this configuration, so whether the probe learns the "
                  "classes at all is unknown; no verdict.")
         return
-    base = table.get(plain["label"], {})
+    base, task = table.get(plain["label"], {}), "the classes from self-supervised features"
     capable, line = capability_line(plain["label"], "with its linear probe on Original val", base.get("original", []),
-                                    chance, "the classes from self-supervised features")
+                                    chance, task)
     doc.para(line)
+    pairs = _references(runs, plain)
     if not capable:
+        for r, ref in pairs:
+            doc.no_verdict(f"{display(r)} vs {ref['label']}, probe accuracy",
+                           failed_check(plain["label"], base.get("original", []), chance, task))
         doc.para("Do non-semantic negatives improve MoCo-v2 here? Not informative.")
         return
     lines = []
-    for r in runs:
-        if r["negative"] == "none":  # the references themselves
-            continue
-        ref = plain if r["method"].startswith("moco") else next(
-            (b for b in runs if b["method"] == "byol" and b["negative"] == "none"), None)
-        if ref is None:
-            continue
+    for r, ref in pairs:
         ours, theirs = table.get(r["label"], {}), table.get(ref["label"], {})
-        parts = [f"{c} {difference(ours.get(c, []), theirs.get(c, [])).text()}" for c in ("original", *ood)]
+        parts = []
+        for c in ("original", *ood):
+            judged = difference(ours.get(c, []), theirs.get(c, []))
+            doc.verdict(f"{display(r)} vs {ref['label']}, {c} probe accuracy", judged)
+            parts.append(f"{c} {judged.text()}")
         lines.append(f"{display(r)} vs {ref['label']}: " + "; ".join(parts) + ".")
     doc.para("Against the same method without non-semantic negatives (accuracy, points): " + " ".join(lines))
+
+
+def _references(runs: list[dict[str, Any]], plain: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(run, its reference) for each run with non-semantic negatives: the same method without them (`plain`,
+    MoCo-v2's, or BYOL's); the references themselves are not compared."""
+    byol = next((b for b in runs if b["method"] == "byol" and b["negative"] == "none"), None)
+    pairs = [(r, plain if r["method"].startswith("moco") else byol) for r in runs if r["negative"] != "none"]
+    return [(r, ref) for r, ref in pairs if ref is not None]
 
 
 def display(run: dict[str, Any]) -> str:

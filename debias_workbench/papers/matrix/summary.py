@@ -1,0 +1,26 @@
+"""The matrix's verdicts for the report's summary (`Document.verdict`): each compared cell against its row's
+baseline, as the table judges it (the corrected verdict, `verdicts.corrected`), and each cell the table does
+not judge because its benchmark fails the capability check."""
+
+from __future__ import annotations
+
+from debias_workbench.report.document import Document
+
+from .tables import Matrix
+from .verdicts import CORRECTION
+
+
+def record(doc: Document, table: Matrix) -> None:
+    """Records every compared or not-informative cell of `table`, row by row, as its section's verdict."""
+    for key, label in table.methods.items():
+        for j, bench in enumerate(table.benchmarks):
+            cell = table.cells[(key, j)]
+            comparison = f"{label} vs {cell.baseline or 'ERM'}, {bench.title}"
+            if cell.status == "compared" and cell.interval is not None:
+                way = "cannot tell" if cell.better is None else "higher" if cell.interval.estimate > 0 else "lower"
+                reading = cell.guard or ("" if cell.better is None else "better" if cell.better else "worse")
+                doc.verdict(
+                    comparison, cell.interval, reading, corrected=(way, f"{CORRECTION}: q = {cell.q_value:.2g}")
+                )
+            elif cell.status == "not informative":
+                doc.no_verdict(comparison, "the benchmark fails its capability check (its line above the table)")

@@ -15,3 +15,8 @@ RUNS_PER_GPU_VARIABLE = "WORKBENCH_RUNS_PER_GPU"
 #: the training keys that set the small networks' widths (`training.models.build_network`): small_cnn's, the others'
 SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS = "small_cnn_channels", "simple_cnn_channels"
 NETWORK_WIDTH_KEYS = (SMALL_CNN_WIDTHS, SIMPLE_CNN_WIDTHS)
+
+#: a grid trains its own architecture on its own dataset: it never inherits the top-level
+#: `training.pretrained` (an ImageNet ResNet-50 in config/imagenet9.yaml) unless it names weights itself
+#: (`workflow.config.expand_grids`; the matrix's baselines resolve a grid run's training the same way)
+GRID_WEIGHTS = {"pretrained": None, "pretrained_sha256": None}

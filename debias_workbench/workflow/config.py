@@ -12,6 +12,7 @@ from typing import Any
 
 import jsonschema
 
+from debias_workbench.core.names import GRID_WEIGHTS
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.training.methods import spec as method_spec
 
@@ -79,11 +80,6 @@ def _raise_problems(problems: list[str]) -> None:
     """Raise `ConfigError` listing every problem (each names its dotted key), if any."""
     if problems:
         raise ConfigError("invalid workflow config:\n" + "\n".join(f"  {p}" for p in problems))
-
-
-#: a grid trains its own architecture on its own dataset: it never inherits the top-level
-#: `training.pretrained` (an ImageNet ResNet-50 in config/imagenet9.yaml) unless it names weights itself
-GRID_WEIGHTS = {"pretrained": None, "pretrained_sha256": None}
 
 
 def expand_grids(config: dict[str, Any]) -> dict[str, Any]:

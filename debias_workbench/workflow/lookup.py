@@ -3,18 +3,12 @@ the merge of config layers (every other module of the workflow layer reads them 
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from debias_workbench.core.mapping import deep_merge
 from debias_workbench.pipeline.datasets import family_name, get_family
 
-
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """`base` with `override` applied key by key (nested dicts merged, other values replaced)."""
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
+__all__ = ["deep_merge"]  # the workflow's modules read the merge from here (module docstring)
 
 
 def dataset_family(config: dict[str, Any], dataset: str) -> str:

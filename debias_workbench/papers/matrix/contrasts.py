@@ -25,10 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from debias_workbench.core.names import NETWORK_WIDTH_KEYS
+from debias_workbench.core.mapping import deep_merge
+from debias_workbench.core.names import GRID_WEIGHTS, NETWORK_WIDTH_KEYS
 from debias_workbench.training.methods import spec
-from debias_workbench.workflow.config import GRID_WEIGHTS
-from debias_workbench.workflow.lookup import deep_merge
 
 #: {what: the resolved training keys that make it}: what a row and its baseline must share
 SETTINGS = {

@@ -6,15 +6,18 @@ declares (`DatasetFamily.benchmark_metrics`); a method is a key of the grids' `m
 two grids is the same row, and ERM's runs share one row whatever their key). ERM's row on a benchmark is
 its reference: every other cell is the difference of the method's mean over seeds from ERM's, its 95 %
 interval and verdict (`core.statistics.difference`), "better" or "worse" in the direction the number is
-better in. Before that, each benchmark's ERM must learn the task at all (the family's `capability_check`,
-`report.helpers.capability_line`): where it does not, or cannot be seen to, the benchmark cannot tell a
-working method from a broken one and its cells read "not informative".
+better in. Before that, the benchmark's recipe must learn the task at all, decided by ERM trained where the
+bias is balanced away, on a split the comparisons are not scored on (`capability.bias_free_line`; a family
+without a bias-free variant: its ERM's `capability_check`, `report.helpers.capability_line`): where it does
+not, or cannot be seen to, the benchmark cannot tell a working method from a broken one and its cells read
+"not informative". Each run is scored at its last iterate, or (`build_matrix(..., selection=PAPER)`) by its
+method's paper's rule against ERM under the same rule (`selection`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from debias_workbench.core.statistics import Interval, difference, run_value
@@ -23,11 +26,12 @@ from debias_workbench.pipeline.datasets.base import BenchmarkMetric, CapabilityC
 from debias_workbench.report.context import accuracy_table
 from debias_workbench.report.helpers import capability_line, mean_std
 from debias_workbench.training.applicability import applicability
+from debias_workbench.training.methods.spec import LAST
 
-#: the grid report kind of the table's grids (`workflow.py`)
-KIND = "matrix"
-#: the registered methods whose run is a benchmark's reference (ReBias's Vanilla is ERM on F)
-REFERENCE_METHODS = ("erm", "vanilla")
+from .capability import bias_free_line
+from .reference import REFERENCE_METHODS, matrix_grids
+from .selection import PAPER, Selection, paper_selections, selected_rows
+
 #: the one table row of the reference runs, whatever their key in each grid
 REFERENCE_ROW = "erm"
 
@@ -67,18 +71,15 @@ class Cell:
 
 @dataclass(frozen=True)
 class Matrix:
-    """{row: label} in row order, the benchmarks in column order, {(row, column): cell}, and per column
-    (capable, the capability line's sentence)."""
+    """{row: label} in row order, the benchmarks in column order, {(row, column): cell}, per column
+    (capable, the capability line's sentence), and the `selection` its runs are scored by (`LAST`, or `PAPER`:
+    each method's paper's rule)."""
 
     methods: dict[str, str]
     benchmarks: list[Benchmark]
     cells: dict[tuple[str, int], Cell]
     capable: dict[int, tuple[bool, str]]
-
-
-def matrix_grids(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The config's grids the table reads (`report: matrix`), in config order."""
-    return {name: grid for name, grid in config.get("grids", {}).items() if grid.get("report") == KIND}
+    selection: str = LAST
 
 
 def benchmarks(config: dict[str, Any], grids: dict[str, dict[str, Any]]) -> list[Benchmark]:
@@ -96,16 +97,15 @@ def benchmarks(config: dict[str, Any], grids: dict[str, dict[str, Any]]) -> list
 
 
 def seed_values(
-    rows: list[dict[str, Any]], bench: Benchmark, metric: BenchmarkMetric | None = None
+    rows: list[dict[str, Any]],
+    bench: Benchmark,
+    metric: BenchmarkMetric | None = None,
+    selection: Selection | None = None,
 ) -> dict[str, list[float]]:
     """{method key: [value per seed]} of the benchmark's number (or of `metric`, read the same way), from the
-    grid's final eval rows."""
+    grid's final eval rows (or the rows `selection` picks: `selection.selected_rows`)."""
     metric = metric or bench.metric
-    own = [
-        r
-        for r in rows
-        if r.get("kind") == "eval" and r.get("grid") == bench.grid and r.get("train_variant") == bench.train_variant
-    ]
+    own = selected_rows(rows, bench.grid, bench.train_variant, selection)
     if metric.metric == "accuracy":  # Mixed-Same minus Mixed-Rand as the report's context computes it
         table = accuracy_table(own, {r["experiment"]: r["grid_method"] for r in own})
         return {key: list(cols.get(metric.column, [])) for key, cols in table.items()}
@@ -116,16 +116,21 @@ def seed_values(
     return values
 
 
-def capable(bench: Benchmark, grid: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[bool, str]:
-    """(capable, sentence): does the benchmark's ERM learn the task at all (its family's capability check)?"""
+def capable(
+    bench: Benchmark, grid: dict[str, Any], rows: list[dict[str, Any]], config: dict[str, Any]
+) -> tuple[bool, str]:
+    """(capable, sentence): does the benchmark's recipe learn the task at all? Decided by its bias-free reference
+    (`capability.bias_free_line`), else by the benchmark's own ERM (its family's capability check)."""
     title = f"{bench.dataset} {bench.train_variant}"
     if bench.capability is None:
         return False, f"{title}: the dataset family declares no capability check, so its cells are not informative."
+    if (reference := bias_free_line(config, bench, rows, bench.capability.task)) is not None:
+        return reference
     keys = [key for key, spec in grid["methods"].items() if row_key(key, spec) == REFERENCE_ROW]
     values = next((v for key, v in seed_values(rows, bench, bench.capability.metric).items() if key in keys), [])
     check = bench.capability
     ok, line = capability_line("ERM", f"on {check.metric.title}", values, bench.chance, check.task)
-    return ok, f"{title}: {line}"
+    return ok, f"{title} (no bias-free variant: ERM trained on the biased data, on the unbiased test set): {line}"
 
 
 def compared(values: list[float], reference: list[float], higher_is_better: bool) -> Cell:
@@ -159,13 +164,23 @@ def column_cells(
     rows: list[dict[str, Any]],
     ds_cfg: dict[str, Any],
     informative: bool = True,
+    selection: dict[str, Selection] | None = None,
 ) -> dict[str, Cell]:
     """{row: cell} of one benchmark: ERM's run its reference, a method the family cannot serve (on the benchmark's
     train variant, as `ds_cfg`, its dataset's config, builds it) shown with the reason (`training.applicability`),
     one without rows "not run", every comparison "not informative" where the benchmark's ERM fails its
-    capability check (not `informative`)."""
+    capability check (not `informative`); each compared row by its `selection` (against ERM by the same), if
+    given, else at the last iterate."""
     rows_of = {key: row_key(key, spec) for key, spec in grid["methods"].items()}
-    values = {rows_of[key]: v for key, v in seed_values(rows, bench).items() if key in rows_of and v}
+    by_selection: dict[Selection | None, dict[str, list[float]]] = {}
+
+    def values_by(chosen: Selection | None) -> dict[str, list[float]]:  # each selection's values read once
+        if chosen not in by_selection:
+            picked = seed_values(rows, bench, selection=chosen).items()
+            by_selection[chosen] = {rows_of[key]: v for key, v in picked if key in rows_of and v}
+        return by_selection[chosen]
+
+    values = values_by(None)
     reference = values.get(REFERENCE_ROW, [])
     cells = {}
     for row, (method, _) in methods.items():
@@ -182,13 +197,18 @@ def column_cells(
             cells[row] = Cell(
                 "not informative", f"not informative ({mean_std(values[row])}): ERM fails the capability check"
             )
-        else:
+        elif (chosen := (selection or {}).get(row)) is None:
             cells[row] = compared(values[row], reference, bench.metric.higher_is_better)
+        else:
+            under = values_by(chosen)
+            cell = compared(under.get(row, []), under.get(REFERENCE_ROW, []), bench.metric.higher_is_better)
+            cells[row] = replace(cell, text=f"{chosen.note}: {cell.text}")
     return cells
 
 
-def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]]) -> Matrix | None:
-    """The table of the config's `report: matrix` grids, None where it has none."""
+def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]], selection: str = LAST) -> Matrix | None:
+    """The table of the config's `report: matrix` grids, None where it has none; every run at its last iterate
+    (`LAST`) or by its method's paper's rule (`PAPER`, `selection.paper_selections`)."""
     grids = matrix_grids(config)
     if not grids:
         return None
@@ -197,13 +217,12 @@ def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]]) -> Matrix |
     once: dict[tuple[str, str], tuple[bool, str]] = {}
     for bench in columns:  # a benchmark's numbers share its ERM's one check
         if (bench.grid, bench.train_variant) not in once:
-            once[(bench.grid, bench.train_variant)] = capable(bench, grids[bench.grid], rows)
+            once[(bench.grid, bench.train_variant)] = capable(bench, grids[bench.grid], rows, config)
     checks = {i: once[(bench.grid, bench.train_variant)] for i, bench in enumerate(columns)}
-    cells = {
-        (key, i): cell
-        for i, bench in enumerate(columns)
-        for key, cell in column_cells(
-            bench, grids[bench.grid], methods, rows, config["datasets"][bench.dataset], checks[i][0]
-        ).items()
-    }
-    return Matrix({key: label for key, (_, label) in methods.items()}, columns, cells, checks)
+    cells = {}
+    for i, bench in enumerate(columns):
+        ds_cfg = config["datasets"][bench.dataset]
+        rules = paper_selections(methods, bench.family, ds_cfg, bench.train_variant) if selection == PAPER else None
+        for key, cell in column_cells(bench, grids[bench.grid], methods, rows, ds_cfg, checks[i][0], rules).items():
+            cells[(key, i)] = cell
+    return Matrix({key: label for key, (_, label) in methods.items()}, columns, cells, checks, selection)

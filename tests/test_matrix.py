@@ -434,9 +434,14 @@ def test_matrix_paper_rule_selection_against_hand_picked_values():
                       if r["variant"] == "unbiased")
     assert unbiased == [("lff", s, 60.0 + s, 200.0) for s in SEEDS] + [("vanilla", s, 45.0 + s, 100.0) for s in SEEDS]
     assert paper.selection == PAPER and last.selection == "last"
+    rules_cm = paper_selections({"lff": ("lff", "LfF")}, "colored_mnist", {}, "conflict_1")
     rules = paper_selections({"rebias": ("rebias", "ReBias"), "lff": ("lff", "LfF")}, "biased_mnist", {}, "rho_0.9")
     assert rules["rebias"].rule == "last" and rules["lff"].rule == "last" and "no validation split" in rules["lff"].note
     assert spec("rebias").paper_rule == "last" and "best_acc" in spec("rebias").selection["source"]
+    from debias_workbench.papers.matrix.selection import for_metric
+
+    shape = for_metric(picked_rule := rules_cm["lff"], get_family("in9").SHAPE_BIAS)  # counted at the end only
+    assert picked_rule.rule == "validation" and shape.rule == "last" and "shape bias" in shape.note
     assert {spec(m).paper_rule for m in ("lff", "lff_be", "intrinsic_feature_enhancement")} == {"validation"}
 
 
@@ -465,4 +470,4 @@ def test_matrix_config_plans_the_reference_runs_and_the_paper_rules_scoring_poin
                                                                       "intrinsic_feature_enhancement"}
     assert not any(config["experiments"][e]["grid"] == "mx_biased_mnist" for e in monitored)  # no validation split
     assert config["experiments"]["mx_in9_lff_original"]["model_selection"]["test_sets"] == [
-        "original", "mixed_same", "mixed_rand", "stylized"]
+        "original", "mixed_same", "mixed_rand"]  # not stylized: the points record no shape bias

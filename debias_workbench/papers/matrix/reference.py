@@ -34,6 +34,8 @@ REFERENCE_KIND = "matrix_reference"
 REFERENCE_SUFFIX = "_reference"
 #: the registered methods whose run is a benchmark's reference (ReBias's Vanilla is ERM on F)
 REFERENCE_METHODS = ("erm", "vanilla")
+#: what the names of the metrics the scoring points record end with (`training.trainer.Monitor`)
+ACCURACY = "accuracy"
 #: the test sets an eval row's derived column reads (`report.context.accuracy_table`: BG-GAP from two accuracies)
 DERIVED_COLUMNS = {"bg_gap": ("mixed_same", "mixed_rand")}
 
@@ -87,9 +89,15 @@ def metric_sets(metric: BenchmarkMetric) -> tuple[str, ...]:
     return DERIVED_COLUMNS.get(metric.column, (metric.column,))
 
 
+def scored(metric: BenchmarkMetric) -> bool:
+    """Whether the scoring points along training record `metric` (accuracies and the group accuracies; not the
+    shape bias, which only the final evaluation counts)."""
+    return metric.metric.endswith(ACCURACY)
+
+
 def monitored_sets(config: Config, grid: dict[str, Any]) -> list[str]:
     """The test sets the paper rules' scoring points of `grid` need: each train variant's validation set and
-    every test set its benchmark numbers read; empty where its family has no validation set."""
+    every test set its benchmark numbers that the points record read; empty where its family has none."""
     ds_cfg = config["datasets"][grid["dataset"]]
     family = get_family(family_name(ds_cfg))
     sets: list[str] = []
@@ -97,7 +105,9 @@ def monitored_sets(config: Config, grid: dict[str, Any]) -> list[str]:
         if (valid := family.validation_set(ds_cfg, variant)) is None:
             continue
         sets.append(valid)
-        sets += [s for metric in family.benchmark_metrics(ds_cfg, variant) for s in metric_sets(metric)]
+        sets += [
+            s for metric in family.benchmark_metrics(ds_cfg, variant) if scored(metric) for s in metric_sets(metric)
+        ]
     return list(dict.fromkeys(sets))
 
 

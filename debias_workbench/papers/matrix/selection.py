@@ -17,9 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from debias_workbench.pipeline.datasets import get_family
+from debias_workbench.pipeline.datasets.base import BenchmarkMetric
 from debias_workbench.report import model_selection
 from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.training.methods.spec import LAST, VALIDATION
+
+from .reference import scored
 
 #: the name of the matrix's second table's selection (its first: `LAST`, the last iterate)
 PAPER = "paper"
@@ -49,6 +52,14 @@ def paper_selections(
         else:
             out[row] = Selection(rule, valid, f"paper rule {rule}" + (f" on {valid}" if rule == VALIDATION else ""))
     return out
+
+
+def for_metric(selection: Selection | None, metric: BenchmarkMetric) -> Selection | None:
+    """`selection` for a benchmark number: the validation rule where the scoring points record the number, else
+    the last iterate, said in the note (the shape bias is counted at the final evaluation only)."""
+    if selection is None or selection.rule != VALIDATION or scored(metric):
+        return selection
+    return Selection(LAST, None, f"paper rule validation: no scoring point holds the {metric.title}, last")
 
 
 def selected_rows(

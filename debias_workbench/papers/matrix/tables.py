@@ -30,7 +30,7 @@ from debias_workbench.training.methods.spec import LAST
 
 from .capability import bias_free_line
 from .reference import REFERENCE_METHODS, matrix_grids
-from .selection import PAPER, Selection, paper_selections, selected_rows
+from .selection import PAPER, Selection, for_metric, paper_selections, selected_rows
 
 #: the one table row of the reference runs, whatever their key in each grid
 REFERENCE_ROW = "erm"
@@ -197,7 +197,7 @@ def column_cells(
             cells[row] = Cell(
                 "not informative", f"not informative ({mean_std(values[row])}): ERM fails the capability check"
             )
-        elif (chosen := (selection or {}).get(row)) is None:
+        elif (chosen := for_metric((selection or {}).get(row), bench.metric)) is None:
             cells[row] = compared(values[row], reference, bench.metric.higher_is_better)
         else:
             under = values_by(chosen)

@@ -43,7 +43,7 @@ def matrix(doc: Document, ctx: ReportContext) -> None:
         FIGURE,
         "Difference from ERM per method and benchmark: green better, red worse (the stronger, the larger the "
         "difference against the largest in the table), grey where the interval cannot tell; × cannot run, – not run, "
-        "n/i not informative (the benchmark's ERM fails its capability check).",
+        "n/i not informative (the benchmark's capability check fails or cannot tell).",
     )
     paper = build_matrix(ctx.config, ctx.all_rows, PAPER)
     assert paper is not None  # the same grids

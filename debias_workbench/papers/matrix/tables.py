@@ -195,7 +195,7 @@ def column_cells(
             cells[row] = Cell("no reference", f"{mean_std(values[row])}; no ERM run on this benchmark")
         elif not informative:
             cells[row] = Cell(
-                "not informative", f"not informative ({mean_std(values[row])}): ERM fails the capability check"
+                "not informative", f"not informative ({mean_std(values[row])}): the capability check fails"
             )
         elif (chosen := for_metric((selection or {}).get(row), bench.metric)) is None:
             cells[row] = compared(values[row], reference, bench.metric.higher_is_better)

@@ -229,7 +229,9 @@ def test_matrix_bias_free_variants_hold_out_rows_disjoint_from_the_test_sets():
     """Each family's bias-free reference: IN-9's held-out Mixed-Rand takes its val split from training rows only
     (a tenth of each class, by name) and is no other run's test set; Biased MNIST's is scored on its held-out
     training digits alone; Colored MNIST's spreads every class over every colour (conflict_90)."""
-    from debias_workbench.pipeline.variants import heldout_splits
+    from debias_workbench.pipeline.variants import held_out_count, heldout_splits
+
+    assert [held_out_count(n) for n in (1, 2, 14, 50, 480)] == [0, 1, 1, 5, 48]  # a smoke run's 2 a class: one
 
     ids = np.array([f"train/{i:04d}" for i in range(200)] + [f"val/{i:04d}" for i in range(40)])
     labels = np.array([i % 4 for i in range(240)])

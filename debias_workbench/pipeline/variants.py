@@ -28,8 +28,16 @@ VARIANTS = (
 #: out of its train split (`heldout_splits`): the bias-free reference of the methods x benchmarks table, decided on
 #: images no run of the table trains on and no comparison is scored on (papers/matrix/)
 HELDOUT = "_heldout"
-#: the share of each class's train rows a `HELDOUT` variant holds out as its val split
+#: the share of each class's train rows a `HELDOUT` variant holds out as its val split (`held_out_count`)
 HELDOUT_FRACTION = 0.1
+
+
+def held_out_count(n: int) -> int:
+    """Rows held out of a class's `n` training rows: round(`HELDOUT_FRACTION` x n), at least one where the class
+    has two (so that a small dataset, a smoke run's, still has a held-out split), none of a class of one."""
+    return max(int(round(HELDOUT_FRACTION * n)), int(n >= 2))
+
+
 MIXED = ("mixed_same", "mixed_rand", "mixed_next", "mixed_rand_heldout")
 #: Variants whose picture contains this sample's foreground at its mask: they store `masks`.
 WITH_FOREGROUND = ("original", "only_fg", "no_fg", "mixed_same", "mixed_rand", "mixed_next", "mixed_rand_heldout")
@@ -42,7 +50,7 @@ EXTERNAL = ("imagenet_sketch", "imagenet_r")
 
 
 def heldout_splits(splits: np.ndarray, ids: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
-    """The split of each row in a `HELDOUT` variant: of each class's train rows, round(`HELDOUT_FRACTION` x n)
+    """The split of each row in a `HELDOUT` variant: of each class's train rows, `held_out_count` of them
     (ordered by a hash of their ids, so by name, not by row order) become "val", the rest stay "train"; the
     dataset's own val rows are left out (""), so the variant shares no image with any other variant's val split."""
     from debias_workbench.core.seeding import name_seed
@@ -51,7 +59,7 @@ def heldout_splits(splits: np.ndarray, ids: np.ndarray, labels: np.ndarray, seed
     for y in np.unique(labels[splits == "train"]):
         members = np.flatnonzero((splits == "train") & (labels == y))
         members = members[np.argsort([name_seed(seed, "heldout", ids[k]) for k in members], kind="stable")]
-        out[members[: int(round(HELDOUT_FRACTION * len(members)))]] = "val"
+        out[members[: held_out_count(len(members))]] = "val"
     return out
 
 

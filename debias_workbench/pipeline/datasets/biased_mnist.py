@@ -36,7 +36,7 @@ from ..mnist import (
     sklearn_digits_28,
     stroke_masks,
 )
-from ..variants import HELDOUT_FRACTION
+from ..variants import HELDOUT_FRACTION, held_out_count
 from .base import BenchmarkMetric, BiasFreeReference, CapabilityCheck, DatasetFamily, StepJob
 from .labelled_store import write_labelled_store
 
@@ -199,12 +199,12 @@ class BiasedMnistFamily(DatasetFamily):
 
 
 def held_out_digits(images: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """{"train": ..., "val": ...}: the training digits parted, round(`HELDOUT_FRACTION` x n) of each digit's
-    (a seeded choice by name) held out as "val"."""
+    """{"train": ..., "val": ...}: the training digits parted, `held_out_count` of each digit's (a seeded
+    choice by name) held out as "val"."""
     val = np.zeros(len(labels), bool)
     for y in np.unique(labels):
         members = name_rng(seed, "biased_mnist_heldout", int(y)).permutation(np.flatnonzero(labels == y))
-        val[members[: int(round(HELDOUT_FRACTION * len(members)))]] = True
+        val[members[: held_out_count(len(members))]] = True
     return {"train": (images[~val], labels[~val]), "val": (images[val], labels[val])}
 
 

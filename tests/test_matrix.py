@@ -195,7 +195,7 @@ def test_matrix_capability_line_is_the_bias_free_references_on_its_held_out_spli
     matrix = build_matrix(_config(), stored_rows)
     assert matrix.capable[0][0] and matrix.capable[1][0] and matrix.capable[2][0]
     line = matrix.capable[0][1]
-    assert "ERM trained bias-free" in line and "conflict_90" in line and "val split" in line
+    assert "ERM trained on conflict_90 (the bias balanced away)" in line and "val split" in line
     assert "learns the classes beyond their bias" in line and "cmnist conflict_1" in line and "56.0 ± 1.0" in line
     assert "mixed_rand_heldout" in matrix.capable[2][1] and "held out" in matrix.capable[2][1]
     low = [dict(r, value=r["value"] - 35.0) if r["grid"] == "mx_cmnist_reference" else r for r in stored_rows]
@@ -217,7 +217,7 @@ def test_matrix_benchmark_whose_biased_erm_fails_the_unbiased_test_can_still_jud
     biased = [dict(r, value=r["value"] - 25.0) if r["grid_method"] == "vanilla" and r["metric"] == "accuracy"
               and r["grid"] == "mx_cmnist" else r for r in stored_rows]
     matrix = build_matrix(_config(), biased)
-    assert matrix.capable[0][0] and "ERM trained bias-free" in matrix.capable[0][1]
+    assert matrix.capable[0][0] and "ERM trained on conflict_90" in matrix.capable[0][1]
     lff = matrix.cells[("lff", 0)]
     assert lff.status == "compared" and lff.better is True and "better than ERM" in lff.text
     assert matrix.cells[("erm", 0)].text == "ERM reference: 17.2 ± 2.0"

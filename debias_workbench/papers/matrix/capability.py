@@ -25,9 +25,6 @@ from debias_workbench.report.helpers import capability_line
 
 from .reference import reference_grid_of
 
-#: the model the line names
-REFERENCE_MODEL = "ERM trained bias-free"
-
 
 def reference_values(rows: list[dict[str, Any]], grid: str | None, variant: str, test_set: str) -> list[float]:
     """The reference runs' accuracy on `test_set` (per seed, in seed order): reference grid `grid`'s runs
@@ -54,6 +51,6 @@ def bias_free_line(
     if ref is None:
         return None
     values = reference_values(rows, reference_grid_of(config, bench.grid), ref.variant, ref.test_set)
-    where = f"trained on {ref.variant} (the bias balanced away), on {ref.split}"
-    ok, line = capability_line(REFERENCE_MODEL, where, values, bench.chance, task)
+    model = f"ERM trained on {ref.variant} (the bias balanced away)"
+    ok, line = capability_line(model, f"on {ref.split}", values, bench.chance, task)
     return ok, f"{bench.dataset} {bench.train_variant}: {line}"

@@ -22,7 +22,7 @@ from debias_workbench.report import model_selection
 from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.training.methods.spec import LAST, VALIDATION
 
-from .reference import scored
+from .reference import REFERENCE_METHODS, scored
 
 #: the name of the matrix's second table's selection (its first: `LAST`, the last iterate)
 PAPER = "paper"
@@ -123,8 +123,10 @@ def as_eval_rows(curve: list[dict[str, Any]], template: dict[str, Any], sets: tu
 
 def rules_paragraph(methods: dict[str, tuple[str, str]]) -> str:
     """The second table's rules, one per row: its paper's rule and where the paper or its code says so."""
-    parts = []
+    parts = ["ERM: the rule of the method it is compared with"]
     for _, (method, label) in methods.items():
+        if method in REFERENCE_METHODS:
+            continue
         declared = method_spec(method).selection
         source = declared.get("source", "no rule of its own: the last iterate, as every row of the first table")
         parts.append(f"{label}: {method_spec(method).paper_rule} ({source})")

@@ -185,6 +185,8 @@ def column_cells(
     cells = {}
     for row, (method, _) in methods.items():
         runs, reason = applicability(method, bench.family, ds_cfg, bench.train_variant, bench.dataset)
+        chosen = for_metric((selection or {}).get(row), bench.metric)
+        under = values_by(chosen)  # the row's and ERM's values by the row's selection (the last iterate: `values`)
         if not runs:
             cells[row] = Cell("cannot run", f"cannot run: {reason}")
         elif row not in values:
@@ -194,15 +196,11 @@ def column_cells(
         elif not reference:
             cells[row] = Cell("no reference", f"{mean_std(values[row])}; no ERM run on this benchmark")
         elif not informative:
-            cells[row] = Cell(
-                "not informative", f"not informative ({mean_std(values[row])}): the capability check fails"
-            )
-        elif (chosen := for_metric((selection or {}).get(row), bench.metric)) is None:
-            cells[row] = compared(values[row], reference, bench.metric.higher_is_better)
+            shown = mean_std(under.get(row, []))
+            cells[row] = Cell("not informative", f"not informative ({shown}): the capability check fails")
         else:
-            under = values_by(chosen)
             cell = compared(under.get(row, []), under.get(REFERENCE_ROW, []), bench.metric.higher_is_better)
-            cells[row] = replace(cell, text=f"{chosen.note}: {cell.text}")
+            cells[row] = replace(cell, text=f"{chosen.note}: {cell.text}") if chosen else cell
     return cells
 
 

@@ -43,6 +43,11 @@ IN9 = {
     ("clad", "mixed_same", "accuracy"): ([79.0, 80.5, 80.0], [1.9, 1.8, 1.9]),
     ("clad", "mixed_rand", "accuracy"): ([70.0, 71.0, 69.5], [2.1, 2.1, 2.2]),
 }
+#: the bias-free references' accuracy on their held-out splits (chance 10 / 11.1 %, the line 20 points above)
+REFERENCES = {
+    ("mx_cmnist_reference", "conflict_90", "valid"): ([55.0, 57.0, 56.0], [2.0, 2.0, 2.0]),
+    ("mx_in9_reference", "mixed_rand_heldout", "mixed_rand_heldout"): ([58.0, 61.0, 60.0], [2.3, 2.3, 2.3]),
+}
 
 
 def _config() -> dict:
@@ -70,8 +75,24 @@ def _config() -> dict:
                 "methods": {"erm": {"method": "erm", "label": "ERM"}, "clad": {"method": "clad", "label": "CLAD"}},
             },
             "other": {"dataset": "cmnist", "report": "park", "train_variants": ["conflict_1"], "methods": methods},
+            # what the matrix's expansion adds (papers/matrix/reference.py): ERM trained bias-free, per benchmark
+            "mx_cmnist_reference": {"dataset": "cmnist", "report": "matrix_reference",
+                                    "train_variants": ["conflict_90"], "methods": {"vanilla": methods["vanilla"]},
+                                    "reference_of": ["mx_cmnist"]},
+            "mx_in9_reference": {"dataset": "in9", "report": "matrix_reference",
+                                 "train_variants": ["mixed_rand_heldout"],
+                                 "methods": {"erm": {"method": "erm", "label": "ERM"}}, "reference_of": ["mx_in9"]},
         },
     }
+
+
+def _reference_rows(table: dict = REFERENCES) -> list[dict]:
+    return [
+        {"kind": "eval", "grid": grid, "grid_method": "erm", "experiment": f"{grid}_erm_{variant}", "seed": seed,
+         "train_variant": variant, "variant": test_set, "metric": "accuracy", "value": value, "se": se, "n": 400}
+        for (grid, variant, test_set), (values, ses) in table.items()
+        for seed, value, se in zip(SEEDS, values, ses)
+    ]
 
 
 def _rows(grid: str, variant: str, table: dict) -> list[dict]:
@@ -87,7 +108,7 @@ def _rows(grid: str, variant: str, table: dict) -> list[dict]:
 def stored_rows(tmp_path) -> list[dict]:
     """The rows above, as a run's eval.jsonl stores them, read back as the report reads them."""
     path = tmp_path / "eval.jsonl"
-    rows = _rows("mx_cmnist", "conflict_1", CMNIST) + _rows("mx_in9", "original", IN9)
+    rows = _rows("mx_cmnist", "conflict_1", CMNIST) + _rows("mx_in9", "original", IN9) + _reference_rows()
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return read_rows([path])
 
@@ -166,16 +187,18 @@ def test_matrix_bg_gap_cell_is_the_per_seed_gap_against_erms_lower_better(stored
     assert matrix.cells[("erm", 2)].text.startswith("ERM reference: ")  # the IN-9 grid's `erm`, the same row
 
 
-def test_matrix_benchmark_whose_erm_fails_its_capability_line_reads_not_informative(stored_rows):
-    """Colored MNIST's ERM at 40-44 % on the unbiased test set clears the line (chance 10 + 20); lowered to
-    25-29 % it fails: every compared cell of that benchmark (both its numbers) reads "not informative",
-    ERM's reference stays, the IN-9 benchmark (ERM's Mixed-Rand 61.3 %, line 31.1) is judged."""
+def test_matrix_capability_line_is_the_bias_free_references_on_its_held_out_split(stored_rows):
+    """The line is decided by ERM trained bias-free (the reference grid's runs on conflict_90 / mixed_rand_heldout),
+    on its held-out split, not by the benchmark's ERM on the unbiased test set: the reference lowered to 20-24 %
+    (below chance 10 + 20) makes both Colored MNIST numbers "not informative", ERM's reference cell stays, the IN-9
+    benchmark (its reference at 59.7 %, line 31.1) is judged; the benchmark's own ERM rows do not move the line."""
     matrix = build_matrix(_config(), stored_rows)
     assert matrix.capable[0][0] and matrix.capable[1][0] and matrix.capable[2][0]
     line = matrix.capable[0][1]
-    assert "learns the classes beyond their bias" in line and "cmnist conflict_1" in line
-    low = [dict(r, value=r["value"] - 15.0) if r["grid_method"] == "vanilla" and r["metric"] == "accuracy"
-           else r for r in stored_rows]
+    assert "ERM trained on conflict_90 (the bias balanced away)" in line and "val split" in line
+    assert "learns the classes beyond their bias" in line and "cmnist conflict_1" in line and "56.0 ± 1.0" in line
+    assert "mixed_rand_heldout" in matrix.capable[2][1] and "held out" in matrix.capable[2][1]
+    low = [dict(r, value=r["value"] - 35.0) if r["grid"] == "mx_cmnist_reference" else r for r in stored_rows]
     failed = build_matrix(_config(), low)
     assert not failed.capable[0][0] and not failed.capable[1][0] and "not informative" in failed.capable[0][1]
     for column in (0, 1):  # both numbers of the benchmark
@@ -183,9 +206,52 @@ def test_matrix_benchmark_whose_erm_fails_its_capability_line_reads_not_informat
         assert cell.status == "not informative" and cell.text.startswith("not informative") and cell.better is None
         assert failed.cells[("erm", column)].status == "reference"
     assert failed.capable[2][0] and failed.cells[("clad", 2)].status == "compared"
-    near_chance = [dict(r, value=r["value"] - 45.0) if r["grid_method"] == "erm" and r["variant"] == "mixed_rand"
-                   else r for r in stored_rows]  # IN-9's ERM at 15-18 % on Mixed-Rand: below the line
-    assert {build_matrix(_config(), near_chance).cells[("clad", j)].status for j in (2, 3)} == {"not informative"}
+    no_reference = [r for r in stored_rows if r["grid"] != "mx_in9_reference"]  # no runs: cannot tell
+    assert {build_matrix(_config(), no_reference).cells[("clad", j)].status for j in (2, 3)} == {"not informative"}
+
+
+def test_matrix_benchmark_whose_biased_erm_fails_the_unbiased_test_can_still_judge(stored_rows):
+    """A strongly biased benchmark: ERM trained on it at 15-19 % on the unbiased test set (the old line, chance +
+    20, would remove it) while the bias-free reference learns the classes: LfF's cells are judged, a verdict, and
+    the line is the reference's, decided on a split disjoint from the test set the comparisons read."""
+    biased = [dict(r, value=r["value"] - 25.0) if r["grid_method"] == "vanilla" and r["metric"] == "accuracy"
+              and r["grid"] == "mx_cmnist" else r for r in stored_rows]
+    matrix = build_matrix(_config(), biased)
+    assert matrix.capable[0][0] and "ERM trained on conflict_90" in matrix.capable[0][1]
+    lff = matrix.cells[("lff", 0)]
+    assert lff.status == "compared" and lff.better is True and "better than ERM" in lff.text
+    assert matrix.cells[("erm", 0)].text == "ERM reference: 17.2 ± 2.0"
+    for (_, variant, test_set) in REFERENCES:  # the decision's split is no comparison's test set
+        assert test_set not in {"unbiased", "mixed_rand", "mixed_same"} and variant not in ("conflict_1", "original")
+
+
+def test_matrix_bias_free_variants_hold_out_rows_disjoint_from_the_test_sets():
+    """Each family's bias-free reference: IN-9's held-out Mixed-Rand takes its val split from training rows only
+    (a tenth of each class, by name) and is no other run's test set; Biased MNIST's is scored on its held-out
+    training digits alone; Colored MNIST's spreads every class over every colour (conflict_90)."""
+    from debias_workbench.pipeline.variants import held_out_count, heldout_splits
+
+    assert [held_out_count(n) for n in (1, 2, 14, 50, 480)] == [0, 1, 1, 5, 48]  # a smoke run's 2 a class: one
+
+    ids = np.array([f"train/{i:04d}" for i in range(200)] + [f"val/{i:04d}" for i in range(40)])
+    labels = np.array([i % 4 for i in range(240)])
+    splits = np.array(["train"] * 200 + ["val"] * 40)
+    out = heldout_splits(splits, ids, labels, seed=0)
+    assert set(out[200:]) == {""}  # the dataset's own val rows (the test images) are left out
+    assert [int(((out == "val") & (labels == y)).sum()) for y in range(4)] == [5, 5, 5, 5]  # 10 % of 50 per class
+    assert np.array_equal(out, heldout_splits(splits, ids[::-1][::-1], labels, seed=0))  # deterministic
+    assert not np.array_equal(out, heldout_splits(splits, ids, labels, seed=1))  # seeded
+    in9 = get_family("in9")
+    ds = {"variants": ["original", "mixed_rand", "mixed_rand_heldout"]}
+    ref = in9.bias_free_reference(ds, "original")
+    assert (ref.variant, ref.test_set) == ("mixed_rand_heldout", "mixed_rand_heldout")
+    assert "mixed_rand_heldout" not in in9.test_sets(ds, "original")
+    assert in9.test_sets(ds, ref.variant) == {ref.test_set: ref.variant}
+    bm = get_family("biased_mnist")
+    ref = bm.bias_free_reference({}, "rho_0.9")
+    assert bm.test_sets({}, ref.variant) == {"heldout": "unbiased_heldout"} and ref.test_set == "heldout"
+    assert get_family("colored_mnist").bias_free_reference({}, "conflict_1").variant == "conflict_90"
+    assert get_family("released_bias_folders").bias_free_reference({}, "conflict_1") is None
 
 
 def test_matrix_section_writes_the_table_and_the_heatmap(stored_rows, tmp_path):
@@ -213,6 +279,11 @@ def test_matrix_grid_report_kind_passes_the_config_check(default_config):
     """`report: matrix` is a grid report kind the config check takes (papers/matrix/workflow.py)."""
     cfg = copy.deepcopy(default_config)
     cfg["grids"]["rebias_mnist"]["report"] = "matrix"
+    with pytest.raises(ConfigError, match=r"grids\.rebias_mnist\.train_variants: the capability line of "
+                                          r"biased_mnist rho_0\.3 is decided by ERM trained on unbiased_heldout "
+                                          r".*unbiased_heldout: true"):
+        validate_config(cfg)  # no bias-free reference built: named, with the setting that builds it
+    cfg["datasets"]["biased_mnist"]["unbiased_heldout"] = True
     validate_config(cfg)
 
 
@@ -228,13 +299,16 @@ def test_matrix_config_check_refuses_a_method_its_grids_family_cannot_serve(defa
 
 #: the two matrix configs (issue 53): the embedded data on CPU, and each benchmark at its paper's recipe
 MATRIX_CONFIGS = {"matrix.yaml": 4, "matrix_paper.yaml": 6}   # {config: at least so many benchmarks}
+#: rows the embedded matrix runs on some benchmarks only, by choice (its time): BYOL's pair beside MoCo-v2's
+SIDE_ROWS = {"matrix.yaml": {"byol", "byol_patch"}, "matrix_paper.yaml": set()}
 
 
 @pytest.mark.parametrize("name", MATRIX_CONFIGS)
 def test_matrix_config_trains_every_method_on_every_benchmark_it_can_run_on(name, default_config):
     """config/matrix.yaml (the issue's study) and config/matrix_paper.yaml (the same at paper scale): at least 6
     methods x 4 (6) benchmarks, three seeds each; a method is in a benchmark's grid exactly where its family can
-    serve it, so every cell is either trained or "cannot run" with its reason, never silently missing."""
+    serve it (but the side rows a config runs on some benchmarks only), so every cell is either trained or "cannot
+    run" with its reason, never silently missing; a grid's runs are its own and its bias-free reference's."""
     config = resolve_config(deep_merge(default_config, yaml.safe_load((ROOT / "config" / name).read_text())))
     grids = matrix_grids(config)
     rows, columns = method_rows(grids), benchmarks(config, grids)
@@ -245,9 +319,10 @@ def test_matrix_config_trains_every_method_on_every_benchmark_it_can_run_on(name
         for row, (method, _) in rows.items():
             ds_cfg = config["datasets"][bench.dataset]
             runs = applicability(method, bench.family, ds_cfg, bench.train_variant, bench.dataset)[0]
-            assert runs == (row in trained), (bench.grid, row)
+            assert runs == (row in trained) or (runs and row in SIDE_ROWS[name]), (bench.grid, row)
         assert grid["seeds"] == [0, 1, 2] and bench.capability is not None
-    assert all(exp.get("grid") in grids for exp in config["experiments"].values())  # the demo's runs dropped
+    own = set(grids) | {n for n, g in config["grids"].items() if set(g.get("reference_of", ())) & set(grids)}
+    assert all(exp.get("grid") in own for exp in config["experiments"].values())  # the demo's runs dropped
     matrix = build_matrix(config, [])
     assert {c.status for c in matrix.cells.values()} == {"not run", "cannot run"}
 
@@ -279,8 +354,10 @@ def test_matrix_paper_config_plans_every_grid_and_dry_runs_on_standins(tmp_path)
     config = resolve_config(deep_merge(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
                                        yaml.safe_load(config_file.read_text())))
     grids = matrix_grids(config)
-    assert set(grids) == set(config["grids"]) and len(grids) >= 6
-    expected = {(f"{g}_{key}_{variant}", seed) for g, grid in grids.items() for key in grid["methods"]
+    assert set(grids) | {n for n, g in config["grids"].items() if g.get("reference_of")} == set(config["grids"])
+    assert len(grids) >= 6
+    ran = {**grids, **{n: g for n, g in config["grids"].items() if g.get("reference_of")}}  # and the references
+    expected = {(f"{g}_{key}_{variant}", seed) for g, grid in ran.items() for key in grid["methods"]
                 for variant in grid["train_variants"] for seed in grid["seeds"]}
     costed = {(line.experiment, line.seed) for line in p.runs}
     assert costed == expected
@@ -315,3 +392,84 @@ def test_matrix_a_scoped_config_still_refuses_a_name_that_names_nothing(default_
         match = r"analyses\.saliency\.experiments: 'bsae_mr'"
     with pytest.raises(ConfigError, match=match):
         resolve_config(config)
+
+
+#: {grid method: {step: (valid accuracy, unbiased accuracy)}} of seed 0 (seeds 1, 2: + 1, + 2 on both), step inf the
+#: final evaluation: LfF's best validation point is step 200 (unbiased 60), Vanilla's step 100 (unbiased 45)
+POINTS = {"lff": {100.0: (70.0, 65.0), 200.0: (80.0, 60.0), math.inf: (75.0, 63.0)},
+          "vanilla": {100.0: (50.0, 45.0), 200.0: (48.0, 47.0), math.inf: (49.0, 44.0)}}
+
+
+def _scoring_rows() -> list[dict]:
+    rows = []
+    for key, points in POINTS.items():
+        for seed in SEEDS:
+            tags = {"experiment": f"mx_cmnist_{key}_conflict_1", "seed": seed}
+            for step, pair in points.items():
+                for test_set, value in zip(("valid", "unbiased"), pair):
+                    value += seed
+                    if step == math.inf:
+                        rows.append({"kind": "eval", **tags, "grid": "mx_cmnist", "grid_method": key,
+                                     "train_variant": "conflict_1", "variant": test_set, "metric": "accuracy",
+                                     "value": value, "se": 1.5, "n": 1000})
+                    else:
+                        rows.append({"kind": "curve", **tags, "step": step, "metric": f"{test_set}_accuracy",
+                                     "value": value, "se": 1.5, "n": 1000})
+    return rows
+
+
+def test_matrix_paper_rule_selection_against_hand_picked_values():
+    """The second table: LfF by its paper's rule (best validation accuracy: step 200, unbiased 60 / 61 / 62) against
+    Vanilla by the same rule (step 100: 45 / 46 / 47), a difference of +15 points; the first table at the last
+    iterate (63.. against 44..: +19); each rule named in the cell, ReBias's rule the last epoch."""
+    from debias_workbench.papers.matrix.selection import PAPER, paper_selections, selected_rows
+
+    rows = _scoring_rows() + _reference_rows()
+    last, paper = build_matrix(_config(), rows), build_matrix(_config(), rows, PAPER)
+    assert last.cells[("lff", 0)].interval.estimate == pytest.approx(63.0 - 44.0)
+    cell = paper.cells[("lff", 0)]
+    assert cell.interval.estimate == pytest.approx(60.0 - 45.0)
+    assert cell.text.startswith("paper rule validation on valid")
+    picked = selected_rows(rows, "mx_cmnist", "conflict_1", paper_selections(
+        {"lff": ("lff", "LfF")}, "colored_mnist", {}, "conflict_1")["lff"])
+    unbiased = sorted((r["grid_method"], r["seed"], r["value"], r["step"]) for r in picked
+                      if r["variant"] == "unbiased")
+    assert unbiased == [("lff", s, 60.0 + s, 200.0) for s in SEEDS] + [("vanilla", s, 45.0 + s, 100.0) for s in SEEDS]
+    assert paper.selection == PAPER and last.selection == "last"
+    rules_cm = paper_selections({"lff": ("lff", "LfF")}, "colored_mnist", {}, "conflict_1")
+    rules = paper_selections({"rebias": ("rebias", "ReBias"), "lff": ("lff", "LfF")}, "biased_mnist", {}, "rho_0.9")
+    assert rules["rebias"].rule == "last" and rules["lff"].rule == "last" and "no validation split" in rules["lff"].note
+    assert spec("rebias").paper_rule == "last" and "best_acc" in spec("rebias").selection["source"]
+    from debias_workbench.papers.matrix.selection import for_metric
+
+    shape = for_metric(picked_rule := rules_cm["lff"], get_family("in9").SHAPE_BIAS)  # counted at the end only
+    assert picked_rule.rule == "validation" and shape.rule == "last" and "shape bias" in shape.note
+    assert {spec(m).paper_rule for m in ("lff", "lff_be", "intrinsic_feature_enhancement")} == {"validation"}
+
+
+def test_matrix_config_plans_the_reference_runs_and_the_paper_rules_scoring_points(default_config):
+    """config/matrix.yaml: one bias-free reference grid per benchmark family recipe (the two IN-9 benchmarks share
+    one), ERM of the grid's recipe on the family's bias-free variant, three seeds, which the datasets build; the
+    scoring points only on the runs whose paper selects on validation and ERM beside them, on the sets they read."""
+    from debias_workbench.workflow.lookup import dataset_variants
+
+    config = resolve_config(deep_merge(default_config, yaml.safe_load((ROOT / "config" / "matrix.yaml").read_text())))
+    references = {n: g for n, g in config["grids"].items() if g.get("reference_of")}
+    assert {n: (g["train_variants"], g["reference_of"]) for n, g in references.items()} == {
+        "mx_in9_reference": (["mixed_rand_heldout"], ["mx_in9", "mx_in9_bg"]),
+        "mx_biased_mnist_reference": (["unbiased_heldout"], ["mx_biased_mnist"]),
+        "mx_colored_mnist_reference": (["conflict_90"], ["mx_colored_mnist"]),
+    }
+    for name, grid in references.items():
+        exp = config["experiments"][f"{name}_erm_{grid['train_variants'][0]}"]
+        assert exp["method"] in ("erm", "vanilla") and exp["seeds"] == [0, 1, 2]
+        assert grid["train_variants"][0] in dataset_variants(config, grid["dataset"])
+        source = config["grids"][grid["reference_of"][0]]
+        assert exp["training"]["epochs"] == source["training"]["epochs"]  # the benchmark's recipe
+    assert config["grids"]["mx_biased_mnist"]["train_variants"] == ["rho_0.9"]
+    monitored = {e for e, exp in config["experiments"].items() if "model_selection" in exp}
+    assert {config["experiments"][e]["method"] for e in monitored} == {"erm", "vanilla", "lff", "lff_be",
+                                                                      "intrinsic_feature_enhancement"}
+    assert not any(config["experiments"][e]["grid"] == "mx_biased_mnist" for e in monitored)  # no validation split
+    assert config["experiments"]["mx_in9_lff_original"]["model_selection"]["test_sets"] == [
+        "original", "mixed_same", "mixed_rand"]  # not stylized: the points record no shape bias

@@ -26,6 +26,15 @@ from debias_workbench.training.methods import spec
 from debias_workbench.workflow.config import deep_merge, resolve_config
 
 from .conftest import ROOT
+from .test_matrix import _reference_rows
+
+#: the bias-free reference grids the matrix's expansion adds (papers/matrix/reference.py), as test_matrix's
+REFERENCE_GRIDS = {
+    "mx_cmnist_reference": {"dataset": "cmnist", "report": "matrix_reference", "train_variants": ["conflict_90"],
+                            "methods": {"vanilla": {"method": "vanilla", "label": "ERM"}}, "reference_of": ["mx_cmnist"]},
+    "mx_in9_reference": {"dataset": "in9", "report": "matrix_reference", "train_variants": ["mixed_rand_heldout"],
+                         "methods": {"erm": {"method": "erm", "label": "ERM"}}, "reference_of": ["mx_in9"]},
+}
 
 SEEDS = (0, 1, 2)
 SSL_TRAINING = {"epochs": 8, "small_cnn_channels": [8, 16, 32, 32]}
@@ -70,6 +79,7 @@ def _config() -> dict:
         "grids": {
             "mx_cmnist": {"dataset": "cmnist", "report": "matrix", "train_variants": ["conflict_1"],
                           "methods": _methods()},
+            **REFERENCE_GRIDS,
         },
     }
 
@@ -84,8 +94,9 @@ def _rows(grid: str, variant: str, table: dict) -> list[dict]:
 
 
 def _stored(tmp_path: Path, rows: list[dict]) -> list[dict]:
+    """`rows` and the bias-free references' (their capability lines hold), as the report reads them."""
     path = tmp_path / "eval.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows + _reference_rows()))
     return read_rows([path])
 
 
@@ -193,7 +204,7 @@ def _in9_config() -> dict:
                "clad": {"method": "clad", "label": "CLAD"}}
     config = _config()
     config["grids"] = {"mx_in9": {"dataset": "in9", "report": "matrix", "train_variants": ["original"],
-                                  "methods": methods}}
+                                  "methods": methods}, **REFERENCE_GRIDS}
     return config
 
 

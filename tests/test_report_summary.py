@@ -26,6 +26,7 @@ from debias_workbench.workflow.config import deep_merge
 from .report_rows import demo_config, demo_report, demo_rows
 from .test_matrix import CMNIST, IN9
 from .test_matrix import _config as matrix_config
+from .test_matrix import _reference_rows as reference_rows
 from .test_matrix import _rows as matrix_rows
 from .test_report_sections import _park, _park_rows
 
@@ -202,11 +203,12 @@ def test_the_ablation_and_the_matrix_record_their_verdicts(default_config, tmp_p
     assert len([v for v in doc.verdicts if v.section == ablation.section]) == 7 * 2  # 7 rows against the full, 2 ratios
 
     doc = Document("t", with_summary=True)
-    rows = matrix_rows("mx_cmnist", "conflict_1", CMNIST) + matrix_rows("mx_in9", "original", IN9)
+    rows = matrix_rows("mx_cmnist", "conflict_1", CMNIST) + matrix_rows("mx_in9", "original", IN9) + reference_rows()
     matrix_sections.matrix(doc, SimpleNamespace(config=matrix_config(), all_rows=rows, out_dir=tmp_path))
     table = build_matrix(matrix_config(), rows)
     compared = {(key, j) for (key, j), cell in table.cells.items() if cell.status in ("compared", NOT_INFORMATIVE)}
-    assert len(doc.verdicts) == len(compared) > 0
+    assert len(doc.verdicts) == 2 * len(compared) > 0  # the table at the last iterate, and by the papers' rules
+    assert sum("by each paper's selection rule" in v.comparison for v in doc.verdicts) == len(compared)
     assert all(v.section.startswith("Every method on every benchmark") for v in doc.verdicts)
     lff = next(v for v in doc.verdicts if v.comparison.startswith("LfF vs ERM, cmnist conflict_1"))
     assert lff.verdict == "higher" and lff.reading == "better" and "Benjamini-Hochberg" in lff.outcome

@@ -41,6 +41,9 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
     seg = zarr.open_group(seg_store, mode="r")
     ids, splits = seg["ids"][:], seg["splits"][:]
     labels, ok = seg["labels"][:], seg["ok"][:].astype(bool)
+    heldout = variant.endswith(variants.HELDOUT)
+    if heldout:  # its val split: train rows held out of its train split
+        splits = variants.heldout_splits(splits, ids, labels, seed)
     classes = list(seg.attrs["classes"])
     size, photos = int(seg.attrs["image_size"]), TrainPhotos.of(ds_cfg)
     if photos is not None and variant != "original":
@@ -56,11 +59,12 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
         if photos is not None:
             group.attrs["train_photos"] = {"side": photos.side, "fraction": photos.fraction}
         blocks = []
-        for split in sorted(set(splits.tolist())):
+        for split in sorted(set(splits.tolist()) - {""}):
             rows = np.nonzero(ok & (splits == split))[0]
             partners, bias, kept, skipped = _pair(variant, rows, ids, labels, len(classes), seed)
-            manifest[split] = {"inputs": upstream[split]["inputs"], "outputs": len(kept),
-                               "skipped": upstream[split]["skipped"] + skipped}
+            manifest[split] = ({"inputs": len(rows), "outputs": len(kept), "skipped": skipped, "held_out_of": "train"}
+                               if heldout else {"inputs": upstream[split]["inputs"], "outputs": len(kept),
+                                                "skipped": upstream[split]["skipped"] + skipped})
             whole = photos is not None and split == "train"  # the split holds the photos
             side = photos.side if photos is not None and whole else size
             sub = _split_group(group.create_group(split), variant, ds_cfg, len(kept), side, whole)

@@ -22,16 +22,45 @@ VARIANTS = (
     "mixed_rand",
     "mixed_next",
     "sketch",
+    "mixed_rand_heldout",
 )
-MIXED = ("mixed_same", "mixed_rand", "mixed_next")
+#: the suffix of a variant composed as its base variant whose val split is instead a share of its train rows held
+#: out of its train split (`heldout_splits`): the bias-free reference of the methods x benchmarks table, decided on
+#: images no run of the table trains on and no comparison is scored on (papers/matrix/)
+HELDOUT = "_heldout"
+#: the share of each class's train rows a `HELDOUT` variant holds out as its val split (`held_out_count`)
+HELDOUT_FRACTION = 0.1
+
+
+def held_out_count(n: int) -> int:
+    """Rows held out of a class's `n` training rows: round(`HELDOUT_FRACTION` x n), at least one where the class
+    has two (so that a small dataset, a smoke run's, still has a held-out split), none of a class of one."""
+    return max(int(round(HELDOUT_FRACTION * n)), int(n >= 2))
+
+
+MIXED = ("mixed_same", "mixed_rand", "mixed_next", "mixed_rand_heldout")
 #: Variants whose picture contains this sample's foreground at its mask: they store `masks`.
-WITH_FOREGROUND = ("original", "only_fg", "no_fg", "mixed_same", "mixed_rand", "mixed_next")
+WITH_FOREGROUND = ("original", "only_fg", "no_fg", "mixed_same", "mixed_rand", "mixed_next", "mixed_rand_heldout")
 #: Variants whose picture is made from the foreground mask (with the `bg_conflict_<p>` ones): a
 #: dataset built with `segmentation.method: none` (mask = box) cannot build them.
-NEEDS_FOREGROUND = ("only_fg", "no_fg", "mixed_same", "mixed_rand", "mixed_next", "sketch")
+NEEDS_FOREGROUND = ("only_fg", "no_fg", "mixed_same", "mixed_rand", "mixed_next", "sketch", "mixed_rand_heldout")
 #: Test sets read from the user's folders as released, val split only (`external` of an in9
 #: dataset): ImageNet-Sketch (Wang et al. 2019) and ImageNet-R (Hendrycks et al. 2021).
 EXTERNAL = ("imagenet_sketch", "imagenet_r")
+
+
+def heldout_splits(splits: np.ndarray, ids: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
+    """The split of each row in a `HELDOUT` variant: of each class's train rows, `held_out_count` of them
+    (ordered by a hash of their ids, so by name, not by row order) become "val", the rest stay "train"; the
+    dataset's own val rows are left out (""), so the variant shares no image with any other variant's val split."""
+    from debias_workbench.core.seeding import name_seed
+
+    out = np.where(splits == "train", "train", "").astype(object)
+    for y in np.unique(labels[splits == "train"]):
+        members = np.flatnonzero((splits == "train") & (labels == y))
+        members = members[np.argsort([name_seed(seed, "heldout", ids[k]) for k in members], kind="stable")]
+        out[members[: held_out_count(len(members))]] = "val"
+    return out
 
 
 def only_fg(image: np.ndarray, fg: np.ndarray) -> np.ndarray:
@@ -138,7 +167,7 @@ def choose_partner(
         cls = background_class
     elif variant == "mixed_same":
         cls = label
-    elif variant == "mixed_rand":
+    elif variant in ("mixed_rand", "mixed_rand_heldout"):
         cls = int(rng.integers(n_classes))
     elif variant == "mixed_next":
         cls = (label + 1) % n_classes

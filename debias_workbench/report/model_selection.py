@@ -18,8 +18,10 @@ from collections import defaultdict
 from typing import Any
 
 from debias_workbench.core.statistics import run_value
+from debias_workbench.training.methods.spec import SELECTION_RULES
 
-RULES = ("last", "validation", "oracle")
+#: the rules, as the methods declare their papers' (`training.methods.spec`)
+RULES = SELECTION_RULES
 
 #: one sentence per rule, for the caption of a table that shows it
 DESCRIPTIONS = {
@@ -56,15 +58,23 @@ def select(by_step: dict[float, dict[str, float]], rule: str, test: str, valid: 
         return by_step.get(FINAL, {}).get(test)
     if rule == "validation" and valid is None:
         raise ValueError("rule 'validation' needs the validation key")
-    # with a validation key, both rules look at the same points: those scored on both sets
-    usable = [p for _, p in sorted(by_step.items()) if test in p and (valid is None or valid in p)]
+    if rule == "oracle":
+        # with a validation key, both rules look at the same points: those scored on both sets
+        usable = [p for _, p in sorted(by_step.items()) if test in p and (valid is None or valid in p)]
+        return max(p[test] for p in usable) if usable else None
+    assert valid is not None  # rule "validation" (checked above)
+    step = validation_step(by_step, valid, test)
+    return None if step is None else by_step[step][test]
+
+
+def validation_step(by_step: dict[float, dict[str, float]], valid: str, *needed: str) -> float | None:
+    """The scoring point rule "validation" picks: the best `valid` value (the earliest point on ties) among the
+    points scored on `valid` and on every key `needed`; None where none is."""
+    usable = [(step, p) for step, p in sorted(by_step.items()) if valid in p and all(k in p for k in needed)]
     if not usable:
         return None
-    if rule == "oracle":
-        return max(p[test] for p in usable)
-    assert valid is not None  # rule "validation" (checked above)
-    best = max(p[valid] for p in usable)
-    return next(p[test] for p in usable if p[valid] == best)
+    best = max(p[valid] for _, p in usable)
+    return next(step for step, p in usable if p[valid] == best)
 
 
 def selected(

@@ -21,11 +21,14 @@ from .trainer import Monitor, train
 
 
 def run_monitor(run_cfg: dict[str, Any], test_stores: dict[str, Path]) -> Monitor | None:
-    """With `model_selection`: every test set with its group accuracies every few steps (the
+    """With `model_selection`: every test set (or its `test_sets`) with its group accuracies every few steps (the
     report picks the validation-selected and the best-test point); else with `curves`: the one
     test set of the learning-curve figure; else none."""
     if selection := run_cfg.get("model_selection"):
-        return Monitor(dict(test_stores), selection["every_steps"], selection["batch_size"], groups=True)
+        sets = selection.get("test_sets") or list(test_stores)  # `test_sets`: only those (the matrix's)
+        return Monitor(
+            {s: test_stores[s] for s in sets}, selection["every_steps"], selection["batch_size"], groups=True
+        )
     if curves := run_cfg.get("curves"):
         return Monitor(
             {curves["test_set"]: test_stores[curves["test_set"]]}, curves["every_steps"], curves["batch_size"]

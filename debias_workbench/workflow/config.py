@@ -87,8 +87,8 @@ def expand_grids(config: dict[str, Any]) -> dict[str, Any]:
     `<grid>_<method key>_<variant>`: a grid is only a way to declare many runs. Each is scored on
     its own dataset (`eval_dataset`), carries the row tags the report's grid tables group by
     (`tags`: grid, method key, train variant) and the grid's monitors (`curves` on the figure
-    variant, `model_selection`). Grid runs start from random weights unless the grid or the
-    method gives `pretrained`."""
+    variant, `model_selection`: a method's own where an expansion placed one, on its `test_sets` only). Grid runs
+    start from random weights unless the grid or the method gives `pretrained`."""
     out = copy.deepcopy(config)
     for name, grid in config.get("grids", {}).items():
         for key, spec in grid["methods"].items():
@@ -111,8 +111,11 @@ def expand_grids(config: dict[str, Any]) -> dict[str, Any]:
                 curves = grid.get("curves")
                 if curves and variant == grid.get("figure_variant") and key in curves["methods"]:
                     exp["curves"] = {"test_set": curves["test_set"], "every_steps": curves["every_steps"]}
-                if selection := grid.get("model_selection"):
-                    exp["model_selection"] = {"every_steps": selection["every_steps"]}
+                # a method's own (a paper's expansion may place it on some methods only), else the grid's
+                if selection := spec.get("model_selection", grid.get("model_selection")):
+                    exp["model_selection"] = {
+                        k: copy.deepcopy(v) for k, v in selection.items() if k in ("every_steps", "test_sets")
+                    }
                 out["experiments"][grid_experiment(name, key, variant)] = exp
     return out
 
@@ -208,7 +211,8 @@ def background_challenge_runs(config: dict[str, Any]) -> list[str]:
     """The experiments scored on every variant of `evaluation.dataset` (the Background Challenge runs:
     the analyses, the official test images and the main tables read them)."""
     dataset = config["evaluation"]["dataset"]
-    every = {v: v for v in dataset_variants(config, dataset)}
+    held_out = get_family(dataset_family(config, dataset)).held_out_variants  # scored by their own runs only
+    every = {v: v for v in dataset_variants(config, dataset) if v not in held_out}
     return [e for e in config["experiments"] if scoring(config, e)[:2] == (dataset, every)]
 
 

@@ -1,6 +1,7 @@
 """The report section of the methods x benchmarks table, `render(doc, ctx)`: nothing where the config has
-no `report: matrix` grid, else the table (each row's baseline and what it is given, each cell's corrected
-verdict beside its uncorrected interval, or why it cannot run) and its heatmap."""
+no `report: matrix` grid, else the table at the last iterate (each row's baseline and what it is given, each
+cell's corrected verdict beside its uncorrected interval, or why it cannot run), its heatmap, and the same
+runs by each paper's own selection rule."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from debias_workbench.report.document import Document
 
 from .contrasts import SETTINGS
 from .figure import heatmap
+from .selection import PAPER, rules_paragraph
 from .summary import record
 from .supervision import NOTHING
-from .tables import Matrix, build_matrix
+from .tables import Matrix, build_matrix, matrix_grids, method_rows
 from .verdicts import CORRECTION
 
 #: the heatmap's file in the report folder
@@ -20,7 +22,8 @@ FIGURE = "matrix_heatmap.png"
 
 
 def matrix(doc: Document, ctx: ReportContext) -> None:
-    """The table of every method on every benchmark of the config's `report: matrix` grids and its heatmap."""
+    """The table of every method on every benchmark of the config's `report: matrix` grids, its heatmap, and the
+    table by each paper's selection rule."""
     table = build_matrix(ctx.config, ctx.all_rows)
     if table is None:
         return
@@ -31,18 +34,7 @@ def matrix(doc: Document, ctx: ReportContext) -> None:
         if (bench.grid, bench.train_variant) not in seen:
             seen.add((bench.grid, bench.train_variant))
             doc.para(table.capable[i][1])
-    header = ["Method", "Compared with", "Given beyond images and labels", *[b.title for b in table.benchmarks]]
-    rows = [
-        [
-            label,
-            table.baselines.get(key, ""),
-            table.given.get(key, NOTHING),
-            *[table.cells[(key, j)].text for j in range(len(table.benchmarks))],
-        ]
-        for key, label in table.methods.items()
-    ]
-    doc.table(header, rows)
-    record(doc, table)  # the verdict summary's rows
+    cells_table(doc, table)
     doc.para(
         "What each row is given, per benchmark family, from what (the method's declaration: what it needs, the "
         "variants it reads beside its training images, its design, its arguments; the family's: what it offers "
@@ -57,12 +49,40 @@ def matrix(doc: Document, ctx: ReportContext) -> None:
     doc.image(
         FIGURE,
         "Difference from each row's baseline per method and benchmark, coloured by the corrected verdict "
-        "(Benjamini-Hochberg): "
-        "green better, red worse (the stronger, the larger the difference against the largest in the table), "
-        "grey where the correction cannot tell, amber a better number bought with a worse accuracy; ref a "
-        "reference row (ERM, plain SSL), n/b no like-for-like baseline, × cannot run, – not run, n/i not "
-        "informative (the benchmark's ERM fails its capability check).",
+        "(Benjamini-Hochberg): green better, red worse (the stronger, the larger the difference against the "
+        "largest in the table), grey where the correction cannot tell, amber a better number bought with a worse "
+        "accuracy; ref a reference row (ERM, plain SSL), n/b no like-for-like baseline, × cannot run, – not run, "
+        "n/i not informative (the benchmark's capability check fails or cannot tell).",
     )
+    paper = build_matrix(ctx.config, ctx.all_rows, PAPER)
+    assert paper is not None  # the same grids
+    doc.heading("Every method on every benchmark, by each paper's selection rule")
+    doc.para(
+        "The same runs, each scored by its method's own paper's model-selection rule (selection rule \"paper\"), "
+        "against its baseline scored by the same rule, the verdicts corrected as in the table above (its own "
+        "family of tests); the capability lines above hold for both tables. The validation rule picks the scoring "
+        "point (every few steps, and the end) with the best accuracy on the benchmark's validation set, the train "
+        "variant's own val split, and shows the test value there. "
+        + rules_paragraph(method_rows(matrix_grids(ctx.config)))
+    )
+    cells_table(doc, paper)
+
+
+def cells_table(doc: Document, table: Matrix) -> None:
+    """The table's cells, a row per method (its baseline and what it is given), a column per benchmark; each
+    judged cell recorded for the report's verdict summary."""
+    header = ["Method", "Compared with", "Given beyond images and labels", *[b.title for b in table.benchmarks]]
+    rows = [
+        [
+            label,
+            table.baselines.get(key, ""),
+            table.given.get(key, NOTHING),
+            *[table.cells[(key, j)].text for j in range(len(table.benchmarks))],
+        ]
+        for key, label in table.methods.items()
+    ]
+    doc.table(header, rows)
+    record(doc, table)
 
 
 def _per_family(by_family: dict[str, str]) -> str:
@@ -97,9 +117,8 @@ def _how_judged(table: Matrix) -> str:
         "interval's own statistic: the level at which the interval reaches 0, adjusted by the step-up) is below "
         "0.05, so that of the cells that say so at most 5 % are expected to be false; the uncorrected interval "
         f"stands beside it. {guard}"
-        "Every run is scored at its last iterate, whatever its method: one selection rule for the whole table "
-        "(Park et al.'s and LfF's own tables select on a validation split; their sections do). No method here "
-        "reads bias labels in training; \"Given beyond images and labels\" says what each is given instead. A "
-        "cell that cannot run says what the method needs that the family does not offer; \"not run\": no runs "
-        "of it in this configuration."
+        "Every run is scored at its last iterate, whatever its method (selection rule \"last\"); the second table "
+        "scores each by its own paper's rule. No method here reads bias labels in training; \"Given beyond images "
+        "and labels\" says what each is given instead. A cell that cannot run says what the method needs that the "
+        "family does not offer; \"not run\": no runs of it in this configuration."
     )

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 from debias_workbench.report.document import Document
 
+from .selection import PAPER
 from .tables import Matrix
 from .verdicts import CORRECTION
 
 
 def record(doc: Document, table: Matrix) -> None:
     """Records every compared or not-informative cell of `table`, row by row, as its section's verdict."""
+    rule = ", by each paper's selection rule" if table.selection == PAPER else ""
     for key, label in table.methods.items():
         for j, bench in enumerate(table.benchmarks):
             cell = table.cells[(key, j)]
-            comparison = f"{label} vs {cell.baseline or 'ERM'}, {bench.title}"
+            comparison = f"{label} vs {cell.baseline or 'ERM'}, {bench.title}{rule}"
             if cell.status == "compared" and cell.interval is not None:
                 way = "cannot tell" if cell.better is None else "higher" if cell.interval.estimate > 0 else "lower"
                 reading = cell.guard or ("" if cell.better is None else "better" if cell.better else "worse")

@@ -9,15 +9,19 @@ network, initialisation and budget, self-supervised rows with plain SSL of the s
 row's cells show its mean: every other cell is the difference of the method's mean over seeds from its
 baseline's, its 95 % interval and verdict (`core.statistics.difference`), "better" or "worse" in the direction
 the number is better in, under the Benjamini-Hochberg correction across the table's compared cells and the
-family's trade-off guard (`verdicts`). Before that, each benchmark's ERM must learn the task at all (the family's
-`capability_check`, `report.helpers.capability_line`): where it does not, or cannot be seen to, the benchmark
-cannot tell a working method from a broken one and its cells read "not informative".
+family's trade-off guard (`verdicts`). Before that, the benchmark's recipe must learn the task at all, decided
+by ERM trained where the bias is balanced away, on a split the comparisons are not scored on
+(`capability.bias_free_line`; a family without a bias-free variant: its ERM's `capability_check`,
+`report.helpers.capability_line`): where it does not, or cannot be seen to, the benchmark cannot tell a working
+method from a broken one and its cells read "not informative". Each run is scored at its last iterate, or
+(`build_matrix(..., selection=PAPER)`) by its method's paper's rule against its baseline under the same rule
+(`selection`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from debias_workbench.core.statistics import run_value
@@ -26,15 +30,15 @@ from debias_workbench.pipeline.datasets.base import BenchmarkMetric, CapabilityC
 from debias_workbench.report.context import accuracy_table
 from debias_workbench.report.helpers import capability_line, mean_std
 from debias_workbench.training.applicability import applicability
+from debias_workbench.training.methods.spec import LAST
 
+from .capability import bias_free_line
 from .contrasts import Baseline, baselines, row_baselines
+from .reference import REFERENCE_METHODS, matrix_grids
+from .selection import PAPER, Selection, for_metric, paper_selections, selected_rows
 from .supervision import row_given
 from .verdicts import Cell, corrected, provisional
 
-#: the grid report kind of the table's grids (`workflow.py`)
-KIND = "matrix"
-#: the registered methods whose run is a benchmark's reference (ReBias's Vanilla is ERM on F)
-REFERENCE_METHODS = ("erm", "vanilla")
 #: the one table row of the reference runs, whatever their key in each grid
 REFERENCE_ROW = "erm"
 
@@ -61,8 +65,9 @@ class Benchmark:
 @dataclass(frozen=True)
 class Matrix:
     """{row: label} in row order, the benchmarks in column order, {(row, column): cell}, per column
-    (capable, the capability line's sentence), and per row what it is compared with (`contrasts`), what it is
-    given beyond images and labels (`supervision`: the table's cell, and {family: in full})."""
+    (capable, the capability line's sentence), per row what it is compared with (`contrasts`) and what it is
+    given beyond images and labels (`supervision`: the table's cell, and {family: in full}), and the
+    `selection` its runs are scored by (`LAST`, or `PAPER`: each method's paper's rule)."""
 
     methods: dict[str, str]
     benchmarks: list[Benchmark]
@@ -71,11 +76,7 @@ class Matrix:
     baselines: dict[str, str] = field(default_factory=dict)
     given: dict[str, str] = field(default_factory=dict)
     given_in_full: dict[str, dict[str, str]] = field(default_factory=dict)
-
-
-def matrix_grids(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The config's grids the table reads (`report: matrix`), in config order."""
-    return {name: grid for name, grid in config.get("grids", {}).items() if grid.get("report") == KIND}
+    selection: str = LAST
 
 
 def benchmarks(config: dict[str, Any], grids: dict[str, dict[str, Any]]) -> list[Benchmark]:
@@ -93,16 +94,15 @@ def benchmarks(config: dict[str, Any], grids: dict[str, dict[str, Any]]) -> list
 
 
 def seed_values(
-    rows: list[dict[str, Any]], bench: Benchmark, metric: BenchmarkMetric | None = None
+    rows: list[dict[str, Any]],
+    bench: Benchmark,
+    metric: BenchmarkMetric | None = None,
+    selection: Selection | None = None,
 ) -> dict[str, list[float]]:
     """{method key: [value per seed]} of the benchmark's number (or of `metric`, read the same way), from the
-    grid's final eval rows."""
+    grid's final eval rows (or the rows `selection` picks: `selection.selected_rows`)."""
     metric = metric or bench.metric
-    own = [
-        r
-        for r in rows
-        if r.get("kind") == "eval" and r.get("grid") == bench.grid and r.get("train_variant") == bench.train_variant
-    ]
+    own = selected_rows(rows, bench.grid, bench.train_variant, selection)
     if metric.metric == "accuracy":  # Mixed-Same minus Mixed-Rand as the report's context computes it
         table = accuracy_table(own, {r["experiment"]: r["grid_method"] for r in own})
         return {key: list(cols.get(metric.column, [])) for key, cols in table.items()}
@@ -113,16 +113,21 @@ def seed_values(
     return values
 
 
-def capable(bench: Benchmark, grid: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[bool, str]:
-    """(capable, sentence): does the benchmark's ERM learn the task at all (its family's capability check)?"""
+def capable(
+    bench: Benchmark, grid: dict[str, Any], rows: list[dict[str, Any]], config: dict[str, Any]
+) -> tuple[bool, str]:
+    """(capable, sentence): does the benchmark's recipe learn the task at all? Decided by its bias-free reference
+    (`capability.bias_free_line`), else by the benchmark's own ERM (its family's capability check)."""
     title = f"{bench.dataset} {bench.train_variant}"
     if bench.capability is None:
         return False, f"{title}: the dataset family declares no capability check, so its cells are not informative."
+    if (reference := bias_free_line(config, bench, rows, bench.capability.task)) is not None:
+        return reference
     keys = [key for key, spec in grid["methods"].items() if row_key(key, spec) == REFERENCE_ROW]
     values = next((v for key, v in seed_values(rows, bench, bench.capability.metric).items() if key in keys), [])
     check = bench.capability
     ok, line = capability_line("ERM", f"on {check.metric.title}", values, bench.chance, check.task)
-    return ok, f"{title}: {line}"
+    return ok, f"{title} (no bias-free variant: ERM trained on the biased data, on the unbiased test set): {line}"
 
 
 def row_key(key: str, spec: dict[str, Any]) -> str:
@@ -147,18 +152,29 @@ def column_cells(
     ds_cfg: dict[str, Any],
     contrasts: dict[str, Baseline],
     informative: bool = True,
+    selection: dict[str, Selection] | None = None,
 ) -> dict[str, Cell]:
     """{row: cell} of one benchmark, before the correction: a reference row's mean, each other row against its
     baseline in the grid (`contrasts`, by grid method), a method the family cannot serve (on the benchmark's train
     variant, as `ds_cfg`, its dataset's config, builds it) shown with the reason (`training.applicability`), one
-    without rows "not run", every comparison "not informative" where the benchmark's ERM fails its capability
-    check (not `informative`)."""
+    without rows "not run", every comparison "not informative" where the benchmark fails its capability check
+    (not `informative`); each compared row by its `selection` (against its baseline by the same), if given,
+    else at the last iterate."""
     rows_of = {key: row_key(key, spec) for key, spec in grid["methods"].items()}
-    values = _row_values(rows, bench, rows_of, bench.metric)
-    traded = _row_values(rows, bench, rows_of, bench.metric.trades_against) if bench.metric.trades_against else {}
+    by_selection: dict[tuple[Selection | None, BenchmarkMetric], dict[str, list[float]]] = {}
+
+    def values_by(chosen: Selection | None, metric: BenchmarkMetric) -> dict[str, list[float]]:  # each read once
+        if (chosen, metric) not in by_selection:
+            picked = seed_values(rows, bench, metric, chosen).items()
+            by_selection[(chosen, metric)] = {rows_of[key]: v for key, v in picked if key in rows_of and v}
+        return by_selection[(chosen, metric)]
+
+    values = values_by(None, bench.metric)
     cells = {}
     for row, (method, label) in methods.items():
         runs, reason = applicability(method, bench.family, ds_cfg, bench.train_variant, bench.dataset)
+        chosen = for_metric((selection or {}).get(row), bench.metric)
+        under = values_by(chosen, bench.metric)  # the row's and its baseline's by the row's selection
         if not runs:
             cells[row] = Cell("cannot run", f"cannot run: {reason}")
             continue
@@ -168,30 +184,28 @@ def column_cells(
         found = contrasts[next(key for key, r in rows_of.items() if r == row)]
         base = rows_of[found.key] if found.key is not None else None
         if found.reference:
-            cells[row] = Cell("reference", f"{label} reference: {mean_std(values[row])}")
+            cells[row] = Cell("reference", f"{label} reference: {mean_std(under.get(row, values[row]))}")
         elif base is None:
             cells[row] = Cell("no baseline", f"{mean_std(values[row])}; {found.text}")
         elif base not in values:
             cells[row] = Cell("no reference", f"{mean_std(values[row])}; no run of its baseline {found.text} here")
         elif not informative:
-            cells[row] = Cell(
-                "not informative", f"not informative ({mean_std(values[row])}): ERM fails the capability check"
-            )
+            shown = mean_std(under.get(row, []))
+            cells[row] = Cell("not informative", f"not informative ({shown}): the capability check fails")
         else:
-            pair = (traded.get(row, []), traded.get(base, [])) if bench.metric.trades_against else None
-            cells[row] = provisional(values[row], values[base], bench.metric, found.text, pair)
+            traded = bench.metric.trades_against
+            pair = None
+            if traded is not None:
+                against = values_by(for_metric((selection or {}).get(row), traded), traded)
+                pair = (against.get(row, []), against.get(base, []))
+            cell = provisional(under.get(row, []), under.get(base, []), bench.metric, found.text, pair)
+            cells[row] = replace(cell, note=chosen.note) if chosen else cell
     return cells
 
 
-def _row_values(
-    rows: list[dict[str, Any]], bench: Benchmark, rows_of: dict[str, str], metric: BenchmarkMetric
-) -> dict[str, list[float]]:
-    """{table row: [value per seed]} of `metric` on the benchmark (`seed_values`), the rows with values only."""
-    return {rows_of[key]: v for key, v in seed_values(rows, bench, metric).items() if key in rows_of and v}
-
-
-def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]]) -> Matrix | None:
-    """The table of the config's `report: matrix` grids, None where it has none."""
+def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]], selection: str = LAST) -> Matrix | None:
+    """The table of the config's `report: matrix` grids, None where it has none; every run at its last iterate
+    (`LAST`) or by its method's paper's rule (`PAPER`, `selection.paper_selections`)."""
     grids = matrix_grids(config)
     if not grids:
         return None
@@ -200,22 +214,18 @@ def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]]) -> Matrix |
     once: dict[tuple[str, str], tuple[bool, str]] = {}
     for bench in columns:  # a benchmark's numbers share its ERM's one check
         if (bench.grid, bench.train_variant) not in once:
-            once[(bench.grid, bench.train_variant)] = capable(bench, grids[bench.grid], rows)
+            once[(bench.grid, bench.train_variant)] = capable(bench, grids[bench.grid], rows, config)
     checks = {i: once[(bench.grid, bench.train_variant)] for i, bench in enumerate(columns)}
     contrasts = {name: baselines(config, grid) for name, grid in grids.items()}
-    cells = {
-        (key, i): cell
-        for i, bench in enumerate(columns)
-        for key, cell in column_cells(
-            bench,
-            grids[bench.grid],
-            methods,
-            rows,
-            config["datasets"][bench.dataset],
-            contrasts[bench.grid],
-            checks[i][0],
-        ).items()
-    }
+    cells = {}
+    for i, bench in enumerate(columns):
+        ds_cfg = config["datasets"][bench.dataset]
+        rules = paper_selections(methods, bench.family, ds_cfg, bench.train_variant) if selection == PAPER else None
+        found = column_cells(
+            bench, grids[bench.grid], methods, rows, ds_cfg, contrasts[bench.grid], checks[i][0], rules
+        )
+        for key, cell in found.items():
+            cells[(key, i)] = cell
     given, given_in_full = row_given(config, grids, row_key)
     return Matrix(
         {key: label for key, (_, label) in methods.items()},
@@ -225,4 +235,5 @@ def build_matrix(config: dict[str, Any], rows: list[dict[str, Any]]) -> Matrix |
         row_baselines(config, grids, row_key),
         given,
         given_in_full,
+        selection,
     )

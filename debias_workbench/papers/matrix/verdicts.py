@@ -49,6 +49,8 @@ class Cell:
     baseline: str = ""
     guard: str = ""
     q_value: float = math.nan
+    #: how its values were selected, where not at the last iterate (the paper-rule table: `selection`)
+    note: str = ""
 
 
 def trade_off(metric: BenchmarkMetric, judged: Interval, traded: Interval | None) -> str:
@@ -108,5 +110,5 @@ def verdict(cell: Cell, q_value: float, tests: int) -> Cell:
         head = f"cannot tell from {cell.baseline} ({q_text})"
     else:
         head = f"{'better' if better else 'worse'} than {cell.baseline} ({q_text})"
-    text = f"{head}; uncorrected: {cell.interval.text()}"
+    text = f"{cell.note + ': ' if cell.note else ''}{head}; uncorrected: {cell.interval.text()}"
     return replace(cell, text=text, better=better, guard=traded, q_value=q_value)

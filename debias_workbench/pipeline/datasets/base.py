@@ -63,6 +63,19 @@ class CapabilityCheck:
     task: str
 
 
+@dataclass(frozen=True)
+class BiasFreeReference:
+    """Where a benchmark's capability is decided (the methods x benchmarks table): ERM of the benchmark's recipe
+    trained on `variant`, the family's training variant with the bias balanced away, and scored on its test set
+    `test_set`, a split the benchmark's comparisons are not scored on (`split` says what it holds, for the report's
+    line); `setting`: how a config makes the dataset build `variant` (for the config check's message)."""
+
+    variant: str
+    test_set: str
+    split: str
+    setting: str
+
+
 class DatasetFamily:
     """A family of dataset variants built by the workflow (e.g. the IN-9 Background Challenge).
 
@@ -103,6 +116,9 @@ class DatasetFamily:
     #: variant: `aligned_store`), or `biased_network`, an architecture biased by design towards the family's bias
     #: (ReBias's G)
     offers: dict[str, str] = {}
+    #: variants whose val split holds rows held out of their own train split (a bias-free reference's,
+    #: `bias_free_reference`): scored only by the runs trained on them, whose training never saw those rows
+    held_out_variants: tuple[str, ...] = ()
 
     @classmethod
     def revision_of(cls, ds_cfg: dict[str, Any]) -> int:
@@ -167,6 +183,18 @@ class DatasetFamily:
     def capability_check(self, ds_cfg: dict[str, Any], train_variant: str) -> CapabilityCheck | None:
         """How to tell that ERM trained on `train_variant` learns the task at all (the methods x benchmarks
         table judges no method on a benchmark whose ERM does not); None: the family declares no check."""
+        return None
+
+    def bias_free_reference(self, ds_cfg: dict[str, Any], train_variant: str) -> BiasFreeReference | None:
+        """Where the capability of a benchmark trained on `train_variant` is decided: ERM trained where the bias is
+        balanced away, scored on a split the comparisons are not (`BiasFreeReference`); None: the family builds no
+        such variant (the table then checks the benchmark's own ERM on its unbiased test set)."""
+        return None
+
+    def validation_set(self, ds_cfg: dict[str, Any], train_variant: str) -> str | None:
+        """The test set (of `test_sets`) a run trained on `train_variant` is model-selected on by a validation rule
+        (`report.model_selection`, "validation"): the train variant's own val split; None where the family has
+        none that is not a test set."""
         return None
 
     def class_count(self, ds_cfg: dict[str, Any]) -> int:

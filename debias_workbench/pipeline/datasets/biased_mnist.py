@@ -5,6 +5,11 @@ Variants: `rho_<rho>` (train split with colour-label correlation rho, and a val 
 entry, and `unbiased` (val split only: colours independent of labels, rho = `unbiased_rho`, 0.1
 in the paper). `bias_labels` is the background colour index. Images are 28x28 RGB uint8.
 
+With `unbiased_heldout: true` (the bias-free reference of the methods x benchmarks table), one more store,
+`unbiased_heldout`: the training digits at rho = `unbiased_rho` (colours independent of the digits), a tenth of
+each digit's training images (`HELDOUT_FRACTION`, chosen by name) held out of its train split as its val split,
+so that ERM trained on it is judged on digits neither it nor any test set holds.
+
 With `backgrounds: true` (CLAD's positives, `offers`), each digit is its own foreground mask: the `rho_<rho>`
 stores' splits also hold `masks` (the binarised strokes, the pixels painted white), and one more store per
 rho, `rho_<rho>_only_bg_t`, holds each image of `rho_<rho>` (same rows, ids, digits and colours) with its
@@ -31,7 +36,8 @@ from ..mnist import (
     sklearn_digits_28,
     stroke_masks,
 )
-from .base import BenchmarkMetric, CapabilityCheck, DatasetFamily, StepJob
+from ..variants import HELDOUT_FRACTION, held_out_count
+from .base import BenchmarkMetric, BiasFreeReference, CapabilityCheck, DatasetFamily, StepJob
 from .labelled_store import write_labelled_store
 
 #: rho of the "biased" test split, whatever the training rho: the authors score "biased" on a fully
@@ -42,6 +48,8 @@ from .labelled_store import write_labelled_store
 BIASED_TEST_RHO = 1.0
 #: the suffix of a rho store's ONLY_BG_T copy (`backgrounds: true`)
 ONLY_BG_T = "_only_bg_t"
+#: the bias-free reference's store (`unbiased_heldout: true`): unbiased colours, its val split held-out training digits
+UNBIASED_HELDOUT = "unbiased_heldout"
 
 
 def variant_name(rho: float) -> str:
@@ -114,15 +122,30 @@ class BiasedMnistFamily(DatasetFamily):
     def revision_of(cls, ds_cfg: dict[str, Any]) -> int:
         return cls.revision + copies_revision(ds_cfg)
 
+    held_out_variants = (UNBIASED_HELDOUT,)
+
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
-        """`rho_<rho>` per rho, `unbiased`, then with `backgrounds` each rho store's ONLY_BG_T copy."""
+        """`rho_<rho>` per rho, `unbiased`, then with `backgrounds` each rho store's ONLY_BG_T copy, then with
+        `unbiased_heldout` the bias-free reference's store."""
         rhos = [variant_name(r) for r in ds_cfg["rhos"]]
-        return rhos + ["unbiased"] + ([v + ONLY_BG_T for v in rhos] if ds_cfg.get("backgrounds") else [])
+        copies = [v + ONLY_BG_T for v in rhos] if ds_cfg.get("backgrounds") else []
+        return rhos + ["unbiased"] + copies + ([UNBIASED_HELDOUT] if ds_cfg.get(UNBIASED_HELDOUT) else [])
 
     def job_section(self, ds_cfg: dict[str, Any], variants: list[str]) -> dict[str, Any]:
-        """Without `backgrounds` where it is off, so that the stores and runs of a config that leaves it out
-        and of one that sets it false are one (and keep the hash they had before it existed)."""
-        return ds_cfg if ds_cfg.get("backgrounds") else {k: v for k, v in ds_cfg.items() if k != "backgrounds"}
+        """Without `backgrounds` / `unbiased_heldout` where off, so that the stores and runs of a config that leaves
+        them out and of one that sets them false are one (and keep the hash they had before they existed)."""
+        return {k: v for k, v in ds_cfg.items() if k not in ("backgrounds", UNBIASED_HELDOUT) or v}
+
+    def bias_free_reference(self, ds_cfg: dict[str, Any], train_variant: str) -> BiasFreeReference | None:
+        """ERM trained on the digits at the unbiased rho, decided on training digits it held out (the unbiased
+        test set holds the test digits the comparisons are scored on)."""
+        return BiasFreeReference(
+            UNBIASED_HELDOUT,
+            "heldout",
+            f"{HELDOUT_FRACTION:.0%} of each digit's training images, held out of its training, colours independent "
+            "of the digit",
+            f"set `{UNBIASED_HELDOUT}: true` in the dataset's section",
+        )
 
     def aligned_store(self, ds_cfg: dict[str, Any], capability: str, train_variant: str) -> str | None:
         """A `rho_<rho>` train variant's ONLY_BG_T copy, with `backgrounds` on."""
@@ -139,7 +162,10 @@ class BiasedMnistFamily(DatasetFamily):
 
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
         """ReBias's two test sets of a model trained on `train_variant`: "biased" (its val split,
-        every digit in its own colour) and "unbiased" (colours independent of the digits)."""
+        every digit in its own colour) and "unbiased" (colours independent of the digits); the bias-free
+        reference's: its held-out digits ("heldout") only."""
+        if train_variant == UNBIASED_HELDOUT:
+            return {"heldout": UNBIASED_HELDOUT}
         return {"biased": train_variant, "unbiased": "unbiased"}
 
     def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:
@@ -164,6 +190,8 @@ class BiasedMnistFamily(DatasetFamily):
     def build_variant(self, job: StepJob) -> None:
         variant, ds_cfg, seed = self.known_variant(job), job.ds_cfg, job.seed
         digits = load_digits(ds_cfg, seed)
+        if variant == UNBIASED_HELDOUT:
+            digits = held_out_digits(*digits["train"], seed)
         parts = {
             split: split_part(ds_cfg, seed, variant, split, source_split, digits[source_split], rho)
             for split, (source_split, rho) in variant_splits(ds_cfg, variant).items()
@@ -171,11 +199,23 @@ class BiasedMnistFamily(DatasetFamily):
         write_labelled_store(job.out, self.name, variant, ds_cfg, seed, parts)
 
 
+def held_out_digits(images: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{"train": ..., "val": ...}: the training digits parted, `held_out_count` of each digit's (a seeded
+    choice by name) held out as "val"."""
+    val = np.zeros(len(labels), bool)
+    for y in np.unique(labels):
+        members = name_rng(seed, "biased_mnist_heldout", int(y)).permutation(np.flatnonzero(labels == y))
+        val[members[: held_out_count(len(members))]] = True
+    return {"train": (images[~val], labels[~val]), "val": (images[val], labels[val])}
+
+
 def variant_splits(ds_cfg: dict[str, Any], variant: str) -> dict[str, tuple[str, float]]:
     """{split: (the digits' source split, its colour-label correlation)} of `variant`'s store: an ONLY_BG_T
     copy has its rho store's."""
     if variant == "unbiased":
         return {"val": ("test", float(ds_cfg["unbiased_rho"]))}
+    if variant == UNBIASED_HELDOUT:
+        return {split: (split, float(ds_cfg["unbiased_rho"])) for split in ("train", "val")}
     rho = next(r for r in ds_cfg["rhos"] if variant_name(r) == rho_store(variant))
     return {"train": ("train", rho), "val": ("test", BIASED_TEST_RHO)}
 
@@ -201,7 +241,7 @@ def split_part(
         "ids": np.array([f"{source_split}/{i:05d}" for i in range(len(labels))]),
         "manifest": {"rho": rho},
     }
-    if ds_cfg.get("backgrounds") and variant != "unbiased" and not copy:
+    if ds_cfg.get("backgrounds") and variant not in ("unbiased", UNBIASED_HELDOUT) and not copy:
         part["masks"] = stroke_masks(images)
     return part
 

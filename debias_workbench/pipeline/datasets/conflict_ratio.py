@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .base import BenchmarkMetric, CapabilityCheck, DatasetFamily, StepJob
+from .base import BenchmarkMetric, BiasFreeReference, CapabilityCheck, DatasetFamily, StepJob
 
 
 def variant_name(percent: float) -> str:
@@ -43,6 +43,21 @@ class ConflictRatioFamily(DatasetFamily):
         design at the papers' ratios (Park et al.'s Vanilla: 60.96 % on BFFHQ, 2 classes), which would make
         the papers' own benchmarks uninformative."""
         return CapabilityCheck(BenchmarkMetric("unbiased accuracy", "unbiased"), "the classes beyond their bias")
+
+    def bias_free_reference(self, ds_cfg: dict[str, Any], train_variant: str) -> BiasFreeReference | None:
+        """ERM trained on `conflict_<p>` with p = 100 (1 - 1 / classes) %: each class spread evenly over every
+        bias value, the bias balanced away; decided on that variant's val split ("valid": held-out training images,
+        the bias independent of the class), not on the unbiased test set the comparisons are scored on."""
+        percent = 100 * (1 - 1 / self.class_count(ds_cfg))
+        return BiasFreeReference(
+            variant_name(percent),
+            "valid",
+            f"its val split (held-out training images; {self.val_split})",
+            f"add {percent:g} to the dataset's `conflict_percents`",
+        )
+
+    def validation_set(self, ds_cfg: dict[str, Any], train_variant: str) -> str | None:
+        return "valid"  # the train variant's val split (`test_sets`)
 
     def build_variant(self, job: StepJob) -> None:
         variant, ds_cfg = self.known_variant(job), job.ds_cfg

@@ -21,8 +21,8 @@ from ..sources.imagenet_subset import list_wnid_folder
 from ..sources.listing import read_listing, write_listing
 from ..sources.synthetic import make_synthetic_in9
 from ..variant_stage import run_variant_stage
-from ..variants import BG_CONFLICT, EXTERNAL, bg_conflict_variants
-from .base import BenchmarkMetric, CapabilityCheck, DatasetFamily, GenerationJob, StepJob
+from ..variants import BG_CONFLICT, EXTERNAL, HELDOUT_FRACTION, bg_conflict_variants
+from .base import BenchmarkMetric, BiasFreeReference, CapabilityCheck, DatasetFamily, GenerationJob, StepJob
 from .bg_challenge import read_val_images, write_val_store
 
 
@@ -148,12 +148,34 @@ class In9Family(DatasetFamily):
                 jobs.append(GenerationJob("in9_variant", f"{dataset}/{variant}"))
         return jobs
 
+    #: Mixed-Rand with a tenth of each class's training images held out as its val split (`variants.HELDOUT`)
+    BIAS_FREE = "mixed_rand_heldout"
+    held_out_variants = (BIAS_FREE,)
+
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
         """A background-biased train variant: "valid" (its val split, biased alike) and "unbiased"
-        (Mixed-Rand: backgrounds independent of the class); otherwise every variant."""
+        (Mixed-Rand: backgrounds independent of the class); the held-out Mixed-Rand: its own val split only;
+        otherwise every variant but that one (its val images are other variants' training images)."""
         if train_variant.startswith(BG_CONFLICT):
             return {"valid": train_variant, "unbiased": "mixed_rand"}
-        return {v: v for v in self.variants(ds_cfg)}
+        if train_variant in self.held_out_variants:
+            return {train_variant: train_variant}
+        return {v: v for v in self.variants(ds_cfg) if v not in self.held_out_variants}
+
+    def bias_free_reference(self, ds_cfg: dict[str, Any], train_variant: str) -> BiasFreeReference | None:
+        """Both IN-9 benchmarks: ERM trained on Mixed-Rand (backgrounds independent of the class), decided on
+        training images it held out (not the Mixed-Rand test set the comparisons are scored on)."""
+        return BiasFreeReference(
+            self.BIAS_FREE,
+            self.BIAS_FREE,
+            f"Mixed-Rand of {HELDOUT_FRACTION:.0%} of each class's training images, held out of its training",
+            f"add {self.BIAS_FREE} to the dataset's `variants`",
+        )
+
+    def validation_set(self, ds_cfg: dict[str, Any], train_variant: str) -> str | None:
+        """The train variant's own val split: "valid" of a background-biased one, ORIGINAL's val split otherwise
+        (backgrounds as biased as the train split's)."""
+        return "valid" if train_variant.startswith(BG_CONFLICT) else train_variant
 
     def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:
         """The background-biased train variants (Park et al.'s Waterbirds analogue) are scored as the

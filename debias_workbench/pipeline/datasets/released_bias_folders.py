@@ -25,6 +25,7 @@ from debias_workbench.core.errors import PipelineError, SkipItem
 
 from ..imageio import MIN_PICTURE_SIDE, Geometry, load_rgb
 from ..sources.listing import entry_problem
+from .base import BiasFreeReference
 from .conflict_ratio import ConflictRatioFamily
 from .labelled_store import write_labelled_store
 
@@ -101,6 +102,10 @@ class ReleasedBiasFoldersFamily(ConflictRatioFamily):
         "biased_network": "BagNet18, a small-receptive-field G as Park et al.'s ReBias baseline: biased towards local "
         "texture, not by design towards the release's bias (BFFHQ's gender, BAR's background)"
     }
+
+    def bias_free_reference(self, ds_cfg: dict[str, Any], train_variant: str) -> BiasFreeReference | None:
+        """None: a release holds its own percentages only, no training set with the bias balanced away."""
+        return None
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         return [str(Path(ds_cfg["root"]).expanduser())]

@@ -29,6 +29,10 @@ from typing import Any
 import yaml
 
 HERE = Path(__file__).resolve().parent
+#: the model-selection rules a method's paper can declare (`MethodSpec.selection`), applied by
+#: `report.model_selection`: the last iterate, the best validation point, the best test point
+SELECTION_RULES = ("last", "validation", "oracle")
+LAST, VALIDATION, ORACLE = SELECTION_RULES
 #: the workbench's annotations of an argument (not JSON schema: left out of `MethodSpec.schema`)
 ANNOTATIONS = ("x-within-run", "x-before-run", "x-smoke", "x-given")
 #: the training regimes a method declares (`MethodSpec.regime`)
@@ -76,6 +80,17 @@ class MethodSpec:
     baseline_method: str | None = None
     #: what its design is given about the bias beyond the family's `offers` (HEX's texture extractor); empty: nothing
     given: str = ""
+    #: its paper's model-selection rule, {rule: one of `report.model_selection.RULES`, source: where the paper or its
+    #: code says so}: the methods x benchmarks table's second table scores each run by it; absent: the last iterate
+    selection: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def paper_rule(self) -> str:
+        """Its paper's model-selection rule (`selection`), "last" where it declares none."""
+        rule = self.selection.get("rule", LAST)
+        if rule not in SELECTION_RULES:
+            raise ValueError(f"selection rule {rule!r} is none of {SELECTION_RULES}")
+        return rule
 
     @property
     def requires(self) -> tuple[str, ...]:
@@ -165,6 +180,7 @@ def module_specs(module: str) -> dict[str, MethodSpec]:
             tuple(entry.get("treatment") or ()),
             entry.get("baseline_method"),
             str(entry.get("given", "")),
+            dict(entry.get("selection") or {}),
         )
         for cls, entry in raw.items()
         if not cls.startswith("_")

@@ -213,6 +213,58 @@ def _texture_scale(default_config, monkeypatch, request) -> None:
     assert work_patch_side(224, 224, cfg) == 96   # a photo already at the work size keeps the paper's patch
 
 
+@rule("scored_checkpoint")
+def _scored_checkpoint(default_config, monkeypatch, request) -> None:
+    """model.pt, which `load_trained` hands to `score_run`, holds the method's weights as the trainer leaves them after
+    its last step (no checkpoint picked along the way)."""
+    from debias_workbench.training import trainer
+    from debias_workbench.training.evaluation import load_trained
+
+    cfg = {**copy.deepcopy(default_config["training"]), "arch": "simple_cnn7"}
+    method = METHODS["vanilla"](10, cfg, {})
+    run_cfg = {"method": "vanilla", "method_args": {}, "training": method.cfg, "experiment": "e", "seed": 0}
+    state = SimpleNamespace(method=method, history=[], run_hash="h")
+    path = trainer._save_outputs(request.getfixturevalue("tmp_path"), run_cfg, state, [str(c) for c in range(10)])
+    loaded, _ = load_trained(path, torch.device("cpu"))
+    assert code_rules()["scored_checkpoint"] == "the last iterate"
+    assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in method.state_dict().items())
+
+
+@rule("colour_jitter")
+def _colour_jitter(default_config, monkeypatch, request) -> None:
+    """Brightness, contrast, saturation, hue in that order whatever the draw (with a brightness that clips, the two
+    orders of brightness and contrast differ), and the hue a rotation of the YIQ chroma plane: it keeps each pixel's
+    luma, which an HSV shift does not."""
+    from debias_workbench.training.methods.ssl_augment import RGB_TO_YIQ, color_jitter
+
+    x = torch.rand(2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    b, c = torch.tensor([[1.6, 1.0, 1.0, 0.0]] * 2), torch.tensor([[1.0, 0.5, 1.0, 0.0]] * 2)
+    both = color_jitter(x, torch.tensor([[1.6, 0.5, 1.0, 0.0]] * 2))
+    assert torch.allclose(both, color_jitter(color_jitter(x, b), c), atol=1e-6)
+    assert not torch.allclose(both, color_jitter(color_jitter(x, c), b), atol=1e-3)
+    grey = torch.full_like(x, 0.5)   # no channel clipped by the rotation
+    hue = color_jitter(x * 0.2 + grey * 0.8, torch.tensor([[1.0, 1.0, 1.0, 0.25]] * 2))
+    luma = lambda im: torch.einsum("j,bjhw->bhw", RGB_TO_YIQ[0], im)  # noqa: E731
+    assert torch.allclose(luma(hue), luma(x * 0.2 + grey * 0.8), atol=1e-5)
+    assert code_rules()["colour_jitter"] == "fixed order, hue as a YIQ rotation"
+
+
+@rule("partner_batch_norm")
+def _partner_batch_norm(default_config, monkeypatch, request) -> None:
+    """A guided step runs f_d's feature map on x^BN in a pass of its own: two calls of B rows each (the batch's, then
+    the partners'), never one over the 2B rows together."""
+    from debias_workbench.training.models import SmallCNN
+
+    from .test_bias_amplification import _guided_losses
+
+    rows: list[int] = []
+    feature_map = SmallCNN.feature_map   # the network of `_guided_losses`' runs (arch small_cnn)
+    monkeypatch.setattr(SmallCNN, "feature_map", lambda net, x: (rows.append(len(x)), feature_map(net, x))[1])
+    _guided_losses(default_config, request.getfixturevalue("tiny_stores"))
+    assert rows == [6, 6]   # the test's own pass over the batch, then _guided's over the partners
+    assert code_rules()["partner_batch_norm"] == "its own pass (the partner batch's statistics)"
+
+
 def test_every_code_rule_has_its_check():
     assert set(RULES) == set(code_rules())
 
@@ -221,3 +273,4 @@ def test_every_code_rule_has_its_check():
 def test_code_rule_matches_the_code(name, default_config, monkeypatch, request):
     """code_rules()[name]'s declared value holds in the code (each check's docstring says how it is read)."""
     RULES[name](default_config, monkeypatch, request)
+

@@ -79,7 +79,9 @@ def _hand_made(default_config) -> dict:
                      {"setting": "seeds", "key": "config:seeds", "paper": [0, 1, 2], "source": "here"}],
         "not_compared": [{"key": "training", "reason": "everything else"},
                          {"key": "method_args", "reason": "everything else"},
-                         {"key": "dataset_config", "reason": "everything else"}]}}
+                         {"key": "dataset_config", "reason": "everything else"},
+                         *({"key": f"code:{rule}", "reason": "its rules"} for rule in
+                           ("scored_checkpoint", "positive_partner", "negative_dictionary_start"))]}}
     return config
 
 
@@ -147,3 +149,34 @@ def test_the_report_prints_the_protocol_table(default_config):
     assert "Protocol: a hand-made protocol" in text
     assert f"| learning rate | `0.5` | `{lr}` | here; **differs**: a reason |" in text
     assert "| seeds | `[0, 1, 2]` | `[0, 1, 2]` | here |" in text
+
+
+@pytest.mark.parametrize("path", [*PAPER_CONFIGS, "config/matrix_paper.yaml", "config/config.yaml"],
+                         ids=lambda p: f"fidelity[{p.split('/')[-1]}]")
+def test_fidelity_no_committee_votes_on_a_bias_free_val_split(default_config, path):
+    """BiasEnsemble's best-validation vote needs a val split that holds the training's bias (its valid folders,
+    DisEnt issue 1): no run of a shipped config votes `best_valid` on a family whose val split is bias-free
+    (`DatasetFamily.bias_free_val`: Colored MNIST, Waterbirds), where a bias-only member scores chance."""
+    from debias_workbench.pipeline.datasets import FAMILIES, family_name
+    from debias_workbench.workflow.slices import run_config
+
+    config = _resolved(default_config, path)
+    voting = []
+    for name, exp in config["experiments"].items():
+        args = run_config(config, name, config["seeds"][0])["method_args"]
+        if args.get("committee_vote") == "best_valid":
+            voting.append(exp["dataset"])
+            assert not FAMILIES[family_name(config["datasets"][exp["dataset"]])].bias_free_val, name
+    assert path != "config/park_real_data.yaml" or {"bffhq", "bar"} <= set(voting)
+
+
+def test_fidelity_a_code_rule_of_a_run_needs_its_row(default_config):
+    """Every `code:` rule that holds for a listed run (`run_code_rules`: every run's, its method's, its family's) is
+    a row of the protocol: removing one (here Park et al.'s x^BN batch-norm pass, or the checkpoint scored) fails."""
+    config = _resolved(default_config, "config/park_real_data.yaml")
+    assert check(config, "park") == []
+    for rule in ("code:partner_batch_norm", "code:scored_checkpoint", "code:rebias_update_order"):
+        cut = copy.deepcopy(config)
+        cut["protocols"]["park"]["settings"] = [s for s in cut["protocols"]["park"]["settings"] if s["key"] != rule]
+        problems = check(cut, "park")
+        assert problems and all(rule in p and "no setting names it" in p for p in problems)

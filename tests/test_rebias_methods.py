@@ -89,3 +89,33 @@ def test_adamp_optimiser_drives_both_networks(cfg, tiny_stores):
     g0 = copy.deepcopy(method.biased.head.weight)
     method.update(debug_batch(method, tiny_stores))
     assert not torch.equal(g0, method.biased.head.weight)
+
+
+def _g_losses(train_cfg: dict, method_args: dict, steps: int) -> list[float]:
+    """G's loss over `steps` ReBias updates on one batch of a stand-in whose 6 classes (BAR's) each wear their own
+    colour (a bias BagNet18 sees in any patch)."""
+    torch.manual_seed(0)
+    method = METHODS["rebias"](6, train_cfg, method_args)
+    colours = torch.rand(6, 3, 1, 1)
+    y = torch.arange(24) % 6
+    images = (colours[y] + 0.1 * torch.randn(24, 3, 32, 32)).clamp(0, 1).mul(255).to(torch.uint8)
+    batch = {"images": images.permute(0, 2, 3, 1).contiguous(), "labels": y}   # (B, H, W, 3) uint8, as a store's
+    return [float(method.update(batch)["loss_g"]) for _ in range(steps)]
+
+
+def test_fidelity_rebias_g_learns_at_bar_settings(default_config):
+    """config/park_real_data.yaml's park_bar ReBias: F fine-tuned at BiasEnsemble's 1e-5, G (BagNet18, random weights)
+    at its own `biased_lr`; G's loss (CE - HSIC) falls within a few steps there. At F's rate it barely moves, the
+    reason for the row (the protocol's "ReBias's G learning rate (BAR)")."""
+    from debias_workbench.workflow.slices import run_config
+
+    from .test_paper_protocol import _resolved
+
+    config = _resolved(default_config, "config/park_real_data.yaml")
+    run = run_config(config, "park_bar_rebias_conflict_1", 0)
+    train_cfg = {**run["training"], "pretrained": None, "amp": False}
+    assert run["method_args"]["biased_lr"] > 10 * train_cfg["optimizer"]["lr"]
+    own = _g_losses(train_cfg, run["method_args"], 8)
+    fs_rate = _g_losses(train_cfg, {**run["method_args"], "biased_lr": None}, 8)
+    assert own[-1] < 0.5 * own[0]
+    assert fs_rate[-1] > 1.5 * own[-1]   # at F's rate G's loss stays well above

@@ -14,7 +14,8 @@ does not state) is declared as a row like any setting, not only in a note.
 `check` lists what the protocol does not account for: a setting whose value differs from the
 paper's without a declared deviation, a deviation declared where the values agree (stale), and
 any training setting or method argument of a listed run that no setting covers and that is not
-declared as `not_compared` with its reason. A changed default can therefore not drift away from
+declared as `not_compared` with its reason, and any `code:` rule of a listed run's method or dataset
+family (`run_code_rules`) that no setting names. A changed default can therefore not drift away from
 the paper silently: a test resolves each paper config and fails on any of them. `rows` gives the
 report its table: setting / paper / this run / source or reason.
 
@@ -34,7 +35,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from debias_workbench.pipeline.datasets import FAMILIES
+from debias_workbench.pipeline.datasets import FAMILIES, family_name
 from debias_workbench.training.methods import REGISTRY as METHODS
 from debias_workbench.training.methods import spec as method_spec
 
@@ -73,7 +74,13 @@ CODE_RULES = {
     "texture_scale": "the work image's, patches scaled to their share of the photo",
     # training/negatives.py draw_tilings: where a patch negative's patches come from
     "patch_tiling": "ceil(224 / d)^2 cells of a grid at a random offset",
+    # training/evaluation.py score_run: a run is scored with its trained weights (`load_trained`: after its last
+    # step); a grid's `model_selection` also scores it along the way, for the best-val and best-test rows
+    # (report/model_selection.py)
+    "scored_checkpoint": "the last iterate",
 }
+#: the `code:` rules that hold for every run, whatever its method and dataset: each protocol names them
+EVERY_RUN_RULES = ("scored_checkpoint",)
 #: wording of a difference from the paper or the authors' code (lower case, regular expressions): a
 #: note that uses it must name the settings rows that declare the difference (`note_problems`)
 DIFFERENCE_WORDING = (
@@ -210,6 +217,7 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
                     f"{got!r}; remove the deviation"
                 )
     skipped = [n["key"] for n in protocol.get("not_compared", [])] + list(EXECUTION_SETTINGS)
+    problems += _unnamed_code_rules(config, protocol, where, skipped)
     unsettings = {*path_keys(config), *unread_keys(config)}  # one walk of the config for every run
     for run, keys in covered.items():
         rc = slices.run_config(config, run_name(config, run), config["seeds"][0])
@@ -224,6 +232,27 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
                         f"it with the paper's value and source, or to not_compared with the reason"
                     )
     return problems + note_problems(protocol, where)
+
+
+def run_code_rules(config: dict[str, Any], run: str) -> list[str]:
+    """The `code:` keys that hold for `run`: `EVERY_RUN_RULES` and the rules of its method's spec and of its dataset's
+    family (each fixed in code that the run executes, so its protocol names each of them)."""
+    exp = config["experiments"][run_name(config, run)]
+    family = FAMILIES[family_name(config["datasets"][exp["dataset"]])]
+    rules = (*EVERY_RUN_RULES, *method_spec(exp["method"]).code_rules, *family.code_rules)
+    return [f"code:{rule}" for rule in rules]
+
+
+def _unnamed_code_rules(config: dict[str, Any], protocol: dict[str, Any], where: str, skipped: list[str]) -> list[str]:
+    """A problem for each `code:` rule of a listed run (`run_code_rules`) that no setting names for that run."""
+    named = {(run, s["key"]) for s in protocol["settings"] for run in s.get("runs") or protocol.get("runs", [])}
+    return [
+        f"{where}: {rule} ({value(config, run, rule)!r}) holds for run {run!r} but no setting names it; add it with "
+        "the paper's value and source, or to not_compared with the reason"
+        for run in protocol.get("runs", [])
+        for rule in run_code_rules(config, run)
+        if (run, rule) not in named and rule not in skipped
+    ]
 
 
 def _not_dataset_settings(config: dict[str, Any], dataset: str, unsettings: set[str]) -> set[str]:

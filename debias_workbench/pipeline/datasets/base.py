@@ -88,6 +88,10 @@ class DatasetFamily:
     headline: tuple[str, ...] = ()
     #: what the family's val split (model selection) holds, for the tables' captions
     val_split: str = "as the dataset builds it"
+    #: its val split's bias is independent of the label: a model that learnt only the bias scores chance there, so
+    #: BiasEnsemble's best-validation vote (`committee_vote: best_valid`) cannot find the bias-amplified checkpoints
+    #: (the authors' valid folders hold the training's bias degree); its paper configs vote otherwise, declared
+    bias_free_val: bool = False
     #: generation step -> the method that runs it (given a `StepJob`); a family whose variants are each
     #: built whole by one job has the one step `variant`
     steps: dict[str, str] = {"variant": "build_variant"}

@@ -46,6 +46,7 @@ class ColoredMnistFamily(ConflictRatioFamily):
         "MNIST is distributed under CC BY-SA 3.0"
     )
     val_split = "colours independent of the digit, as the group-DRO Waterbirds recipe balances its val split"
+    bias_free_val = True
     offers = {"biased_network": "the 1x1 SimpleConvNet (simple_cnn1): it sees colour, never a stroke's shape"}
 
     @classmethod

@@ -29,6 +29,7 @@ class WaterbirdsFamily(ConflictRatioFamily):
         "Waterbirds: both are for non-commercial research and educational use"
     )
     val_split = "half of each class on each place type (the group-DRO recipe)"
+    bias_free_val = True
     offers = {
         "biased_network": "BagNet18, a small-receptive-field G as Park et al.'s ReBias baseline: biased towards local "
         "texture, not by design towards the place type"

@@ -128,20 +128,22 @@ class Method(nn.Module):
     def augment(self, images: torch.Tensor) -> torch.Tensor:
         return self.augmenter(images, self.generator)
 
-    def make_optimizer(self, params) -> torch.optim.Optimizer:
-        """The configured optimiser over `params`; None for a method built `for_scoring()`."""
+    def make_optimizer(self, params, lr: float | None = None) -> torch.optim.Optimizer:
+        """The configured optimiser over `params` (at learning rate `lr` where given, else the configured
+        one); None for a method built `for_scoring()`. `params` may be parameter groups, each with its own "lr"."""
         if _FOR_SCORING.get():
             # typed as always an optimiser: a method built for scoring is never stepped, so no method's
             # update checks for None
             return None  # type: ignore[return-value]
         opt = OptimizerSettings.of(self.cfg["optimizer"])
+        rate = opt.lr if lr is None else lr
         if opt.name == "adam":
-            return torch.optim.Adam(params, lr=opt.lr, weight_decay=opt.weight_decay)
+            return torch.optim.Adam(params, lr=rate, weight_decay=opt.weight_decay)
         if opt.name == "adamp":  # ReBias appendix: AdamP helps on Biased MNIST and ImageNet
             from adamp import AdamP
 
-            return AdamP(params, lr=opt.lr, weight_decay=opt.weight_decay)
-        return torch.optim.SGD(params, lr=opt.lr, momentum=opt.momentum, weight_decay=opt.weight_decay)
+            return AdamP(params, lr=rate, weight_decay=opt.weight_decay)
+        return torch.optim.SGD(params, lr=rate, momentum=opt.momentum, weight_decay=opt.weight_decay)
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
         """Every optimiser of the method (the trainer schedules and checkpoints them all);

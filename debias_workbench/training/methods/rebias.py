@@ -20,11 +20,17 @@ from .base import Method
 
 
 class _WithBiasedNetwork(Method):
-    """F (`self.network`, from `training.arch`) plus G (`self.biased`, from `biased_arch`)."""
+    """F (`self.network`, from `training.arch`) plus G (`self.biased`, from `biased_arch`, random weights),
+    trained at `biased_lr` (None: the run's learning rate, as ReBias trains F and G from scratch at one rate;
+    a G beside an F fine-tuned from pretrained weights at a small rate needs its own, BAR's 1e-5)."""
 
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         self.biased = self.build_biased_network(self.args["biased_arch"])
+
+    def biased_optimizer(self) -> torch.optim.Optimizer:
+        """G's optimiser: the run's, at `biased_lr`."""
+        return self.make_optimizer(self.biased.parameters(), self.args["biased_lr"])
 
     def _forward(self, net: Network, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with self.autocast():
@@ -49,7 +55,7 @@ class ReBias(_WithBiasedNetwork):
                 "(training.batch_size / training.gpus): give every process at least 4"
             )
         self.optimizer = self.make_optimizer(self.network.parameters())
-        self.optimizer_g = self.make_optimizer(self.biased.parameters())
+        self.optimizer_g = self.biased_optimizer()
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
         return [self.optimizer, self.optimizer_g]
@@ -91,7 +97,12 @@ class RUBi(_WithBiasedNetwork):
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         self.mask_head = nn.Linear(num_classes, num_classes)
-        self.optimizer = self.make_optimizer(self.parameters())  # F, G and the head together
+        params: Any = self.parameters()  # F, G and the head in one optimiser
+        if self.args["biased_lr"] is not None:  # G's parameters in a group of their own, at biased_lr
+            g_params = list(self.biased.parameters())
+            rest = [p for p in self.parameters() if all(p is not q for q in g_params)]
+            params = [{"params": rest}, {"params": g_params, "lr": self.args["biased_lr"]}]
+        self.optimizer = self.make_optimizer(params)
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         x, y = self.augment(batch["images"]), batch["labels"]
@@ -125,7 +136,7 @@ class LearnedMixinH(_WithBiasedNetwork):
     def __init__(self, num_classes: int, train_cfg: dict[str, Any], method_args: dict[str, Any]):
         super().__init__(num_classes, train_cfg, method_args)
         self.gate = nn.Linear(self.network.feature_dim, 1)
-        self.optimizer_g = self.make_optimizer(self.biased.parameters())
+        self.optimizer_g = self.biased_optimizer()
         self.optimizer = self.make_optimizer([*self.network.parameters(), *self.gate.parameters()])
         self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # checkpointed with the weights
 

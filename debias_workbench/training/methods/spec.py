@@ -3,7 +3,9 @@
 argument that switches something on at that point of the run, which the config check and the
 trainer keep inside the run; `x-before-run: epochs` on one that counts epochs of training before
 the run's own, `training.run_length`; `x-smoke: {at_most: N} | {value: V}` on one that counts
-steps, epochs or members, its value in smoke mode, `workflow.smoke`), the variants it reads
+steps, epochs or members, its value in smoke mode, `workflow.smoke`; `x-identity-when-set: true` on one added
+after runs existed whose default keeps their behaviour, left out of a run's identity at that default,
+`MethodSpec.identity_defaults`), the variants it reads
 row-aligned with its training images and the `revision` of its code (raised with a fix that moves
 its results), whether it cuts its training views from whole photos (`photo_views`: a split of
 `train_views: photo`), how its training step is costed (`cost`, required: the workflow's cost
@@ -34,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 SELECTION_RULES = ("last", "validation", "oracle")
 LAST, VALIDATION, ORACLE = SELECTION_RULES
 #: the workbench's annotations of an argument (not JSON schema: left out of `MethodSpec.schema`)
-ANNOTATIONS = ("x-within-run", "x-before-run", "x-smoke", "x-given")
+ANNOTATIONS = ("x-within-run", "x-before-run", "x-smoke", "x-given", "x-identity-when-set")
 #: the training regimes a method declares (`MethodSpec.regime`)
 REGIMES = ("supervised", "self-supervised")
 
@@ -114,6 +116,13 @@ class MethodSpec:
     @property
     def defaults(self) -> dict[str, Any]:
         return {name: arg["default"] for name, arg in self.args.items()}
+
+    @property
+    def identity_defaults(self) -> dict[str, Any]:
+        """`defaults` as a run's identity holds them (`workflow.slices.run_config`): without the arguments declared
+        `x-identity-when-set`, whose default does what the code did before they existed, so that the runs that
+        leave them unset keep their identity."""
+        return {name: arg["default"] for name, arg in self.args.items() if not arg.get("x-identity-when-set")}
 
     @property
     def within_run(self) -> dict[str, str]:

@@ -250,15 +250,17 @@ def _models(config: dict[str, Any], experiments: list[str]) -> int:
 
 def analysis_jobs(config: dict[str, Any]) -> list[Job]:
     """The analyses (rules/analyses.smk), Base (IN) (rules/evaluate.smk) and the report, estimated as their rules."""
-    main = _models(config, background_challenge_runs(config))
-    saliency_models = _models(config, config["analyses"]["saliency"]["experiments"])
+    # each analysis where it has models, as rules/analyses.smk plans it (a grids-only config maps no saliency)
+    main_runs, saliency = background_challenge_runs(config), config["analyses"]["saliency"]["experiments"]
+    main = _models(config, main_runs)
     jobs = [
         _job(config, "analysis", a, ANALYSES, 1, resources.evaluation(config, 2, main))
         for a in ("consistency", "fivecrop")
+        if main_runs
     ]
-    jobs.append(
-        _job(config, "analysis_saliency", "saliency", ANALYSES, 1, resources.evaluation(config, 1, saliency_models))
-    )
+    if saliency:
+        models = _models(config, saliency)
+        jobs.append(_job(config, "analysis_saliency", "saliency", ANALYSES, 1, resources.evaluation(config, 1, models)))
     texture = config["analyses"]["texture"]
     if texture["experiments"] and (texture["vgg"] or texture.get("vgg16")):
         models = 1 + _models(config, texture["experiments"])

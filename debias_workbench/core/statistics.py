@@ -322,7 +322,8 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     1995), in the order given: with the m p-values sorted, p_(1) <= ... <= p_(m), the i-th adjusted is
     min over j >= i of min(1, m p_(j) / j). Rejecting where it is below alpha keeps the expected share of false
     rejections among the rejections (the false discovery rate) at most alpha for independent tests and for
-    positively dependent ones (Benjamini and Yekutieli 2001: cells sharing a baseline are)."""
+    positively regression-dependent ones (Benjamini and Yekutieli 2001; two-sided tests of mixed dependence are
+    outside that proof)."""
     m = len(p_values)
     adjusted = [1.0] * m
     running = 1.0

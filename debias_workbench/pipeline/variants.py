@@ -26,7 +26,8 @@ VARIANTS = (
 )
 #: the suffix of a variant composed as its base variant whose val split is instead a share of its train rows held
 #: out of its train split (`heldout_splits`): the bias-free reference of the methods x benchmarks table, decided on
-#: images no run of the table trains on and no comparison is scored on (papers/matrix/)
+#: images its reference run never trains on and no comparison is scored on (the table's other runs train on them,
+#: and an ImageNet-pretrained reference saw them in pre-training: papers/matrix/)
 HELDOUT = "_heldout"
 #: the share of each class's train rows a `HELDOUT` variant holds out as its val split (`held_out_count`)
 HELDOUT_FRACTION = 0.1

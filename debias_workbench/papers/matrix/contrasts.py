@@ -34,6 +34,7 @@ SETTINGS = {
     "network": ("arch", "stem", *NETWORK_WIDTH_KEYS),
     "initialisation": ("pretrained",),
     "budget": ("epochs", "iterations", "batch_size"),
+    "recipe": ("optimizer", "schedule", "augment", "normalize"),
 }
 #: what a cell says where its row has no baseline
 NO_BASELINE = "no like-for-like baseline in this grid"

@@ -1,13 +1,17 @@
 """The matrix's two model-selection rules (`report.model_selection`), each named: the last iterate for every run
 (the first table), and each method's own paper's rule (the second: `MethodSpec.selection`, declared in the
-method's YAML with where its paper or code says so: LfF, LfF+BE and Park et al. select the checkpoint with the
-best validation accuracy; ReBias and its baselines, CLAD and the self-supervised probes score the last).
+method's YAML with where its paper or code says so: LfF+BE and Park et al. report the best test accuracy, an
+oracle that selects on the test set, which the table replaces by the nearest rule without test labels, the best
+validation point; LfF's code, ReBias and its baselines, CLAD and the self-supervised probes score the last).
+A validation-selected point's values are the curve rows', which keep no per-image hits, so its interval pairs
+over seeds only (the first table's pair over the test images too: the second's are wider).
 
 A cell of the second table compares the method under its rule with ERM under the same rule (ERM's scoring
 points are written beside those of the methods that need them: `reference.with_paper_rule_points`), so that
 the selection is like for like. The validation rule reads the benchmark's validation set
 (`DatasetFamily.validation_set`: the train variant's own val split); where the family has none (Biased MNIST's
-val split is the biased test set), the rule cannot apply and the last iterate stands in, said in the cell.
+val split is the biased test set; IN-9's holds the test photos), the rule cannot apply and the last iterate
+stands in, said in the cell.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ not judge because its benchmark fails the capability check."""
 
 from __future__ import annotations
 
+from debias_workbench.core.statistics import LEVEL
 from debias_workbench.report.document import Document
 
 from .selection import PAPER
@@ -19,7 +20,8 @@ def record(doc: Document, table: Matrix) -> None:
             cell = table.cells[(key, j)]
             comparison = f"{label} vs {cell.baseline or 'ERM'}, {bench.title}{rule}"
             if cell.status == "compared" and cell.interval is not None:
-                way = "cannot tell" if cell.better is None else "higher" if cell.interval.estimate > 0 else "lower"
+                significant = cell.q_value < 1 - LEVEL  # a traded gain is significant, yet not "better"
+                way = "cannot tell" if not significant else "higher" if cell.interval.estimate > 0 else "lower"
                 reading = cell.guard or ("" if cell.better is None else "better" if cell.better else "worse")
                 doc.verdict(
                     comparison, cell.interval, reading, corrected=(way, f"{CORRECTION}: q = {cell.q_value:.2g}")

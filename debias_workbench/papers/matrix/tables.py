@@ -196,7 +196,7 @@ def column_cells(
             traded = bench.metric.trades_against
             pair = None
             if traded is not None:
-                against = values_by(for_metric((selection or {}).get(row), traded), traded)
+                against = values_by(for_metric(chosen, traded), traded)  # at the judged number's own point
                 pair = (against.get(row, []), against.get(base, []))
             cell = provisional(under.get(row, []), under.get(base, []), bench.metric, found.text, pair)
             cells[row] = replace(cell, note=chosen.note) if chosen else cell

@@ -173,9 +173,10 @@ class In9Family(DatasetFamily):
         )
 
     def validation_set(self, ds_cfg: dict[str, Any], train_variant: str) -> str | None:
-        """The train variant's own val split: "valid" of a background-biased one, ORIGINAL's val split otherwise
-        (backgrounds as biased as the train split's)."""
-        return "valid" if train_variant.startswith(BG_CONFLICT) else train_variant
+        """None: every IN-9 variant's val split holds the Background Challenge's test photos (ORIGINAL's val rows,
+        which every variant is built from; a background-biased variant's "valid" holds the very photos of its
+        Mixed-Rand test set), so selecting on it would select on the test images."""
+        return None
 
     def group_metrics(self, ds_cfg: dict[str, Any], train_variant: str) -> bool:
         """The background-biased train variants (Park et al.'s Waterbirds analogue) are scored as the

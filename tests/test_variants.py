@@ -146,7 +146,8 @@ def _hand_made_segmented_store(path, n=6, size=8):
     return arrays
 
 
-@pytest.mark.parametrize("variant", variants.VARIANTS)
+# the held-out variants keep no val row of their base (their val split is held out of train: test_matrix checks it)
+@pytest.mark.parametrize("variant", [v for v in variants.VARIANTS if not v.endswith(variants.HELDOUT)])
 def test_variant_stage_writes_exact_pixels(tmp_path, variant):
     arrays = _hand_made_segmented_store(tmp_path / "seg.zarr")
     write_json(tmp_path / "seg.json", {"val": {"inputs": 6, "outputs": 5,

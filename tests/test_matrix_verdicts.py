@@ -26,7 +26,7 @@ from debias_workbench.training.methods import spec
 from debias_workbench.workflow.config import deep_merge, resolve_config
 
 from .conftest import ROOT
-from .test_matrix import _reference_rows
+from .test_matrix import SEEDS, _reference_rows, _rows
 
 #: the bias-free reference grids the matrix's expansion adds (papers/matrix/reference.py), as test_matrix's
 REFERENCE_GRIDS = {
@@ -36,7 +36,6 @@ REFERENCE_GRIDS = {
                          "methods": {"erm": {"method": "erm", "label": "ERM"}}, "reference_of": ["mx_in9"]},
 }
 
-SEEDS = (0, 1, 2)
 SSL_TRAINING = {"epochs": 8, "small_cnn_channels": [8, 16, 32, 32]}
 #: {(grid method, test set, metric): (value per seed, se per seed)} of Colored MNIST at 1 % conflicting
 CMNIST = {
@@ -82,15 +81,6 @@ def _config() -> dict:
             **REFERENCE_GRIDS,
         },
     }
-
-
-def _rows(grid: str, variant: str, table: dict) -> list[dict]:
-    return [
-        {"kind": "eval", "grid": grid, "grid_method": key, "experiment": f"{grid}_{key}_{variant}", "seed": seed,
-         "train_variant": variant, "variant": test_set, "metric": metric, "value": value, "se": se, "n": 1000}
-        for (key, test_set, metric), (values, ses) in table.items()
-        for seed, value, se in zip(SEEDS, values, ses)
-    ]
 
 
 def _stored(tmp_path: Path, rows: list[dict]) -> list[dict]:

@@ -31,7 +31,8 @@ from .test_matrix import SEEDS, _reference_rows, _rows
 #: the bias-free reference grids the matrix's expansion adds (papers/matrix/reference.py), as test_matrix's
 REFERENCE_GRIDS = {
     "mx_cmnist_reference": {"dataset": "cmnist", "report": "matrix_reference", "train_variants": ["conflict_90"],
-                            "methods": {"vanilla": {"method": "vanilla", "label": "ERM"}}, "reference_of": ["mx_cmnist"]},
+                            "methods": {"vanilla": {"method": "vanilla", "label": "ERM"}},
+                            "reference_of": ["mx_cmnist"]},
     "mx_in9_reference": {"dataset": "in9", "report": "matrix_reference", "train_variants": ["mixed_rand_heldout"],
                          "methods": {"erm": {"method": "erm", "label": "ERM"}}, "reference_of": ["mx_in9"]},
 }

@@ -315,10 +315,10 @@ def test_matrix_config_trains_every_method_on_every_benchmark_it_can_run_on(name
     assert len(rows) >= 6 and len({(b.grid, b.train_variant) for b in columns}) >= MATRIX_CONFIGS[name]
     for bench in columns:
         grid = grids[bench.grid]
-        trained = {row_key(key, spec) for key, spec in grid["methods"].items()}
+        trained = {row_key(key, spec): spec.get("method_args", {}) for key, spec in grid["methods"].items()}
         for row, (method, _) in rows.items():
             ds_cfg = config["datasets"][bench.dataset]
-            runs = applicability(method, bench.family, ds_cfg, bench.train_variant, bench.dataset)[0]
+            runs = applicability(method, bench.family, ds_cfg, bench.train_variant, bench.dataset, trained.get(row))[0]
             assert runs == (row in trained) or (runs and row in SIDE_ROWS[name]), (bench.grid, row)
         assert grid["seeds"] == [0, 1, 2] and bench.capability is not None
     own = set(grids) | {n for n, g in config["grids"].items() if set(g.get("reference_of", ())) & set(grids)}
@@ -427,7 +427,8 @@ def test_matrix_paper_rule_selection_against_hand_picked_values():
 
     rows = _scoring_rows() + _reference_rows()
     config = _config()
-    config["grids"]["mx_cmnist"]["methods"]["lff"] = {"method": "lff_be", "label": "LfF+BE"}
+    config["grids"]["mx_cmnist"]["methods"]["lff"] = {"method": "lff_be", "label": "LfF+BE",
+                                                      "method_args": {"committee_vote": "last"}}
     last, paper = build_matrix(config, rows), build_matrix(config, rows, PAPER)
     assert last.cells[("lff", 0)].interval.estimate == pytest.approx(63.0 - 44.0)
     cell = paper.cells[("lff", 0)]

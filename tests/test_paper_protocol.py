@@ -170,6 +170,19 @@ def test_fidelity_no_committee_votes_on_a_bias_free_val_split(default_config, pa
     assert path != "config/park_real_data.yaml" or {"bffhq", "bar"} <= set(voting)
 
 
+def test_fidelity_the_config_check_refuses_a_committee_vote_on_a_bias_free_val_split(default_config):
+    """The config check holds the same rule for any config (`committee_vote: best_valid` needs `val_holds_bias`, which
+    Colored MNIST does not offer): the key, the capability and the family are named; BFFHQ's vote passes."""
+    from debias_workbench.workflow.config import ConfigError
+
+    own = yaml.safe_load((ROOT / "config/park_real_data.yaml").read_text())
+    own["grids"]["park_cmnist"]["methods"]["lff_be"]["method_args"] = {"committee_vote": "best_valid"}
+    with pytest.raises(ConfigError) as error:
+        resolve_config(deep_merge(default_config, own))
+    assert "grids.park_cmnist.methods.lff_be.method: method 'lff_be' needs val_holds_bias" in str(error.value)
+    assert "dataset family 'colored_mnist'" in str(error.value) and "bffhq" not in str(error.value)
+
+
 def test_fidelity_a_code_rule_of_a_run_needs_its_row(default_config):
     """Every `code:` rule that holds for a listed run (`run_code_rules`: every run's, its method's, its family's) is
     a row of the protocol: removing one (here Park et al.'s x^BN batch-norm pass, or the checkpoint scored) fails."""

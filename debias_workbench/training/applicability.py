@@ -19,13 +19,18 @@ from debias_workbench.training.methods import spec
 
 
 def missing_capabilities(
-    method: str, family: str, ds_cfg: dict[str, Any] | None = None, train_variant: str | None = None
+    method: str,
+    family: str,
+    ds_cfg: dict[str, Any] | None = None,
+    train_variant: str | None = None,
+    method_args: dict[str, Any] | None = None,
 ) -> list[str]:
-    """The capabilities registered method `method` requires that dataset family `family` does not offer; with
-    `ds_cfg` and `train_variant`, also each variant it reads row-aligned that the family builds for none of
-    `train_variant`'s rows (`aligned_stores`)."""
-    offered = get_family(family).offers
-    missing = [need for need in spec(method).requires if need not in offered]
+    """The capabilities registered method `method` requires (at `method_args`: `MethodSpec.requires_for`) that
+    dataset family `family` does not offer (`DatasetFamily.capabilities`); with `ds_cfg` and `train_variant`,
+    also each variant it reads row-aligned that the family builds for none of `train_variant`'s rows
+    (`aligned_stores`)."""
+    offered = get_family(family).capabilities()
+    missing = [need for need in spec(method).requires_for(method_args or {}) if need not in offered]
     if ds_cfg is not None and train_variant is not None:
         stores = aligned_stores(method, family, ds_cfg, train_variant)
         missing += [need for need, store in stores.items() if store is None and need not in missing]
@@ -44,15 +49,16 @@ def applicability(
     ds_cfg: dict[str, Any] | None = None,
     train_variant: str | None = None,
     dataset: str | None = None,
+    method_args: dict[str, Any] | None = None,
 ) -> tuple[bool, str]:
-    """(True, "") where `method` can run on `family`'s datasets (with `ds_cfg` and `train_variant`: on
-    that dataset config's `train_variant`), else (False, the reason naming the method, the family, the
-    dataset and train variant where given, each missing capability, and what would offer it)."""
-    missing = missing_capabilities(method, family, ds_cfg, train_variant)
+    """(True, "") where `method` (at `method_args`) can run on `family`'s datasets (with `ds_cfg` and
+    `train_variant`: on that dataset config's `train_variant`), else (False, the reason naming the method, the
+    family, the dataset and train variant where given, each missing capability, and what would offer it)."""
+    missing = missing_capabilities(method, family, ds_cfg, train_variant, method_args)
     if not missing:
         return True, ""
     fam = get_family(family)
-    offered = sorted(fam.offers)
+    offered = sorted(fam.capabilities())
     where = ""
     if train_variant is not None:
         where = f" for train variant {train_variant!r}" + (f" of dataset {dataset!r}" if dataset else "")

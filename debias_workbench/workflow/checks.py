@@ -11,64 +11,19 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-import jsonschema
-
 from debias_workbench.core.names import IMAGENET_LABEL, TIMM_PREFIX
 from debias_workbench.pipeline.datasets import FAMILIES, get_family
 from debias_workbench.pipeline.variants import BG_CONFLICT, EXTERNAL, NEEDS_FOREGROUND
-from debias_workbench.training.applicability import applicability
 from debias_workbench.training.methods import REGISTRY
 from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.training.run_length import run_length, switches_outside
 
 from . import paper_hooks
 from .lookup import dataset_family, dataset_variants, deep_merge, test_sets
+from .method_checks import grid_applicability_problems, method_problems
 from .schema import grid_report
 
 Config = dict[str, Any]
-
-
-def method_problems(where: str, method_name: str, method_args: dict, dataset: str | None, variant: str | None,
-                    config: Config) -> list[str]:
-    """A registered method, `method_args` of the types and ranges it declares, and the variants
-    it reads built by its dataset."""
-    if method_name not in REGISTRY:
-        return [f"{where}.method: {method_name!r} is not a registered method {sorted(REGISTRY)}"]
-    problems = []
-    declared = method_spec(method_name)
-    for error in jsonschema.Draft202012Validator(declared.schema()).iter_errors(method_args):
-        key = ".".join(map(str, error.absolute_path))
-        if error.validator == "additionalProperties":
-            problems.append(f"{where}.method_args: {error.message}; {method_name!r} takes {sorted(declared.args)}")
-        else:
-            problems.append(f"{where}.method_args.{key}: {error.message}")
-    if dataset is None:
-        return problems
-    built = dataset_variants(config, dataset)
-    problems += applicability_problems(where, method_name, dataset, config, variant if variant in built else None)
-    if variant not in built:
-        problems.append(f"{where}.train_variant: {variant!r} is not a variant dataset {dataset!r} builds "
-                        f"({built}); pick one of those or add it to datasets.{dataset}.variants")
-    return problems
-
-
-def applicability_problems(where: str, method_name: str, dataset: str, config: Config,
-                           train_variant: str | None = None) -> list[str]:
-    """The method can run on the dataset's family: the family offers every capability it requires, and, on
-    `train_variant`, each variant the method reads built row-aligned with its train split
-    (`training.applicability`: never another train variant's store, whose rows are other images)."""
-    ds_cfg = config["datasets"][dataset] if train_variant is not None else None
-    runs, reason = applicability(method_name, dataset_family(config, dataset), ds_cfg, train_variant, dataset)
-    return [] if runs else [f"{where}.method: {reason}; train it on a dataset of a family that offers it"]
-
-
-def grid_applicability_problems(where: str, method_name: str, grid: dict[str, Any], config: Config) -> list[str]:
-    """`applicability_problems` of a grid's method: once for its family, else on each built train variant."""
-    if problems := applicability_problems(where, method_name, grid["dataset"], config):
-        return problems
-    built = dataset_variants(config, grid["dataset"])
-    return [problem for variant in grid["train_variants"] if variant in built
-            for problem in applicability_problems(where, method_name, grid["dataset"], config, variant)]
 
 
 def _experiments(config: Config) -> list[str]:
@@ -93,7 +48,7 @@ def _grid(config: Config, name: str, grid: dict[str, Any]) -> list[str]:
         problems += method_problems(f"grids.{name}.methods.{key}", spec["method"], spec.get("method_args", {}), None,
                                     None, config)
         if spec["method"] in REGISTRY:
-            problems += grid_applicability_problems(f"grids.{name}.methods.{key}", spec["method"], grid, config)
+            problems += grid_applicability_problems(f"grids.{name}.methods.{key}", spec, grid, config)
     sets = test_sets(config, grid["dataset"], grid["train_variants"][0])
     curves = grid.get("curves", {})
     if curves and curves["test_set"] not in sets:

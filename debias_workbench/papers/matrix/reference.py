@@ -32,12 +32,8 @@ KIND = "matrix"
 REFERENCE_KIND = "matrix_reference"
 #: the suffix of a reference grid's name
 REFERENCE_SUFFIX = "_reference"
-#: the registered methods whose run is a benchmark's reference (ReBias's Vanilla is ERM on F)
-REFERENCE_METHODS = ("erm", "vanilla")
 #: what the names of the metrics the scoring points record end with (`training.trainer.Monitor`)
 ACCURACY = "accuracy"
-#: the test sets an eval row's derived column reads (`report.context.accuracy_table`: BG-GAP from two accuracies)
-DERIVED_COLUMNS = {"bg_gap": ("mixed_same", "mixed_rand")}
 
 
 def matrix_grids(config: Config) -> dict[str, dict[str, Any]]:
@@ -45,9 +41,15 @@ def matrix_grids(config: Config) -> dict[str, dict[str, Any]]:
     return {name: grid for name, grid in config.get("grids", {}).items() if grid.get("report") == KIND}
 
 
+def is_reference(method: str) -> bool:
+    """Whether registered `method`'s runs are a benchmark's reference (its declared `reference`: ERM, and ReBias's
+    Vanilla, ERM on F)."""
+    return method_spec(method).reference
+
+
 def reference_key(grid: dict[str, Any]) -> str | None:
-    """The key of `grid`'s ERM method (its first whose method is one of `REFERENCE_METHODS`), None without one."""
-    return next((key for key, m in grid["methods"].items() if m["method"] in REFERENCE_METHODS), None)
+    """The key of `grid`'s ERM method (its first whose method `is_reference`), None without one."""
+    return next((key for key, m in grid["methods"].items() if is_reference(m["method"])), None)
 
 
 def reference_grids(config: Config) -> dict[str, dict[str, Any]]:
@@ -84,11 +86,6 @@ def reference_grid_of(config: Config, grid: str) -> str | None:
     return next((n for n, g in config.get("grids", {}).items() if grid in g.get("reference_of", ())), None)
 
 
-def metric_sets(metric: BenchmarkMetric) -> tuple[str, ...]:
-    """The test sets a benchmark number is read from (BG-GAP: Mixed-Same and Mixed-Rand)."""
-    return DERIVED_COLUMNS.get(metric.column, (metric.column,))
-
-
 def scored(metric: BenchmarkMetric) -> bool:
     """Whether the scoring points along training record `metric` (accuracies and the group accuracies; not the
     shape bias, which only the final evaluation counts)."""
@@ -106,7 +103,7 @@ def monitored_sets(config: Config, grid: dict[str, Any]) -> list[str]:
             continue
         sets.append(valid)
         sets += [
-            s for metric in family.benchmark_metrics(ds_cfg, variant) if scored(metric) for s in metric_sets(metric)
+            s for metric in family.benchmark_metrics(ds_cfg, variant) if scored(metric) for s in metric.source_sets
         ]
     return list(dict.fromkeys(sets))
 

@@ -26,7 +26,7 @@ from debias_workbench.report import model_selection
 from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.training.methods.spec import LAST, VALIDATION
 
-from .reference import REFERENCE_METHODS, scored
+from .reference import is_reference, scored
 
 #: the name of the matrix's second table's selection (its first: `LAST`, the last iterate)
 PAPER = "paper"
@@ -129,7 +129,7 @@ def rules_paragraph(methods: dict[str, tuple[str, str]]) -> str:
     """The second table's rules, one per row: its paper's rule and where the paper or its code says so."""
     parts = ["ERM: the rule of the method it is compared with"]
     for _, (method, label) in methods.items():
-        if method in REFERENCE_METHODS:
+        if is_reference(method):
             continue
         declared = method_spec(method).selection
         source = declared.get("source", "no rule of its own: the last iterate, as every row of the first table")

@@ -34,7 +34,7 @@ from debias_workbench.training.methods.spec import LAST
 
 from .capability import bias_free_line
 from .contrasts import Baseline, baselines, row_baselines
-from .reference import REFERENCE_METHODS, matrix_grids
+from .reference import is_reference, matrix_grids
 from .selection import PAPER, Selection, for_metric, paper_selections, selected_rows
 from .supervision import row_given
 from .verdicts import Cell, corrected, provisional
@@ -132,7 +132,7 @@ def capable(
 
 def row_key(key: str, spec: dict[str, Any]) -> str:
     """The table row of grid method `key`: ERM's under whatever key a grid gives it (`REFERENCE_ROW`), else `key`."""
-    return REFERENCE_ROW if spec["method"] in REFERENCE_METHODS else key
+    return REFERENCE_ROW if is_reference(spec["method"]) else key
 
 
 def method_rows(grids: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str]]:
@@ -161,6 +161,7 @@ def column_cells(
     (not `informative`); each compared row by its `selection` (against its baseline by the same), if given,
     else at the last iterate."""
     rows_of = {key: row_key(key, spec) for key, spec in grid["methods"].items()}
+    args_of = {rows_of[key]: spec.get("method_args", {}) for key, spec in grid["methods"].items()}
     by_selection: dict[tuple[Selection | None, BenchmarkMetric], dict[str, list[float]]] = {}
 
     def values_by(chosen: Selection | None, metric: BenchmarkMetric) -> dict[str, list[float]]:  # each read once
@@ -172,7 +173,8 @@ def column_cells(
     values = values_by(None, bench.metric)
     cells = {}
     for row, (method, label) in methods.items():
-        runs, reason = applicability(method, bench.family, ds_cfg, bench.train_variant, bench.dataset)
+        args = args_of.get(row)  # a row the grid does not train: the method at its defaults
+        runs, reason = applicability(method, bench.family, ds_cfg, bench.train_variant, bench.dataset, args)
         chosen = for_metric((selection or {}).get(row), bench.metric)
         under = values_by(chosen, bench.metric)  # the row's and its baseline's by the row's selection
         if not runs:

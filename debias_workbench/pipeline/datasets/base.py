@@ -7,6 +7,10 @@ from typing import Any
 
 import yaml
 
+#: the capability of a val split that holds the training's bias (`DatasetFamily.capabilities`), which a model
+#: selected there for having learnt the bias needs (BiasEnsemble's best-validation vote)
+BIASED_VAL = "val_holds_bias"
+
 
 @dataclass(frozen=True)
 class StepJob:
@@ -50,6 +54,13 @@ class BenchmarkMetric:
     metric: str = "accuracy"
     higher_is_better: bool = True
     trades_against: BenchmarkMetric | None = None
+    #: the test sets a derived `column` is computed from (BG-GAP: Mixed-Same and Mixed-Rand); empty: the column is one
+    reads: tuple[str, ...] = ()
+
+    @property
+    def source_sets(self) -> tuple[str, ...]:
+        """The test sets this number is read from."""
+        return self.reads or (self.column,)
 
 
 @dataclass(frozen=True)
@@ -90,7 +101,7 @@ class DatasetFamily:
     val_split: str = "as the dataset builds it"
     #: its val split's bias is independent of the label: a model that learnt only the bias scores chance there, so
     #: BiasEnsemble's best-validation vote (`committee_vote: best_valid`) cannot find the bias-amplified checkpoints
-    #: (the authors' valid folders hold the training's bias degree); its paper configs vote otherwise, declared
+    #: (the authors' valid folders hold the training's bias degree); without it, the family offers `BIASED_VAL`
     bias_free_val: bool = False
     #: generation step -> the method that runs it (given a `StepJob`); a family whose variants are each
     #: built whole by one job has the one step `variant`
@@ -123,6 +134,11 @@ class DatasetFamily:
     #: variants whose val split holds rows held out of their own train split (a bias-free reference's,
     #: `bias_free_reference`): scored only by the runs trained on them, whose training never saw those rows
     held_out_variants: tuple[str, ...] = ()
+
+    @classmethod
+    def capabilities(cls) -> dict[str, str]:
+        """Its `offers`, and `BIASED_VAL` where its val split holds the training's bias (not `bias_free_val`)."""
+        return {**cls.offers, **({} if cls.bias_free_val else {BIASED_VAL: cls.val_split})}
 
     @classmethod
     def revision_of(cls, ds_cfg: dict[str, Any]) -> int:

@@ -16,7 +16,8 @@ offers); for the methods x benchmarks table (`papers.matrix`), its training `reg
 self-supervised), whether its runs are their regime's `reference` (ERM), the arguments that are its
 `treatment` (their defaults, on `baseline_method`, give its like-for-like baseline: plain MoCo-v2 for
 MoCo-v2 + patch negatives), what its design is `given` about the bias, and `x-given: {value: what}` on an
-argument whose value gives it something more (a committee vote on the val split). The declaration of
+argument whose value gives it something more (a committee vote on the val split), and `x-needs: {value:
+capability}` on an argument whose value needs one more of the family (`requires_for`). The declaration of
 `<module>.py`'s classes is `<module>.yaml` next to
 it, one entry per class; the config check validates every experiment's `method_args` against it.
 """
@@ -36,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 SELECTION_RULES = ("last", "validation", "oracle")
 LAST, VALIDATION, ORACLE = SELECTION_RULES
 #: the workbench's annotations of an argument (not JSON schema: left out of `MethodSpec.schema`)
-ANNOTATIONS = ("x-within-run", "x-before-run", "x-smoke", "x-given", "x-identity-when-set")
+ANNOTATIONS = ("x-within-run", "x-before-run", "x-smoke", "x-given", "x-needs", "x-identity-when-set")
 #: the training regimes a method declares (`MethodSpec.regime`)
 REGIMES = ("supervised", "self-supervised")
 
@@ -99,6 +100,16 @@ class MethodSpec:
         """Every capability it needs of a family: its `needs`, then each variant it reads row-aligned with its
         training images (named by the variant: CLAD's `only_bg_t`), which the family must build that way."""
         return tuple(dict.fromkeys([*self.needs, *self.aligned_variants.values()]))
+
+    def requires_for(self, method_args: dict[str, Any]) -> tuple[str, ...]:
+        """`requires`, and each capability its `method_args` need at their values (their arguments' `x-needs`)."""
+        values = {**self.defaults, **method_args}
+        needed = [
+            arg["x-needs"][values[name]]
+            for name, arg in self.args.items()
+            if "x-needs" in arg and values.get(name) in arg["x-needs"]
+        ]
+        return tuple(dict.fromkeys([*self.requires, *needed]))
 
     def given_by(self, method_args: dict[str, Any]) -> list[str]:
         """What its `method_args` give it beyond images and labels (its arguments' `x-given` at their values)."""

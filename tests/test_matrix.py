@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -453,6 +454,20 @@ def test_matrix_paper_rule_selection_against_hand_picked_values():
     assert {spec(m).paper_rule for m in ("lff_be", "intrinsic_feature_enhancement")} == {"validation"}
     assert spec("lff").paper_rule == "last" and "oracle" in spec("lff_be").selection["source"]
     assert get_family("in9").validation_set({}, "original") is None
+    # the summary: the paper-rule table adds only the cells it scores otherwise than the first (the last iterate)
+    from debias_workbench.papers.matrix.summary import record
+    from debias_workbench.report.document import Document
+
+    doc = Document("t")
+    record(doc, last)
+    first = len(doc.verdicts)
+    record(doc, paper)
+    added = [v.comparison for v in doc.verdicts[first:]]
+    assert added == ["LfF+BE vs ERM, cmnist conflict_1: unbiased accuracy ↑, by each paper's selection rule"]
+    assert [key for key, c in paper.cells.items() if c.status == "compared"] == [("lff", 0)] and first == 1
+    as_last = replace(paper, cells={**paper.cells, ("lff", 0): replace(paper.cells[("lff", 0)], rule="last")})
+    record(doc, as_last)  # a cell of the second table scored at the last iterate: the first table's, not again
+    assert len(doc.verdicts) == first + 1
 
 
 def test_matrix_config_plans_the_reference_runs_and_the_paper_rules_scoring_points(default_config):

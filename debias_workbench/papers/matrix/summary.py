@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from debias_workbench.core.statistics import LEVEL
 from debias_workbench.report.document import Document
+from debias_workbench.training.methods.spec import LAST
 
 from .selection import PAPER
 from .tables import Matrix
@@ -13,11 +14,16 @@ from .verdicts import CORRECTION
 
 
 def record(doc: Document, table: Matrix) -> None:
-    """Records every compared or not-informative cell of `table`, row by row, as its section's verdict."""
-    rule = ", by each paper's selection rule" if table.selection == PAPER else ""
+    """Records every compared or not-informative cell of `table`, row by row, as its section's verdict; of the
+    paper-rule table only the compared cells scored by another rule than the last iterate (the others hold the
+    first table's values, and are recorded there)."""
+    paper = table.selection == PAPER
+    rule = ", by each paper's selection rule" if paper else ""
     for key, label in table.methods.items():
         for j, bench in enumerate(table.benchmarks):
             cell = table.cells[(key, j)]
+            if paper and (cell.rule == LAST or cell.status != "compared"):
+                continue
             comparison = f"{label} vs {cell.baseline or 'ERM'}, {bench.title}{rule}"
             if cell.status == "compared" and cell.interval is not None:
                 significant = cell.q_value < 1 - LEVEL  # a traded gain is significant, yet not "better"

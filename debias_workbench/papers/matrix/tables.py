@@ -201,7 +201,7 @@ def column_cells(
                 against = values_by(for_metric(chosen, traded), traded)  # at the judged number's own point
                 pair = (against.get(row, []), against.get(base, []))
             cell = provisional(under.get(row, []), under.get(base, []), bench.metric, found.text, pair)
-            cells[row] = replace(cell, note=chosen.note) if chosen else cell
+            cells[row] = replace(cell, note=chosen.note, rule=chosen.rule) if chosen else cell
     return cells
 
 

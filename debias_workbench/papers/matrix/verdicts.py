@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from debias_workbench.core.statistics import LEVEL, Interval, benjamini_hochberg, difference
 from debias_workbench.pipeline.datasets.base import BenchmarkMetric
+from debias_workbench.training.methods.spec import LAST
 
 #: the correction, named, for the report
 CORRECTION = "the Benjamini-Hochberg correction (false discovery rate 5 %)"
@@ -53,6 +54,8 @@ class Cell:
     q_value: float = math.nan
     #: how its values were selected, where not at the last iterate (the paper-rule table: `selection`)
     note: str = ""
+    #: the selection rule its values were scored by (its row's, for the paper-rule table)
+    rule: str = LAST
 
 
 def trade_off(metric: BenchmarkMetric, judged: Interval, traded: Interval | None) -> str:

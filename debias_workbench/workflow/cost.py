@@ -92,6 +92,7 @@ class CostModel:
     cpu_seconds: dict[str, float]
     cpu_sources: dict[str, str]
     runs_at_once: tuple[int, float]  # (runs at once measured, their speedup over one)
+    runs_at_once_cores: int  # the CPU cores of the machine that measured it
 
 
 def read_step_times(path: Path = STEP_TIMES_FILE) -> StepTimes:
@@ -118,6 +119,7 @@ def cost_model() -> CostModel:
         {k: float(v["seconds"]) for k, v in cpu.items()},
         {k: v["source"] for k, v in cpu.items()},
         (int(data["runs_at_once"]["runs"]), float(data["runs_at_once"]["speedup"])),
+        int(data["runs_at_once"]["cores"]),
     )
 
 
@@ -208,10 +210,17 @@ class RunEstimate:
     gpus: int
 
     @property
-    def gpu_seconds(self) -> float:
-        """Seconds of one GPU's work (N GPUs each work 1 / (N x `MULTI_GPU_EFFICIENCY`) of it)."""
+    def wall_seconds(self) -> float:
+        """Seconds the run takes on its `gpus` GPUs: one GPU's work, or on N GPUs each working
+        1 / (N x `MULTI_GPU_EFFICIENCY`) of it (the job's runtime follows this)."""
         work = self.steps * self.step_ms / 1000 + self.extra_seconds
         return work / (self.gpus * MULTI_GPU_EFFICIENCY) if self.gpus > 1 else work
+
+    @property
+    def gpu_seconds(self) -> float:
+        """GPU-seconds the run holds: its wall seconds on each of its `gpus` GPUs (a run on two GPUs at
+        `MULTI_GPU_EFFICIENCY` costs 1 / 0.8 = 1.25x the GPU-hours of one, though it ends sooner)."""
+        return self.wall_seconds * self.gpus
 
     @property
     def estimate(self) -> bool:

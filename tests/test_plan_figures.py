@@ -1,0 +1,95 @@
+"""`workbench plan`'s figures are what the jobs will spend: GPU-hours are GPUs x hours, a table is the sum of
+its rows, every job lists its CPUs and memory, the runs-at-once speedup is counted only where the job's request
+gives what it was measured with, and the docs' cost figures are the plan's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from debias_workbench.cli import main as workbench
+from debias_workbench.workflow import resources
+from debias_workbench.workflow.config import resolve_config
+from debias_workbench.workflow.plan import load_config, plan
+from debias_workbench.workflow.plan_text import summary
+from debias_workbench.workflow.slices import run_config
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the real-scale paper configs and the matrix at paper scale
+PAPER_CONFIGS = ["imagenet9.yaml", "imagenet100_ssl.yaml", "park_real_data.yaml", "biased_mnist_paper.yaml",
+                 "matrix_paper.yaml"]
+
+
+def _summary(*files: Path) -> dict:
+    return summary(plan(list(files)))
+
+
+def test_gpu_hours_do_not_fall_when_a_run_takes_two_gpus(tmp_path):
+    """A run on two GPUs ends sooner but holds both: its GPU-hours are 2 x its hours (at 80 % of a linear
+    speed-up, 1.25x one GPU's), so the plan's GPU-hours rise, never fall, when training.gpus goes 1 -> 2."""
+    config = ROOT / "config" / "imagenet9.yaml"
+    two = tmp_path / "two_gpus.yaml"
+    two.write_text("training: {gpus: 2}\n")
+    one_gpu, two_gpus = plan([config]), plan([config, two])
+    assert {j.gpus for j in two_gpus.jobs if j.runs} == {2}
+    train = [sum(j.gpu_hours for j in p.jobs if j.runs) for p in (one_gpu, two_gpus)]
+    assert train[1] == pytest.approx(train[0] / 0.8, rel=1e-6)  # MULTI_GPU_EFFICIENCY: 2 x (1 / (2 x 0.8))
+    assert summary(two_gpus)["gpu_hours"] > summary(one_gpu)["gpu_hours"]
+    # and each job ends sooner: its wall time (and request) falls
+    assert max(j.estimate_minutes for j in two_gpus.jobs if j.runs) < max(j.estimate_minutes for j in one_gpu.jobs
+                                                                          if j.runs)
+
+
+@pytest.mark.parametrize("name", ["park_real_data.yaml", "matrix_paper.yaml"])
+def test_each_table_is_the_sum_of_its_rows(name):
+    """A table's GPU- and CPU-hours are its jobs' and its training jobs' GPU-hours are its runs' (each run its
+    share of its job's, the runs-at-once speedup counted as the job's): the header and the rows agree."""
+    out = _summary(ROOT / "config" / name)
+    for table, figures in out["tables"].items():
+        jobs = [j for j in out["jobs"] if j["table"] == table]
+        runs = [r for r in out["runs"] if r["table"] == table]
+        near = 1e-3 + 5e-5 * (len(jobs) + len(runs))  # the JSON's rounding: 3 decimals a table, 4 a row
+        assert figures["gpu_hours"] == pytest.approx(sum(j["gpu_hours"] for j in jobs), abs=near), table
+        assert figures["cpu_hours"] == pytest.approx(sum(j["cpu_hours"] for j in jobs), abs=near), table
+        training = sum(j["gpu_hours"] for j in jobs if j["runs"])
+        assert sum(r["gpu_hours"] for r in runs) == pytest.approx(training, abs=near), table
+        assert figures["run_gpu_hours"] == pytest.approx(training, abs=near), table
+    assert out["gpu_hours"] == pytest.approx(sum(f["gpu_hours"] for f in out["tables"].values()), abs=0.01)
+    # where three runs share a GPU with the speedup counted, a run's share is under its GPU-hours alone
+    assert any(r["gpu_hours"] < r["gpu_hours_alone"] for r in out["runs"])
+
+
+@pytest.mark.parametrize("name", PAPER_CONFIGS)
+def test_every_job_lists_its_cpus_and_the_speedup_is_counted_only_where_its_request_gives_it(name):
+    """Every job of `--json` lists its CPUs (its rule's threads) and memory; a training job of several runs
+    at once counts the measured speedup only where it asks a CPU for each busy thread of its runs and they
+    hold their split in memory; the paper configs' three-runs-per-GPU jobs ask for that."""
+    out = _summary(ROOT / "config" / name)
+    cfg = resolve_config(load_config([ROOT / "config" / name]))
+    for job in out["jobs"]:
+        assert job["cpus"] >= 1 and job["mem_mb"] > 0, job
+        if job["runs"] > 1 and job["gpus"] == 1 and cfg["training"]["runs_per_gpu"] > 1:
+            assert job["runs_at_once"], job
+            seed = int(job["target"].rsplit(" seed ", 1)[1])
+            runs = [run_config(cfg, e, seed) for e in job["target"].rsplit(" seed ", 1)[0].split("+")]
+            shared = resources.runs_at_once(runs, cfg["training"]["runs_per_gpu"], job["cpus"])
+            counted = shared.credited > 1
+            assert counted == ("counted (" in job["runs_at_once"]), job
+            busy = shared.at_once * max(resources.busy_threads(r) for r in runs)
+            assert counted == (job["cpus"] >= busy and not any(resources.streams(r) for r in runs)), job
+            if name in ("park_real_data.yaml", "biased_mnist_paper.yaml"):  # their grids hold their splits
+                assert counted and job["cpus"] >= 3, job
+
+
+def test_plan_text_says_how_runs_share_a_gpu(capsys, tmp_path):
+    """With the demo's 1 CPU a job, three runs at once are costed one after the other, and the plan says why."""
+    one_cpu = tmp_path / "one_cpu.yaml"
+    one_cpu.write_text("training: {threads: 1}\n")
+    assert workbench(["plan", "--configfile", str(ROOT / "config" / "park_real_data.yaml"), str(one_cpu)]) == 0
+    text = capsys.readouterr().out
+    assert "3 runs at once, speedup not counted: the job asks 1 CPU(s) (training.threads)" in text
+    assert workbench(["plan", "--configfile", str(ROOT / "config" / "park_real_data.yaml"), "--json"]) == 0
+    jobs = json.loads(capsys.readouterr().out)["jobs"]
+    assert all("cpus" in j and "runs_at_once" in j for j in jobs)

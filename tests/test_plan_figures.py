@@ -33,10 +33,10 @@ def test_gpu_hours_do_not_fall_when_a_run_takes_two_gpus(tmp_path):
     two = tmp_path / "two_gpus.yaml"
     two.write_text("training: {gpus: 2}\n")
     one_gpu, two_gpus = plan([config]), plan([config, two])
+    assert summary(two_gpus)["gpu_hours"] > summary(one_gpu)["gpu_hours"]  # the old plan: 30.2 -> 21.7
     assert {j.gpus for j in two_gpus.jobs if j.runs} == {2}
     train = [sum(j.gpu_hours for j in p.jobs if j.runs) for p in (one_gpu, two_gpus)]
     assert train[1] == pytest.approx(train[0] / 0.8, rel=1e-6)  # MULTI_GPU_EFFICIENCY: 2 x (1 / (2 x 0.8))
-    assert summary(two_gpus)["gpu_hours"] > summary(one_gpu)["gpu_hours"]
     # and each job ends sooner: its wall time (and request) falls
     assert max(j.estimate_minutes for j in two_gpus.jobs if j.runs) < max(j.estimate_minutes for j in one_gpu.jobs
                                                                           if j.runs)
@@ -93,3 +93,53 @@ def test_plan_text_says_how_runs_share_a_gpu(capsys, tmp_path):
     assert workbench(["plan", "--configfile", str(ROOT / "config" / "park_real_data.yaml"), "--json"]) == 0
     jobs = json.loads(capsys.readouterr().out)["jobs"]
     assert all("cpus" in j and "runs_at_once" in j for j in jobs)
+
+
+def test_the_step_rows_spread_between_device_check_runs_is_shown_or_one_run_said(monkeypatch, capsys):
+    """step_times.yaml keeps the rows of the check's other runs on its card: each run row of the plan shows
+    its measured row's lowest-highest step ms over them; with no other run, "one run" stands beside it."""
+    import dataclasses
+
+    from debias_workbench.workflow import cost
+
+    times = cost.cost_model().step_times
+    assert times.other_runs and times.spread("erm")[2] == 1 + len(times.other_runs)
+    out = _summary(ROOT / "config" / "imagenet9.yaml")
+    erm = next(r for r in out["runs"] if r["row"] == "erm")
+    low, high = min(times.rows["erm"].step_ms, *(o.step_ms["erm"] for o in times.other_runs)), max(
+        times.rows["erm"].step_ms, *(o.step_ms["erm"] for o in times.other_runs))
+    assert erm["row_step_ms"] == {"low_ms": low, "high_ms": high, "runs": 1 + len(times.other_runs)} and low < high
+    assert [o["commit"] for o in out["step_times"]["other_runs"]] == [o.commit for o in times.other_runs]
+    assert workbench(["plan", "--configfile", str(ROOT / "config" / "imagenet9.yaml")]) == 0
+    assert f"{low:g}-{high:g} ({1 + len(times.other_runs)})" in capsys.readouterr().out
+    alone = dataclasses.replace(cost.cost_model(), step_times=dataclasses.replace(times, other_runs=()))
+    monkeypatch.setattr(cost, "cost_model", lambda: alone)
+    assert workbench(["plan", "--configfile", str(ROOT / "config" / "imagenet9.yaml")]) == 0
+    text = capsys.readouterr().out
+    assert "step rows: one run of the device check" in text
+    assert f"{times.rows['erm'].step_ms:g} one run" in text
+
+
+def test_the_device_check_keeps_the_rows_it_replaces_as_another_run(tmp_path):
+    """A rewrite of the step-time file on the same card moves the rows it replaces to `other_runs` (the
+    newest first, at most KEPT_RUNS), which the cost model reads back; another card's rows are not kept."""
+    from benchmarks.device_check import KEPT_RUNS, write_step_times
+
+    from debias_workbench.workflow.cost import read_step_times
+
+    path = tmp_path / "step_times.yaml"
+
+    def check(ms: float, commit: str, card: str = "card A") -> None:
+        throughput = {"size": 224, "networks": {"erm": "resnet50"}, "results": {"erm": {"batch": 64, "step_ms": ms}}}
+        write_step_times(path, throughput, card, commit, "python -m benchmarks.device_check")
+
+    check(25.0, "c1")
+    assert read_step_times(path).other_runs == ()
+    check(33.0, "c2")
+    times = read_step_times(path)
+    assert times.rows["erm"].step_ms == 33.0 and times.spread("erm") == (25.0, 33.0, 2)
+    for k in range(KEPT_RUNS + 2):
+        check(30.0 + k, f"c{3 + k}")
+    assert len(read_step_times(path).other_runs) == KEPT_RUNS
+    check(40.0, "c9", card="card B")
+    assert read_step_times(path).other_runs == () and read_step_times(path).spread("erm") == (40.0, 40.0, 1)

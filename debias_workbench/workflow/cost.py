@@ -56,8 +56,18 @@ class StepRow:
 
 
 @dataclass(frozen=True)
+class OtherRun:
+    """The step ms of the rows in another run of the device check on the same card (`other_runs`)."""
+
+    commit: str
+    date: str
+    step_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
 class StepTimes:
-    """The device check's rows (`step_times.yaml`) and where they were measured."""
+    """The device check's rows (`step_times.yaml`), where they were measured, and the same rows in its other
+    runs on that card (`other_runs`: how far a row moves between runs, shown beside every figure)."""
 
     card: str
     commit: str
@@ -65,6 +75,13 @@ class StepTimes:
     command: str
     setting: str
     rows: dict[str, StepRow]
+    other_runs: tuple[OtherRun, ...] = ()
+
+    def spread(self, row: str) -> tuple[float, float, int]:
+        """(lowest, highest step ms, runs) of `row` over the run the rows are from and the other runs
+        that measured it; one run: its own step ms twice."""
+        values = [self.rows[row].step_ms, *(o.step_ms[row] for o in self.other_runs if row in o.step_ms)]
+        return min(values), max(values), len(values)
 
 
 @dataclass(frozen=True)
@@ -101,7 +118,13 @@ def read_step_times(path: Path = STEP_TIMES_FILE) -> StepTimes:
         name: StepRow(tuple(r["networks"]), int(r["batch"]), int(r["image_size"]), float(r["step_ms"]))
         for name, r in data["rows"].items()
     }
-    return StepTimes(str(data["card"]), str(data["commit"]), str(data["date"]), data["command"], data["setting"], rows)
+    others = tuple(
+        OtherRun(str(o["commit"]), str(o["date"]), {k: float(v) for k, v in o["step_ms"].items()})
+        for o in data.get("other_runs", [])
+    )
+    return StepTimes(
+        str(data["card"]), str(data["commit"]), str(data["date"]), data["command"], data["setting"], rows, others
+    )
 
 
 @cache

@@ -39,6 +39,32 @@ def _table_figures(p: Plan) -> dict[str, dict[str, Any]]:
     return {k: {n: round(v, 3) if isinstance(v, float) else v for n, v in f.items()} for k, f in out.items()}
 
 
+def _row_spread(row: str) -> dict[str, Any]:
+    """The measured row's lowest and highest step ms over the device check's runs (`StepTimes.spread`)."""
+    low, high, runs = cost.cost_model().step_times.spread(row)
+    return {"low_ms": low, "high_ms": high, "runs": runs}
+
+
+def _spread_text(row: str) -> str:
+    """A row's step ms beside the run rows: its range over the check's runs, or "one run"."""
+    spread = _row_spread(row)
+    if spread["runs"] == 1:
+        return f"{spread['low_ms']:g} one run"
+    return f"{spread['low_ms']:g}-{spread['high_ms']:g} ({spread['runs']})"
+
+
+def _runs_text() -> str:
+    """Which runs of the device check the step rows come from, and what the plan shows of their spread."""
+    times = cost.cost_model().step_times
+    if not times.other_runs:
+        return "step rows: one run of the device check (no spread between runs known)"
+    commits = ", ".join([times.commit, *(o.commit for o in times.other_runs)])
+    return (
+        f"step rows: {1 + len(times.other_runs)} runs of the device check (commits {commits}); the figures use "
+        f"{times.commit}'s, 'row ms' beside each run its row's lowest-highest step ms over the runs"
+    )
+
+
 def _run_json(line: RunLine) -> dict[str, Any]:
     e = line.estimate
     return {
@@ -53,6 +79,7 @@ def _run_json(line: RunLine) -> dict[str, Any]:
         "steps": e.steps,
         "images_per_step": e.images_per_step,
         "step_ms": round(e.step_ms, 2),
+        "row_step_ms": _row_spread(e.row),
         "gpus": e.gpus,
         "gpu_hours_alone": round(e.gpu_seconds / 3600, 4),
         "gpu_hours": round(line.gpu_hours, 4),
@@ -84,7 +111,12 @@ def summary(p: Plan) -> dict[str, Any]:
     return {
         "config_files": p.files,
         "card": times.card,
-        "step_times": {"commit": times.commit, "date": times.date, "setting": times.setting},
+        "step_times": {
+            "commit": times.commit,
+            "date": times.date,
+            "setting": times.setting,
+            "other_runs": [{"commit": o.commit, "date": o.date} for o in times.other_runs],
+        },
         "max_job_hours": p.max_job_hours,
         "missing_paths": p.missing,
         "gpu_hours": round(sum(j.gpu_hours for j in p.jobs), 2),
@@ -108,7 +140,7 @@ def _run_rows(lines: list[RunLine]) -> list[str]:
     for line in lines:
         by_experiment[line.experiment].append(line)
     out = [
-        f"  {'experiment':<44} {'method':<18} {'row':<14} {'seeds':>5} {'steps':>8} {'img/step':>8} "
+        f"  {'experiment':<44} {'method':<18} {'row':<14} {'row ms':<12} {'seeds':>5} {'steps':>8} {'img/step':>8} "
         f"{'GPU-h/run':>9} {'GPU-h':>8}"
     ]
     for name, group in by_experiment.items():
@@ -116,7 +148,7 @@ def _run_rows(lines: list[RunLine]) -> list[str]:
         each = sum(g.gpu_hours for g in group) / len(group)
         row = e.row + ("*" if e.estimate else "") + ("~" if group[0].streams else "")
         out.append(
-            f"  {name[:44]:<44} {e.method[:18]:<18} {row:<14} {len(group):>5} {e.steps:>8,} "
+            f"  {name[:44]:<44} {e.method[:18]:<18} {row:<14} {_spread_text(e.row):<12} {len(group):>5} {e.steps:>8,} "
             f"{e.images_per_step:>8} {each:>9.2f} {each * len(group):>8.2f}"
         )
     return out
@@ -156,6 +188,7 @@ def text(p: Plan) -> str:
         "GPU-h = GPUs x hours. A table's GPU-h is the sum of its job rows; its training jobs' the sum of its run "
         "rows (each run its share of its job's, with several runs at once on a GPU where the job's request "
         "lets the measured speedup count: the note under the job row says)",
+        _runs_text(),
     ]
     if p.missing:
         lines += [

@@ -5,6 +5,7 @@ gives what it was measured with, and the docs' cost figures are the plan's."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,40 @@ def test_the_device_check_keeps_the_rows_it_replaces_as_another_run(tmp_path):
     assert len(read_step_times(path).other_runs) == KEPT_RUNS
     check(40.0, "c9", card="card B")
     assert read_step_times(path).other_runs == () and read_step_times(path).spread("erm") == (40.0, 40.0, 1)
+
+
+#: the paper configs whose sum docs/cluster.md and the README give (the matrix is counted apart)
+SUMMED = ["imagenet9.yaml", "imagenet100_ssl.yaml", "park_real_data.yaml", "park_ablation.yaml",
+          "biased_mnist_paper.yaml"]
+
+
+def _number(cell: str) -> float:
+    return float(re.match(r"[\d,.]+", cell.strip()).group().replace(",", ""))
+
+
+def test_the_docs_cost_figures_are_the_plans():
+    """docs/cluster.md's table between its `plan totals` markers, its sum of the five paper configs, the
+    README's, and docs/matrix.md's cost of the matrix at paper scale are `workbench plan`'s figures."""
+    cluster = (ROOT / "docs" / "cluster.md").read_text()
+    block = cluster.split("<!-- plan totals: begin -->")[1].split("<!-- plan totals: end -->")[0]
+    rows = [line.split("|")[1:-1] for line in block.strip().splitlines()[2:]]
+    plans = {}
+    for cells in rows:
+        name = re.search(r"`config/([\w.]+)`", cells[0]).group(1)
+        out = plans[name] = _summary(*([] if name == "config.yaml" else [ROOT / "config" / name]))
+        assert [_number(c) for c in cells[1:6]] == [round(out["gpu_hours"], 1), round(out["cpu_hours"], 1),
+                                                    len(out["runs"]), out["scheduler_jobs"],
+                                                    round(out["largest_request"]["runtime_hours"], 1)], name
+    assert {*SUMMED, "config.yaml", "matrix_paper.yaml"} <= set(plans)
+    total = sum(plans[name]["gpu_hours"] for name in SUMMED)
+    said = re.search(r"five paper configs add up to \*\*([\d.]+) GPU-h on one H200 \((\d+) h on an 8-GPU node", cluster)
+    assert (float(said.group(1)), int(said.group(2))) == (round(total, 1), round(total / 8)), said.group(0)
+    readme = re.search(r"the five paper configs: ([\d.]+) GPU-h", (ROOT / "README.md").read_text())
+    assert float(readme.group(1)) == round(total, 1)
+    matrix, text = plans["matrix_paper.yaml"], " ".join((ROOT / "docs" / "matrix.md").read_text().split())
+    said = re.search(r"\): (\d+) runs \(.*?\), ([\d,]+) scheduler jobs, \*\*([\d.]+) GPU-h\*\* and ([\d.]+) CPU-h, "
+                     r"the largest request ([\d.]+) h", text)
+    assert [_number(g) for g in said.groups()] == [len(matrix["runs"]), matrix["scheduler_jobs"],
+                                                   round(matrix["gpu_hours"], 1), round(matrix["cpu_hours"], 1),
+                                                   round(matrix["largest_request"]["runtime_hours"], 1)]
+    assert f"about {round(matrix['gpu_hours'])} GPU-hours" in text

@@ -184,7 +184,7 @@ def text(p: Plan) -> str:
         f"workbench plan: {' + '.join(['config/config.yaml', *p.files])}",
         f"GPU figures for {times.card} (step times of commit {times.commit}, {times.date}: {times.setting}); "
         f"* = a scaled estimate or a stand-in row (docs/cluster.md, What a config costs); ~ = the run streams its "
-        "split, its row measured it in memory (streaming rows measured up to 1.3x slower, docs/measurements.md)",
+        "split, its row measured it in memory (streaming rows: 0.94-1.32x the step, docs/measurements.md)",
         "GPU-h = GPUs x hours. A table's GPU-h is the sum of its job rows; its training jobs' the sum of its run "
         "rows (each run its share of its job's, with several runs at once on a GPU where the job's request "
         "lets the measured speedup count: the note under the job row says)",

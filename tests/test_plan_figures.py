@@ -36,6 +36,7 @@ def test_gpu_hours_do_not_fall_when_a_run_takes_two_gpus(tmp_path):
     one_gpu, two_gpus = plan([config]), plan([config, two])
     assert summary(two_gpus)["gpu_hours"] > summary(one_gpu)["gpu_hours"]  # the old plan: 30.2 -> 21.7
     assert {j.gpus for j in two_gpus.jobs if j.runs} == {2}
+    assert all("2 GPUs at 80% of a linear speed-up (not measured)" == j.note for j in two_gpus.jobs if j.runs)
     train = [sum(j.gpu_hours for j in p.jobs if j.runs) for p in (one_gpu, two_gpus)]
     assert train[1] == pytest.approx(train[0] / 0.8, rel=1e-6)  # MULTI_GPU_EFFICIENCY: 2 x (1 / (2 x 0.8))
     # and each job ends sooner: its wall time (and request) falls
@@ -72,12 +73,12 @@ def test_every_job_lists_its_cpus_and_the_speedup_is_counted_only_where_its_requ
     for job in out["jobs"]:
         assert job["cpus"] >= 1 and job["mem_mb"] > 0, job
         if job["runs"] > 1 and job["gpus"] == 1 and cfg["training"]["runs_per_gpu"] > 1:
-            assert job["runs_at_once"], job
+            assert job["note"], job
             seed = int(job["target"].rsplit(" seed ", 1)[1])
             runs = [run_config(cfg, e, seed) for e in job["target"].rsplit(" seed ", 1)[0].split("+")]
             shared = resources.runs_at_once(runs, cfg["training"]["runs_per_gpu"], job["cpus"])
             counted = shared.credited > 1
-            assert counted == ("counted (" in job["runs_at_once"]), job
+            assert counted == ("counted (" in job["note"]), job
             busy = shared.at_once * max(resources.busy_threads(r) for r in runs)
             assert counted == (job["cpus"] >= busy and not any(resources.streams(r) for r in runs)), job
             if name in ("park_real_data.yaml", "biased_mnist_paper.yaml"):  # their grids hold their splits
@@ -93,7 +94,7 @@ def test_plan_text_says_how_runs_share_a_gpu(capsys, tmp_path):
     assert "3 runs at once, speedup not counted: the job asks 1 CPU(s) (training.threads)" in text
     assert workbench(["plan", "--configfile", str(ROOT / "config" / "park_real_data.yaml"), "--json"]) == 0
     jobs = json.loads(capsys.readouterr().out)["jobs"]
-    assert all("cpus" in j and "runs_at_once" in j for j in jobs)
+    assert all("cpus" in j and "note" in j for j in jobs)
 
 
 def test_the_step_rows_spread_between_device_check_runs_is_shown_or_one_run_said(monkeypatch, capsys):

@@ -75,7 +75,7 @@ class RunLine:
 class Job:
     """One scheduler job: its rule, the table it feeds, its estimate (wall minutes) and its request
     (runtime, GPUs, CPUs as its rule's `threads`, memory); `note`: how its runs share its GPU
-    (`resources.runs_at_once`), where several do."""
+    (`resources.runs_at_once`), where several do, or the speed-up assumed of its several GPUs."""
 
     rule: str
     target: str
@@ -204,6 +204,7 @@ def training_jobs(
         gpus = resources.gpus(run_cfgs)
         cpus = config["training"]["threads"] * gpus
         shared = resources.runs_at_once(run_cfgs, per_gpu, cpus)
+        several = f"{gpus} GPUs at {cost.MULTI_GPU_EFFICIENCY:.0%} of a linear speed-up (not measured)"
         target = "+".join(pack.experiments(wc)) + f" seed {wc['seed']}"
         job = _job(
             config,
@@ -213,7 +214,7 @@ def training_jobs(
             gpus,
             resources.training(run_cfgs, per_gpu, cpus),
             cpus,
-            shared.note,
+            several if gpus > 1 else shared.note,
             len(run_cfgs),
         )
         estimates = [cost.run_estimate(r) for r in run_cfgs]

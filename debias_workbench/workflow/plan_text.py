@@ -100,7 +100,7 @@ def _job_json(job: Job) -> dict[str, Any]:
         "runtime_minutes": job.request_minutes,
         "jobs_needed": job.jobs_needed,
         "runs": job.runs,
-        "runs_at_once": job.note,
+        "note": job.note,
     }
 
 
@@ -156,7 +156,8 @@ def _run_rows(lines: list[RunLine]) -> list[str]:
 
 def _job_rows(jobs: list[Job]) -> list[str]:
     """One line per rule: its jobs, GPUs and CPUs, largest runtime request, memory, scheduler jobs needed,
-    its GPU- or CPU-hours; below it, how its runs share a GPU where several do (`Job.note`)."""
+    its GPU- or CPU-hours; below it, how its runs share a GPU where several do, or the speed-up assumed of
+    several GPUs (`Job.note`)."""
     by_rule: dict[str, list[Job]] = defaultdict(list)
     for job in jobs:
         by_rule[job.rule].append(job)

@@ -231,7 +231,9 @@ def runs_at_once(runs: list[dict[str, Any]], runs_per_gpu: int, cpus: int) -> Ru
         return RunsAtOnce(k, 1, f"{k} runs at once, speedup not counted: {why}; {measured}")
     speedup = runs_at_once_speedup(k)
     return RunsAtOnce(
-        k, k, f"{k} runs at once, {speedup:.2f}x counted ({cpus} CPUs >= {need} busy threads; {measured})"
+        k,
+        k,
+        f"{k} runs at once, {speedup:.2f}x counted ({cpus} CPUs >= {need} busy threads, assumed enough; {measured})",
     )
 
 

@@ -152,11 +152,15 @@ def report(info: dict[str, Any], commit: str, command: str, stages: list[dict[st
 
 #: throughput rows that are no workbench method at its setting: the plain loops, ERM without deterministic kernels
 NOT_STEP_TIMES = ("erm_benchmark", "plain", "plain_amp")
+#: earlier runs of the check whose step rows the step-time file keeps beside the newest (`write_step_times`)
+KEPT_RUNS = 4
 
 
 def write_step_times(path: Path, throughput: dict[str, Any], card: str, commit: str, command: str) -> None:
     """The cost model's step-time file (`workflow/cost.py` reads it) from the in-memory throughput rows
-    `throughput` (gpu_throughput's --json): per method its networks, batch, image side and step ms."""
+    `throughput` (gpu_throughput's --json): per method its networks, batch, image side and step ms. The
+    rows of the file it replaces, where measured on the same card at the same side, move to its `other_runs`
+    (the last `KEPT_RUNS`), so that the plan shows how far the rows move between runs of the check."""
     import yaml  # the throughput stage's dependency too
 
     rows = {name: {"networks": throughput["networks"][name].split(" + "), "batch": r["batch"],
@@ -165,6 +169,12 @@ def write_step_times(path: Path, throughput: dict[str, Any], card: str, commit: 
     data = {"card": card, "commit": commit, "date": datetime.date.today().isoformat(), "command": command,
             "setting": f"{throughput['size']} px, bf16 autocast where the card has it, deterministic kernels, "
                        "loader in memory, one GPU", "rows": rows}
+    old = yaml.safe_load(path.read_text()) if path.exists() else None
+    sides = {r["image_size"] for r in (old or {}).get("rows", {}).values()}
+    if old and old.get("card") == card and sides == {throughput["size"]}:
+        last = {"commit": old["commit"], "date": old["date"],
+                "step_ms": {name: r["step_ms"] for name, r in old["rows"].items()}}
+        data["other_runs"] = [last, *old.get("other_runs", [])][:KEPT_RUNS]
     path.write_text("# GPU step times of the training methods, written by benchmarks/device_check.py "
                     "--write-step-times:\n# the cost model's measured rows (debias_workbench/workflow/cost.py)\n"
                     + yaml.safe_dump(data, sort_keys=False, default_flow_style=None))

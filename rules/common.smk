@@ -204,7 +204,7 @@ def train_threads(pack, wildcards):
 
 def train_resources(pack):
     """`resources:` of `pack`'s training rule: each job's memory, runtime and GPUs from its own runs."""
-    return res.rule_resources(config, True, lambda wc: res.training(pack_runs(pack, wc), RUNS_PER_GPU),
+    return res.rule_resources(config, True, lambda wc: res.training(pack_runs(pack, wc), RUNS_PER_GPU, THREADS),
                               lambda wc: res.gpus(pack_runs(pack, wc)))
 
 
@@ -225,7 +225,7 @@ def train_retries(pack):
     job's continuations (workbench.resources.continuation_retries); elsewhere None (--retries as given)."""
     if not SUBMITS_JOBS:
         return None
-    minutes = [res.training(pack_runs(pack, wc), RUNS_PER_GPU)[0] for wc in pack_jobs(config, pack)]
+    minutes = [res.training(pack_runs(pack, wc), RUNS_PER_GPU, THREADS)[0] for wc in pack_jobs(config, pack)]
     return res.continuation_retries(workflow.execution_settings.retries, minutes, config["cluster"]["max_job_hours"])
 
 

@@ -37,11 +37,31 @@ def test_runs_side_by_side_end_with_the_weights_of_runs_one_after_the_other(tmp_
 def test_a_jobs_request_follows_the_measured_speedup_of_runs_at_once(default_config):
     runs = _two_runs(default_config) * 2                     # four runs, each its own process
     one, mem_one = resources.training(runs)
-    three, mem_three = resources.training(runs, 3)
+    three, mem_three = resources.training(runs, 3, 8)       # 8 CPUs: each of the three its busy threads
     assert runs_at_once_speedup(1) == 1.0 and runs_at_once_speedup(5) == runs_at_once_speedup(3) > 1.0
     assert three == pytest.approx(one / runs_at_once_speedup(3)) and mem_three == pytest.approx(3 * mem_one)
     longest = run_estimate(runs[0]).gpu_seconds / 60
     assert resources.training(runs[:1], 3) == (pytest.approx(longest), pytest.approx(mem_one))   # one run: as before
+
+
+def test_runs_at_once_count_their_speedup_only_with_what_it_was_measured_with(default_config):
+    """Three runs at once on a job of 1 CPU (the demo's training.threads) share it with six busy threads:
+    the job still holds three runs' memory, but its minutes are the runs' one after the other, and the
+    plan says why; a run that streams its split (measured in memory) counts no speedup either."""
+    runs = _two_runs(default_config) * 2
+    one, mem_one = resources.training(runs)
+    need = 3 * max(resources.busy_threads(r) for r in runs)
+    assert need == 6                                         # kernel launches and the loader's reading, each run
+    starved, mem_starved = resources.training(runs, 3, need - 1)
+    assert starved == pytest.approx(one) and mem_starved == pytest.approx(3 * mem_one)
+    assert "not counted" in resources.runs_at_once(runs, 3, need - 1).note
+    assert resources.runs_at_once(runs, 3, need).credited == 3
+    streamed = copy.deepcopy(runs)
+    for run in streamed:
+        run["training"]["loader"] = {**run["training"].get("loader", {}), "in_memory_max_gb": 0.0}
+    assert resources.streams(streamed[0]) and not resources.streams(runs[0])
+    shared = resources.runs_at_once(streamed, 3, 64)
+    assert (shared.at_once, shared.credited) == (3, 1) and "streams" in shared.note
 
 
 def test_runs_per_gpu_reaches_the_jobs_through_the_environment_and_only_from_the_top(default_config):

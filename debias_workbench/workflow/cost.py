@@ -56,8 +56,18 @@ class StepRow:
 
 
 @dataclass(frozen=True)
+class OtherRun:
+    """The step ms of the rows in another run of the device check on the same card (`other_runs`)."""
+
+    commit: str
+    date: str
+    step_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
 class StepTimes:
-    """The device check's rows (`step_times.yaml`) and where they were measured."""
+    """The device check's rows (`step_times.yaml`), where they were measured, and the same rows in its other
+    runs on that card (`other_runs`: how far a row moves between runs, shown beside every figure)."""
 
     card: str
     commit: str
@@ -65,6 +75,13 @@ class StepTimes:
     command: str
     setting: str
     rows: dict[str, StepRow]
+    other_runs: tuple[OtherRun, ...] = ()
+
+    def spread(self, row: str) -> tuple[float, float, int]:
+        """(lowest, highest step ms, runs) of `row` over the run the rows are from and the other runs
+        that measured it; one run: its own step ms twice."""
+        values = [self.rows[row].step_ms, *(o.step_ms[row] for o in self.other_runs if row in o.step_ms)]
+        return min(values), max(values), len(values)
 
 
 @dataclass(frozen=True)
@@ -92,6 +109,7 @@ class CostModel:
     cpu_seconds: dict[str, float]
     cpu_sources: dict[str, str]
     runs_at_once: tuple[int, float]  # (runs at once measured, their speedup over one)
+    runs_at_once_cores: int  # the CPU cores of the machine that measured it
 
 
 def read_step_times(path: Path = STEP_TIMES_FILE) -> StepTimes:
@@ -100,7 +118,13 @@ def read_step_times(path: Path = STEP_TIMES_FILE) -> StepTimes:
         name: StepRow(tuple(r["networks"]), int(r["batch"]), int(r["image_size"]), float(r["step_ms"]))
         for name, r in data["rows"].items()
     }
-    return StepTimes(str(data["card"]), str(data["commit"]), str(data["date"]), data["command"], data["setting"], rows)
+    others = tuple(
+        OtherRun(str(o["commit"]), str(o["date"]), {k: float(v) for k, v in o["step_ms"].items()})
+        for o in data.get("other_runs", [])
+    )
+    return StepTimes(
+        str(data["card"]), str(data["commit"]), str(data["date"]), data["command"], data["setting"], rows, others
+    )
 
 
 @cache
@@ -118,6 +142,7 @@ def cost_model() -> CostModel:
         {k: float(v["seconds"]) for k, v in cpu.items()},
         {k: v["source"] for k, v in cpu.items()},
         (int(data["runs_at_once"]["runs"]), float(data["runs_at_once"]["speedup"])),
+        int(data["runs_at_once"]["cores"]),
     )
 
 
@@ -208,10 +233,17 @@ class RunEstimate:
     gpus: int
 
     @property
-    def gpu_seconds(self) -> float:
-        """Seconds of one GPU's work (N GPUs each work 1 / (N x `MULTI_GPU_EFFICIENCY`) of it)."""
+    def wall_seconds(self) -> float:
+        """Seconds the run takes on its `gpus` GPUs: one GPU's work, or on N GPUs each working
+        1 / (N x `MULTI_GPU_EFFICIENCY`) of it (the job's runtime follows this)."""
         work = self.steps * self.step_ms / 1000 + self.extra_seconds
         return work / (self.gpus * MULTI_GPU_EFFICIENCY) if self.gpus > 1 else work
+
+    @property
+    def gpu_seconds(self) -> float:
+        """GPU-seconds the run holds: its wall seconds on each of its `gpus` GPUs (a run on two GPUs at
+        `MULTI_GPU_EFFICIENCY` costs 1 / 0.8 = 1.25x the GPU-hours of one, though it ends sooner)."""
+        return self.wall_seconds * self.gpus
 
     @property
     def estimate(self) -> bool:

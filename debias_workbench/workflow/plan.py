@@ -59,26 +59,45 @@ PackRuns = tuple[Pack, dict[str, str], list[dict[str, Any]]]
 
 @dataclass(frozen=True)
 class RunLine:
-    """One training run (experiment, seed) and its estimate."""
+    """One training run (experiment, seed), its estimate, and `gpu_hours`, its share of its training job's
+    GPU-hours (the job's by the runs' wall time: where its runs share a GPU with the speedup counted,
+    less than the run's own `estimate.gpu_seconds`), so that a table's run rows add up to its training jobs."""
 
     experiment: str
     seed: int
     table: str
     estimate: cost.RunEstimate
+    gpu_hours: float
+    streams: bool  #: its loader streams the split (`resources.streams`): its row measured the split in memory
 
 
 @dataclass(frozen=True)
 class Job:
-    """One scheduler job: its rule, the table it feeds, its estimate and its request."""
+    """One scheduler job: its rule, the table it feeds, its estimate (wall minutes) and its request
+    (runtime, GPUs, CPUs as its rule's `threads`, memory); `note`: how its runs share its GPU
+    (`resources.runs_at_once`), where several do, or the speed-up assumed of its several GPUs."""
 
     rule: str
     target: str
     table: str
     gpus: int  #: 0: a CPU job
+    cpus: int
     estimate_minutes: float
     mem_mb: float
     request_minutes: int
     jobs_needed: int
+    note: str | None = None
+    runs: int = 0  #: the training runs it trains (0: not a training job)
+
+    @property
+    def gpu_hours(self) -> float:
+        """GPUs x hours: the GPU-hours the job holds (a job on two GPUs holds both for its whole time)."""
+        return self.gpus * self.estimate_minutes / 60
+
+    @property
+    def cpu_hours(self) -> float:
+        """Hours of a CPU job (its estimate: one core's work, `cost.cpu_minutes`); 0 for a GPU job."""
+        return 0.0 if self.gpus else self.estimate_minutes / 60
 
 
 @dataclass
@@ -137,8 +156,19 @@ def run_tables(config: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _job(config: dict[str, Any], rule: str, target: str, table: str, gpus: int, estimate: tuple[float, float]) -> Job:
-    """A job with its request as `resources.rule_resources` makes it (first attempt)."""
+def _job(
+    config: dict[str, Any],
+    rule: str,
+    target: str,
+    table: str,
+    gpus: int,
+    estimate: tuple[float, float],
+    cpus: int | None = None,
+    note: str | None = None,
+    runs: int = 0,
+) -> Job:
+    """A job with its request as `resources.rule_resources` makes it (first attempt); `cpus`: its rule's
+    `threads` (default `training.threads`, as the training, scoring and analysis rules ask)."""
     hours = config["cluster"]["max_job_hours"]
     minutes, mem = estimate
     return Job(
@@ -146,10 +176,13 @@ def _job(config: dict[str, Any], rule: str, target: str, table: str, gpus: int, 
         target,
         table,
         gpus,
+        config["training"]["threads"] if cpus is None else cpus,
         minutes,
         mem,
         cost.request_minutes(minutes, hours),
         cost.jobs_needed(minutes, hours) if gpus else 1,
+        note,
+        runs,
     )
 
 
@@ -163,22 +196,41 @@ def _pack_runs(config: dict[str, Any]) -> Iterator[PackRuns]:
 def training_jobs(
     config: dict[str, Any], tables: dict[str, str], pack_runs: list[PackRuns]
 ) -> tuple[list[RunLine], list[Job]]:
-    """One job per training pack and seed (rules/runs.smk, `pack_runs`), with its runs."""
+    """One job per training pack and seed (rules/runs.smk, `pack_runs`, asking `training.threads` CPUs
+    per GPU as `train_threads`), with its runs, each given its share of the job's GPU-hours."""
     lines, jobs = [], []
+    per_gpu = config["training"]["runs_per_gpu"]
     for pack, wc, run_cfgs in pack_runs:
-        table = tables[run_cfgs[0]["experiment"]]
-        lines += [RunLine(r["experiment"], r["seed"], tables[r["experiment"]], cost.run_estimate(r)) for r in run_cfgs]
+        gpus = resources.gpus(run_cfgs)
+        cpus = config["training"]["threads"] * gpus
+        shared = resources.runs_at_once(run_cfgs, per_gpu, cpus)
+        several = f"{gpus} GPUs at {cost.MULTI_GPU_EFFICIENCY:.0%} of a linear speed-up (not measured)"
         target = "+".join(pack.experiments(wc)) + f" seed {wc['seed']}"
-        jobs.append(
-            _job(
-                config,
-                f"train{pack.name}",
-                target,
-                table,
-                resources.gpus(run_cfgs),
-                resources.training(run_cfgs, config["training"]["runs_per_gpu"]),
-            )
+        job = _job(
+            config,
+            f"train{pack.name}",
+            target,
+            tables[run_cfgs[0]["experiment"]],
+            gpus,
+            resources.training(run_cfgs, per_gpu, cpus),
+            cpus,
+            several if gpus > 1 else shared.note,
+            len(run_cfgs),
         )
+        estimates = [cost.run_estimate(r) for r in run_cfgs]
+        wall = sum(e.wall_seconds for e in estimates)
+        lines += [
+            RunLine(
+                r["experiment"],
+                r["seed"],
+                tables[r["experiment"]],
+                e,
+                job.gpu_hours * e.wall_seconds / wall,
+                resources.streams(r),
+            )
+            for r, e in zip(run_cfgs, estimates)
+        ]
+        jobs.append(job)
     return lines, jobs
 
 
@@ -193,6 +245,7 @@ def committee_jobs(config: dict[str, Any], tables: dict[str, str], pack_runs: li
             tables[run["experiment"]],
             resources.gpus([cfg]),
             resources.committee(cfg),
+            config["training"]["threads"] * resources.gpus([cfg]),  # rules/committees.smk's threads
         )
         for digest, (cfg, run) in committees(r for _, _, run_cfgs in pack_runs for r in run_cfgs).items()
     ]
@@ -228,7 +281,15 @@ def data_jobs(config: dict[str, Any]) -> list[Job]:
     jobs = []
     for dataset in used_datasets(config):
         jobs += [
-            _job(config, job.rule, job.target, DATA, int(job.gpu), _generation_estimate(config, dataset, job))
+            _job(
+                config,
+                job.rule,
+                job.target,
+                DATA,
+                int(job.gpu),
+                _generation_estimate(config, dataset, job),
+                resources.variant_threads(config, dataset) if job.parallel else 1,
+            )
             for job in get_family(dataset_family(config, dataset)).generation_jobs(config["datasets"][dataset], dataset)
         ]
     return jobs
@@ -270,7 +331,7 @@ def analysis_jobs(config: dict[str, Any]) -> list[Job]:
         jobs.append(
             _job(config, "evaluate_imagenet_model", "base_in", ANALYSES, 1, resources.evaluation(config, stores))
         )
-    jobs.append(_job(config, "report", "report", ANALYSES, 0, REPORT_ESTIMATE))
+    jobs.append(_job(config, "report", "report", ANALYSES, 0, REPORT_ESTIMATE, 1))
     return jobs
 
 

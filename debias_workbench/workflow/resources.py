@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE, TRACKERS_VARIABLE
@@ -22,6 +23,7 @@ from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
 from .cost import (
     committee_seconds,
+    cost_model,
     cpu_minutes,
     dataset_images,
     forward_seconds_per_image,
@@ -183,13 +185,66 @@ def loader_mb(ds_cfg: dict[str, Any], loader: LoaderSettings, images: int) -> fl
     return 2 * max(loader.window_gb * 1024, 8 * len(ds_cfg.get("classes", [])) * unit)
 
 
-def training(runs: list[dict[str, Any]], runs_per_gpu: int = 1) -> tuple[float, float]:
-    """A job training `runs` (run configs) one after the other, each on its `training.gpus` GPUs: the
-    minutes of the cost model (`cost.run_estimate`, which credits N GPUs), and N processes N times the
-    memory (each caches the training split). With `runs_per_gpu` K > 1 (`training.runs_per_gpu`, one
-    GPU each) K of its runs train side by side, each in a process of its own: the minutes divided by the
-    measured speedup of K at once, never under the longest run's, and K times the memory."""
-    run_minutes = {id(run): run_estimate(run).gpu_seconds / 60 for run in runs}  # each run's estimate, once
+def streams(run: dict[str, Any]) -> bool:
+    """Whether a run's loader streams its training split: the images of the split and of its aligned
+    variants together over `training.loader.in_memory_max_gb`, as `training.data.ZarrBatches` decides."""
+    ds, loader = run["dataset_config"], TrainingSettings.of(run["training"]).loader
+    split = image_mb(ds, dataset_images(ds), train_side(ds)) * (1 + len(run["aligned_variants"]))
+    return split > loader.in_memory_max_gb * 1024
+
+
+def busy_threads(run: dict[str, Any]) -> int:
+    """CPU threads one training process keeps busy on a GPU: its main thread launching the kernels (the
+    small networks' steps are launch-bound, docs/measurements.md), its loader's reading thread
+    (`training.data.in_background`, where `prefetch_batches` > 0) and, streaming, its window reader."""
+    read_ahead = TrainingSettings.of(run["training"]).loader.prefetch_batches > 0
+    return 1 + read_ahead + (read_ahead and streams(run))
+
+
+@dataclass(frozen=True)
+class RunsAtOnce:
+    """How a training job's runs share its GPU (`training.runs_per_gpu`): `at_once` processes side by
+    side (its memory follows), `credited` of them counted in its runtime (the measured speedup), and
+    `note`, what the plan says of it (None: one run at a time)."""
+
+    at_once: int
+    credited: int
+    note: str | None
+
+
+def runs_at_once(runs: list[dict[str, Any]], runs_per_gpu: int, cpus: int) -> RunsAtOnce:
+    """The runs of a job asking `cpus` CPUs that train side by side, and whether the measured speedup
+    (`cost_model.yaml`'s `runs_at_once`: split in memory, a core or more per busy thread) is counted:
+    only where each run holds its split in memory and `cpus` covers every run's busy threads
+    (`busy_threads`), else the runs are costed one after the other and the note says why."""
+    k = min(runs_per_gpu, len(runs)) if gpus(runs) == 1 else 1
+    if k <= 1:
+        return RunsAtOnce(1, 1, None)
+    model = cost_model()
+    measured = f"measured: {model.runs_at_once[0]} runs on {model.runs_at_once_cores} cores, split in memory"
+    if streamed := [run["experiment"] for run in runs if streams(run)]:
+        why = f"{streamed[0]} streams its split (over training.loader.in_memory_max_gb)"
+        return RunsAtOnce(k, 1, f"{k} runs at once, speedup not counted: {why}; {measured}")
+    need = k * max(busy_threads(run) for run in runs)
+    if cpus < need:
+        why = f"the job asks {cpus} CPU(s) (training.threads), its {k} runs keep {need} threads busy"
+        return RunsAtOnce(k, 1, f"{k} runs at once, speedup not counted: {why}; {measured}")
+    speedup = runs_at_once_speedup(k)
+    return RunsAtOnce(
+        k,
+        k,
+        f"{k} runs at once, {speedup:.2f}x counted ({cpus} CPUs >= {need} busy threads, assumed enough; {measured})",
+    )
+
+
+def training(runs: list[dict[str, Any]], runs_per_gpu: int = 1, cpus: int = 1) -> tuple[float, float]:
+    """A job training `runs` (run configs) one after the other, each on its `training.gpus` GPUs, asking
+    `cpus` CPUs: the minutes of the cost model (`cost.run_estimate`, which credits N GPUs), and N processes
+    N times the memory (each caches the training split). With `runs_per_gpu` K > 1 (`training.runs_per_gpu`,
+    one GPU each) K of its runs train side by side, each in a process of its own: K times the memory, and
+    where the request gives what the speedup was measured with (`runs_at_once`) the minutes divided by it,
+    never under the longest run's."""
+    run_minutes = {id(run): run_estimate(run).wall_seconds / 60 for run in runs}  # each run's estimate, once
     minutes, mem = sum(run_minutes.values()), 0.0
     for run in runs:
         ds, settings = run["dataset_config"], TrainingSettings.of(run["training"])
@@ -198,11 +253,10 @@ def training(runs: list[dict[str, Any]], runs_per_gpu: int = 1) -> tuple[float, 
             settings.gpus
             * (4000 + loader_mb(ds, settings.loader, dataset_images(ds)) * (1 + len(run["aligned_variants"]))),
         )
-    k = min(runs_per_gpu, len(runs)) if gpus(runs) == 1 else 1
-    if k > 1:
-        longest = max(run_minutes.values())
-        minutes, mem = max(longest, minutes / runs_at_once_speedup(k)), mem * k
-    return minutes, mem
+    shared = runs_at_once(runs, runs_per_gpu, cpus)
+    if shared.credited > 1:
+        minutes = max(max(run_minutes.values()), minutes / runs_at_once_speedup(shared.credited))
+    return minutes, mem * shared.at_once
 
 
 def committee(job_cfg: dict[str, Any]) -> tuple[float, float]:

@@ -30,14 +30,16 @@ class StepJob:
 class GenerationJob:
     """One generation job of a dataset as the family's rules make it (`workbench plan` lists and costs it):
     its `rule`, what it makes (`target`), the work it does (`work`: "pass", a CPU pass over the whole dataset;
-    "segment_shard" or "derived_shard", one shard of `variant`: `workflow.resources` estimates each) and
-    whether it asks for a GPU."""
+    "segment_shard" or "derived_shard", one shard of `variant`: `workflow.resources` estimates each),
+    whether it asks for a GPU, and whether its rule runs `workflow.resources.variant_threads` worker
+    processes (`parallel`; else one CPU)."""
 
     rule: str
     target: str
     work: str = "pass"
     variant: str | None = None
     gpu: bool = False
+    parallel: bool = False
 
 
 @dataclass(frozen=True)

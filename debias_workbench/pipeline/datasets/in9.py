@@ -149,7 +149,7 @@ class In9Family(DatasetFamily):
                 ]
                 jobs.append(GenerationJob("in9_derived", f"{dataset}/{variant}"))
             else:
-                jobs.append(GenerationJob("in9_variant", f"{dataset}/{variant}"))
+                jobs.append(GenerationJob("in9_variant", f"{dataset}/{variant}", parallel=True))
         return jobs
 
     #: Mixed-Rand with a tenth of each class's training images held out as its val split (`variants.HELDOUT`)

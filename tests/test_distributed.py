@@ -182,9 +182,9 @@ def test_two_processes_with_sync_bn_match_one_on_the_same_global_batches(two_pro
     assert _max_difference(local, one) > 100 * floor
     for name in ("sync", "local"):
         _assert_ranks_equal(two_processes / name)
-        assert sorted(p.name for p in (two_processes / name).iterdir()) == [
-            "config.json", "model.pt", "rank0.log", "rank0.pt", "rank1.log", "rank1.pt",
-            "train_metrics.jsonl"]
+        assert sorted(p.name for p in (two_processes / name).iterdir()) == [  # the checkpoint kept: run_files
+            "checkpoint.json", "checkpoint.pt", "config.json", "model.pt", "rank0.log", "rank0.pt", "rank1.log",
+            "rank1.pt", "train.log", "train_metrics.jsonl"]
 
 
 def test_a_killed_two_process_run_resumes_and_ends_as_an_uninterrupted_one(two_processes):
@@ -237,7 +237,9 @@ def test_torchrun_on_the_cpu_writes_one_model(tmp_path, tiny_stores, default_con
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run_dir = tmp_path / "runs" / run["experiment"] / f"seed{run['seed']}"
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json", "model.pt", "train_metrics.jsonl"]
+    assert sorted(p.name for p in run_dir.iterdir()) == [  # the checkpoint kept until scoring: run_files
+        "checkpoint.json", "checkpoint.pt", "config.json", "model.pt", "train.log", "train_metrics.jsonl"]
+    assert (run_dir / "train.log").read_text().count("== attempt started ") == 1  # rank 0 writes it
     assert [p.relative_to(tmp_path) for p in tmp_path.rglob("model.pt")] == [run_dir.relative_to(tmp_path) / "model.pt"]
     assert proc.stdout.count("base_in9 seed 0 epoch 0:") == 1  # one process logs
 

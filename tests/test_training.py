@@ -29,7 +29,7 @@ def test_resume_after_kill_gives_identical_weights(tmp_path, tiny_store, train_c
     train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "b", stop_after_epochs=1)  # "killed" after epoch 0
     assert (tmp_path / "b" / "checkpoint.pt").exists() and not (tmp_path / "b" / "model.pt").exists()
     resumed = train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "b")
-    assert not (tmp_path / "b" / "checkpoint.pt").exists()  # finished: model.pt holds the run
+    assert (tmp_path / "b" / "checkpoint.pt").exists()  # kept until the scoring job: run_files.release_checkpoint
     a, b = torch.load(straight)["state_dict"], torch.load(resumed)["state_dict"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     rows_a = (tmp_path / "a" / "train_metrics.jsonl").read_text().splitlines()

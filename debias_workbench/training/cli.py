@@ -33,6 +33,7 @@ from debias_workbench.pipeline.fingerprint import check_store
 from .committee_config import COMMITTEE_DIR
 from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob, job_budget
 from .models import WeightsError
+from .run_files import release_checkpoint
 
 
 def _stores(pairs: list[str]) -> dict[str, Path]:
@@ -207,6 +208,8 @@ def evaluate(argv: list[str]) -> int:
                     rows = score_run(method, state, cfg, stores, device)
                 _write_rows(outs[i], rows)
                 _track(args.trackers, model.parent, rows)
+            # this job runs once the workflow has accepted the model: its training checkpoint is no longer needed
+            release_checkpoint(model.parent)
 
     return _job(run, parser, argv)
 

@@ -2,7 +2,8 @@
 sharing a job), trained one after the other, or on a GPU several at once (`training.runs_per_gpu`),
 each group in a process of its own. Each run is written under `<runs dir>/<experiment>/seed<seed>/`
 (model.pt, train_metrics.jsonl) and resumes from its checkpoint after a kill or when it continues
-in the next job (`job_time`); the `evaluate` job scores it afterwards."""
+in the next job (`job_time`); the `evaluate` job scores it afterwards and removes its checkpoint
+(`run_files`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Any
 
 import torch
 
-from . import distributed
 from .committee_config import committee_file
 from .job_time import JobBudget
 from .trainer import Monitor, train
@@ -44,7 +44,6 @@ def _train_group(
     runs_dir: Path,
     trackers: list[str],
     budget: JobBudget | None,
-    keep_checkpoint: bool,
     threads: int,
     committees: Path | None,
 ) -> list[Path]:
@@ -58,7 +57,6 @@ def _train_group(
             monitor=run_monitor(run_cfg, test_stores),
             trackers=trackers,
             budget=budget,
-            keep_checkpoint=keep_checkpoint,
             committee=None if committees is None else committee_file(committees, run_cfg),
         )
         for run_cfg in runs
@@ -86,10 +84,9 @@ def train_runs(
     BiasEnsemble committee read theirs (None: each trains its own in its set-up, the same one).
 
     A run that stops for the next job (`ContinueInNextJob`) fails the job, and the workflow removes
-    the outputs of all its runs: so the runs finished before it keep their last checkpoint (the next
-    job finishes them from it at once), and the checkpoints go only once every run is done."""
+    the outputs of all its runs: the runs finished before it keep their checkpoints (every run does,
+    until its scoring job: `run_files`), and the next job finishes them from their last epoch at once."""
     runs = job_cfg["runs"]
-    several = len(runs) > 1
     args = (
         train_store,
         aligned_stores,
@@ -97,7 +94,6 @@ def train_runs(
         runs_dir,
         list(trackers),
         budget,
-        several,
         torch.get_num_threads(),
         committees,
     )
@@ -108,7 +104,4 @@ def train_runs(
         with concurrent.futures.ProcessPoolExecutor(min(at_once, len(runs)), mp_context=context) as pool:
             done = [pool.submit(_train_group, [run], *args) for run in runs]
             models = [future.result()[0] for future in done]
-    if several and distributed.is_main():
-        for model in models:
-            (model.parent / "checkpoint.pt").unlink(missing_ok=True)
     return models

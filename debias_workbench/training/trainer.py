@@ -1,12 +1,14 @@
 """Training loop: seeds, device choice, per-epoch checkpoints, resume after a kill, metrics.
 
 A run directory holds `config.json` (the run's resolved config, its identity), `checkpoint.pt`
-while the run trains (rewritten atomically after every epoch: networks, optimisers, schedulers,
-the metric rows so far, next epoch, the hash of the run's config) and, once finished, `model.pt`
-(weights plus the run's config) and `train_metrics.jsonl` (one tidy row per epoch and metric).
-The checkpoint is not a declared workflow output, so Snakemake keeps it when it cleans up a
-failed job; it is removed once `model.pt` is written (a paper-scale ResNet-50's is 300 MB, and a
-forced rerun of a finished run trains it again instead of resuming at its end).
+(rewritten atomically after every epoch: networks, optimisers, schedulers, the metric rows so far,
+next epoch, the hash of the run's config; its progress beside it, `run_files`), the run's own log
+`train.log` (appended by every attempt) and, once finished, `model.pt` (weights plus the run's
+config) and `train_metrics.jsonl` (one tidy row per epoch and metric). The checkpoint is not a
+declared workflow output, so Snakemake keeps it when it cleans up a failed job, and it stays when
+`model.pt` is written: a job that fails after that is retried from the run's last epoch, not from
+zero; the scoring job removes it once Snakemake has accepted the run's outputs
+(`run_files.release_checkpoint`).
 Re-running a killed run resumes from the last completed epoch and ends with the same weights as
 an uninterrupted run; a checkpoint made with another config is ignored and the run starts over.
 A run longer than its job stops itself at an epoch boundary before the job's time runs out
@@ -43,6 +45,7 @@ from .methods import spec as method_spec
 from .methods.base import Method
 from .methods.bias_amplification import LfFBiasEnsemble
 from .progress import Progress, duration
+from .run_files import CHECKPOINT, RunLog, write_progress
 from .run_length import RunLength, run_length, switches_outside
 from .settings import ScheduleSettings, TrainingSettings
 from .trackers import Trackers
@@ -100,7 +103,7 @@ class Monitor:
 @dataclass
 class RunState:
     """A run between its set-up and its end: the method, its schedulers, its length and the metric
-    rows so far (`history`, restored from the checkpoint when the run resumes)."""
+    rows so far (`history`, restored from the checkpoint when the run resumes), and its log."""
 
     method: Method
     schedulers: list[torch.optim.lr_scheduler.LRScheduler]
@@ -110,11 +113,12 @@ class RunState:
     start_epoch: int
     history: list[dict]
     progress: Progress
+    log: RunLog
 
 
 def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_stores: dict[str, Path] | None = None,
           stop_after_epochs: int | None = None, monitor: Monitor | None = None, trackers: Sequence[str] = (),
-          budget: JobBudget | None = None, keep_checkpoint: bool = False, committee: Path | None = None) -> Path:
+          budget: JobBudget | None = None, committee: Path | None = None) -> Path:
     """Train the run `run_cfg` (its resolved config: `workflow.slices.run_config`) on
     `train_store`; returns the path of `model.pt`.
 
@@ -126,8 +130,7 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     epoch might outlast the job raises `ContinueInNextJob`, its checkpoint kept for the next job.
     `committee`: the file of the run's BiasEnsemble committee, made by its own job (`committee_job`);
     without one, a run that needs one trains it in its set-up (the same numbers).
-    `keep_checkpoint`: the finished run's checkpoint stays (a job of several runs removes them once
-    all are done: a later one may stop for the next job, which then finishes this one from it).
+    The finished run's checkpoint stays (`run_files`: the scoring job removes it).
     The run's config is written to `run_dir/config.json`; a checkpoint made with another config is not resumed from.
 
     With `training.gpus` N > 1 the run is N processes (`python -m torch.distributed.run`, see
@@ -137,12 +140,28 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     distributed.init_from_env()
     settings = TrainingSettings.of(run_cfg["training"])
     check_processes(run_cfg, settings)
+    log = RunLog(run_dir, f"{run_cfg['experiment']} seed {run_cfg['seed']}", distributed.is_main())
     if distributed.is_main():
         write_json(run_dir / "config.json", run_cfg)
+    log.start()
+    try:
+        model = _train(run_cfg, settings, train_store, run_dir, aligned_stores, stop_after_epochs, monitor, trackers,
+                       budget, committee, log)
+    except BaseException as exc:
+        log.end(exc)
+        raise
+    log.end()
+    return model
+
+
+def _train(run_cfg: dict[str, Any], settings: TrainingSettings, train_store: Path, run_dir: Path,
+           aligned_stores: dict[str, Path] | None, stop_after_epochs: int | None, monitor: Monitor | None,
+           trackers: Sequence[str], budget: JobBudget | None, committee: Path | None, log: RunLog) -> Path:
+    """`train`'s work, its attempt logged in `log`."""
     device = pick_device(settings.deterministic, tf32=settings.amp)
     batches = training_batches(run_cfg, settings, train_store, aligned_stores or {}, device)
     with phase("setup"):  # the method built, its set-up (BiasEnsemble's committee), the checkpoint resumed
-        state = _set_up(run_cfg, batches, device, run_dir / "checkpoint.pt", committee)
+        state = _set_up(run_cfg, batches, device, run_dir / CHECKPOINT, committee, log)
     watch = Trackers(list(trackers) if distributed.is_main() else [], run_dir,
                      {"experiment": run_cfg["experiment"], "seed": run_cfg["seed"], "config_hash": state.run_hash},
                      fresh=state.start_epoch == 0)
@@ -159,8 +178,7 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                 watch.log(rows)
                 if distributed.is_main():
                     with phase("saving"):
-                        _save_checkpoint(run_dir / "checkpoint.pt", state.method, state.schedulers, epoch + 1,
-                                         state.history, state.run_hash)
+                        _save_checkpoint(run_dir / CHECKPOINT, state, epoch + 1)
                 distributed.barrier()  # no process runs ahead of the last checkpoint
                 if budget is not None:
                     budget.record(time.monotonic() - started)
@@ -171,7 +189,7 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
                 watch.log([{**row, "kind": "final"} for row in rows])
     finally:
         watch.close()
-    return _save_outputs(run_dir, run_cfg, state, batches.classes, keep_checkpoint)
+    return _save_outputs(run_dir, run_cfg, state, batches.classes)
 
 
 def _stop_for_next_job(budget: JobBudget | None, state: RunState, epoch: int, device: torch.device) -> None:
@@ -182,8 +200,7 @@ def _stop_for_next_job(budget: JobBudget | None, state: RunState, epoch: int, de
     line = (f"stopping at epoch {epoch} of {state.length.loop_epochs} to continue in the next job (budget: "
             f"{duration(budget.left())} left of the job, the longest epoch {duration(budget.longest_epoch or 0)}, "
             f"margin {duration(STOP_MARGIN_SECONDS)})")
-    if distributed.is_main():
-        print(f"{state.tags['experiment']} seed {state.tags['seed']}: {line}", flush=True)
+    state.log.say(line)
     raise ContinueInNextJob(line)
 
 
@@ -218,7 +235,7 @@ def training_batches(run_cfg: dict[str, Any], settings: TrainingSettings, train_
 
 
 def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device, ckpt_path: Path,
-            committee: Path | None) -> RunState:
+            committee: Path | None, log: RunLog) -> RunState:
     """The method built and set up on the training split (with its `committee` file, where given),
     its schedulers, and the checkpoint resumed."""
     experiment = run_cfg["experiment"]
@@ -238,7 +255,7 @@ def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device,
     prepared = method.setup(batches)
     schedulers = make_schedulers(method, run_cfg["training"], length.epochs)
     run_hash = config_hash(run_cfg)
-    start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash)
+    start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash, log)
     # the precision is the machine's choice as much as the config's (training.build.cpu_has_native_bf16):
     # kept with every row
     tags = {"experiment": experiment, "method": run_cfg["method"], "seed": run_cfg["seed"],
@@ -246,7 +263,8 @@ def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device,
     if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
         history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
     done = sum(length.steps_in_epoch(e) for e in range(start_epoch))
-    return RunState(method, schedulers, length, tags, run_hash, start_epoch, history, Progress(length.all_steps, done))
+    return RunState(method, schedulers, length, tags, run_hash, start_epoch, history, Progress(length.all_steps, done),
+                    log)
 
 
 def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: TrainingSettings,
@@ -277,7 +295,7 @@ def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: Tr
             interval.setdefault(key, []).append(value)
         steps += 1
         if main and (line := state.progress.tick()):  # a cluster job's log has no progress bar
-            print(f"{experiment} seed {seed}: {line}", flush=True)
+            state.log.say(line)
         if monitor and main and (epoch * len(batches) + steps) % monitor.every_steps == 0:
             t_mon = time.perf_counter()
             with phase("scoring"):
@@ -294,16 +312,15 @@ def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: Tr
     if any(not math.isfinite(v) for v in row_stats.values()):
         raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} "
                                  f"at epoch {epoch}")
-    if main:
-        print(f"{experiment} seed {seed} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items())
-              + f"; {state.progress.line()}", flush=True)
+    # `<experiment> seed <s> epoch <e>: ...`, as the benchmarks read it
+    state.log.say(f"epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items())
+                  + f"; {state.progress.line()}", after=" ")
     return rows + [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
 
 
-def _save_outputs(run_dir: Path, run_cfg: dict[str, Any], state: RunState, classes: list[str],
-                  keep_checkpoint: bool = False) -> Path:
-    """`train_metrics.jsonl` and `model.pt` (rank 0), the checkpoint removed unless `keep_checkpoint`;
-    the others wait for them."""
+def _save_outputs(run_dir: Path, run_cfg: dict[str, Any], state: RunState, classes: list[str]) -> Path:
+    """`train_metrics.jsonl` and `model.pt` (rank 0; the checkpoint stays: `run_files`); the others
+    wait for them."""
     model_path = run_dir / "model.pt"
     if distributed.is_main():
         with phase("saving"), atomic_path(run_dir / "train_metrics.jsonl") as tmp:
@@ -311,8 +328,6 @@ def _save_outputs(run_dir: Path, run_cfg: dict[str, Any], state: RunState, class
         with phase("saving"), atomic_path(model_path) as tmp:
             torch.save({"state_dict": on_cpu(state.method.state_dict()), "run_config": run_cfg,
                         "config_hash": state.run_hash, "classes": classes}, tmp)
-        if not keep_checkpoint:
-            (run_dir / "checkpoint.pt").unlink(missing_ok=True)
     distributed.barrier()  # the others return once model.pt exists
     return model_path
 
@@ -332,16 +347,19 @@ def on_cpu(state: Any) -> Any:
     return state
 
 
-def _save_checkpoint(path: Path, method: Method, schedulers, next_epoch: int, history: list[dict],
-                     run_hash: str) -> None:
+def _save_checkpoint(path: Path, state: RunState, next_epoch: int) -> None:
+    """The run before loop epoch `next_epoch`, and its progress beside it (`run_files`), each atomically."""
+    method = state.method
     with atomic_path(path) as tmp:
         torch.save({"method": on_cpu(method.state_dict()),
                     "optimizers": [on_cpu(o.state_dict()) for o in method.optimizers()],
-                    "schedulers": [s.state_dict() for s in schedulers], "next_epoch": next_epoch,
-                    "history": history, "config_hash": run_hash}, tmp)
+                    "schedulers": [s.state_dict() for s in state.schedulers], "next_epoch": next_epoch,
+                    "history": state.history, "config_hash": state.run_hash}, tmp)
+    steps = sum(state.length.steps_in_epoch(e) for e in range(next_epoch))
+    write_progress(path.parent, steps, state.length.all_steps, state.run_hash)
 
 
-def _resume(ckpt_path: Path, method: Method, schedulers, run_hash: str) -> tuple[int, list[dict]]:
+def _resume(ckpt_path: Path, method: Method, schedulers, run_hash: str, log: RunLog) -> tuple[int, list[dict]]:
     """(next epoch, metric rows so far) from the last checkpoint if it was made with this run's
     config (hash `run_hash`), else (0, [])."""
     if not ckpt_path.exists():
@@ -350,15 +368,13 @@ def _resume(ckpt_path: Path, method: Method, schedulers, run_hash: str) -> tuple
     # tensors, as in an uninterrupted run (on the GPU each would be read back every step)
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     if state.get("config_hash") != run_hash:
-        if distributed.is_main():
-            print(f"{ckpt_path} was made with config {state.get('config_hash')}, this run's config is {run_hash} "
-                  f"(see {ckpt_path.parent / 'config.json'}): starting over from epoch 0", flush=True)
+        log.say(f"{ckpt_path} was made with config {state.get('config_hash')}, this run's config is {run_hash} "
+                f"(see {ckpt_path.parent / 'config.json'}): starting over from epoch 0")
         return 0, []
     method.load_state_dict(state["method"])
     for opt, opt_state in zip(method.optimizers(), state["optimizers"]):
         opt.load_state_dict(opt_state)
     for sched, sched_state in zip(schedulers, state["schedulers"]):
         sched.load_state_dict(sched_state)
-    if distributed.is_main():
-        print(f"resumed from {ckpt_path} at epoch {state['next_epoch']}", flush=True)
+    log.say(f"resumed from {ckpt_path} at epoch {state['next_epoch']}")
     return state["next_epoch"], state["history"]

@@ -1,0 +1,80 @@
+"""Runs that survive the scheduler (issue 61), without a scheduler: a job that fails after `model.pt`
+is written ends the run from its kept checkpoint instead of retraining it from zero, and the scoring
+job removes the checkpoint once the workflow has accepted the model; the run's own log keeps every
+attempt; a retried or continued job asks for the work its checkpoint leaves; the job reads its end
+from `SLURM_JOB_END_TIME` before asking `squeue`, and a failed query is a warning with its cost."""
+
+from __future__ import annotations
+
+import json
+import pytest
+
+from debias_workbench.training.job_time import ContinueInNextJob
+from debias_workbench.training.run_files import CHECKPOINT, PROGRESS, RUN_LOG
+from debias_workbench.training.trainer import train
+from debias_workbench.workflow.slices import run_config
+
+from .test_continuation import no_room, same_weights, three_epochs  # noqa: F401 (a fixture)
+from .test_training import train_config  # noqa: F401 (a fixture)
+
+
+def snakemake_failure(run_dir) -> None:
+    """What Snakemake removes of a failed training job: its declared outputs."""
+    for output in ("model.pt", "train_metrics.jsonl"):
+        (run_dir / output).unlink(missing_ok=True)
+
+
+def test_a_failure_after_model_pt_ends_the_run_from_its_checkpoint(tmp_path, tiny_store, three_epochs, capsys):
+    """The job fails after the trainer wrote model.pt (Snakemake's wait for the files, a node lost):
+    the retry trains no epoch again, and ends with the same model and metrics."""
+    run = run_config(three_epochs, "base_in9", 0)
+    first = train(run, tiny_store, tmp_path / "run")
+    weights_before = (tmp_path / "run" / "model.pt").read_bytes()
+    metrics = (tmp_path / "run" / "train_metrics.jsonl").read_text()
+    assert (tmp_path / "run" / CHECKPOINT).exists()  # kept past model.pt: the job is not accepted yet
+    snakemake_failure(tmp_path / "run")
+    capsys.readouterr()
+    again = train(run, tiny_store, tmp_path / "run")
+    out = capsys.readouterr().out
+    assert "resumed from" in out and "at epoch 3" in out
+    assert "base_in9 seed 0 epoch" not in out  # no epoch trained again
+    assert same_weights(first, again) and weights_before
+    assert (tmp_path / "run" / "train_metrics.jsonl").read_text() == metrics
+
+
+def test_the_scoring_job_removes_the_accepted_runs_checkpoint(tmp_path, tiny_store, train_config):
+    """The evaluate job runs only once the workflow has accepted model.pt: it removes the checkpoint
+    and its progress, so a forced rerun trains the run again."""
+    from debias_workbench.training.cli import evaluate
+
+    train_config["training"]["epochs"] = 1
+    model = train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "run")
+    assert (tmp_path / "run" / CHECKPOINT).exists() and (tmp_path / "run" / PROGRESS).exists()
+    config = tmp_path / "eval.json"
+    config.write_text(json.dumps({"dataset": "in9", "split": "val", "batch_size": 16}))
+    assert evaluate(["--config", str(config), "--models", str(model), "--stores", f"original={tiny_store}",
+                     "--out", str(tmp_path / "eval.jsonl")]) == 0
+    assert not (tmp_path / "run" / CHECKPOINT).exists() and not (tmp_path / "run" / PROGRESS).exists()
+    assert model.exists()
+
+
+def test_the_runs_log_keeps_every_attempt(tmp_path, tiny_store, three_epochs):
+    """Snakemake removes a job's log before each attempt; the run's own train.log appends: a header
+    line per attempt, its lines, and how it ended."""
+    run = run_config(three_epochs, "base_in9", 0)
+    run_dir = tmp_path / "run"
+    with pytest.raises(ContinueInNextJob):
+        train(run, tiny_store, run_dir, budget=no_room())
+    with pytest.raises(ContinueInNextJob):
+        train(run, tiny_store, run_dir, budget=no_room())
+    train(run, tiny_store, run_dir, budget=no_room())
+    lines = (run_dir / RUN_LOG).read_text().splitlines()
+    headers = [i for i, line in enumerate(lines) if line.startswith("== attempt started ")]
+    ends = [line for line in lines if line.startswith("== attempt ended: ")]
+    assert len(headers) == 3 and headers[0] == 0
+    assert ends == ["== attempt ended: stopped to continue in the next job (exit 75)"] * 2 + ["== attempt ended: done"]
+    assert [line for line in lines if line.startswith("base_in9 seed 0 epoch ")] == [
+        line for line in lines if " epoch " in line and "epoch_seconds=" in line]
+    assert sum("epoch_seconds=" in line for line in lines) == 3  # each epoch once, over three attempts
+    assert sum("stopping at epoch" in line for line in lines) == 2
+    assert sum("resumed from" in line for line in lines) == 2

@@ -7,9 +7,11 @@ from `SLURM_JOB_END_TIME` before asking `squeue`, and a failed query is a warnin
 from __future__ import annotations
 
 import json
+import subprocess
+
 import pytest
 
-from debias_workbench.training.job_time import ContinueInNextJob
+from debias_workbench.training.job_time import ContinueInNextJob, JobBudget, job_budget
 from debias_workbench.training.run_files import CHECKPOINT, PROGRESS, RUN_LOG
 from debias_workbench.training.trainer import train
 from debias_workbench.workflow.slices import run_config
@@ -78,3 +80,43 @@ def test_the_runs_log_keeps_every_attempt(tmp_path, tiny_store, three_epochs):
     assert sum("epoch_seconds=" in line for line in lines) == 3  # each epoch once, over three attempts
     assert sum("stopping at epoch" in line for line in lines) == 2
     assert sum("resumed from" in line for line in lines) == 2
+
+
+def test_the_job_end_comes_from_slurm_job_end_time_before_squeue():
+    def squeue(cmd, **_kwargs):
+        raise AssertionError("squeue asked though SLURM_JOB_END_TIME is set")
+
+    budget = job_budget({"SLURM_JOB_ID": "42", "SLURM_JOB_END_TIME": "1700003600"}, clock=lambda: 10.0, run=squeue,
+                        wall=lambda: 1700000000.0)
+    assert budget is not None and budget.deadline == 3610.0
+
+
+@pytest.mark.parametrize("answer", ["raise", "INVALID\n", ""])
+def test_a_failed_squeue_query_is_a_warning_saying_what_it_costs(answer, capsys):
+    def squeue(cmd, **_kwargs):
+        if answer == "raise":
+            raise subprocess.CalledProcessError(1, cmd)
+        return subprocess.CompletedProcess(cmd, 0, answer, "")
+
+    assert job_budget({"SLURM_JOB_ID": "42"}, run=squeue) is None
+    err = capsys.readouterr().err
+    assert err.startswith("warning: cannot learn SLURM job 42's time left")
+    assert "training without a time budget" in err and "the epoch under way is lost" in err
+
+
+def test_a_job_without_a_time_limit_has_no_budget_and_no_warning(capsys):
+    def squeue(cmd, **_kwargs):
+        return subprocess.CompletedProcess(cmd, 0, "UNLIMITED\n", "")
+
+    assert job_budget({"SLURM_JOB_ID": "42"}, run=squeue) is None
+    assert capsys.readouterr().err == ""
+
+
+def test_a_budget_from_the_end_time_stops_the_run_in_time():
+    """The budget the end time gives behaves as squeue's: the first epoch always, then only while one fits."""
+    now = [0.0]
+    budget = job_budget({"SLURM_JOB_ID": "1", "SLURM_JOB_END_TIME": "2000"}, clock=lambda: now[0], wall=lambda: 1000.0)
+    assert isinstance(budget, JobBudget) and budget.left() == 1000.0 and not budget.must_stop()
+    budget.record(800.0)
+    assert budget.must_stop()
+

@@ -1,12 +1,15 @@
 """How long the job training a run may still go on, so that a run longer than one job
 (`cluster.max_job_hours`) stops at an epoch boundary and continues in the next job.
 
-On SLURM the job asks the scheduler for its own time left (`squeue -j $SLURM_JOB_ID -o %L`): that
-is the limit the job really has, whatever set it (the cost model's request, a profile's
-`set-resources`, a site's default). Elsewhere (a local run, a node without a limit) there is no
-budget and a run trains to its end. Before every epoch but the first of a job, the trainer asks
-`JobBudget.must_stop`: when the time left is under the longest epoch this job has trained plus
-`STOP_MARGIN_SECONDS`, it keeps its last epoch checkpoint and ends the job with
+On SLURM the job reads its end from `SLURM_JOB_END_TIME` (the Unix time SLURM sets in the job's
+environment), else asks the scheduler for its time left (`squeue -j $SLURM_JOB_ID -o %L`): that is
+the limit the job really has, whatever set it (the cost model's request, a profile's
+`set-resources`, a site's default). A job that learns neither trains without a budget and says so
+in its log: it cannot stop in time, and if the scheduler ends it, the epoch under way is lost (the
+retry resumes from the last epoch checkpoint). Elsewhere (a local run, a job without a limit)
+there is no budget and a run trains to its end. Before every epoch but the first of a job, the
+trainer asks `JobBudget.must_stop`: when the time left is under the longest epoch this job has
+trained plus `STOP_MARGIN_SECONDS`, it keeps its last epoch checkpoint and ends the job with
 `CONTINUE_EXIT_CODE`; the workflow retries the job (the train rules' `retries`, from the cost
 model: `workflow.resources.continuation_retries`) and the next attempt resumes from the checkpoint.
 Every job trains at least one epoch, so a job limit shorter than an epoch still makes progress.
@@ -28,6 +31,10 @@ STOP_MARGIN_SECONDS = 300.0
 #: a training job that stopped to continue in the next job exits with this (EX_TEMPFAIL of
 #: sysexits.h: "try again later"); under `torch.distributed.run` the launcher reports its own code
 CONTINUE_EXIT_CODE = 75
+
+
+#: what `squeue -o %L` prints for a job without a time limit (no budget, and nothing to warn about)
+NO_LIMIT = ("UNLIMITED", "NOT_SET")
 
 
 class ContinueInNextJob(Exception):
@@ -73,21 +80,35 @@ def job_budget(
     environ: Mapping[str, str] = os.environ,
     clock: Callable[[], float] = time.monotonic,
     run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+    wall: Callable[[], float] = time.time,
 ) -> JobBudget | None:
-    """This process's job budget: from the scheduler inside a SLURM job (`SLURM_JOB_ID`), else None.
-    A failed query is a warning and no budget: the run then trains on, as before, and a job the
-    scheduler ends is retried from its last checkpoint."""
+    """This process's job budget: inside a SLURM job (`SLURM_JOB_ID`) from `SLURM_JOB_END_TIME`
+    (compared with the `wall` clock), else from `squeue`; None outside SLURM or for a job without
+    a time limit. A failed query is a warning saying what it costs, and no budget."""
     job = environ.get("SLURM_JOB_ID")
     if not job:
         return None
+    end = environ.get("SLURM_JOB_END_TIME", "")
+    if end.isdigit() and int(end) > 0:
+        return JobBudget(clock() + int(end) - wall(), clock)
     try:
         out = run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=60, check=True)
     except (OSError, subprocess.SubprocessError) as exc:
-        print(
-            f"warning: cannot ask SLURM for job {job}'s time left ({exc}): training without a time budget",
-            file=sys.stderr,
-            flush=True,
-        )
+        _no_budget(job, str(exc))
         return None
     left = slurm_seconds(out.stdout)
+    if left is None and out.stdout.strip() not in NO_LIMIT:
+        _no_budget(job, f"squeue answered {out.stdout.strip()!r}")
     return None if left is None else JobBudget(clock() + left, clock)
+
+
+def _no_budget(job: str, why: str) -> None:
+    """Warn that the job trains without a budget, and what that costs."""
+    print(
+        f"warning: cannot learn SLURM job {job}'s time left ({why}; SLURM_JOB_END_TIME is not set): training "
+        "without a time budget, so the run cannot stop in time to continue in the next job; if the scheduler "
+        "ends this job at its time limit, the epoch under way is lost and the retry resumes from the last "
+        "epoch checkpoint",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -203,9 +203,11 @@ def train_threads(pack, wildcards):
 
 
 def train_resources(pack):
-    """`resources:` of `pack`'s training rule: each job's memory, runtime and GPUs from its own runs."""
+    """`resources:` of `pack`'s training rule: each job's memory, runtime and GPUs from its own runs, the
+    runtime for the work their checkpoints leave (a retried or continued job: workbench.resources.training_left)."""
     return res.rule_resources(config, True, lambda wc: res.training(pack_runs(pack, wc), RUNS_PER_GPU, THREADS),
-                              lambda wc: res.gpus(pack_runs(pack, wc)))
+                              lambda wc: res.gpus(pack_runs(pack, wc)),
+                              lambda wc: res.training_left(pack_runs(pack, wc), RUNS_PER_GPU, THREADS, f"{R}/runs"))
 
 
 def scoring_resources(pack):

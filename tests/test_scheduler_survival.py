@@ -12,8 +12,10 @@ import subprocess
 import pytest
 
 from debias_workbench.training.job_time import ContinueInNextJob, JobBudget, job_budget
-from debias_workbench.training.run_files import CHECKPOINT, PROGRESS, RUN_LOG
+from debias_workbench.training.run_files import CHECKPOINT, PROGRESS, RUN_LOG, fraction_done
 from debias_workbench.training.trainer import train
+from debias_workbench.workflow import resources
+from debias_workbench.workflow.cost import run_estimate
 from debias_workbench.workflow.slices import run_config
 
 from .test_continuation import no_room, same_weights, three_epochs  # noqa: F401 (a fixture)
@@ -82,6 +84,32 @@ def test_the_runs_log_keeps_every_attempt(tmp_path, tiny_store, three_epochs):
     assert sum("resumed from" in line for line in lines) == 2
 
 
+def test_a_retried_job_asks_for_the_work_its_checkpoint_leaves(tmp_path, tiny_store, three_epochs):
+    """The runtime request of a job follows its runs' checkpoints: after one epoch of three, two
+    thirds of the steps are left (the extra work counted whole); a checkpoint of another config is
+    none (the trainer starts that run over)."""
+    run = run_config(three_epochs, "base_in9", 0)
+    runs_dir = tmp_path / "runs"
+    run_dir = runs_dir / "base_in9" / "seed0"
+    full = resources.training([run])[0]
+    assert resources.training_left([run], 1, 1, runs_dir) == full  # nothing done yet
+    with pytest.raises(ContinueInNextJob):  # the trainer reads the job's JSON, as the workflow writes it
+        train(json.loads(json.dumps(run)), tiny_store, run_dir, budget=no_room())
+    assert json.loads((run_dir / PROGRESS).read_text())["steps_done"] > 0
+    estimate = run_estimate(run)
+    left = resources.training_left([run], 1, 1, runs_dir)
+    assert left < full
+    assert left == pytest.approx(estimate.seconds_left(1 / 3) / 60)
+    assert left >= estimate.extra_seconds / 60
+    rule = resources.rule_resources(three_epochs, True, lambda wc: resources.training([run]), None,
+                                    lambda wc: resources.training_left([run], 1, 1, runs_dir))
+    assert rule["runtime"](None, 2) == resources.request_minutes(left, three_epochs["cluster"]["max_job_hours"], 2)
+    other = json.loads(json.dumps(run))
+    other["training"]["epochs"] = 4  # another config: its run starts over
+    assert fraction_done(run_dir, "another config's hash") == 0.0
+    assert resources.training_left([other], 1, 1, runs_dir) == resources.training([other])[0]
+
+
 def test_the_job_end_comes_from_slurm_job_end_time_before_squeue():
     def squeue(cmd, **_kwargs):
         raise AssertionError("squeue asked though SLURM_JOB_END_TIME is set")
@@ -119,4 +147,3 @@ def test_a_budget_from_the_end_time_stops_the_run_in_time():
     assert isinstance(budget, JobBudget) and budget.left() == 1000.0 and not budget.must_stop()
     budget.record(800.0)
     assert budget.must_stop()
-

@@ -236,7 +236,13 @@ class RunEstimate:
     def wall_seconds(self) -> float:
         """Seconds the run takes on its `gpus` GPUs: one GPU's work, or on N GPUs each working
         1 / (N x `MULTI_GPU_EFFICIENCY`) of it (the job's runtime follows this)."""
-        work = self.steps * self.step_ms / 1000 + self.extra_seconds
+        return self.seconds_left(0.0)
+
+    def seconds_left(self, done: float) -> float:
+        """`wall_seconds` still to go once the part `done` (0 to 1) of the run's steps is (its
+        checkpoint's, when a job continues or retries it): the steps left, and the extra work whole
+        (the probe comes last; pre-training and scoring during training are counted whole, erring long)."""
+        work = self.steps * (1.0 - done) * self.step_ms / 1000 + self.extra_seconds
         return work / (self.gpus * MULTI_GPU_EFFICIENCY) if self.gpus > 1 else work
 
     @property

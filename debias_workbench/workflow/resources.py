@@ -4,7 +4,8 @@ for a GPU, and runtime and memory from the config (images, image size, epochs, a
 Every runtime comes from the one cost model (`workflow.cost`: measured GPU step times, the
 benchmarks' CPU figures) with its stated margin and minimum, never over `cluster.max_job_hours`
 (a retry, `attempt`, gets the larger margin; a training run longer than that continues over
-several jobs, its rule's retries: `continuation_retries`); `profiles/slurm/config.yaml` can still
+several jobs, its rule's retries: `continuation_retries`; a training job asks only for the work its
+runs' checkpoints leave: `training_left`); `profiles/slurm/config.yaml` can still
 override any rule with `set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter, and the GPU jobs
 running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied by the Snakefile).
 """
@@ -16,9 +17,12 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE, TRACKERS_VARIABLE
+from debias_workbench.core.provenance import config_hash
+from debias_workbench.training.run_files import fraction_done
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
 from .cost import (
@@ -118,19 +122,25 @@ def local_gpu_cap(given: int | None) -> int | None:
 
 
 def rule_resources(
-    config: dict[str, Any], gpu: bool, estimate: Estimate, gpus: Callable[[Any], int] | None = None
+    config: dict[str, Any],
+    gpu: bool,
+    estimate: Estimate,
+    gpus: Callable[[Any], int] | None = None,
+    minutes_left: Callable[[Any], float] | None = None,
 ) -> dict[str, Any]:
     """`resources:` of a rule (`resources: **rule_resources(...)`): its partition, `gpu=1` if it
-    needs one, and each job's memory from `estimate` and its runtime request from the estimate
-    (`cost.request_minutes`: margin and minimum, a retry the larger margin, never over
-    `cluster.max_job_hours`). Training rules give `gpus` (wildcards -> the run's `training.gpus`): the job
-    then asks for that many GPUs on one node (`python -m torch.distributed.run` starts one
-    process per GPU there)."""
+    needs one, and each job's memory from `estimate` and its runtime request from the estimate, or
+    from `minutes_left` where given (wildcards -> the minutes of work left, read when the attempt is
+    submitted: Snakemake evaluates a retry's resources anew) (`cost.request_minutes`: margin and
+    minimum, a retry the larger margin, never over `cluster.max_job_hours`). Training rules give
+    `gpus` (wildcards -> the run's `training.gpus`): the job then asks for that many GPUs on one
+    node (`python -m torch.distributed.run` starts one process per GPU there)."""
+    minutes = minutes_left or (lambda wildcards: estimate(wildcards)[0])
     out: dict[str, Any] = {
         "slurm_partition": partition(config, gpu),
         "mem_mb": lambda wildcards: int(estimate(wildcards)[1]),
         "runtime": lambda wildcards, attempt: request_minutes(
-            estimate(wildcards)[0], config["cluster"]["max_job_hours"], attempt
+            minutes(wildcards), config["cluster"]["max_job_hours"], attempt
         ),
     }
     if gpu:
@@ -237,14 +247,22 @@ def runs_at_once(runs: list[dict[str, Any]], runs_per_gpu: int, cpus: int) -> Ru
     )
 
 
-def training(runs: list[dict[str, Any]], runs_per_gpu: int = 1, cpus: int = 1) -> tuple[float, float]:
+def training(
+    runs: list[dict[str, Any]],
+    runs_per_gpu: int = 1,
+    cpus: int = 1,
+    done: Callable[[dict[str, Any]], float] | None = None,
+) -> tuple[float, float]:
     """A job training `runs` (run configs) one after the other, each on its `training.gpus` GPUs, asking
     `cpus` CPUs: the minutes of the cost model (`cost.run_estimate`, which credits N GPUs), and N processes
     N times the memory (each caches the training split). With `runs_per_gpu` K > 1 (`training.runs_per_gpu`,
     one GPU each) K of its runs train side by side, each in a process of its own: K times the memory, and
     where the request gives what the speedup was measured with (`runs_at_once`) the minutes divided by it,
-    never under the longest run's."""
-    run_minutes = {id(run): run_estimate(run).wall_seconds / 60 for run in runs}  # each run's estimate, once
+    never under the longest run's. `done` (run -> the part of it its checkpoint holds): the minutes of the
+    work left (`cost.RunEstimate.seconds_left`)."""
+    run_minutes = {  # each run's estimate, once
+        id(run): run_estimate(run).seconds_left(done(run) if done else 0.0) / 60 for run in runs
+    }
     minutes, mem = sum(run_minutes.values()), 0.0
     for run in runs:
         ds, settings = run["dataset_config"], TrainingSettings.of(run["training"])
@@ -257,6 +275,17 @@ def training(runs: list[dict[str, Any]], runs_per_gpu: int = 1, cpus: int = 1) -
     if shared.credited > 1:
         minutes = max(max(run_minutes.values()), minutes / runs_at_once_speedup(shared.credited))
     return minutes, mem * shared.at_once
+
+
+def training_left(runs: list[dict[str, Any]], runs_per_gpu: int, cpus: int, runs_dir: str | Path) -> float:
+    """Minutes of the work left of a job training `runs` (`training`, asking `cpus` CPUs), each run's checkpoint under
+    `runs_dir/<experiment>/seed<seed>/` telling how much of it is done (`training.run_files`): a job
+    retried or continued after most of its epochs asks the scheduler for the rest, not for the whole."""
+
+    def done(run: dict[str, Any]) -> float:
+        return fraction_done(Path(runs_dir) / run["experiment"] / f"seed{run['seed']}", config_hash(run))
+
+    return training(runs, runs_per_gpu, cpus, done)[0]
 
 
 def committee(job_cfg: dict[str, Any]) -> tuple[float, float]:

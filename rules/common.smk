@@ -53,6 +53,8 @@ def workflow_environment():
 
 
 os.environ.update(workflow_environment())
+# a cluster job's own Snakemake ignores SLURM's warning signal, which the train command takes (workbench.resources)
+res.ignore_warning_signal(workflow.is_main_process)
 
 # A local run forks its training, scoring and analysis jobs from one warm interpreter (workbench.job_server):
 # torch is imported once, not once per job. Not on a cluster, under --use-conda or with WORKBENCH_WARM_JOBS=0.
@@ -204,10 +206,12 @@ def train_threads(pack, wildcards):
 
 def train_resources(pack):
     """`resources:` of `pack`'s training rule: each job's memory, runtime and GPUs from its own runs, the
-    runtime for the work their checkpoints leave (a retried or continued job: workbench.resources.training_left)."""
-    return res.rule_resources(config, True, lambda wc: res.training(pack_runs(pack, wc), RUNS_PER_GPU, THREADS),
-                              lambda wc: res.gpus(pack_runs(pack, wc)),
-                              lambda wc: res.training_left(pack_runs(pack, wc), RUNS_PER_GPU, THREADS, f"{R}/runs"))
+    runtime for the work their checkpoints leave (a retried or continued job: workbench.resources.training_left),
+    and SLURM's warning signal (workbench.resources.slurm_warning)."""
+    return {**res.rule_resources(config, True, lambda wc: res.training(pack_runs(pack, wc), RUNS_PER_GPU, THREADS),
+                                 lambda wc: res.gpus(pack_runs(pack, wc)),
+                                 lambda wc: res.training_left(pack_runs(pack, wc), RUNS_PER_GPU, THREADS, f"{R}/runs")),
+            **res.slurm_warning()}  # SLURM's warning before the time limit: the trainer checkpoints at its next step
 
 
 def scoring_resources(pack):

@@ -147,3 +147,109 @@ def test_a_budget_from_the_end_time_stops_the_run_in_time():
     assert isinstance(budget, JobBudget) and budget.left() == 1000.0 and not budget.must_stop()
     budget.record(800.0)
     assert budget.must_stop()
+
+
+def _stop_at_step(monkeypatch, method: str, step: int) -> None:
+    """A stop signal noted (as `job_time._note_signal` notes SIGUSR1) during optimiser step `step` (1-based)
+    of the process, as SLURM's warning would arrive."""
+    from debias_workbench.training import job_time
+    from debias_workbench.training.methods import get_method
+
+    cls, calls = get_method(method), [0]
+    original = cls.update
+
+    def update(self, batch):
+        calls[0] += 1
+        if calls[0] == step:
+            job_time._RECEIVED.append("SIGUSR1")
+        return original(self, batch)
+
+    monkeypatch.setattr(cls, "update", update)
+
+
+@pytest.mark.parametrize("experiment", ["base_in9", "moco"])
+def test_a_stop_signal_mid_epoch_checkpoints_at_the_step_and_resumes_bit_identically(
+        experiment, tmp_path, tiny_store, three_epochs, monkeypatch):
+    """SLURM's warning arrives during epoch 1 (step 2 of its 3): the trainer checkpoints after that
+    step, stops to continue; the next job skips the epoch's first two batches, restores the
+    augmentation generator, the epoch's sums and the monitor's rows, and ends with the weights and
+    metric rows of an uninterrupted run (ERM; MoCo-v2: queue, shuffled BN, views, then its probe)."""
+    from debias_workbench.training import job_time
+    from debias_workbench.training.trainer import Monitor
+
+    monkeypatch.setattr(job_time, "_RECEIVED", [])
+    if experiment == "moco":  # the fixture's batch of 6 in shuffled-BN splits of 2
+        three_epochs["experiments"]["moco"].setdefault("method_args", {})["bn_splits"] = 2
+    run = run_config(three_epochs, experiment, 0)
+    monitor = lambda: Monitor({"original": tiny_store}, every_steps=2)  # noqa: E731  (points inside epochs)
+    straight = train(run, tiny_store, tmp_path / "straight", monitor=monitor())
+    with monkeypatch.context() as patch:
+        _stop_at_step(patch, run["method"], 3 + 2)  # epoch 0's three steps, then two of epoch 1
+        with pytest.raises(ContinueInNextJob, match=r"stopping at step 2 of epoch 1 of \d+ "):
+            train(run, tiny_store, tmp_path / "stopped", monitor=monitor())
+    saved = json.loads((tmp_path / "stopped" / PROGRESS).read_text())
+    assert saved["steps_done"] == 3 + 2 and saved["all_steps"] == 3 * run["training"]["epochs"]
+    monkeypatch.setattr(job_time, "_RECEIVED", [])  # the next job: no signal yet
+    resumed = train(run, tiny_store, tmp_path / "stopped", monitor=monitor())
+    assert "resumed from" in (tmp_path / "stopped" / RUN_LOG).read_text()
+    assert same_weights(straight, resumed)
+    timing = ("epoch_seconds", "images_per_second")
+    rows = lambda d: [r for r in map(json.loads, (d / "train_metrics.jsonl").read_text().splitlines())  # noqa: E731
+                      if r["metric"] not in timing]
+    assert rows(tmp_path / "straight") == rows(tmp_path / "stopped")
+    assert any(r["kind"] == "curve" and r["epoch"] == 1 for r in rows(tmp_path / "stopped"))
+
+
+@pytest.mark.parametrize("sig", ["SIGUSR1", "SIGTERM"])
+def test_the_train_command_in_a_slurm_job_takes_the_warning_signal_and_exits_to_continue(
+        sig, tmp_path, tiny_store, three_epochs, monkeypatch):
+    """A real signal to the `train` command inside a SLURM job (no time limit: no budget) after its
+    first checkpoint: it stops at its next step with a checkpoint and exits 75; outside SLURM the
+    signals keep their meaning (not installed)."""
+    import os
+    import signal
+    import sys
+    import time
+
+    from debias_workbench.training.job_time import CONTINUE_EXIT_CODE
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho UNLIMITED\n")
+    (bin_dir / "squeue").chmod(0o755)
+    three_epochs["training"]["epochs"] = 100_000
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"runs": [run_config(three_epochs, "base_in9", 0)]}))
+    run_dir = tmp_path / "runs" / "base_in9" / "seed0"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "debias_workbench", "train", "--config", str(job), "--train-store",
+                             str(tiny_store), "--runs-dir", str(tmp_path / "runs")], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (run_dir / PROGRESS).exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        time.sleep(0.1)
+    proc.send_signal(getattr(signal, sig))
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == CONTINUE_EXIT_CODE, out[-3000:]
+    assert f"received {sig}" in out and "to continue in the next job" in out
+    assert f"({sig}: the scheduler ends the job soon)" in out
+    assert (run_dir / CHECKPOINT).exists() and not (run_dir / "model.pt").exists()
+    assert "== attempt ended: stopped to continue in the next job (exit 75)" in (run_dir / RUN_LOG).read_text()
+
+
+def test_a_cluster_jobs_own_snakemake_ignores_the_warning_signal():
+    """The job step's Snakemake would die of USR1 (ending the step before the trainer checkpoints);
+    the Snakemake that submits keeps it."""
+    import signal
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        resources.ignore_warning_signal(main_process=True)
+        assert signal.getsignal(signal.SIGUSR1) == before
+        resources.ignore_warning_signal(main_process=False)
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    assert resources.slurm_warning() == {"slurm_extra": "--signal=USR1@180"}

@@ -159,6 +159,8 @@ def test_slurm_dry_run_gives_a_two_gpu_run_two_gpus_on_one_node(tmp_path):
     assert set(blocks) == {"base_in9", "slurm_probe", "ddp_probe"}, out[-3000:]
     assert re.search(r"\bgpu=2\b", blocks["ddp_probe"]) and "nodes=1" in blocks["ddp_probe"], blocks
     assert re.search(r"\bgpu=1\b", blocks["base_in9"]), blocks
+    # SLURM's warning before the time limit, on which the trainer checkpoints at its next step (job_time)
+    assert all("slurm_extra=--signal=USR1@180" in block for block in blocks.values()), blocks
 
 
 def test_a_run_longer_than_a_job_continues_over_several_jobs(cluster, tmp_path):

@@ -31,7 +31,7 @@ from debias_workbench.core.phases import phase, summary
 from debias_workbench.pipeline.fingerprint import check_store
 
 from .committee_config import COMMITTEE_DIR
-from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob, job_budget
+from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob, install_stop_signals, job_budget
 from .models import WeightsError
 from .run_files import release_checkpoint
 
@@ -123,6 +123,7 @@ def train(argv: list[str]) -> int:
     )
 
     def run(args: argparse.Namespace, config: dict) -> None:
+        install_stop_signals()  # the scheduler's warning and SIGTERM: checkpoint at the next step, continue
         budget = job_budget()  # first: the job's clock runs while torch is imported
         with phase("imports"):
             import torch

@@ -13,12 +13,21 @@ trained plus `STOP_MARGIN_SECONDS`, it keeps its last epoch checkpoint and ends 
 `CONTINUE_EXIT_CODE`; the workflow retries the job (the train rules' `retries`, from the cost
 model: `workflow.resources.continuation_retries`) and the next attempt resumes from the checkpoint.
 Every job trains at least one epoch, so a job limit shorter than an epoch still makes progress.
+
+The scheduler can also end a job the budget did not foresee (an epoch slower than the longest so
+far, a job without a budget, a preemption): the train rules ask SLURM for a warning signal
+(`sbatch --signal=USR1@WARNING_SECONDS`, `workflow.resources.slurm_warning`), and SLURM sends SIGTERM
+at the time limit itself, `KillWait` (30 s by default) before it kills. The `train` command takes
+both (`install_stop_signals`): the trainer then checkpoints at its next step boundary, mid-epoch
+where it runs as one process, and ends the job with `CONTINUE_EXIT_CODE`; the next job resumes that
+step with the same weights as an uninterrupted run.
 Torch-free: read by the `train` command before torch is imported.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,6 +41,16 @@ STOP_MARGIN_SECONDS = 300.0
 #: sysexits.h: "try again later"); under `torch.distributed.run` the launcher reports its own code
 CONTINUE_EXIT_CODE = 75
 
+
+#: how long before a job's end SLURM sends the warning signal (USR1): a step and a checkpoint fit in
+#: it, and it is under `STOP_MARGIN_SECONDS`, so a budgeted job whose epochs keep their pace stops
+#: at an epoch boundary before it
+WARNING_SECONDS = 180
+#: the signals on which a training job stops at its next step to continue in the next job: SLURM's
+#: warning signal, and SIGTERM (the time limit, a preemption, `scancel`)
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+#: the names of the stop signals this process has received (`install_stop_signals`)
+_RECEIVED: list[str] = []
 
 #: what `squeue -o %L` prints for a job without a time limit (no budget, and nothing to warn about)
 NO_LIMIT = ("UNLIMITED", "NOT_SET")
@@ -61,6 +80,33 @@ class JobBudget:
     def must_stop(self) -> bool:
         """Whether another epoch might not end (with `STOP_MARGIN_SECONDS` to spare) before the job does."""
         return self.longest_epoch is not None and self.left() < self.longest_epoch + STOP_MARGIN_SECONDS
+
+
+def install_stop_signals(environ: Mapping[str, str] = os.environ) -> None:
+    """Inside a SLURM job (`SLURM_JOB_ID`), take `STOP_SIGNALS` in this process: each is noted
+    (`stop_requested`) for the trainer, which checkpoints at its next step and ends the job to
+    continue, instead of dying mid-step. Only the `train` command's processes, and only on SLURM: a
+    local run's SIGTERM (Snakemake ending a job), a test or a notebook keep the signals' usual meaning."""
+    if environ.get("SLURM_JOB_ID"):
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, _note_signal)
+
+
+def stop_signals_installed() -> bool:
+    """Whether this process takes the stop signals (its child processes must install them anew)."""
+    return signal.getsignal(STOP_SIGNALS[0]) is _note_signal
+
+
+def _note_signal(signum: int, _frame: object) -> None:
+    name = signal.Signals(signum).name
+    if name not in _RECEIVED:
+        print(f"received {name}: the scheduler ends this job soon; stopping at the next step", flush=True)
+        _RECEIVED.append(name)
+
+
+def stop_requested() -> str | None:
+    """The first stop signal this process received (its name), or None."""
+    return _RECEIVED[0] if _RECEIVED else None
 
 
 def slurm_seconds(text: str) -> int | None:

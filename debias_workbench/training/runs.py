@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from .committee_config import committee_file
-from .job_time import JobBudget
+from .job_time import JobBudget, install_stop_signals, stop_signals_installed
 from .trainer import Monitor, train
 
 
@@ -46,7 +46,12 @@ def _train_group(
     budget: JobBudget | None,
     threads: int,
     committees: Path | None,
+    stop_signals: bool = False,
 ) -> list[Path]:
+    """`runs` trained one after the other, in this process or a spawned one (`stop_signals`: which
+    then takes the job's stop signals as its parent does, `job_time.install_stop_signals`)."""
+    if stop_signals:
+        install_stop_signals()
     torch.set_num_threads(threads)  # the job's, in a spawned process too: float sums then add up in the same order
     return [
         train(
@@ -102,6 +107,6 @@ def train_runs(
     else:
         context = multiprocessing.get_context("spawn")  # no CUDA state crosses into a child
         with concurrent.futures.ProcessPoolExecutor(min(at_once, len(runs)), mp_context=context) as pool:
-            done = [pool.submit(_train_group, [run], *args) for run in runs]
+            done = [pool.submit(_train_group, [run], *args, stop_signals_installed()) for run in runs]
             models = [future.result()[0] for future in done]
     return models

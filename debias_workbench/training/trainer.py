@@ -19,11 +19,12 @@ epochs, before the run's own and without scheduler steps, each checkpointed as a
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,13 @@ from debias_workbench.core.seeding import name_seed
 from . import distributed
 from .build import build_method, pick_device, precision
 from .data import ZarrBatches
-from .evaluation import group_metrics, predict_store, scored_accuracy, scoring_batches
-from .job_time import STOP_MARGIN_SECONDS, ContinueInNextJob, JobBudget
+from .epoch_state import EpochState, StopMidEpoch
+from .job_time import STOP_MARGIN_SECONDS, ContinueInNextJob, JobBudget, stop_requested
 from .methods import get_method
 from .methods import spec as method_spec
 from .methods.base import Method
 from .methods.bias_amplification import LfFBiasEnsemble
+from .monitor import Monitor
 from .progress import Progress, duration
 from .run_files import CHECKPOINT, RunLog, write_progress
 from .run_length import RunLength, run_length, switches_outside
@@ -65,42 +67,6 @@ def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[to
 
 
 @dataclass
-class Monitor:
-    """Learning curves (ReBias Fig. 4): every `every_steps` training steps, the accuracy on the
-    val split of each of `stores` (with `groups`, also its `group_metrics`: the points model
-    selection chooses from) and the mean of each training statistic since the last point."""
-
-    stores: dict[str, Path]
-    every_steps: int
-    batch_size: int = 256
-    groups: bool = False
-    _batches: dict[str, ZarrBatches] = field(default_factory=dict, repr=False)  # each store's val split, read once
-
-    def rows(self, method: Method, interval: dict[str, list], tags: dict[str, Any]) -> list[dict]:
-        stats = [{"metric": k, "value": float(sum(v) / len(v))} for k, v in interval.items()]
-        return [{"kind": "curve", **tags, **row} for row in stats + self.accuracies(method, tags)]
-
-    def accuracies(self, method: Method, tags: dict[str, Any]) -> list[dict[str, Any]]:
-        """[{"metric": f"{name}_accuracy", "value", "n", "se"}]: accuracy (%) on the val split of each
-        store, its number of images and test-image standard error (and f"{name}_<group metric>"
-        where defined), in eval mode."""
-        device = next(method.parameters()).device
-        method.eval()
-        out = []
-        for name, store in self.stores.items():
-            if name not in self._batches:
-                self._batches[name] = scoring_batches(store, "val", self.batch_size, device)
-            result = predict_store(lambda x: method.predict(x).argmax(1), store, "val", self.batch_size,
-                                   method.augmenter, device, batches=self._batches[name])
-            out.append({"metric": f"{name}_accuracy", **scored_accuracy(result)})
-            if self.groups:
-                out += [{"metric": f"{name}_{k}", **v} for k, v in group_metrics(result, tags, name).items()
-                        if math.isfinite(v["value"])]
-        method.train()
-        return out
-
-
-@dataclass
 class RunState:
     """A run between its set-up and its end: the method, its schedulers, its length and the metric
     rows so far (`history`, restored from the checkpoint when the run resumes), and its log."""
@@ -114,6 +80,7 @@ class RunState:
     history: list[dict]
     progress: Progress
     log: RunLog
+    part: EpochState | None = None  # the epoch `start_epoch` as far as the checkpoint has it (a mid-epoch stop)
 
 
 def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_stores: dict[str, Path] | None = None,
@@ -173,7 +140,11 @@ def _train(run_cfg: dict[str, Any], settings: TrainingSettings, train_store: Pat
                     return run_dir / "model.pt"
                 _stop_for_next_job(budget, state, epoch, device)
                 started = time.monotonic()
-                rows = _train_epoch(state, batches, epoch, settings, device, monitor)
+                part, state.part = state.part, None
+                try:
+                    rows = _train_epoch(state, batches, epoch, settings, device, monitor, part)
+                except StopMidEpoch as stop:
+                    _stop_mid_epoch(run_dir, state, epoch, stop)
                 state.history += rows
                 watch.log(rows)
                 if distributed.is_main():
@@ -194,12 +165,27 @@ def _train(run_cfg: dict[str, Any], settings: TrainingSettings, train_store: Pat
 
 def _stop_for_next_job(budget: JobBudget | None, state: RunState, epoch: int, device: torch.device) -> None:
     """Raise `ContinueInNextJob` before `epoch` when the job's `budget` has no room for another
-    epoch (rank 0 decides for every process, so all stop at the same checkpoint)."""
-    if budget is None or not distributed.main_decides(budget.must_stop(), device):
+    epoch, or a stop signal came (rank 0 decides for every process, so all stop at the same checkpoint)."""
+    signal_name = stop_requested()
+    stop = signal_name is not None or (budget is not None and budget.must_stop())
+    if distributed.world() == 1 and not stop:
         return
-    line = (f"stopping at epoch {epoch} of {state.length.loop_epochs} to continue in the next job (budget: "
-            f"{duration(budget.left())} left of the job, the longest epoch {duration(budget.longest_epoch or 0)}, "
-            f"margin {duration(STOP_MARGIN_SECONDS)})")
+    if not distributed.main_decides(stop, device):
+        return
+    why = (f"{signal_name}: the scheduler ends the job soon" if signal_name or budget is None else
+           f"budget: {duration(budget.left())} left of the job, the longest epoch "
+           f"{duration(budget.longest_epoch or 0)}, margin {duration(STOP_MARGIN_SECONDS)}")
+    line = f"stopping at epoch {epoch} of {state.length.loop_epochs} to continue in the next job ({why})"
+    state.log.say(line)
+    raise ContinueInNextJob(line)
+
+
+def _stop_mid_epoch(run_dir: Path, state: RunState, epoch: int, stop: StopMidEpoch) -> None:
+    """Checkpoint the run at the step boundary `stop` holds (one process) and raise `ContinueInNextJob`."""
+    with phase("saving"):
+        _save_checkpoint(run_dir / CHECKPOINT, state, epoch, stop.epoch.saved(state.method.generator))
+    line = (f"stopping at step {stop.epoch.steps} of epoch {epoch} of {state.length.loop_epochs} to continue in "
+            f"the next job ({stop.signal_name}: the scheduler ends the job soon)")
     state.log.say(line)
     raise ContinueInNextJob(line)
 
@@ -255,67 +241,72 @@ def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device,
     prepared = method.setup(batches)
     schedulers = make_schedulers(method, run_cfg["training"], length.epochs)
     run_hash = config_hash(run_cfg)
-    start_epoch, history = _resume(ckpt_path, method, schedulers, run_hash, log)
+    start_epoch, history, part = _resume(ckpt_path, method, schedulers, run_hash, log)
     # the precision is the machine's choice as much as the config's (training.build.cpu_has_native_bf16):
     # kept with every row
     tags = {"experiment": experiment, "method": run_cfg["method"], "seed": run_cfg["seed"],
             "precision": precision(method)}
     if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
         history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
-    done = sum(length.steps_in_epoch(e) for e in range(start_epoch))
+    done = sum(length.steps_in_epoch(e) for e in range(start_epoch)) + (part.steps if part else 0)
     return RunState(method, schedulers, length, tags, run_hash, start_epoch, history, Progress(length.all_steps, done),
-                    log)
+                    log, part)
 
 
 def _train_epoch(state: RunState, batches: ZarrBatches, epoch: int, settings: TrainingSettings,
-                 device: torch.device, monitor: Monitor | None) -> list[dict]:
-    """One epoch's steps (and the monitor's points within it); its rows: the curve points and the
-    epoch's mean statistics, speed and learning rate."""
+                 device: torch.device, monitor: Monitor | None, part: EpochState | None = None) -> list[dict]:
+    """One epoch's steps (and the monitor's points within it), from `part` (a resumed epoch's steps)
+    on; its rows: the curve points and the epoch's mean statistics, speed and learning rate. A stop
+    signal (`job_time.stop_requested`) in a one-process run raises `StopMidEpoch` at the next step."""
     method, tags, world, rank = state.method, state.tags, distributed.world(), distributed.rank()
     experiment, seed, main = tags["experiment"], tags["seed"], distributed.is_main()
     method.train()
     # each process its own augmentations; one process keeps the seed it always had
     method.generator.manual_seed(name_seed("augment", experiment, seed, epoch, *([rank] if world > 1 else [])))
-    sums: dict[str, torch.Tensor | float] = {}  # device tensors or host numbers
-    counts: dict[str, int] = {}  # a statistic may be logged by some steps only (LearnedMixin's G phase)
-    interval: dict[str, list[torch.Tensor | float]] = {}  # statistics since the last curve point
-    rows: list[dict] = []
-    steps, t0, monitor_seconds = 0, time.perf_counter(), 0.0
+    if part is None:
+        part = EpochState()
+    elif part.generator is not None:  # resumed mid-epoch: the generator where the last job left it
+        method.generator.set_state(part.generator)
+    skipped, t0, monitor_seconds = part.steps, time.perf_counter(), 0.0
     in_epoch = state.length.steps_in_epoch(epoch)
-    for batch in tqdm(batches.epoch(epoch, in_epoch), total=in_epoch, desc=f"{experiment} s{seed} e{epoch}",
-                      leave=False, mininterval=5, disable=None if main else True):
-        stats = method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()})
+    for batch in tqdm(itertools.islice(batches.epoch(epoch, in_epoch), skipped, None), total=in_epoch,
+                      initial=skipped, desc=f"{experiment} s{seed} e{epoch}", leave=False, mininterval=5,
+                      disable=None if main else True):
+        part.add(method.update({k: v.to(device, non_blocking=True) for k, v in batch.items()}))
         distributed.broadcast_batch_norm_(method)  # rank 0's running statistics, as DDP's buffers
-        for key, value in stats.items():
-            # a device tensor stays there (float64: the sum a Python float would give), read once an
-            # epoch; a host number stays a host number
-            value = value.double() if isinstance(value, torch.Tensor) else float(value)
-            sums[key] = sums.get(key, 0.0) + value
-            counts[key] = counts.get(key, 0) + 1
-            interval.setdefault(key, []).append(value)
-        steps += 1
         if main and (line := state.progress.tick()):  # a cluster job's log has no progress bar
             state.log.say(line)
-        if monitor and main and (epoch * len(batches) + steps) % monitor.every_steps == 0:
+        if monitor and main and (epoch * len(batches) + part.steps) % monitor.every_steps == 0:
             t_mon = time.perf_counter()
             with phase("scoring"):
-                rows += monitor.rows(method, interval, {**tags, "epoch": epoch, "step": epoch * len(batches) + steps})
-            interval, monitor_seconds = {}, monitor_seconds + time.perf_counter() - t_mon
-    epoch_sums = {k: float(v) for k, v in sums.items()}  # the epoch's one read: waits for the device
+                part.rows += monitor.rows(method, part.interval,
+                                          {**tags, "epoch": epoch, "step": epoch * len(batches) + part.steps})
+            part.interval, monitor_seconds = {}, monitor_seconds + time.perf_counter() - t_mon
+        if world == 1 and part.steps < in_epoch and (signal_name := stop_requested()):
+            raise StopMidEpoch(part, signal_name)
+    elapsed = time.perf_counter() - t0 - monitor_seconds
+    speed = (part.steps - skipped) * settings.batch_size / max(elapsed, 1e-9)  # this job's steps of the epoch
+    return part.rows + _epoch_rows(state, epoch, part, speed, elapsed)
+
+
+def _epoch_rows(state: RunState, epoch: int, part: EpochState, images_per_second: float,
+                elapsed: float) -> list[dict]:
+    """The end of an epoch: the schedulers' step, and its rows (mean statistics, this job's speed
+    and time on it, learning rate), logged."""
+    tags, method = state.tags, state.method
+    epoch_sums = {k: float(v) for k, v in part.sums.items()}  # the epoch's one read: waits for the device
     if epoch >= state.length.pre_epochs:  # the schedule counts the run's own epochs, not its pre-training
         for sched in state.schedulers:
             sched.step()
-    elapsed = time.perf_counter() - t0 - monitor_seconds
-    row_stats = {**distributed.mean_over_processes(epoch_sums, counts), "epoch_seconds": elapsed,
-                 "images_per_second": steps * settings.batch_size / max(elapsed, 1e-9),
-                 "lr": method.optimizers()[0].param_groups[0]["lr"]}
+    row_stats = {**distributed.mean_over_processes(epoch_sums, part.counts), "epoch_seconds": elapsed,
+                 "images_per_second": images_per_second, "lr": method.optimizers()[0].param_groups[0]["lr"]}
     if any(not math.isfinite(v) for v in row_stats.values()):
-        raise FloatingPointError(f"{experiment} seed {seed}: non-finite training statistics {row_stats} "
-                                 f"at epoch {epoch}")
+        raise FloatingPointError(f"{tags['experiment']} seed {tags['seed']}: non-finite training statistics "
+                                 f"{row_stats} at epoch {epoch}")
     # `<experiment> seed <s> epoch <e>: ...`, as the benchmarks read it
     state.log.say(f"epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in row_stats.items())
                   + f"; {state.progress.line()}", after=" ")
-    return rows + [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
+    return [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
 
 
 def _save_outputs(run_dir: Path, run_cfg: dict[str, Any], state: RunState, classes: list[str]) -> Path:
@@ -347,34 +338,37 @@ def on_cpu(state: Any) -> Any:
     return state
 
 
-def _save_checkpoint(path: Path, state: RunState, next_epoch: int) -> None:
-    """The run before loop epoch `next_epoch`, and its progress beside it (`run_files`), each atomically."""
+def _save_checkpoint(path: Path, state: RunState, next_epoch: int, part: dict[str, Any] | None = None) -> None:
+    """The run before loop epoch `next_epoch` (with `part`, `EpochState.saved`: that many of its steps
+    taken), and its progress beside it (`run_files`), each atomically."""
     method = state.method
     with atomic_path(path) as tmp:
         torch.save({"method": on_cpu(method.state_dict()),
                     "optimizers": [on_cpu(o.state_dict()) for o in method.optimizers()],
                     "schedulers": [s.state_dict() for s in state.schedulers], "next_epoch": next_epoch,
-                    "history": state.history, "config_hash": state.run_hash}, tmp)
-    steps = sum(state.length.steps_in_epoch(e) for e in range(next_epoch))
+                    "history": state.history, "config_hash": state.run_hash, "part": part}, tmp)
+    steps = sum(state.length.steps_in_epoch(e) for e in range(next_epoch)) + (part["steps"] if part else 0)
     write_progress(path.parent, steps, state.length.all_steps, state.run_hash)
 
 
-def _resume(ckpt_path: Path, method: Method, schedulers, run_hash: str, log: RunLog) -> tuple[int, list[dict]]:
-    """(next epoch, metric rows so far) from the last checkpoint if it was made with this run's
-    config (hash `run_hash`), else (0, [])."""
+def _resume(ckpt_path: Path, method: Method, schedulers, run_hash: str,
+            log: RunLog) -> tuple[int, list[dict], EpochState | None]:
+    """(next epoch, metric rows so far, that epoch's steps taken where the checkpoint is mid-epoch)
+    from the last checkpoint if it was made with this run's config (hash `run_hash`), else (0, [], None)."""
     if not ckpt_path.exists():
-        return 0, []
+        return 0, [], None
     # on the CPU: `load_state_dict` copies the weights to their device, and optimiser step counts stay host
     # tensors, as in an uninterrupted run (on the GPU each would be read back every step)
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     if state.get("config_hash") != run_hash:
         log.say(f"{ckpt_path} was made with config {state.get('config_hash')}, this run's config is {run_hash} "
                 f"(see {ckpt_path.parent / 'config.json'}): starting over from epoch 0")
-        return 0, []
+        return 0, [], None
     method.load_state_dict(state["method"])
     for opt, opt_state in zip(method.optimizers(), state["optimizers"]):
         opt.load_state_dict(opt_state)
     for sched, sched_state in zip(schedulers, state["schedulers"]):
         sched.load_state_dict(sched_state)
-    log.say(f"resumed from {ckpt_path} at epoch {state['next_epoch']}")
-    return state["next_epoch"], state["history"]
+    part = EpochState.loaded(state["part"]) if state.get("part") else None
+    log.say(f"resumed from {ckpt_path} at epoch {state['next_epoch']}" + (f", step {part.steps}" if part else ""))
+    return state["next_epoch"], state["history"], part

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 
 from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE, TRACKERS_VARIABLE
 from debias_workbench.core.provenance import config_hash
+from debias_workbench.training.job_time import WARNING_SECONDS
 from debias_workbench.training.run_files import fraction_done
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
@@ -148,6 +150,24 @@ def rule_resources(
         if gpus is not None:
             out["nodes"] = 1
     return out
+
+
+def slurm_warning() -> dict[str, str]:
+    """The `resources:` that make SLURM send a training job's processes USR1 `job_time.WARNING_SECONDS`
+    before its time limit (`sbatch --signal`, through the executor's `slurm_extra`): the trainer then
+    checkpoints at its next step and the job ends to continue in the next one. A site that sets
+    `slurm_extra` for these rules itself (`set-resources`) adds the option to its own."""
+    return {"slurm_extra": f"--signal=USR1@{WARNING_SECONDS}"}
+
+
+def ignore_warning_signal(main_process: bool) -> None:
+    """In a cluster job's own Snakemake (not `main_process`, the one that submits): ignore USR1.
+    SLURM sends its warning signal to every process of the job step, and Snakemake's default for it
+    would end the step, whose remaining processes SLURM then kills before the trainer checkpoints;
+    the job's shell and the `train` command inherit the ignored signal, and the train command takes it
+    (`job_time.install_stop_signals`)."""
+    if not main_process:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
 
 def continuation_retries(given: int, job_minutes: Iterable[float], max_job_hours: float) -> int:

@@ -253,3 +253,31 @@ def test_a_cluster_jobs_own_snakemake_ignores_the_warning_signal():
     finally:
         signal.signal(signal.SIGUSR1, before)
     assert resources.slurm_warning() == {"slurm_extra": "--signal=USR1@180"}
+
+
+@pytest.mark.parametrize("cause", ["budget", "signal"])
+def test_the_linear_probe_runs_inside_the_budget(cause, tmp_path, tiny_store, three_epochs, monkeypatch, capsys):
+    """A job that trained the run's last epoch and has no room for the probe (2 augmented passes), or got
+    the scheduler's warning, stops before it; the next job resumes at the run's end, fits only the probe
+    (a job that trained no epoch always does) and ends with the uninterrupted run's model."""
+    from debias_workbench.training import job_time
+
+    monkeypatch.setattr(job_time, "_RECEIVED", [])
+    moco = three_epochs["experiments"]["moco"]
+    moco.setdefault("training", {})["epochs"] = 1
+    moco.setdefault("method_args", {}).update(bn_splits=2, probe_augment=True, probe_epochs=2)
+    run = run_config(three_epochs, "moco", 0)
+    straight = train(run, tiny_store, tmp_path / "straight")
+    budget = no_room() if cause == "budget" else None
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        if cause == "signal":
+            _stop_at_step(patch, run["method"], 3)  # during the epoch's last step: the epoch ends, then the stop
+        with pytest.raises(ContinueInNextJob, match=r"stopping before the linear probe's 2 pass\(es\)"):
+            train(run, tiny_store, tmp_path / "jobs", budget=budget)
+    assert "moco seed 0 epoch 0:" in capsys.readouterr().out  # the epoch trained, then the stop
+    assert not (tmp_path / "jobs" / "model.pt").exists()
+    monkeypatch.setattr(job_time, "_RECEIVED", [])
+    finished = train(run, tiny_store, tmp_path / "jobs", budget=no_room())  # no epoch left: the probe always runs
+    assert "moco seed 0 epoch" not in capsys.readouterr().out
+    assert same_weights(straight, finished)

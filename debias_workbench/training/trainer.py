@@ -153,6 +153,7 @@ def _train(run_cfg: dict[str, Any], settings: TrainingSettings, train_store: Pat
                 distributed.barrier()  # no process runs ahead of the last checkpoint
                 if budget is not None:
                     budget.record(time.monotonic() - started)
+            _stop_before_finish(budget, state, run_cfg, device)
             if final := state.method.finish(batches):
                 rows = [{"kind": "train", **state.tags, "epoch": state.length.loop_epochs, "metric": k, "value": v}
                         for k, v in final.items()]
@@ -163,19 +164,44 @@ def _train(run_cfg: dict[str, Any], settings: TrainingSettings, train_store: Pat
     return _save_outputs(run_dir, run_cfg, state, batches.classes)
 
 
+#: a linear probe's pass over the training images (a forward of the backbone), in epochs of the run's own
+#: steps: a step takes a forward and a backward at least, about three forwards' work; half, erring long
+PROBE_PASS_EPOCHS = 0.5
+
+
 def _stop_for_next_job(budget: JobBudget | None, state: RunState, epoch: int, device: torch.device) -> None:
     """Raise `ContinueInNextJob` before `epoch` when the job's `budget` has no room for another
     epoch, or a stop signal came (rank 0 decides for every process, so all stop at the same checkpoint)."""
     signal_name = stop_requested()
-    stop = signal_name is not None or (budget is not None and budget.must_stop())
-    if distributed.world() == 1 and not stop:
-        return
-    if not distributed.main_decides(stop, device):
-        return
+    if _decided(signal_name is not None or (budget is not None and budget.must_stop()), device):
+        _stop(state, f"at epoch {epoch} of {state.length.loop_epochs}", signal_name, budget)
+
+
+def _stop_before_finish(budget: JobBudget | None, state: RunState, run_cfg: dict[str, Any],
+                        device: torch.device) -> None:
+    """Raise `ContinueInNextJob` before the method's linear probe (`MethodSpec.probe_passes`) when this
+    job, having trained an epoch, has no room left for it (`PROBE_PASS_EPOCHS` of its longest epoch a
+    pass), or a stop signal came: the next job resumes at the run's end and fits only the probe (a job
+    that trained no epoch always fits it). Without a probe the finishing work is short and done."""
+    passes = method_spec(run_cfg["method"]).probe_passes(run_cfg["method_args"])
+    signal_name = stop_requested()
+    seconds = passes * PROBE_PASS_EPOCHS * (budget.longest_epoch or 0.0) if budget is not None else 0.0
+    short = budget is not None and budget.longest_epoch is not None and budget.left() < seconds + STOP_MARGIN_SECONDS
+    if _decided(passes > 0 and (signal_name is not None or short), device):
+        _stop(state, f"before the linear probe's {passes} pass(es) (about {duration(seconds)})", signal_name, budget)
+
+
+def _decided(stop: bool, device: torch.device) -> bool:
+    """`stop` as rank 0 decides it for every process (a collective where there are several)."""
+    return stop if distributed.world() == 1 else distributed.main_decides(stop, device)
+
+
+def _stop(state: RunState, where: str, signal_name: str | None, budget: JobBudget | None) -> None:
+    """Log why the run stops `where` and raise `ContinueInNextJob`."""
     why = (f"{signal_name}: the scheduler ends the job soon" if signal_name or budget is None else
            f"budget: {duration(budget.left())} left of the job, the longest epoch "
            f"{duration(budget.longest_epoch or 0)}, margin {duration(STOP_MARGIN_SECONDS)}")
-    line = f"stopping at epoch {epoch} of {state.length.loop_epochs} to continue in the next job ({why})"
+    line = f"stopping {where} to continue in the next job ({why})"
     state.log.say(line)
     raise ContinueInNextJob(line)
 
@@ -184,10 +210,7 @@ def _stop_mid_epoch(run_dir: Path, state: RunState, epoch: int, stop: StopMidEpo
     """Checkpoint the run at the step boundary `stop` holds (one process) and raise `ContinueInNextJob`."""
     with phase("saving"):
         _save_checkpoint(run_dir / CHECKPOINT, state, epoch, stop.epoch.saved(state.method.generator))
-    line = (f"stopping at step {stop.epoch.steps} of epoch {epoch} of {state.length.loop_epochs} to continue in "
-            f"the next job ({stop.signal_name}: the scheduler ends the job soon)")
-    state.log.say(line)
-    raise ContinueInNextJob(line)
+    _stop(state, f"at step {stop.epoch.steps} of epoch {epoch} of {state.length.loop_epochs}", stop.signal_name, None)
 
 
 def check_processes(run_cfg: dict[str, Any], settings: TrainingSettings) -> None:

@@ -26,6 +26,7 @@ import yaml
 
 from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.training.methods import spec as method_spec
+from debias_workbench.training.methods.spec import probe_passes
 from debias_workbench.training.run_length import RunLength, run_length
 from debias_workbench.training.settings import TrainingSettings
 
@@ -291,8 +292,7 @@ def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, ima
     if length.pre_steps:
         pre_ms, _ = scaled_step_ms(reference, networks(run, cost.pretrains), side, batch)
         seconds += length.pre_steps * pre_ms / 1000
-    if probe := cost.probe:
-        passes = args[probe["epochs"]] if args.get(probe["augment"]) else 1
+    if passes := probe_passes(cost.probe, args):
         seconds += passes * images * forward_seconds_per_image([run["training"]["arch"]], side)
     for monitor in ("curves", "model_selection"):
         if monitor in run:

@@ -153,6 +153,11 @@ class MethodSpec:
         """The arguments smoke mode sets (those declared `x-smoke`)."""
         return [name for name, arg in self.args.items() if "x-smoke" in arg]
 
+    def probe_passes(self, method_args: dict[str, Any]) -> int:
+        """Passes of the training images through the backbone of the linear probe the method fits
+        after its run (`cost.probe`), with `method_args`; 0 without a probe."""
+        return probe_passes(self.cost.get("probe", {}), method_args)
+
     def epochs_before_run(self, method_args: dict[str, Any]) -> float:
         """Epochs trained before the run's own by `method_args` (those declared `x-before-run: epochs`:
         LearnedMixin+H's G pre-training), 0 for most methods."""
@@ -221,3 +226,12 @@ def class_spec(module: str, cls: str) -> MethodSpec:
             f"(`{cls}: {{args: {{}}}}` for a method without arguments)"
         )
     return specs[cls]
+
+
+def probe_passes(probe: dict[str, str], method_args: dict[str, Any]) -> int:
+    """Passes of a linear probe (`probe`, a `cost.probe` entry: {epochs, augment}, the method
+    arguments naming them) over the training images: `epochs` of them with `augment`, else one
+    (features of the unaugmented images computed once); 0 for no probe (`probe` empty)."""
+    if not probe:
+        return 0
+    return int(method_args[probe["epochs"]]) if method_args.get(probe["augment"]) else 1

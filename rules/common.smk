@@ -62,6 +62,8 @@ _JOB_SERVER = []
 
 
 onstart:
+    if note := res.allocation_note(workflow.local_exec):  # inside an sbatch / salloc allocation: say what a stop means
+        print(note, file=sys.stderr, flush=True)
     if job_server.wanted(workflow.local_exec, bool(workflow.deployment_settings.deployment_method), workflow.touch,
                          [job.rule.name for job in workflow.dag.needrun_jobs()]):
         _JOB_SERVER.append(job_server.start(Path(R) / "logs" / "job_server.log"))

@@ -281,3 +281,14 @@ def test_the_linear_probe_runs_inside_the_budget(cause, tmp_path, tiny_store, th
     finished = train(run, tiny_store, tmp_path / "jobs", budget=no_room())  # no epoch left: the probe always runs
     assert "moco seed 0 epoch" not in capsys.readouterr().out
     assert same_weights(straight, finished)
+
+
+def test_snakemake_inside_an_allocation_says_at_its_start_what_a_stop_means():
+    """`snakemake --cores N` inside `sbatch` / `salloc`: its jobs budget against the allocation and a stop
+    fails the job there; the note says so and what to do. A submitting Snakemake, or one outside SLURM, says nothing."""
+    note = resources.allocation_note(True, {"SLURM_JOB_ID": "99"})
+    assert note is not None and "inside SLURM job 99" in note
+    assert "exits 75, which fails its job here" in note and "Run the workflow again in a new allocation" in note
+    assert "--executor slurm" in note
+    assert resources.allocation_note(False, {"SLURM_JOB_ID": "99"}) is None
+    assert resources.allocation_note(True, {}) is None

@@ -160,6 +160,25 @@ def slurm_warning() -> dict[str, str]:
     return {"slurm_extra": f"--signal=USR1@{WARNING_SECONDS}"}
 
 
+def allocation_note(local_exec: bool, environ: Mapping[str, str] = os.environ) -> str | None:
+    """What a Snakemake that runs its jobs itself (`local_exec`, `--cores N`) inside a SLURM allocation
+    (`sbatch` or `salloc`: `SLURM_JOB_ID` set) says at its start, None elsewhere. Its training jobs
+    inherit the allocation's job and budget against its time limit (`training.job_time`): a run that
+    would outlast it stops at an epoch boundary with its checkpoint and exits 75, which fails its job
+    there, since no later job of that Snakemake continues it."""
+    job = environ.get("SLURM_JOB_ID")
+    if not local_exec or not job:
+        return None
+    return (
+        f"note: this Snakemake runs its jobs itself inside SLURM job {job} (an sbatch or salloc allocation): "
+        "each training job budgets against the allocation's time limit, and a run that would outlast it stops "
+        "at an epoch boundary with its checkpoint and exits 75, which fails its job here (nothing continues it "
+        "in this allocation). Run the workflow again in a new allocation to continue from the checkpoints, or "
+        "let Snakemake submit the jobs (--executor slurm --workflow-profile profiles/slurm), where a job that "
+        "stops continues in the next one."
+    )
+
+
 def ignore_warning_signal(main_process: bool) -> None:
     """In a cluster job's own Snakemake (not `main_process`, the one that submits): ignore USR1.
     SLURM sends its warning signal to every process of the job step, and Snakemake's default for it

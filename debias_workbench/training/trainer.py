@@ -11,8 +11,9 @@ zero; the scoring job removes it once Snakemake has accepted the run's outputs
 (`run_files.release_checkpoint`).
 Re-running a killed run resumes from the last completed epoch and ends with the same weights as
 an uninterrupted run; a checkpoint made with another config is ignored and the run starts over.
-A run longer than its job stops itself at an epoch boundary before the job's time runs out
-(`job_time`: `ContinueInNextJob`) and the next job resumes it the same way. A method's pre-training
+A run longer than its job stops itself at an epoch boundary before the job's time runs out, or at a
+step when the scheduler warns (`job_time`: `ContinueInNextJob`; mid-epoch: `epoch_state`), and the next
+job resumes it the same way. A method's pre-training
 (`x-before-run`: LearnedMixin+H's G, as the ReBias authors' `pretrain()`) runs as the loop's first
 epochs, before the run's own and without scheduler steps, each checkpointed as any epoch.
 """
@@ -93,8 +94,9 @@ def train(run_cfg: dict[str, Any], train_store: Path, run_dir: Path, aligned_sto
     that variant. `monitor` adds learning-curve rows (kind "curve") every few steps.
     `stop_after_epochs` ends the process early (as a kill would) - used by the resume test. `trackers`
     (`training.trackers`) also get every row as it is made.
-    `budget` (the job's time, `job_time`): before each epoch but the job's first, a run whose next
-    epoch might outlast the job raises `ContinueInNextJob`, its checkpoint kept for the next job.
+    `budget` (the job's time, `job_time`): before each epoch but the job's first (and before a linear
+    probe), a run whose next epoch (probe) might outlast the job raises `ContinueInNextJob`, its checkpoint
+    kept for the next job; so does a stop signal (`job_time.stop_requested`), at the next step.
     `committee`: the file of the run's BiasEnsemble committee, made by its own job (`committee_job`);
     without one, a run that needs one trains it in its set-up (the same numbers).
     The finished run's checkpoint stays (`run_files`: the scoring job removes it).

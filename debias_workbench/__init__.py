@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 #: the public names, and the modules that hold them (imported on first use)
 _PUBLIC = {"load_variant": "debias_workbench.training.variant_dataset"}

@@ -210,10 +210,10 @@ def train_resources(pack):
     """`resources:` of `pack`'s training rule: each job's memory, runtime and GPUs from its own runs, the
     runtime for the work their checkpoints leave (a retried or continued job: workbench.resources.training_left),
     and SLURM's warning signal (workbench.resources.slurm_warning)."""
-    return {**res.rule_resources(config, True, lambda wc: res.training(pack_runs(pack, wc), RUNS_PER_GPU, THREADS),
-                                 lambda wc: res.gpus(pack_runs(pack, wc)),
-                                 lambda wc: res.training_left(pack_runs(pack, wc), RUNS_PER_GPU, THREADS, f"{R}/runs")),
-            **res.slurm_warning()}  # SLURM's warning before the time limit: the trainer checkpoints at its next step
+    out = res.rule_resources(config, True, lambda wc: res.training(pack_runs(pack, wc), RUNS_PER_GPU, THREADS),
+                             lambda wc: res.gpus(pack_runs(pack, wc)),
+                             lambda wc: res.training_left(pack_runs(pack, wc), RUNS_PER_GPU, THREADS, f"{R}/runs"))
+    return {**out, **res.slurm_warning(out["runtime"])}  # SLURM's warning: the trainer checkpoints at its next step
 
 
 def scoring_resources(pack):

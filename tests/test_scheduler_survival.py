@@ -252,7 +252,10 @@ def test_a_cluster_jobs_own_snakemake_ignores_the_warning_signal():
         assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGUSR1, before)
-    assert resources.slurm_warning() == {"slurm_extra": "--signal=USR1@180"}
+    extra = resources.slurm_warning(lambda wildcards, attempt: 60 * attempt)["slurm_extra"]
+    assert (extra(None, 1), extra(None, 2)) == ("--signal=USR1@180", "--signal=USR1@180")
+    # a job shorter than 12 minutes is warned a quarter of its request before its end, never at its start
+    assert resources.slurm_warning(lambda wildcards, attempt: 3)["slurm_extra"](None, 1) == "--signal=USR1@45"
 
 
 @pytest.mark.parametrize("cause", ["budget", "signal"])

@@ -160,7 +160,10 @@ def test_slurm_dry_run_gives_a_two_gpu_run_two_gpus_on_one_node(tmp_path):
     assert re.search(r"\bgpu=2\b", blocks["ddp_probe"]) and "nodes=1" in blocks["ddp_probe"], blocks
     assert re.search(r"\bgpu=1\b", blocks["base_in9"]), blocks
     # SLURM's warning before the time limit, on which the trainer checkpoints at its next step (job_time)
-    assert all("slurm_extra=--signal=USR1@180" in block for block in blocks.values()), blocks
+    # (180 s, or a quarter of a shorter request: never at the job's start)
+    for block in blocks.values():
+        runtime, warning = re.search(r"runtime=(\d+)", block)[1], re.search(r"slurm_extra=--signal=USR1@(\d+)", block)[1]
+        assert int(warning) == min(180, int(runtime) * 15), block
 
 
 def test_a_run_longer_than_a_job_continues_over_several_jobs(cluster, tmp_path):

@@ -152,12 +152,20 @@ def rule_resources(
     return out
 
 
-def slurm_warning() -> dict[str, str]:
-    """The `resources:` that make SLURM send a training job's processes USR1 `job_time.WARNING_SECONDS`
-    before its time limit (`sbatch --signal`, through the executor's `slurm_extra`): the trainer then
-    checkpoints at its next step and the job ends to continue in the next one. A site that sets
-    `slurm_extra` for these rules itself (`set-resources`) adds the option to its own."""
-    return {"slurm_extra": f"--signal=USR1@{WARNING_SECONDS}"}
+def warning_seconds(minutes: float) -> int:
+    """How long before the end of a job asking `minutes` SLURM warns it: `job_time.WARNING_SECONDS`, or a quarter
+    of a shorter job's request (a warning as long as the job would come at its start, and every attempt would then
+    stop at its first step)."""
+    return int(min(WARNING_SECONDS, minutes * 60 / 4))
+
+
+def slurm_warning(runtime: Callable[[Any, int], int]) -> dict[str, Any]:
+    """The `resources:` that make SLURM send a training job's processes USR1 `warning_seconds` before its
+    time limit (`runtime`: the rule's, wildcards and attempt -> minutes) (`sbatch --signal`, through the
+    executor's `slurm_extra`): the trainer then checkpoints at its next step and the job ends to continue in
+    the next one. A site that sets `slurm_extra` for these rules itself (`set-resources`) adds the option to
+    its own."""
+    return {"slurm_extra": lambda wildcards, attempt: f"--signal=USR1@{warning_seconds(runtime(wildcards, attempt))}"}
 
 
 def allocation_note(local_exec: bool, environ: Mapping[str, str] = os.environ) -> str | None:

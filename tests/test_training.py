@@ -201,11 +201,12 @@ def test_missing_or_altered_weights_are_clear_errors(tmp_path):
 
 def test_the_learning_curve_monitor_reads_each_val_split_once(tmp_path, tiny_store, train_config, monkeypatch):
     """Every curve point scores the val split; it is read from the store at the first point only."""
-    import debias_workbench.training.trainer as trainer
+    import debias_workbench.training.monitor as monitor_module
 
     made = []
-    monkeypatch.setattr(trainer, "scoring_batches", lambda *a, **k: made.append(a[0]) or scoring_batches(*a, **k))
-    monitor = trainer.Monitor({"original": tiny_store}, every_steps=1, batch_size=4)
+    counted = lambda *a, **k: made.append(a[0]) or scoring_batches(*a, **k)  # noqa: E731
+    monkeypatch.setattr(monitor_module, "scoring_batches", counted)
+    monitor = monitor_module.Monitor({"original": tiny_store}, every_steps=1, batch_size=4)
     train(run_config(train_config, "base_in9", 0), tiny_store, tmp_path / "run", monitor=monitor)
     points = [json.loads(r) for r in (tmp_path / "run" / "train_metrics.jsonl").read_text().splitlines()]
     assert len({r["step"] for r in points if r["kind"] == "curve"}) >= 4 and made == [tiny_store]

@@ -77,9 +77,12 @@ class JobBudget:
         """An epoch (with its checkpoint) took `seconds`."""
         self.longest_epoch = max(seconds, self.longest_epoch or 0.0)
 
-    def must_stop(self) -> bool:
-        """Whether another epoch might not end (with `STOP_MARGIN_SECONDS` to spare) before the job does."""
-        return self.longest_epoch is not None and self.left() < self.longest_epoch + STOP_MARGIN_SECONDS
+    def must_stop(self, ahead: float | None = None) -> bool:
+        """Whether `ahead` seconds of work (default: another epoch as long as the longest so far) might not
+        end, with `STOP_MARGIN_SECONDS` to spare, before the job does; never before the job's first epoch."""
+        if self.longest_epoch is None:
+            return False
+        return self.left() < (self.longest_epoch if ahead is None else ahead) + STOP_MARGIN_SECONDS
 
 
 def install_stop_signals(environ: Mapping[str, str] = os.environ) -> None:

@@ -49,6 +49,10 @@ class RunLength:
             return min(self.steps_per_epoch, self.pre_steps - epoch * self.steps_per_epoch)
         return min(self.steps_per_epoch, self.steps - (epoch - self.pre_epochs) * self.steps_per_epoch)
 
+    def steps_before(self, epoch: int, within: int = 0) -> int:
+        """Steps taken before loop epoch `epoch`, and `within` of its own (a checkpoint's place in the run)."""
+        return sum(self.steps_in_epoch(e) for e in range(epoch)) + within
+
 
 def run_length(training: Mapping[str, Any], steps_per_epoch: int, pre_epochs: float = 0.0) -> RunLength:
     """The run's length with `steps_per_epoch` batches an epoch (`training.iterations` if set, else

@@ -188,7 +188,7 @@ def _stop_before_finish(budget: JobBudget | None, state: RunState, run_cfg: dict
     passes = method_spec(run_cfg["method"]).probe_passes(run_cfg["method_args"])
     signal_name = stop_requested()
     seconds = passes * PROBE_PASS_EPOCHS * (budget.longest_epoch or 0.0) if budget is not None else 0.0
-    short = budget is not None and budget.longest_epoch is not None and budget.left() < seconds + STOP_MARGIN_SECONDS
+    short = budget is not None and budget.must_stop(seconds)
     if _decided(passes > 0 and (signal_name is not None or short), device):
         _stop(state, f"before the linear probe's {passes} pass(es) (about {duration(seconds)})", signal_name, budget)
 
@@ -273,7 +273,7 @@ def _set_up(run_cfg: dict[str, Any], batches: ZarrBatches, device: torch.device,
             "precision": precision(method)}
     if start_epoch == 0:  # a resumed run has these rows in its checkpoint's history
         history = [{"kind": "train", **tags, "epoch": 0, "metric": k, "value": v} for k, v in prepared.items()]
-    done = sum(length.steps_in_epoch(e) for e in range(start_epoch)) + (part.steps if part else 0)
+    done = length.steps_before(start_epoch, part.steps if part else 0)
     return RunState(method, schedulers, length, tags, run_hash, start_epoch, history, Progress(length.all_steps, done),
                     log, part)
 
@@ -372,7 +372,7 @@ def _save_checkpoint(path: Path, state: RunState, next_epoch: int, part: dict[st
                     "optimizers": [on_cpu(o.state_dict()) for o in method.optimizers()],
                     "schedulers": [s.state_dict() for s in state.schedulers], "next_epoch": next_epoch,
                     "history": state.history, "config_hash": state.run_hash, "part": part}, tmp)
-    steps = sum(state.length.steps_in_epoch(e) for e in range(next_epoch)) + (part["steps"] if part else 0)
+    steps = state.length.steps_before(next_epoch, part["steps"] if part else 0)
     write_progress(path.parent, steps, state.length.all_steps, state.run_hash)
 
 

@@ -281,17 +281,12 @@ def runs_at_once(runs: list[dict[str, Any]], runs_per_gpu: int, cpus: int) -> Ru
     measured = f"measured: {model.runs_at_once[0]} runs on {model.runs_at_once_cores} cores, split in memory"
     if streamed := [run["experiment"] for run in runs if streams(run)]:
         why = f"{streamed[0]} streams its split (over training.loader.in_memory_max_gb)"
-        return RunsAtOnce(k, 1, f"{k} runs at once, speedup not counted: {why}; {measured}")
-    need = k * max(busy_threads(run) for run in runs)
-    if cpus < need:
+    elif cpus < (need := k * max(busy_threads(run) for run in runs)):
         why = f"the job asks {cpus} CPU(s) (training.threads), its {k} runs keep {need} threads busy"
-        return RunsAtOnce(k, 1, f"{k} runs at once, speedup not counted: {why}; {measured}")
-    speedup = runs_at_once_speedup(k)
-    return RunsAtOnce(
-        k,
-        k,
-        f"{k} runs at once, {speedup:.2f}x counted ({cpus} CPUs >= {need} busy threads, assumed enough; {measured})",
-    )
+    else:
+        counted = f"{runs_at_once_speedup(k):.2f}x counted ({cpus} CPUs >= {need} busy threads, assumed enough"
+        return RunsAtOnce(k, k, f"{k} runs at once, {counted}; {measured})")
+    return RunsAtOnce(k, 1, f"{k} runs at once, speedup not counted: {why}; {measured}")
 
 
 def training(

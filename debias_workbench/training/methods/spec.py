@@ -103,21 +103,20 @@ class MethodSpec:
 
     def requires_for(self, method_args: dict[str, Any]) -> tuple[str, ...]:
         """`requires`, and each capability its `method_args` need at their values (their arguments' `x-needs`)."""
-        values = {**self.defaults, **method_args}
-        needed = [
-            arg["x-needs"][values[name]]
-            for name, arg in self.args.items()
-            if "x-needs" in arg and values.get(name) in arg["x-needs"]
-        ]
-        return tuple(dict.fromkeys([*self.requires, *needed]))
+        return tuple(dict.fromkeys([*self.requires, *self._annotated("x-needs", method_args)]))
 
     def given_by(self, method_args: dict[str, Any]) -> list[str]:
         """What its `method_args` give it beyond images and labels (its arguments' `x-given` at their values)."""
+        return self._annotated("x-given", method_args)
+
+    def _annotated(self, annotation: str, method_args: dict[str, Any]) -> list[str]:
+        """`annotation`'s entry ({value: what}) for each argument that has one at its value in `method_args`
+        (else its default)."""
         values = {**self.defaults, **method_args}
         return [
-            arg["x-given"][values[name]]
+            arg[annotation][values[name]]
             for name, arg in self.args.items()
-            if "x-given" in arg and values.get(name) in arg["x-given"]
+            if annotation in arg and values.get(name) in arg[annotation]
         ]
 
     def registered_as(self, name: str) -> MethodSpec:

@@ -26,6 +26,7 @@ from debias_workbench.training.applicability import applicability
 from debias_workbench.training.methods import REGISTRY as METHODS
 from debias_workbench.training.methods import spec
 from debias_workbench.workflow.config import ConfigError, deep_merge, resolve_config, validate_config
+from debias_workbench.workflow.slices import config_provenance, report_config
 
 from .conftest import ROOT
 
@@ -327,6 +328,21 @@ def test_matrix_config_trains_every_method_on_every_benchmark_it_can_run_on(name
     assert all(exp.get("grid") in own for exp in config["experiments"].values())  # the demo's runs dropped
     matrix = build_matrix(config, [])
     assert {c.status for c in matrix.cells.values()} == {"not run", "cannot run"}
+
+
+@pytest.mark.parametrize("name", MATRIX_CONFIGS)
+def test_matrix_from_the_report_jobs_config_slice_is_the_matrix_of_the_whole_config(name, default_config):
+    """The report job reads its config slice (`slices.report_config`), not the resolved config: the matrix built
+    from it has every cell, baseline and "given" text of the matrix of the whole config. The slice once kept
+    only each grid method's name and label, so the embedded run's report read MoCo-v2 + patch as a plain
+    reference, Colored MNIST's LfF+BE and Park et al. (voting `last`) as "cannot run", and both as given a
+    validation vote."""
+    config = resolve_config(deep_merge(default_config, yaml.safe_load((ROOT / "config" / name).read_text())))
+    sliced = report_config(config, config_provenance(config, ["config/config.yaml", f"config/{name}"], {}))
+    whole, report = build_matrix(config, []), build_matrix(sliced, [])
+    assert report.cells == whole.cells and report.baselines == whole.baselines and report.given == whole.given
+    assert whole.baselines[row_key("moco_patch", config["grids"]["mx_in9"]["methods"]["moco_patch"])] != (
+        whole.baselines[row_key("moco", config["grids"]["mx_in9"]["methods"]["moco"])])
 
 
 def _matrix_paper_standins(standins: dict) -> dict:

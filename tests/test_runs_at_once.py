@@ -34,6 +34,20 @@ def test_runs_side_by_side_end_with_the_weights_of_runs_one_after_the_other(tmp_
         assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
+def test_runs_side_by_side_share_their_jobs_threads(tmp_path, tiny_store, default_config):
+    """Each of K runs at once takes 1/K of the job's threads (K processes at the job's full count would
+    oversubscribe its CPUs: 3 x 8 threads on an 8-CPU request); one after the other, each takes them all."""
+    runs, threads = _two_runs(default_config), torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        alone = train_runs({"runs": runs[:1]}, tiny_store, {}, {}, tmp_path / "alone")
+        together = train_runs({"runs": runs}, tiny_store, {}, {}, tmp_path / "together", at_once=2)
+    finally:
+        torch.set_num_threads(threads)
+    assert ", 4 threads" in (alone[0].parent / "train.log").read_text()
+    assert all(", 2 threads" in (p.parent / "train.log").read_text() for p in together)
+
+
 def test_a_jobs_request_follows_the_measured_speedup_of_runs_at_once(default_config):
     runs = _two_runs(default_config) * 2                     # four runs, each its own process
     one, mem_one = resources.training(runs)

@@ -26,6 +26,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+import torch
+
 from debias_workbench.core.atomic import write_json
 
 from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob
@@ -64,12 +66,13 @@ def release_checkpoint(run_dir: Path) -> None:
 
 
 def attempt_header(environ: Mapping[str, str] = os.environ) -> str:
-    """`== attempt started 2026-11-29 11:52:03 UTC on node7 (SLURM job 4242, restart 1), pid 311`."""
+    """`== attempt started 2026-11-29 11:52:03 UTC on node7 (SLURM job 4242, restart 1), pid 311, 8 threads`
+    (the process's torch threads: runs side by side share their job's)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     where = socket.gethostname()
     if job := environ.get("SLURM_JOB_ID"):
         where += f" (SLURM job {job}, restart {environ.get('SLURM_RESTART_COUNT', '0')})"
-    return f"== attempt started {when} on {where}, pid {os.getpid()}"
+    return f"== attempt started {when} on {where}, pid {os.getpid()}, {torch.get_num_threads()} threads"
 
 
 class RunLog:

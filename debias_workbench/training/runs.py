@@ -83,30 +83,22 @@ def train_runs(
     model paths in the job's order. `aligned_stores`: {field: store} the methods read alongside the
     training store (CLAD's backgrounds); `test_stores`: {test set name: store}, read only by the runs'
     monitors; `trackers`: `training.trackers`; `budget`: the job's time (`job_time`), shared by its
-    runs; `at_once` > 1: up to that many runs at a time, each in a spawned process (a
-    run's numbers are the same either way: each run seeds itself from its name and seed); `committees`:
-    the folder of the committee jobs' files (`committee_config.COMMITTEE_DIR`), where the runs with a
-    BiasEnsemble committee read theirs (None: each trains its own in its set-up, the same one).
+    runs; `at_once` > 1: up to that many runs at a time, each in a spawned process with its share of
+    the job's threads (a run's numbers are the same either way: each run seeds itself from its name and
+    seed); `committees`: the folder of the committee jobs' files (`committee_config.COMMITTEE_DIR`), where
+    the runs with a BiasEnsemble committee read theirs (None: each trains its own in its set-up, the same one).
 
     A run that stops for the next job (`ContinueInNextJob`) fails the job, and the workflow removes
     the outputs of all its runs: the runs finished before it keep their checkpoints (every run does,
     until its scoring job: `run_files`), and the next job finishes them from their last epoch at once."""
     runs = job_cfg["runs"]
-    args = (
-        train_store,
-        aligned_stores,
-        test_stores,
-        runs_dir,
-        list(trackers),
-        budget,
-        torch.get_num_threads(),
-        committees,
-    )
-    if at_once <= 1 or len(runs) < 2:
-        models = _train_group(runs, *args)
-    else:
-        context = multiprocessing.get_context("spawn")  # no CUDA state crosses into a child
-        with concurrent.futures.ProcessPoolExecutor(min(at_once, len(runs)), mp_context=context) as pool:
-            done = [pool.submit(_train_group, [run], *args, stop_signals_installed()) for run in runs]
-            models = [future.result()[0] for future in done]
-    return models
+    workers = 1 if at_once <= 1 or len(runs) < 2 else min(at_once, len(runs))
+    # the job's threads shared out: K processes each at the job's full count would ask K times its CPUs
+    threads = max(1, torch.get_num_threads() // workers)
+    args = (train_store, aligned_stores, test_stores, runs_dir, list(trackers), budget, threads, committees)
+    if workers == 1:
+        return _train_group(runs, *args)
+    context = multiprocessing.get_context("spawn")  # no CUDA state crosses into a child
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        done = [pool.submit(_train_group, [run], *args, stop_signals_installed()) for run in runs]
+        return [future.result()[0] for future in done]

@@ -11,6 +11,7 @@ which is older than the outputs made with it, so nothing reruns needlessly.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Callable
@@ -148,18 +149,17 @@ def config_provenance(config: dict[str, Any], files: list[str], overrides: dict[
 
 
 def report_config(config: dict[str, Any], provenance: dict[str, Any]) -> dict[str, Any]:
-    """The report's keys, the experiments' display names and the shape of the tables, and the
-    config's `provenance` (`config_provenance`: the report names its config files and hash, so a
-    config edit that reaches any job rebuilds it); no training or method settings themselves
-    (their changes reach the report through the metric files)."""
+    """The report's keys, the experiments' display names and the shape of the tables, the grids
+    whole, and the config's `provenance` (`config_provenance`: the report names its config files and
+    hash, so a config edit that reaches any job rebuilds it). The experiments' training and method
+    settings stay out (their changes reach the report through the metric files); the grids' stay in:
+    the matrix compares each grid method with its baseline by its method arguments and its training
+    (`papers.matrix.contrasts`), and what a method can run on and is given depends on its arguments."""
     experiments = {
         name: {k: exp[k] for k in REPORT_EXPERIMENT_KEYS if k in exp} for name, exp in config["experiments"].items()
     }
     for exp in experiments.values():
         exp.setdefault("seeds", config["seeds"])
-    grids = {name: {k: v for k, v in grid.items() if k != "training"} for name, grid in config.get("grids", {}).items()}
-    for grid in grids.values():
-        grid["methods"] = {k: {"method": m["method"], "label": m["label"]} for k, m in grid["methods"].items()}
     return {
         "seeds": config["seeds"],
         "report": config["report"],
@@ -168,7 +168,7 @@ def report_config(config: dict[str, Any], provenance: dict[str, Any]) -> dict[st
         "datasets": config["datasets"],
         "training": {k: config["training"][k] for k in ("arch", "epochs")},
         "experiments": experiments,
-        "grids": grids,
+        "grids": copy.deepcopy(config.get("grids", {})),
         "sweeps": config.get("sweeps", {}),
         "sweep_points": config.get("sweep_points", {}),
         "provenance": provenance,

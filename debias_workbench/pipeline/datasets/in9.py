@@ -45,7 +45,8 @@ class In9Family(DatasetFamily):
         "stylized": "each image's AdaIN-stylized copy (Stylized IN-9), row-aligned with the training images",
         "texture": "each image's synthesized texture (IN-9-Texture), row-aligned with the training images",
         "biased_network": "a small-receptive-field (local texture) net as ReBias's G: BagNet18 (receptive field 43 "
-        "px) on 224-px images as on 9-class ImageNet, simple_cnn3 (9 px) on the 32-px synthetic images",
+        "px) on 224-px images as on 9-class ImageNet, simple_cnn3 (3x3 layers: 2n + 1 px for n of them) on the 32-px "
+        "synthetic images",
     }
     #: the accuracy without background cues (Mixed-Rand), which a smaller BG-GAP may have been bought with
     MIXED_RAND = BenchmarkMetric("Mixed-Rand accuracy", "mixed_rand")

@@ -26,8 +26,6 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-import torch
-
 from debias_workbench.core.atomic import write_json
 
 from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob
@@ -68,6 +66,8 @@ def release_checkpoint(run_dir: Path) -> None:
 def attempt_header(environ: Mapping[str, str] = os.environ) -> str:
     """`== attempt started 2026-11-29 11:52:03 UTC on node7 (SLURM job 4242, restart 1), pid 311, 8 threads`
     (the process's torch threads: runs side by side share their job's)."""
+    import torch  # here, not at the top: the workflow layer reads this module's files without torch
+
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     where = socket.gethostname()
     if job := environ.get("SLURM_JOB_ID"):

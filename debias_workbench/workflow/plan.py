@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -293,7 +294,7 @@ def data_jobs(config: dict[str, Any]) -> list[Job]:
                 resources.variant_threads(config, dataset) if job.parallel else 1,
             )
             for job in get_family(dataset_family(config, dataset)).generation_jobs(
-                config["datasets"][dataset], dataset, lambda step, d=dataset: resources.min_job_images(config, d, step)
+                config["datasets"][dataset], dataset, partial(resources.min_job_images, config, dataset)
             )
         ]
     return jobs

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from debias_workbench.pipeline import variants
-from debias_workbench.pipeline.segment_stage import shard_count
+from debias_workbench.pipeline.shards import ALL_SPLITS, expected_splits, images_in, job_blocks
 from debias_workbench.pipeline.sources.listing import folder_fingerprint
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.training.committee_config import COMMITTEE_DIR, COMMITTEE_FILE, committees
@@ -152,17 +152,59 @@ def user_folders_fingerprint(wildcards):
     return folder_fingerprint(source_paths(wildcards.dataset))
 
 
-def shard_files(wildcards, folder="shards"):
-    """One segmentation shard per `block_images` items (in `folder`; the derived variants' shards
-    follow the same split): counted from the config for the synthetic source, from the listing
-    (a checkpoint) for folders."""
-    ds = config["datasets"][wildcards.dataset]
+_LISTED = {}  # item_splits()'s, by dataset (synthetic) or by listing file and its modification time
+
+
+def item_splits(dataset):
+    """The split of each source item of `dataset` in listing order: from the config for the synthetic
+    source (every train item before every val item, as their ids sort), from the listing (a checkpoint) for folders."""
+    ds = config["datasets"][dataset]
     if ds["source"]["kind"] == "synthetic":
-        n_items = res.dataset_images(ds, "train") + res.dataset_images(ds, "val")
-    else:
-        with open(checkpoints.in9_list.get(dataset=wildcards.dataset).output.listing) as fh:
-            n_items = len(json.load(fh)["items"])
-    return [f"{R}/intermediate/{wildcards.dataset}/{folder}/{k:05d}.npz" for k in range(shard_count(n_items, ds))]
+        key = (dataset, None)
+        if key not in _LISTED:
+            _LISTED[key] = expected_splits({split: res.dataset_images(ds, split) for split in ALL_SPLITS})
+        return _LISTED[key]
+    path = checkpoints.in9_list.get(dataset=dataset).output.listing
+    key = (path, os.path.getmtime(path))
+    if key not in _LISTED:
+        with open(path) as fh:
+            _LISTED[key] = [item["split"] for item in json.load(fh)["items"]]
+    return _LISTED[key]
+
+
+def step_splits(dataset, step):
+    """The splits generation step `step` ("segment" or a derived variant) of `dataset` builds."""
+    return ALL_SPLITS if step == "segment" else config["datasets"][dataset][step]["splits"]
+
+
+_SHARD_JOBS = {}  # shard_jobs()'s, by dataset, step and the item splits they were cut from
+
+
+def shard_jobs(dataset, step):
+    """The block ranges of the jobs of generation step `step` ("segment" or a derived variant) of `dataset`:
+    whole blocks of `block_images` items holding at least workbench.resources.min_job_images of its splits' items
+    each (pipeline/shards.py), only where the step builds a split."""
+    splits = item_splits(dataset)
+    key = (dataset, step, id(splits))  # _LISTED keeps `splits` alive: its id names it
+    if key not in _SHARD_JOBS:
+        block, wanted = int(config["datasets"][dataset]["block_images"]), step_splits(dataset, step)
+        _SHARD_JOBS[key] = job_blocks(splits, block, wanted, res.min_job_images(config, dataset, step))
+    return _SHARD_JOBS[key]
+
+
+def shard_images(wildcards, step):
+    """The images of its step's splits that a shard job (wildcards: dataset, shard) makes: its estimate's."""
+    blocks = shard_jobs(wildcards.dataset, step)[int(wildcards.shard)]
+    block = int(config["datasets"][wildcards.dataset]["block_images"])
+    return images_in(item_splits(wildcards.dataset), block, step_splits(wildcards.dataset, step), blocks)
+
+
+def shard_files(wildcards, step="segment"):
+    """One file per job of generation step `step` ("segment", or a derived variant: its `<variant>_shards`
+    folder) of the dataset (`shard_jobs`)."""
+    folder = "shards" if step == "segment" else f"{step}_shards"
+    count = len(shard_jobs(wildcards.dataset, step))
+    return [f"{R}/intermediate/{wildcards.dataset}/{folder}/{k:05d}.npz" for k in range(count)]
 
 
 def derived_inputs(wildcards):

@@ -1,9 +1,9 @@
 # ImageNet-9 Background Challenge data, for every dataset of the in9 family (`in9`; `in9_u2net`
-# when Table 5's U2-Net run is configured; `imagenet100`): source -> listing -> one segmentation job
-# per shard of `block_images` images -> gathered intermediate store -> one store per variant; and the
+# when Table 5's U2-Net run is configured; `imagenet100`): source -> listing -> segmentation jobs of whole blocks
+# of `block_images` images (rules/common.smk shard_jobs) -> gathered intermediate store -> one store per variant; and the
 # `external` test sets (ImageNet-Sketch, ImageNet-R) read from the user's folders.
 # Uses rules/common.smk: PY, R, dataset_config_file, datasets_of, external_folder, folder_fingerprint,
-# one_of, res, shard_files, source_paths, user_folders_fingerprint, variants.
+# one_of, res, shard_files, shard_images, source_paths, user_folders_fingerprint, variants.
 IN9_DATASETS = one_of(datasets_of("in9"))
 # the variants composed from the segmented store's arrays, the background-biased ones included
 ARRAY_VARIANTS = list(variants.VARIANTS) + [
@@ -60,7 +60,7 @@ checkpoint in9_list:
 
 
 rule in9_segment_shard:
-    """Decode, resize and segment (GrabCut or U2-Net) the images of one shard."""
+    """Decode, resize and segment (GrabCut or U2-Net) the images of one job's whole blocks."""
     input:
         config=lambda wc: dataset_config_file(wc.dataset),
         listing=rules.in9_list.output.listing,
@@ -70,8 +70,9 @@ rule in9_segment_shard:
         temp(f"{R}/intermediate/{{dataset}}/shards/{{shard}}.npz"),
     params:
         py=PY,
+        min_images=lambda wc: res.min_job_images(config, wc.dataset, "segment"),
     resources:
-        **res.rule_resources(config, False, lambda wc: res.segment_shard(config, wc.dataset)),
+        **res.rule_resources(config, False, lambda wc: res.segment_shard(config, wc.dataset, shard_images(wc, "segment"))),
     conda:
         "../envs/workbench.yaml"
     log:
@@ -80,6 +81,7 @@ rule in9_segment_shard:
         f"{R}/benchmarks/in9_segment_shard/{{dataset}}_segment_{{shard}}.tsv",
     shell:
         "{params.py} -m debias_workbench generate segment-shard --family in9 --config {input.config} --shard {wildcards.shard} "
+        "--min-images {params.min_images} "
         "--inputs {input.listing} --out {output} > {log} 2>&1"
 
 

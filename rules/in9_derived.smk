@@ -1,9 +1,10 @@
 # IN-9 variants made image by image by a model or a tool (debias_workbench/pipeline/derived_stage.py): Stylized
 # IN-9 (AdaIN: a GPU job, on the CPU without one), IN-9-Texture (texture synthesis through a
-# command-line tool: a CPU job) and IN-9-C (ImageNet-C corruptions: CPU), one job per segmentation shard, then one gather into the variant
+# command-line tool: a CPU job) and IN-9-C (ImageNet-C corruptions: CPU), in jobs of whole blocks holding the splits
+# the variant builds (rules/common.smk shard_jobs), then one gather into the variant
 # store. Each job's config slice holds only its own variant's section, so editing the
 # stylization reruns the stylized store and what reads it, nothing else.
-# Uses rules/common.smk: PY, R, derived_config_file, derived_inputs, one_of, res, shard_files;
+# Uses rules/common.smk: PY, R, derived_config_file, derived_inputs, one_of, res, shard_files, shard_images;
 # rules/in9_data.smk: IN9_DATASETS.
 
 
@@ -23,8 +24,11 @@ for _derived, _gpu in (("stylized", True), ("texture", False), ("corrupted", Fal
             temp(f"{R}/intermediate/{{dataset}}/{{derived}}_shards/{{shard}}.npz"),
         params:
             py=PY,
+            min_images=lambda wc: res.min_job_images(config, wc.dataset, wc.derived),
         resources:
-            **res.rule_resources(config, _gpu, lambda wc, v=_derived: res.derived_shard(config, wc.dataset, v)),
+            **res.rule_resources(
+                config, _gpu, lambda wc, v=_derived: res.derived_shard(config, wc.dataset, v, shard_images(wc, v))
+            ),
         conda:
             "../envs/workbench.yaml"
         log:
@@ -33,7 +37,7 @@ for _derived, _gpu in (("stylized", True), ("texture", False), ("corrupted", Fal
             f"{R}/benchmarks/in9_{_derived}_shard/{{dataset}}_{{derived}}_{{shard}}.tsv",
         shell:
             "{params.py} -m debias_workbench generate derived-shard --family in9 --config {input.config} --variant {wildcards.derived} "
-            "--shard {wildcards.shard} --inputs {input.store} --out {output} > {log} 2>&1"
+            "--shard {wildcards.shard} --min-images {params.min_images} --inputs {input.store} --out {output} > {log} 2>&1"
 
 
 rule in9_derived:
@@ -42,7 +46,7 @@ rule in9_derived:
         config=derived_config_file,
         store=rules.in9_segment.output.store,
         manifest=rules.in9_segment.output.manifest,
-        shards=lambda wc: shard_files(wc, f"{wc.derived}_shards"),
+        shards=lambda wc: shard_files(wc, wc.derived),
     wildcard_constraints:
         dataset=IN9_DATASETS,
         derived=one_of(["stylized", "texture", "corrupted"]),

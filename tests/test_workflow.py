@@ -447,7 +447,7 @@ def test_snakemake_lint_passes():
 
 
 #: names the rule files take from common.smk's imports (everything else shared is assigned or defined there)
-COMMON_IMPORTS = {"res", "job_server", "variants", "get_family", "shard_count", "folder_fingerprint", "dataset_family",
+COMMON_IMPORTS = {"res", "job_server", "variants", "get_family", "folder_fingerprint", "dataset_family",
                   "dataset_variants"}
 
 

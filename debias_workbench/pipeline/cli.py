@@ -71,7 +71,8 @@ def generate(argv: list[str]) -> int:
     parser.add_argument("--config", type=Path, required=True, help="the dataset's job config (JSON)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--variant")
-    parser.add_argument("--shard", type=int)
+    parser.add_argument("--shard", type=int, help="a staged step's job, counted among its jobs (`shards.job_blocks`)")
+    parser.add_argument("--min-images", type=int, default=1, help="the fewest images of a job of a staged step")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--inputs", type=Path, nargs="*", default=[])
     args = parser.parse_args(argv)
@@ -79,7 +80,15 @@ def generate(argv: list[str]) -> int:
     job = json.loads(args.config.read_text())
     try:
         family.run_step(
-            args.step, job["config"], job["seed"], args.out, args.inputs, args.workers, args.variant, args.shard
+            args.step,
+            job["config"],
+            job["seed"],
+            args.out,
+            args.inputs,
+            args.workers,
+            args.variant,
+            args.shard,
+            args.min_images,
         )
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)

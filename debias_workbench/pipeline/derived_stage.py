@@ -14,9 +14,10 @@
   balanced per class (`pipeline.corruptions`); `bias_labels` = the label, `corruption` (index
   into the store's `corruptions` attribute) and `severity` per image.
 
-The shards are the segmentation's (`block_images` rows of the intermediate store each), so a
-cluster spreads them over nodes; every choice is seeded by the image's id and every batch is
-fixed by the data, so the stores' bytes do not depend on how the shards were scheduled. The
+The work goes block by block (`block_images` rows of the intermediate store each, the segmentation's),
+whole blocks to a job (`derived_jobs`: only the blocks holding a row of the splits the variant builds), so
+a cluster spreads them over nodes; every choice is seeded by the image's id and every batch is fixed by
+its block, so the stores' bytes do not depend on how the blocks were spread over jobs. The
 first two run at `work_size` (images are resized to it and back; null: the image size, at least
 64 px, `work_side`).
 """
@@ -24,6 +25,7 @@ first two run at `work_size` (images are resized to it and back; null: the image
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ from debias_workbench.core.seeding import name_rng, name_seed
 from .corruptions import assign_pairs, check_work_size, corrupt_image, corruption_names
 from .imageio import TrainPhotos, unsquashed
 from .parallel import run_blocks, worker_setup
+from .shards import job_blocks
 from .store import atomic_store, create_array
 
 DERIVED = ("stylized", "texture", "corrupted")
@@ -46,34 +49,57 @@ DERIVED = ("stylized", "texture", "corrupted")
 EXTRA_FIELDS = {"stylized": ("style_ids",), "corrupted": ("corruption", "severity")}
 
 
-def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int, shard: int, out: Path) -> None:
-    """Make `kind`'s images of one shard's usable rows (of the configured splits) into `out` (.npz)."""
+def derived_jobs(item_splits: Sequence[str], ds_cfg: dict[str, Any], kind: str, min_images: int = 1) -> list[range]:
+    """The block ranges of `kind`'s jobs over the items (in row order) whose splits are `item_splits`: only the
+    blocks holding an item of the splits `kind` builds (`shards.job_blocks`; `min_images` 1: one job per block)."""
+    return job_blocks(item_splits, int(ds_cfg["block_images"]), ds_cfg[kind]["splits"], min_images)
+
+
+def derived_job(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int, shard: int, min_images: int,
+                out: Path) -> None:
+    """Job `shard` of `kind`'s jobs of at least `min_images` images each (`derived_jobs` over the store's rows),
+    as the workflow runs it."""
+    jobs = derived_jobs(list(zarr.open_group(seg_store, mode="r")["splits"][:]), ds_cfg, kind, min_images)
+    if not 0 <= shard < len(jobs):
+        raise PipelineError(f"{kind} has {len(jobs)} jobs of at least {min_images} images here, not job {shard}")
+    derived_shard(kind, seg_store, ds_cfg, seed, jobs[shard], out)
+
+
+def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int, blocks: range, out: Path) -> None:
+    """Make `kind`'s images of the usable rows (of the configured splits) of the blocks `blocks` into `out`
+    (.npz), block by block, each as a job of that block alone would (the same batches, so the same bytes)."""
     worker_setup()
     seg = zarr.open_group(seg_store, mode="r")
-    block = int(ds_cfg["block_images"])
-    lo = shard * block
-    hi = min(seg["ids"].shape[0], lo + block)
     cfg = ds_cfg[kind]
     if kind != "texture" and "train" in cfg["splits"] and TrainPhotos.of(ds_cfg) is not None:
         raise PipelineError(f"{kind}'s train split would be cut from the stored square: under train_views: photo "
                             f"only original and texture make a training split; set {kind}.splits: [val]")
+    if kind == "texture" and "source_sides" not in seg:
+        raise PipelineError(f"{seg_store} predates the photos' sides the texture variant needs; delete it and rerun")
+    parts = [_derived_block(kind, seg, k, ds_cfg, seed) for k in blocks]
+    records = [r for part in parts for r in part.pop("records")]
+    arrays: dict[str, Any] = {f: np.concatenate([part[f] for part in parts]) for f in parts[0]}
+    with atomic_path(out) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, records=np.array(json.dumps(records)), **arrays)
+
+
+def _derived_block(kind: str, seg: zarr.Group, k: int, ds_cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+    """`kind`'s images (`rows`, the arrays and `records`) of the usable rows of the configured splits in block `k`."""
+    block = int(ds_cfg["block_images"])
+    lo = k * block
+    hi = min(seg["ids"].shape[0], lo + block)
     splits = seg["splits"][lo:hi]
-    wanted = np.isin(splits, cfg["splits"]) & seg["ok"][lo:hi].astype(bool)
+    wanted = np.isin(splits, ds_cfg[kind]["splits"]) & seg["ok"][lo:hi].astype(bool)
     rows = lo + np.nonzero(wanted)[0]
     images, labels, ids = seg["images"][lo:hi][rows - lo], seg["labels"][:][rows], seg["ids"][:][rows]
-    classes = list(seg.attrs["classes"])
     if kind == "corrupted":
         result = _corrupt(images, rows, seg, ds_cfg, seed)
     elif kind == "stylized":
-        result = _stylize(images, labels, ids, splits[rows - lo], classes, ds_cfg, seed)
+        result = _stylize(images, labels, ids, splits[rows - lo], list(seg.attrs["classes"]), ds_cfg, seed)
     else:
-        if "source_sides" not in seg:
-            raise PipelineError(f"{seg_store} predates the photos' sides the texture variant needs; "
-                                "delete it and rerun")
         result = _texture(*texture_examples(seg, rows, images, ds_cfg), labels, ids, ds_cfg, seed)
-    with atomic_path(out) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, rows=rows, records=np.array(json.dumps(result.pop("records"))), **result)
+    return {"rows": rows, **result}
 
 
 def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: list[Path], ds_cfg: dict[str, Any],
@@ -120,8 +146,9 @@ def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: 
 
 def run_derived_stage(kind: str, seg_store: Path, seg_manifest: Path, ds_cfg: dict[str, Any], seed: int,
                       out_store: Path, manifest_path: Path, workers: int) -> None:
-    """Every shard on `workers` processes, then the gather (tests and benchmarks; the workflow
-    runs one job per shard). Stylization on a GPU runs its shards in one process: one CUDA context
+    """Every block holding a row of the built splits on `workers` processes, then the gather (tests and
+    benchmarks; the workflow packs the blocks into jobs). Stylization on a GPU runs them in one process: one CUDA
+    context
     on the card instead of one per worker."""
     import tempfile
 
@@ -130,12 +157,11 @@ def run_derived_stage(kind: str, seg_store: Path, seg_manifest: Path, ds_cfg: di
     if kind == "stylized" and torch.cuda.is_available():
         workers = 1
 
-    n = zarr.open_group(seg_store, mode="r")["ids"].shape[0]
-    count = -(-n // int(ds_cfg["block_images"]))
+    jobs = derived_jobs(list(zarr.open_group(seg_store, mode="r")["splits"][:]), ds_cfg, kind)
     Path(out_store).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=Path(out_store).parent) as tmp:
-        shards = [Path(tmp) / f"{k:05d}.npz" for k in range(count)]
-        run_blocks(derived_shard, [(kind, seg_store, ds_cfg, seed, k, path) for k, path in enumerate(shards)],
+        shards = [Path(tmp) / f"{k:05d}.npz" for k in range(len(jobs))]
+        run_blocks(derived_shard, [(kind, seg_store, ds_cfg, seed, blocks, path) for blocks, path in zip(jobs, shards)],
                    workers, kind)
         derived_gather(kind, seg_store, seg_manifest, shards, ds_cfg, seed, out_store, manifest_path)
 

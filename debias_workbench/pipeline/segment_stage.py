@@ -1,15 +1,16 @@
 """Stage 1 of IN-9 generation: decode, square (the dataset's `geometry`) and segment every source image.
 
-The work is split into shards of `block_images` source items (in id order): each shard is
-segmented on its own (`segment_shard`, one workflow job per shard, so a cluster spreads it
-over nodes) and `gather_shards` assembles the intermediate zarr store with one row per
+The work is split into blocks of `block_images` source items (in id order), and whole consecutive
+blocks into jobs (`segment_jobs`, `shards.job_blocks`): each job's items are segmented on their own
+(`segment_shard`, one workflow job each, so a cluster spreads them over nodes) and `gather_shards`
+assembles the intermediate zarr store with one row per
 source item (rows of skipped items stay zero and `ok` = 0): `images`, `masks` (foreground),
 `box_masks`, `bg_t` (the ONLY_BG_T image, needed as the background of other images' MIXED_*
 variants), `labels`, `ok`, `source_sides`, `ids`, `splits`; plus a JSON-lines segmentation quality record per
 item and the manifest of skipped items. Under `train_views: photo` (`imageio.TrainPhotos`) the store also
 holds each training photo whole, squashed to `view_source_size` (`photos`; zero on the other rows), and every
 photo's (height, width) (`photo_shapes`): the original variant's training split and the texture negatives'
-example patches are cut from them. Shards are fixed by the data, never by the number of
+example patches are cut from them. Blocks are fixed by the data, never by the number of
 jobs or workers, so the store's bytes are the same however the work was spread.
 """
 
@@ -36,6 +37,7 @@ from .annotations import read_voc_boxes
 from .imageio import Geometry, TrainPhotos, load_rgb, resize_square
 from .parallel import run_blocks, worker_setup
 from .segmentation import boxes_mask, fallback_box, make_segmenter
+from .shards import ALL_SPLITS, job_blocks
 from .sources import SourceItem
 from .store import atomic_store, create_array
 
@@ -46,13 +48,16 @@ IMAGE_ARRAYS = ("images", "bg_t", "masks", "box_masks")
 ROW_ARRAYS = {"labels": np.int64, "ok": np.uint8, "source_sides": np.int64}
 
 
-def shard_count(n_items: int, ds_cfg: dict[str, Any]) -> int:
-    return -(-n_items // int(ds_cfg["block_images"]))
+def segment_jobs(items: list[SourceItem], ds_cfg: dict[str, Any], min_images: int = 1) -> list[range]:
+    """The block ranges of the segmentation's jobs (`shards.job_blocks`: every split, `min_images` a job;
+    1: one job per block)."""
+    return job_blocks([it.split for it in items], int(ds_cfg["block_images"]), ALL_SPLITS, min_images)
 
 
-def shard_items(items: list[SourceItem], ds_cfg: dict[str, Any], shard: int) -> list[SourceItem]:
+def job_items(items: list[SourceItem], ds_cfg: dict[str, Any], blocks: range) -> list[SourceItem]:
+    """The items of the blocks `blocks` (one job's)."""
     size = int(ds_cfg["block_images"])
-    return items[shard * size : (shard + 1) * size]
+    return items[blocks.start * size : blocks.stop * size]
 
 
 def array_layout(n: int, ds_cfg: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], type]]:
@@ -111,10 +116,9 @@ def gather_shards(
     quality_path: Path,
     manifest_path: Path,
 ) -> None:
-    """The intermediate store, quality records and manifest from every shard's `.npz`, in order."""
+    """The intermediate store, quality records and manifest from every segmentation job's `.npz` (whole
+    blocks of items each, `segment_jobs`), in order."""
     size, n, shard = int(ds_cfg["image_size"]), len(items), int(ds_cfg["block_images"])
-    if len(shard_files) != shard_count(n, ds_cfg):
-        raise ValueError(f"{len(shard_files)} shard files for {n} items of {shard} per shard")
     records: list[dict[str, Any]] = []
     with atomic_store(out_store) as tmp:
         group = zarr.open_group(tmp, mode="w")
@@ -130,15 +134,18 @@ def gather_shards(
         group.attrs.update(
             {"classes": list(ds_cfg["classes"]), "image_size": size, "provenance": store_provenance(ds_cfg, seed)}
         )
-        for k, path in enumerate(shard_files):
+        for path in shard_files:  # each job's items follow the last one's
             with np.load(path) as data:
-                shard_records = json.loads(str(data["records"]))
-                expected = [it.id for it in shard_items(items, ds_cfg, k)]
-                if [r["id"] for r in shard_records] != expected:
-                    raise ValueError(f"{path} does not hold shard {k} of this listing; delete it and rerun")
+                job_records = json.loads(str(data["records"]))
+                lo = len(records)
+                expected = [it.id for it in items[lo : lo + len(job_records)]]
+                if lo % shard or not job_records or [r["id"] for r in job_records] != expected:
+                    raise ValueError(f"{path} does not hold the blocks from item {lo} of the listing: rerun it")
                 for name in layout:
-                    group[name][k * shard : k * shard + len(expected)] = data[name]
-            records += shard_records
+                    group[name][lo : lo + len(expected)] = data[name]
+            records += job_records
+        if len(records) != n:
+            raise ValueError(f"{len(shard_files)} segmentation files hold {len(records)} of the listing's {n} items")
     if squares := sum(bool(r.get("released_square")) for r in records):
         print(
             f"note: {squares} training images are already squares of {size} px (released images, cut from their "
@@ -163,10 +170,11 @@ def run_segment_stage(
     do, in one process (tests, benchmarks, small data)."""
     Path(out_store).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=Path(out_store).parent) as tmp:
-        shards = [Path(tmp) / f"{k:05d}.npz" for k in range(shard_count(len(items), ds_cfg))]
+        jobs = segment_jobs(items, ds_cfg)
+        shards = [Path(tmp) / f"{k:05d}.npz" for k in range(len(jobs))]
         run_blocks(
             segment_shard,
-            [(shard_items(items, ds_cfg, k), ds_cfg, seed, path) for k, path in enumerate(shards)],
+            [(job_items(items, ds_cfg, blocks), ds_cfg, seed, path) for blocks, path in zip(jobs, shards)],
             workers,
             "segment",
         )

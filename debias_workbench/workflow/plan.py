@@ -5,8 +5,9 @@ every job with its scheduler request, from the one cost model (`workflow.cost`) 
 It needs no data: the config is merged over `config/config.yaml` as the Snakefile does, validated and
 expanded (`resolve_config`); the files and folders it names that are not there yet are listed
 (`missing`), not fatal. The jobs mirror the rule files: a data generation job per step of each dataset
-the runs, their scorings and the report read (in9's listing, segmentation shards and gather, one job per
-variant store, per derived-variant shard and gather; one job per variant of the other families), one
+the runs, their scorings and the report read (in9's listing, segmentation jobs and gather, one job per
+variant store, a derived variant's jobs and gather, each staged step's jobs of whole blocks of at least
+`cluster.min_job_minutes` over the splits it builds; one job per variant of the other families), one
 committee job per BiasEnsemble committee the runs read, one training job per pack and seed
 (`workflow.config.packs`), one scoring job per scoring pack, the analyses
 and the report. A run's table is the protocol (`protocols.<paper>.title`) that lists it (an experiment, or
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -277,7 +279,8 @@ def used_datasets(config: dict[str, Any]) -> list[str]:
 
 
 def data_jobs(config: dict[str, Any]) -> list[Job]:
-    """The generation jobs of every used dataset, as its family lists them (`DatasetFamily.generation_jobs`)."""
+    """The generation jobs of every used dataset, as its family lists them (`DatasetFamily.generation_jobs`: a
+    staged step's jobs of at least `resources.min_job_images` each)."""
     jobs = []
     for dataset in used_datasets(config):
         jobs += [
@@ -290,7 +293,9 @@ def data_jobs(config: dict[str, Any]) -> list[Job]:
                 _generation_estimate(config, dataset, job),
                 resources.variant_threads(config, dataset) if job.parallel else 1,
             )
-            for job in get_family(dataset_family(config, dataset)).generation_jobs(config["datasets"][dataset], dataset)
+            for job in get_family(dataset_family(config, dataset)).generation_jobs(
+                config["datasets"][dataset], dataset, partial(resources.min_job_images, config, dataset)
+            )
         ]
     return jobs
 
@@ -298,9 +303,9 @@ def data_jobs(config: dict[str, Any]) -> list[Job]:
 def _generation_estimate(config: dict[str, Any], dataset: str, job: GenerationJob) -> tuple[float, float]:
     """(minutes, MB) of a generation job of `dataset` by the work it does (`workflow.resources`)."""
     if job.work == "segment_shard":
-        return resources.segment_shard(config, dataset)
+        return resources.segment_shard(config, dataset, job.images)
     if job.work == "derived_shard":
-        return resources.derived_shard(config, dataset, str(job.variant))
+        return resources.derived_shard(config, dataset, str(job.variant), job.images)
     return resources.generation(config, dataset)
 
 

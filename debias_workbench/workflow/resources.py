@@ -12,6 +12,7 @@ running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied 
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -350,21 +351,29 @@ def evaluation(config: dict[str, Any], stores: int, models: int = 1, dataset: st
     )
 
 
-def segment_shard(config: dict[str, Any], dataset: str) -> tuple[float, float]:
-    """One segmentation shard: GrabCut's CPU time per image, scaled by its iterations (measured at 10);
-    its memory, the shard's arrays (with its squashed photos under `train_views: photo`)."""
+def segment_shard(config: dict[str, Any], dataset: str, images: int) -> tuple[float, float]:
+    """One segmentation job of `images` items: GrabCut's CPU time per image, scaled by its iterations (measured
+    at 10); its memory, the job's arrays (with its squashed photos under `train_views: photo`)."""
     ds = config["datasets"][dataset]
-    minutes = cpu_minutes("segment", ds["block_images"], image_side(ds), ds["segmentation"]["iterations"] / 10)
-    photos = image_mb(ds, ds["block_images"], train_side(ds)) if ds.get("train_views") == "photo" else 0.0
-    return minutes, 1000 + image_mb(ds, ds["block_images"]) * 4 + photos
+    minutes = cpu_minutes("segment", images, image_side(ds), ds["segmentation"]["iterations"] / 10)
+    photos = image_mb(ds, images, train_side(ds)) if ds.get("train_views") == "photo" else 0.0
+    return minutes, 1000 + image_mb(ds, images) * 4 + photos
 
 
-def derived_shard(config: dict[str, Any], dataset: str, variant: str) -> tuple[float, float]:
-    """One shard of a derived variant: AdaIN (a GPU job), texture synthesis or corruption (CPU), at
-    its work size."""
+def derived_shard(config: dict[str, Any], dataset: str, variant: str, images: int) -> tuple[float, float]:
+    """One job of a derived variant making `images` images: AdaIN (a GPU job), texture synthesis or corruption
+    (CPU), at its work size."""
     ds = config["datasets"][dataset]
     side = ds[variant].get("work_size") or image_side(ds)
-    return cpu_minutes(variant, ds["block_images"], side), 3000 + image_mb(ds, ds["block_images"]) * 4
+    return cpu_minutes(variant, images, side), 3000 + image_mb(ds, images) * 4
+
+
+def min_job_images(config: dict[str, Any], dataset: str, step: str) -> int:
+    """The fewest images a job of generation step `step` ("segment" or a derived variant) of `dataset` takes:
+    enough for `cluster.min_job_minutes` by the cost model (`pipeline.shards.job_blocks` packs whole blocks up
+    to it), so that no such job is a scheduler's minute of work; 1 (a job per block) where that is 0."""
+    one = segment_shard(config, dataset, 1) if step == "segment" else derived_shard(config, dataset, step, 1)
+    return max(1, math.ceil(config["cluster"]["min_job_minutes"] / one[0]))
 
 
 #: below this many images a variant store is a few seconds of work: one process builds it, so a

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ BIASED_VAL = "val_holds_bias"
 @dataclass(frozen=True)
 class StepJob:
     """One generation step's arguments (`workbench generate STEP`): the dataset's section and seed,
-    the output, the inputs in the order the step's rule lists them, and what the step works on."""
+    the output, the inputs in the order the step's rule lists them, and what the step works on: a staged
+    family's job `shard` of its step's jobs of at least `min_images` images each (`shards.job_blocks`)."""
 
     ds_cfg: dict[str, Any]
     seed: int
@@ -24,15 +26,16 @@ class StepJob:
     workers: int = 1
     variant: str | None = None
     shard: int | None = None
+    min_images: int = 1
 
 
 @dataclass(frozen=True)
 class GenerationJob:
     """One generation job of a dataset as the family's rules make it (`workbench plan` lists and costs it):
     its `rule`, what it makes (`target`), the work it does (`work`: "pass", a CPU pass over the whole dataset;
-    "segment_shard" or "derived_shard", one shard of `variant`: `workflow.resources` estimates each),
-    whether it asks for a GPU, and whether its rule runs `workflow.resources.variant_threads` worker
-    processes (`parallel`; else one CPU)."""
+    "segment_shard" or "derived_shard", one job of whole blocks holding `images` images of `variant`'s splits:
+    `workflow.resources` estimates each), whether it asks for a GPU, and whether its rule runs
+    `workflow.resources.variant_threads` worker processes (`parallel`; else one CPU)."""
 
     rule: str
     target: str
@@ -40,6 +43,7 @@ class GenerationJob:
     variant: str | None = None
     gpu: bool = False
     parallel: bool = False
+    images: int = 0  #: a shard job's images of its step's splits (0: a pass over the whole dataset)
 
 
 @dataclass(frozen=True)
@@ -162,9 +166,12 @@ class DatasetFamily:
         jobs never read, so that editing it reruns only the jobs that do."""
         return ds_cfg
 
-    def generation_jobs(self, ds_cfg: dict[str, Any], dataset: str) -> list[GenerationJob]:
+    def generation_jobs(
+        self, ds_cfg: dict[str, Any], dataset: str, min_images: Callable[[str], int] | None = None
+    ) -> list[GenerationJob]:
         """The generation jobs of `dataset`, in the order `workbench plan` lists them: one job building each
-        variant store whole (rule `dataset_variant`, rules/whole_variants.smk)."""
+        variant store whole (rule `dataset_variant`, rules/whole_variants.smk). `min_images` (a staged family's:
+        the step, "segment" or a variant, -> the fewest images a job of it takes; None: a job per block) is unused."""
         return [GenerationJob("dataset_variant", f"{dataset}/{v}") for v in self.variants(ds_cfg)]
 
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
@@ -233,11 +240,12 @@ class DatasetFamily:
         workers: int = 1,
         variant: str | None = None,
         shard: int | None = None,
+        min_images: int = 1,
     ) -> None:
         """Run generation step `step`, one of the family's `steps`."""
         if step not in self.steps:
             raise ValueError(f"dataset family {self.name!r} has no step {step!r}; its steps: {sorted(self.steps)}")
-        getattr(self, self.steps[step])(StepJob(ds_cfg, seed, out, list(inputs), workers, variant, shard))
+        getattr(self, self.steps[step])(StepJob(ds_cfg, seed, out, list(inputs), workers, variant, shard, min_images))
 
     def build_variant(self, job: StepJob) -> None:
         """Build the store of `job.variant` at `job.out` (the step `variant`)."""

@@ -7,15 +7,18 @@ The family also builds other ImageNet subsets the same way (ImageNet-100, source
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 from debias_workbench.core.atomic import atomic_path, write_json
+from debias_workbench.core.errors import PipelineError
 from debias_workbench.core.provenance import store_provenance
 
-from ..derived_stage import DERIVED, derived_gather, derived_shard, run_derived_stage
+from ..derived_stage import DERIVED, derived_gather, derived_job, run_derived_stage
 from ..imageio import Geometry
-from ..segment_stage import gather_shards, run_segment_stage, segment_shard, shard_count, shard_items
+from ..segment_stage import gather_shards, job_items, run_segment_stage, segment_jobs, segment_shard
+from ..shards import ALL_SPLITS, expected_splits, images_in, job_blocks
 from ..sources import list_source_items
 from ..sources.imagenet_subset import list_wnid_folder
 from ..sources.listing import read_listing, write_listing
@@ -129,25 +132,22 @@ class In9Family(DatasetFamily):
             if k not in ("variants", "bg_conflict_percents", "external") and (k not in DERIVED or k in variants)
         }
 
-    def generation_jobs(self, ds_cfg: dict[str, Any], dataset: str) -> list[GenerationJob]:
+    def generation_jobs(
+        self, ds_cfg: dict[str, Any], dataset: str, min_images: Callable[[str], int] | None = None
+    ) -> list[GenerationJob]:
         """rules/in9_data.smk's and in9_derived.smk's jobs: the source (synthetic), the listing, the
-        segmentation's shards and gather, then per variant its store, or a derived one's shards and gather."""
-        shards = range(shard_count(self.expected_images(ds_cfg, "train") + self.expected_images(ds_cfg, "val"), ds_cfg))
+        segmentation's jobs and gather, then per variant its store, or a derived one's jobs and gather; the
+        jobs of a step (`shards.job_blocks`, at least `min_images(step)` images each) over the items the source
+        is expected to hold (the workflow's: over the listing's)."""
+        fewest = min_images or (lambda _step: 1)
+        items = expected_splits({split: self.expected_images(ds_cfg, split) for split in ALL_SPLITS})
         source = ("in9_synthetic_source",) if ds_cfg["source"]["kind"] == "synthetic" else ()
         jobs = [GenerationJob(rule, dataset) for rule in (*source, "in9_list", "in9_segment")]
-        jobs += [GenerationJob("in9_segment_shard", f"{dataset} shard {k}", "segment_shard") for k in shards]
+        jobs += _shard_jobs(ds_cfg, items, "in9_segment_shard", dataset, ALL_SPLITS, fewest("segment"))
         for variant in self.variants(ds_cfg):
             if variant in DERIVED and variant in ds_cfg:
-                jobs += [
-                    GenerationJob(
-                        f"in9_{variant}_shard",
-                        f"{dataset}/{variant} shard {k}",
-                        "derived_shard",
-                        variant,
-                        gpu=variant == "stylized",
-                    )
-                    for k in shards
-                ]
+                splits, target = ds_cfg[variant]["splits"], f"{dataset}/{variant}"
+                jobs += _shard_jobs(ds_cfg, items, f"in9_{variant}_shard", target, splits, fewest(variant), variant)
                 jobs.append(GenerationJob("in9_derived", f"{dataset}/{variant}"))
             else:
                 jobs.append(GenerationJob("in9_variant", f"{dataset}/{variant}", parallel=True))
@@ -234,9 +234,13 @@ class In9Family(DatasetFamily):
         write_listing(list_source_items(job.ds_cfg["source"], job.ds_cfg["classes"], _first(job.inputs)), job.out)
 
     def segment_one_shard(self, job: StepJob) -> None:
-        """One segmentation shard (inputs: the listing)."""
+        """One segmentation job: job `shard` of those of at least `min_images` items (inputs: the listing)."""
         assert job.shard is not None  # a shard job's
-        segment_shard(shard_items(read_listing(job.inputs[0]), job.ds_cfg, job.shard), job.ds_cfg, job.seed, job.out)
+        items = read_listing(job.inputs[0])
+        jobs = segment_jobs(items, job.ds_cfg, job.min_images)
+        if not 0 <= job.shard < len(jobs):
+            raise PipelineError(f"the listing makes {len(jobs)} segmentation jobs, not job {job.shard}")
+        segment_shard(job_items(items, job.ds_cfg, jobs[job.shard]), job.ds_cfg, job.seed, job.out)
 
     def gather_segments(self, job: StepJob) -> None:
         """The segmented store (inputs: the listing, then every shard in order)."""
@@ -264,9 +268,10 @@ class In9Family(DatasetFamily):
             )
 
     def derived_one_shard(self, job: StepJob) -> None:
-        """One shard of a derived variant (inputs: the segmented store)."""
+        """One job of a derived variant: job `shard` of those of at least `min_images` images (inputs: the
+        segmented store)."""
         assert job.variant is not None and job.shard is not None  # a variant's shard job's
-        derived_shard(job.variant, job.inputs[0], job.ds_cfg, job.seed, job.shard, job.out)
+        derived_job(job.variant, job.inputs[0], job.ds_cfg, job.seed, job.shard, job.min_images, job.out)
 
     def gather_derived(self, job: StepJob) -> None:
         """A derived variant's store (inputs: the segmented store, its manifest, then every shard in order)."""
@@ -335,3 +340,28 @@ def build_external(variant: str, folder: Path, ds_cfg: dict[str, Any], seed: int
             }
         },
     )
+
+
+def _shard_jobs(
+    ds_cfg: dict[str, Any],
+    items: list[str],
+    rule: str,
+    target: str,
+    splits: Collection[str],
+    min_images: int,
+    variant: str = "",
+) -> list[GenerationJob]:
+    """The jobs of a step building `splits` over items whose splits are `items` (`shards.job_blocks`), each with
+    the images of those splits it holds; a derived variant's (`variant`) on a GPU for stylization."""
+    block = int(ds_cfg["block_images"])
+    return [
+        GenerationJob(
+            rule,
+            f"{target} shard {k}",
+            "derived_shard" if variant else "segment_shard",
+            variant or None,
+            gpu=variant == "stylized",
+            images=images_in(items, block, splits, blocks),
+        )
+        for k, blocks in enumerate(job_blocks(items, block, splits, min_images))
+    ]

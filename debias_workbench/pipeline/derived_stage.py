@@ -55,8 +55,10 @@ def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int,
     hi = min(seg["ids"].shape[0], lo + block)
     cfg = ds_cfg[kind]
     if kind != "texture" and "train" in cfg["splits"] and TrainPhotos.of(ds_cfg) is not None:
-        raise PipelineError(f"{kind}'s train split would be cut from the stored square: under train_views: photo "
-                            f"only original and texture make a training split; set {kind}.splits: [val]")
+        raise PipelineError(
+            f"{kind}'s train split would be cut from the stored square: under train_views: photo "
+            f"only original and texture make a training split; set {kind}.splits: [val]"
+        )
     splits = seg["splits"][lo:hi]
     wanted = np.isin(splits, cfg["splits"]) & seg["ok"][lo:hi].astype(bool)
     rows = lo + np.nonzero(wanted)[0]
@@ -68,16 +70,25 @@ def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int,
         result = _stylize(images, labels, ids, splits[rows - lo], classes, ds_cfg, seed)
     else:
         if "source_sides" not in seg:
-            raise PipelineError(f"{seg_store} predates the photos' sides the texture variant needs; "
-                                "delete it and rerun")
+            raise PipelineError(
+                f"{seg_store} predates the photos' sides the texture variant needs; delete it and rerun"
+            )
         result = _texture(*texture_examples(seg, rows, images, ds_cfg), labels, ids, ds_cfg, seed)
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, rows=rows, records=np.array(json.dumps(result.pop("records"))), **result)
 
 
-def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: list[Path], ds_cfg: dict[str, Any],
-                   seed: int, out_store: Path, manifest_path: Path) -> None:
+def derived_gather(
+    kind: str,
+    seg_store: Path,
+    seg_manifest: Path,
+    shard_files: list[Path],
+    ds_cfg: dict[str, Any],
+    seed: int,
+    out_store: Path,
+    manifest_path: Path,
+) -> None:
     """The variant store (layout of `variant_stage`, plus the kind's own per-image arrays:
     `style_ids` for `stylized`, `corruption` and `severity` for `corrupted`) and its manifest (the
     segmentation's skipped items plus this stage's) from every shard, in row order."""
@@ -88,38 +99,76 @@ def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: 
     records = [r for p in parts for r in json.loads(str(p["records"]))]
     fields = [f for f in parts[0] if f not in ("rows", "records")]
     data = {f: np.concatenate([p[f] for p in parts]) for f in fields}
-    size, chunk = int(seg.attrs["image_size"]), int(ds_cfg["chunk_images"])
+    size = int(seg.attrs["image_size"])
     upstream = json.loads(Path(seg_manifest).read_text())
     manifest: dict[str, Any] = {}
     with atomic_store(out_store) as tmp:
         group = zarr.open_group(tmp, mode="w")
-        group.attrs.update({"classes": list(seg.attrs["classes"]), "bias_classes": list(seg.attrs["classes"]),
-                            "variant": kind, "family": "in9", "image_size": size,
-                            "provenance": store_provenance(ds_cfg, seed)})
+        group.attrs.update(
+            {
+                "classes": list(seg.attrs["classes"]),
+                "bias_classes": list(seg.attrs["classes"]),
+                "variant": kind,
+                "family": "in9",
+                "image_size": size,
+                "provenance": store_provenance(ds_cfg, seed),
+            }
+        )
         if kind == "corrupted":
             group.attrs["corruptions"] = corruption_names(ds_cfg["corrupted"]["corruptions"])
         for split in ds_cfg[kind]["splits"]:
             in_split = splits[rows] == split
             made = in_split & data["ok"].astype(bool)
-            skipped = [{"id": str(ids[r]), "path": None, "reason": rec["skipped"]}
-                       for r, rec in zip(rows, records) if splits[r] == split and "skipped" in rec]
-            manifest[split] = {"inputs": upstream[split]["inputs"], "outputs": int(made.sum()),
-                               "skipped": upstream[split]["skipped"] + skipped}
-            sub, n = group.create_group(split), int(made.sum())
-            one = max(n, 1)
-            create_array(sub, "images", (n, size, size, 3), np.uint8, chunk, codec=ds_cfg["image_codec"])[:] = \
-                data["images"][made]
-            create_array(sub, "labels", (n,), np.int64, one, one)[:] = seg["labels"][:][rows[made]]
-            create_array(sub, "bias_labels", (n,), np.int64, one, one)[:] = data["bias_labels"][made]
-            create_array(sub, "ids", (n,), str, one, one)[:] = ids[rows[made]]
-            for field in EXTRA_FIELDS.get(kind, ()):
-                values = data[field][made]
-                create_array(sub, field, (n,), str if values.dtype.kind == "U" else values.dtype, one, one)[:] = values
+            skipped = [
+                {"id": str(ids[r]), "path": None, "reason": rec["skipped"]}
+                for r, rec in zip(rows, records)
+                if splits[r] == split and "skipped" in rec
+            ]
+            manifest[split] = {
+                "inputs": upstream[split]["inputs"],
+                "outputs": int(made.sum()),
+                "skipped": upstream[split]["skipped"] + skipped,
+            }
+            _write_split(group.create_group(split), kind, seg, rows[made], data, made, ds_cfg)
     write_json(manifest_path, manifest)
 
 
-def run_derived_stage(kind: str, seg_store: Path, seg_manifest: Path, ds_cfg: dict[str, Any], seed: int,
-                      out_store: Path, manifest_path: Path, workers: int) -> None:
+def _write_split(
+    sub: zarr.Group,
+    kind: str,
+    seg: zarr.Group,
+    source_rows: np.ndarray,
+    data: dict[str, np.ndarray],
+    made: np.ndarray,
+    ds_cfg: dict[str, Any],
+) -> None:
+    """One split's arrays of the gathered store: the shards' made images (`data[...][made]`) with the
+    labels and ids of their `source_rows` in the segmented store `seg`, and the kind's `EXTRA_FIELDS`.
+    Kept apart from the gather's bookkeeping (manifest, attributes): this is the store's layout."""
+    n, size = len(source_rows), int(seg.attrs["image_size"])
+    one = max(n, 1)
+    images = create_array(
+        sub, "images", (n, size, size, 3), np.uint8, int(ds_cfg["chunk_images"]), codec=ds_cfg["image_codec"]
+    )
+    images[:] = data["images"][made]
+    create_array(sub, "labels", (n,), np.int64, one, one)[:] = seg["labels"][:][source_rows]
+    create_array(sub, "bias_labels", (n,), np.int64, one, one)[:] = data["bias_labels"][made]
+    create_array(sub, "ids", (n,), str, one, one)[:] = seg["ids"][:][source_rows]
+    for field in EXTRA_FIELDS.get(kind, ()):
+        values = data[field][made]
+        create_array(sub, field, (n,), str if values.dtype.kind == "U" else values.dtype, one, one)[:] = values
+
+
+def run_derived_stage(
+    kind: str,
+    seg_store: Path,
+    seg_manifest: Path,
+    ds_cfg: dict[str, Any],
+    seed: int,
+    out_store: Path,
+    manifest_path: Path,
+    workers: int,
+) -> None:
     """Every shard on `workers` processes, then the gather (tests and benchmarks; the workflow
     runs one job per shard). Stylization on a GPU runs its shards in one process: one CUDA context
     on the card instead of one per worker."""
@@ -135,8 +184,9 @@ def run_derived_stage(kind: str, seg_store: Path, seg_manifest: Path, ds_cfg: di
     Path(out_store).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=Path(out_store).parent) as tmp:
         shards = [Path(tmp) / f"{k:05d}.npz" for k in range(count)]
-        run_blocks(derived_shard, [(kind, seg_store, ds_cfg, seed, k, path) for k, path in enumerate(shards)],
-                   workers, kind)
+        run_blocks(
+            derived_shard, [(kind, seg_store, ds_cfg, seed, k, path) for k, path in enumerate(shards)], workers, kind
+        )
         derived_gather(kind, seg_store, seg_manifest, shards, ds_cfg, seed, out_store, manifest_path)
 
 
@@ -145,8 +195,11 @@ def _resize(images: np.ndarray, side: int) -> np.ndarray:
     if images.shape[1] == side:
         return images
     interpolation = cv2.INTER_CUBIC if side > images.shape[1] else cv2.INTER_AREA
-    return np.stack([cv2.resize(im, (side, side), interpolation=interpolation) for im in images]) \
-        if len(images) else np.zeros((0, side, side, 3), np.uint8)
+    return (
+        np.stack([cv2.resize(im, (side, side), interpolation=interpolation) for im in images])
+        if len(images)
+        else np.zeros((0, side, side, 3), np.uint8)
+    )
 
 
 #: the smallest side `work_side` picks by itself: AdaIN's relu4_1 sees 1/8 of the side (a 32-px image
@@ -160,8 +213,15 @@ def work_side(image_size: int, work_size: int | None) -> int:
     return int(work_size or max(image_size, MIN_WORK_SIDE))
 
 
-def _stylize(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, splits: np.ndarray, classes: list[str],
-             ds_cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+def _stylize(
+    images: np.ndarray,
+    labels: np.ndarray,
+    ids: np.ndarray,
+    splits: np.ndarray,
+    classes: list[str],
+    ds_cfg: dict[str, Any],
+    seed: int,
+) -> dict[str, Any]:
     """AdaIN of each image with the style `choose_style` picks (another class's only on the
     cue-conflict splits), at `work_size`."""
     import torch
@@ -192,19 +252,24 @@ def _stylize(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, splits: np
         model = AdaIN(cfg["vgg"], cfg["decoder"], device, cfg["alpha"])
         used = np.unique(choice[ok])
         style_images = torch.from_numpy(np.stack([styles.images[s] for s in used])).permute(0, 3, 1, 2).float() / 255
-        mean, std = model.style_stats(style_images)                  # (U, 512, 1, 1)
+        mean, std = model.style_stats(style_images)  # (U, 512, 1, 1)
         slot = np.searchsorted(used, choice)
         todo = np.nonzero(ok)[0]
         batch = int(cfg["batch_images"])
         for start in range(0, len(todo), batch):
-            sel = todo[start:start + batch]
+            sel = todo[start : start + batch]
             x = torch.from_numpy(_resize(images[sel], work)).permute(0, 3, 1, 2).float() / 255
             idx = torch.from_numpy(slot[sel]).to(device)
-            y = model.stylize(x, mean[idx], std[idx])                 # (B, 3, work, work) in [0, 1]
+            y = model.stylize(x, mean[idx], std[idx])  # (B, 3, work, work) in [0, 1]
             y = np.rint(y.permute(0, 2, 3, 1).cpu().numpy() * 255).astype(np.uint8)
             out[sel] = _resize(y, size)
-    return {"images": out, "ok": ok.astype(np.uint8), "bias_labels": np.where(ok, styles.classes[choice], -1),
-            "style_ids": np.array([styles.ids[c] if c >= 0 else "" for c in choice], dtype=str), "records": records}
+    return {
+        "images": out,
+        "ok": ok.astype(np.uint8),
+        "bias_labels": np.where(ok, styles.classes[choice], -1),
+        "style_ids": np.array([styles.ids[c] if c >= 0 else "" for c in choice], dtype=str),
+        "records": records,
+    }
 
 
 def patch_sides(side: int, cfg: dict[str, Any]) -> int:
@@ -229,15 +294,16 @@ def example_patches(image: np.ndarray, p: int, rng: np.random.Generator) -> tupl
     height, width = image.shape[:2]
     cy, cx = (height - p) // 2, (width - p) // 2
     y, x = rng.integers(0, np.array([height - p + 1, width - p + 1]))
-    return image[cy:cy + p, cx:cx + p], image[y:y + p, x:x + p]
+    return image[cy : cy + p, cx : cx + p], image[y : y + p, x : x + p]
 
 
 #: a row's example image: the stored square (aspect None) or a training photo squashed, with its aspect
 Example = tuple[np.ndarray, float | None]
 
 
-def texture_examples(seg: zarr.Group, rows: np.ndarray, images: np.ndarray,
-                     ds_cfg: dict[str, Any]) -> tuple[list[Example], np.ndarray]:
+def texture_examples(
+    seg: zarr.Group, rows: np.ndarray, images: np.ndarray, ds_cfg: dict[str, Any]
+) -> tuple[list[Example], np.ndarray]:
     """(the image each row's example patches are cut from, the photo pixels its shorter side spans):
     the stored square (`images`) and `source_sides`; under `train_views: photo` a training row's whole
     photo (`photos`, squashed, with its aspect) and the photo's shorter side."""
@@ -252,8 +318,14 @@ def texture_examples(seg: zarr.Group, rows: np.ndarray, images: np.ndarray,
     return examples, sides
 
 
-def _texture(examples: list[Example], source_sides: np.ndarray, labels: np.ndarray, ids: np.ndarray,
-             ds_cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+def _texture(
+    examples: list[Example],
+    source_sides: np.ndarray,
+    labels: np.ndarray,
+    ids: np.ndarray,
+    ds_cfg: dict[str, Any],
+    seed: int,
+) -> dict[str, Any]:
     """IN-9-Texture of each row from the example patches of its image (`texture_examples`), at
     `work_size` (a photo at its aspect, its shorter side that size), the patches sized by `source_sides`."""
     from .texture_synthesis import TextureJob, make_tool, synthesize
@@ -273,7 +345,7 @@ def _texture(examples: list[Example], source_sides: np.ndarray, labels: np.ndarr
     records: list[dict[str, Any]] = [{} for _ in range(n)]
     batch = int(cfg["batch_images"])
     for start in range(0, n, batch):
-        for k, result in enumerate(synthesize(jobs[start:start + batch], tool, float(cfg["timeout_s"])), start):
+        for k, result in enumerate(synthesize(jobs[start : start + batch], tool, float(cfg["timeout_s"])), start):
             if isinstance(result, str):
                 records[k] = {"skipped": result}
             else:
@@ -281,8 +353,9 @@ def _texture(examples: list[Example], source_sides: np.ndarray, labels: np.ndarr
     return {"images": out, "ok": ok, "bias_labels": labels.astype(np.int64), "records": records}
 
 
-def _corrupt(images: np.ndarray, rows: np.ndarray, seg: zarr.Group, ds_cfg: dict[str, Any],
-             seed: int) -> dict[str, Any]:
+def _corrupt(
+    images: np.ndarray, rows: np.ndarray, seg: zarr.Group, ds_cfg: dict[str, Any], seed: int
+) -> dict[str, Any]:
     """The shard's images, each under its (corruption, severity) pair; the pairs are assigned over
     all usable images of each split at once, so a shard needs no other shard's result."""
     cfg = ds_cfg["corrupted"]
@@ -306,5 +379,11 @@ def _corrupt(images: np.ndarray, rows: np.ndarray, seg: zarr.Group, ds_cfg: dict
             out[k], ok[k] = corrupt_image(images[k], names[c], s, str(ids[row]), seed, cfg.get("work_size")), 1
         except SkipItem as exc:
             records[k] = {"skipped": exc.reason}
-    return {"images": out, "ok": ok, "bias_labels": labels[rows].astype(np.int64), "corruption": corruption,
-            "severity": severity, "records": records}
+    return {
+        "images": out,
+        "ok": ok,
+        "bias_labels": labels[rows].astype(np.int64),
+        "corruption": corruption,
+        "severity": severity,
+        "records": records,
+    }

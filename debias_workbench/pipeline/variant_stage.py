@@ -36,8 +36,19 @@ from .parallel import run_blocks, worker_setup
 from .store import atomic_store, create_array, rows_per_block
 
 
-def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg: dict[str, Any], seed: int,
-                      out_store: Path, manifest_path: Path, workers: int, family: str = "in9") -> None:
+def run_variant_stage(
+    seg_store: Path,
+    seg_manifest: Path,
+    variant: str,
+    ds_cfg: dict[str, Any],
+    seed: int,
+    out_store: Path,
+    manifest_path: Path,
+    workers: int,
+    family: str = "in9",
+) -> None:
+    """The variant's store and manifest (layout: the module docstring) from the segmented store,
+    its rows composed block by block on `workers` processes."""
     seg = zarr.open_group(seg_store, mode="r")
     ids, splits = seg["ids"][:], seg["splits"][:]
     labels, ok = seg["labels"][:], seg["ok"][:].astype(bool)
@@ -47,43 +58,78 @@ def run_variant_stage(seg_store: Path, seg_manifest: Path, variant: str, ds_cfg:
     classes = list(seg.attrs["classes"])
     size, photos = int(seg.attrs["image_size"]), TrainPhotos.of(ds_cfg)
     if photos is not None and variant != "original":
-        raise PipelineError(f"variant {variant!r} is cut from the stored square, and its train split would be too: "
-                            "under train_views: photo only original holds the training photos; drop the variant or "
-                            "set train_views: square")
+        raise PipelineError(
+            f"variant {variant!r} is cut from the stored square, and its train split would be too: "
+            "under train_views: photo only original holds the training photos; drop the variant or "
+            "set train_views: square"
+        )
     upstream = json.loads(Path(seg_manifest).read_text())
     manifest: dict[str, Any] = {}
     with atomic_store(out_store) as tmp:
         group = zarr.open_group(tmp, mode="w")
-        group.attrs.update({"classes": classes, "bias_classes": classes, "variant": variant, "family": family,
-                            "image_size": size, "provenance": store_provenance(ds_cfg, seed)})
-        if photos is not None:
-            group.attrs["train_photos"] = {"side": photos.side, "fraction": photos.fraction}
+        _write_attrs(group, classes, variant, family, size, ds_cfg, seed, photos)
         blocks = []
         for split in sorted(set(splits.tolist()) - {""}):
             rows = np.nonzero(ok & (splits == split))[0]
             partners, bias, kept, skipped = _pair(variant, rows, ids, labels, len(classes), seed)
-            manifest[split] = ({"inputs": len(rows), "outputs": len(kept), "skipped": skipped, "held_out_of": "train"}
-                               if heldout else {"inputs": upstream[split]["inputs"], "outputs": len(kept),
-                                                "skipped": upstream[split]["skipped"] + skipped})
+            manifest[split] = _split_manifest(upstream, split, heldout, len(rows), len(kept), skipped)
             whole = photos is not None and split == "train"  # the split holds the photos
             side = photos.side if photos is not None and whole else size
             sub = _split_group(group.create_group(split), variant, ds_cfg, len(kept), side, whole)
             sub["labels"][:], sub["bias_labels"][:], sub["ids"][:] = labels[kept], bias, ids[kept]
             if whole:
                 shapes = seg["photo_shapes"][:][kept]
-                create_array(sub, "aspects", (len(kept),), np.float32, max(len(kept), 1), max(len(kept), 1))[:] = \
+                create_array(sub, "aspects", (len(kept),), np.float32, max(len(kept), 1), max(len(kept), 1))[:] = (
                     shapes[:, 1] / shapes[:, 0]
+                )
             block = rows_per_block(sub["images"].chunks[0], int(ds_cfg["block_images"]))
             for start in range(0, len(kept), block):
                 stop = min(len(kept), start + block)
-                blocks.append((str(seg_store), str(tmp), split, variant, start, kept[start:stop], partners[start:stop],
-                               whole))
+                blocks.append(
+                    (str(seg_store), str(tmp), split, variant, start, kept[start:stop], partners[start:stop], whole)
+                )
         run_blocks(_compose_block, blocks, workers, f"variant {variant}")
     write_json(manifest_path, manifest)
 
 
-def _split_group(sub: zarr.Group, variant: str, ds_cfg: dict[str, Any], n: int, side: int,
-                 photos: bool) -> zarr.Group:
+def _write_attrs(
+    group: zarr.Group,
+    classes: list[str],
+    variant: str,
+    family: str,
+    size: int,
+    ds_cfg: dict[str, Any],
+    seed: int,
+    photos: TrainPhotos | None,
+) -> None:
+    """The store's attributes of the module docstring's layout (the classes double as the bias
+    classes: a background's class), plus `train_photos` where the train split holds whole photos."""
+    group.attrs.update(
+        {
+            "classes": classes,
+            "bias_classes": classes,
+            "variant": variant,
+            "family": family,
+            "image_size": size,
+            "provenance": store_provenance(ds_cfg, seed),
+        }
+    )
+    if photos is not None:
+        group.attrs["train_photos"] = {"side": photos.side, "fraction": photos.fraction}
+
+
+def _split_manifest(
+    upstream: dict[str, Any], split: str, heldout: bool, inputs: int, outputs: int, skipped: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A split's manifest entry, inputs = outputs + skipped: counted from the segmentation's manifest
+    `upstream` (the split's inputs, its skipped items before this stage's), or, for a held-out variant's
+    splits, from the usable rows it was cut from (`held_out_of` the segmentation's train split)."""
+    if heldout:
+        return {"inputs": inputs, "outputs": outputs, "skipped": skipped, "held_out_of": "train"}
+    return {"inputs": upstream[split]["inputs"], "outputs": outputs, "skipped": upstream[split]["skipped"] + skipped}
+
+
+def _split_group(sub: zarr.Group, variant: str, ds_cfg: dict[str, Any], n: int, side: int, photos: bool) -> zarr.Group:
     """A split's empty arrays: `images` at `side` px, `masks` where the variant shows the foreground (not
     of training `photos`: their masks are the square's), and the per-row `labels`, `bias_labels`, `ids`."""
     chunk = int(ds_cfg["chunk_images"])
@@ -110,8 +156,9 @@ def _pair(variant: str, rows: np.ndarray, ids: np.ndarray, labels: np.ndarray, n
     for row in rows:
         rng = name_rng(seed, "partner", variant, ids[row])  # by name: independent of row order
         try:
-            partners.append(variants.choose_partner(variant, int(labels[row]), int(row), by_class, rng,
-                                                    int(background[row])))
+            partners.append(
+                variants.choose_partner(variant, int(labels[row]), int(row), by_class, rng, int(background[row]))
+            )
             kept.append(row)
         except SkipItem as exc:
             skipped.append({"id": str(ids[row]), "path": None, "reason": exc.reason})
@@ -119,8 +166,16 @@ def _pair(variant: str, rows: np.ndarray, ids: np.ndarray, labels: np.ndarray, n
     return partners_arr, labels[partners_arr].astype(np.int64), np.array(kept, np.int64), skipped
 
 
-def _compose_block(seg_store: str, out_store: str, split: str, variant: str, start: int, rows: np.ndarray,
-                   partners: np.ndarray, whole: bool = False) -> None:
+def _compose_block(
+    seg_store: str,
+    out_store: str,
+    split: str,
+    variant: str,
+    start: int,
+    rows: np.ndarray,
+    partners: np.ndarray,
+    whole: bool = False,
+) -> None:
     """The rows `rows` of the variant into its store from `start` on (`whole`: the training photos)."""
     worker_setup()
     seg = zarr.open_group(seg_store, mode="r")
@@ -152,4 +207,4 @@ def _compose_block(seg_store: str, out_store: str, split: str, variant: str, sta
 def _rows(array: zarr.Array, rows: np.ndarray) -> np.ndarray:
     """array[rows] for sorted rows, read as one contiguous slice (zarr's fancy indexing is slow)."""
     lo = int(rows[0])
-    return array[lo:int(rows[-1]) + 1][rows - lo]
+    return array[lo : int(rows[-1]) + 1][rows - lo]

@@ -7,8 +7,8 @@ local run (`snakemake --cores N`) the Snakefile's `onstart` starts a server (`se
 them once and listens on a Unix socket; the rules' interpreter (`WORKBENCH_PYTHON`) becomes
 `warm_python` beside this module, whose client (`client`) hands the job's arguments, working
 directory, environment and standard streams to the server, which forks a child to run the module
-as `python -m` would. The job is the same code with the same arguments and seeds: only the import
-is shared.
+as `python -m` would (`workflow.forked_job`). The job is the same code with the same arguments
+and seeds: only the import is shared.
 
 A job stays a job: the client waits for the child's exit status and returns it; a signal to the
 client (Ctrl-C's SIGINT, a SIGTERM) goes to the child's process group; when the client dies (SIGKILL
@@ -21,12 +21,10 @@ server declines (a job whose interpreter settings differ from its own). Cluster 
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import importlib
 import json
 import os
-import runpy
 import selectors
 import shutil
 import signal
@@ -43,13 +41,32 @@ from typing import Any
 
 from debias_workbench.core.phases import summary
 
+from .forked_job import JOB_SIGNALS, fork_job
+
 #: what the server imports once for every job it forks (torchvision: the ResNets; it also
 #: imports torch._dynamo, which torch's optimisers import on first use), and then every registered
 #: dataset family's module (`family_modules`); not the `__main__` modules: runpy runs those anew for each job
-PRELOAD = ("torch", "torchvision", *(f"debias_workbench.{m}" for m in (
-    "cli", "training.cli", "training.models", "training.runs", "training.trainer", "training.evaluation",
-    "training.analysis", "pipeline.cli", "pipeline.fingerprint", "pipeline.segment_stage", "pipeline.variant_stage",
-    "pipeline.derived_stage")))
+PRELOAD = (
+    "torch",
+    "torchvision",
+    *(
+        f"debias_workbench.{m}"
+        for m in (
+            "cli",
+            "training.cli",
+            "training.models",
+            "training.runs",
+            "training.trainer",
+            "training.evaluation",
+            "training.analysis",
+            "pipeline.cli",
+            "pipeline.fingerprint",
+            "pipeline.segment_stage",
+            "pipeline.variant_stage",
+            "pipeline.derived_stage",
+        )
+    ),
+)
 #: the module whose jobs (`python -m debias_workbench COMMAND ...`) the client hands to the server
 SERVED_MODULE = "debias_workbench"
 #: the `workbench` subcommands (`debias_workbench.cli`) a server runs: those that load torch or the generation code
@@ -64,10 +81,6 @@ MAX_REQUEST = 1 << 20
 START_TIMEOUT_S = 120.0
 #: the file beside the socket that says the server listens
 READY = "ready"
-
-
-#: the signals a job's client passes on to the job (Ctrl-C reaches the clients as SIGINT)
-JOB_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
@@ -109,83 +122,6 @@ def _refusal(request: dict[str, Any], fds: list[int], conn: socket.socket) -> st
     return None
 
 
-def _become_job(request: dict[str, Any], fds: list[int]) -> None:
-    """In the forked child: the job's process group, streams, directory, environment, signal handlers
-    (those of a fresh interpreter) and threads; settings read at import time read again."""
-    os.setsid()  # a process group of its own: a signal to the job reaches what it starts too
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # KeyboardInterrupt: finally blocks and atexit run
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-        signal.signal(sig, signal.SIG_DFL)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    import dask
-    import torch
-    import zarr
-    from threadpoolctl import threadpool_limits
-
-    tempfile.tempdir = None  # TMPDIR (Snakemake's resources.tmpdir) read anew
-    zarr.config.refresh()
-    dask.config.refresh()
-    if threads := os.environ.get("OMP_NUM_THREADS"):  # the runtimes read it when the server imported them
-        threadpool_limits(int(threads))  # OpenMP, OpenBLAS, MKL
-        torch.set_num_threads(int(threads))
-
-
-def _run_module(argv: list[str]) -> int:
-    """`python -m module args` (argv: interpreter, -m, module, args) in this process; its exit status."""
-    _python, _m, module, *args = argv
-    try:
-        sys.argv = [module, *args]  # runpy puts the module's path first, as `python -m` does
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-        return 0
-    except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            return exc.code or 0
-        print(exc.code, file=sys.stderr)  # sys.exit("message"), as the interpreter reports it
-        return 1
-    except KeyboardInterrupt:  # Ctrl-C: the traceback, and the status of a death by SIGINT
-        traceback.print_exc()
-        return 128 + signal.SIGINT
-    except BaseException:  # as the interpreter would: the traceback on stderr, status 1
-        traceback.print_exc()
-        return 1
-
-
-def _fork_job(request: dict[str, Any], fds: list[int], inherited: list[int]) -> int:
-    """Fork the job's child (the job signals held until it has its own handlers); close `inherited`
-    (the server's listener, selector, connections and pidfds) in it."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, JOB_SIGNALS)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:  # nothing of the server's may run in the child, whatever happens
-            for fd in inherited:
-                os.close(fd)
-            _become_job(request, fds)
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-            code = _run_module(request["argv"])
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            try:
-                atexit._run_exitfuncs()
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code)
-    signal.pthread_sigmask(signal.SIG_SETMASK, held)
-    for fd in fds:
-        os.close(fd)
-    return pid
-
-
 class _Server:
     """The selector loop of `serve`: connections, the jobs' children (pidfds), their clients."""
 
@@ -195,9 +131,12 @@ class _Server:
         self.jobs: dict[int, tuple[socket.socket, int]] = {}  # child pid -> (client connection, pidfd)
 
     def inherited(self) -> list[int]:
-        return [self.listener.fileno(), self.selector.fileno(),
-                *(fd for conn, pidfd in self.jobs.values() for fd in (conn.fileno(), pidfd)),
-                *(key.fd for key in self.selector.get_map().values() if key.data[0] == "request")]
+        return [
+            self.listener.fileno(),
+            self.selector.fileno(),
+            *(fd for conn, pidfd in self.jobs.values() for fd in (conn.fileno(), pidfd)),
+            *(key.fd for key in self.selector.get_map().values() if key.data[0] == "request"),
+        ]
 
     def handle(self, key: selectors.SelectorKey) -> None:
         kind, pid = key.data
@@ -224,7 +163,7 @@ class _Server:
                     _send(conn, {"refused": reason})
             conn.close()
             return
-        pid = _fork_job(request, fds, [conn.fileno(), *self.inherited()])
+        pid = fork_job(request, fds, [conn.fileno(), *self.inherited()])
         self.served += 1
         pidfd = os.pidfd_open(pid)
         self.jobs[pid] = (conn, pidfd)
@@ -335,14 +274,18 @@ SWITCH_VARIABLE = "WORKBENCH_WARM_JOBS"
 UNSERVED_RULES = ("all", "report", "job_config")
 
 
-def wanted(local: bool, own_environments: bool, touch: bool, rules: list[str],
-           environ: dict[str, str] | os._Environ = os.environ) -> bool:
+def wanted(
+    local: bool,
+    own_environments: bool,
+    touch: bool,
+    rules: list[str],
+    environ: dict[str, str] | os._Environ = os.environ,
+) -> bool:
     """Whether a workflow run should start a server: a local run (not --touch) whose jobs share
     Snakemake's interpreter (not under --use-conda) with at least two jobs to serve among those of
     `rules` (a server imports what one job would), unless WORKBENCH_WARM_JOBS=0."""
     served = sum(rule not in UNSERVED_RULES for rule in rules)
-    return (local and not own_environments and not touch and served >= 2
-            and environ.get(SWITCH_VARIABLE, "1") != "0")
+    return local and not own_environments and not touch and served >= 2 and environ.get(SWITCH_VARIABLE, "1") != "0"
 
 
 def start(log: Path, environ: dict[str, str] | os._Environ = os.environ) -> subprocess.Popen | None:
@@ -355,8 +298,14 @@ def start(log: Path, environ: dict[str, str] | os._Environ = os.environ) -> subp
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
         command = [python, "-m", "debias_workbench.workflow.job_server", "serve", str(path), str(os.getpid())]
-        proc = subprocess.Popen(command, start_new_session=True, env=dict(environ), stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            command,
+            start_new_session=True,
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + START_TIMEOUT_S
     while not (folder / READY).exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -389,8 +338,10 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["client"]:
         return client(argv[1:])
-    print("usage: python -m debias_workbench.workflow.job_server serve SOCKET OWNER_PID | client PYTHON_ARGS...",
-          file=sys.stderr)
+    print(
+        "usage: python -m debias_workbench.workflow.job_server serve SOCKET OWNER_PID | client PYTHON_ARGS...",
+        file=sys.stderr,
+    )
     return 2
 
 

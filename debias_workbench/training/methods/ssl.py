@@ -36,11 +36,9 @@ side, as the authors' RandomResizedCrop of the decoded photo (moco-non-sem-neg.p
 main_lincls.py:250); the probe's unaugmented features are those of the test view (the centred
 square, Resize 256 + CenterCrop 224, main_lincls.py:256-257).
 
-After pre-training, `finish` fits the linear probe (the authors' protocol: SGD lr 10, batch 128,
-momentum 0.9, 60 epochs, lr x 0.1 at epochs 30, 40, 50, the last epoch's head) on the frozen backbone's features of
-every training image; the features are computed once, without augmentation (the paper's probe
-augments each epoch; on cached features 60 epochs take seconds). The probe is
-`network.head`, so every evaluation of the workbench scores the model as it scores any other.
+After pre-training, `finish` fits the linear probe on the frozen backbone (`ssl_probe`: the
+authors' protocol, main_lincls.py). The probe is `network.head`, so every evaluation of the
+workbench scores the model as it scores any other.
 """
 
 from __future__ import annotations
@@ -54,35 +52,30 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from debias_workbench.core.seeding import name_seed
-
-from ..augment import Augmenter
 from ..data import PhotoSplit
-from ..distributed import gather_rows, is_main, world
+from ..distributed import gather_rows, world
 from ..losses import byol_loss, moco_nce
 from ..negatives import patch_negatives
 from ..settings import TrainingSettings
 from .base import Method
 from .split_batch_norm import split_batch_norm
 from .ssl_augment import AugPlus, ViewParams
-
-#: the linear probe's training crop with `probe_augment` (torchvision RandomResizedCrop's default scale, main_lincls.py)
-PROBE_CROP = (0.08, 1.0)
-
+from .ssl_probe import fit_linear_probe
 
 # Several processes: MoCo's own shuffled BN across devices (its builder's _batch_shuffle_ddp and
 # _batch_unshuffle_ddp).
+
 
 @torch.no_grad()
 def shuffled_across_processes(encode, x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     """encode(x) (B, dim) with the global batch shuffled across processes before `encode` (rank 0's
     permutation, broadcast) and unshuffled after: each process's BN sees a random 1/world of it."""
     rank, b = dist.get_rank(), len(x)
-    everything = gather_rows(x)                                            # (world B, 3, H, W)
+    everything = gather_rows(x)  # (world B, 3, H, W)
     perm = torch.randperm(len(everything), generator=g).to(x.device, non_blocking=True)
     dist.broadcast(perm, src=0)
-    encoded = gather_rows(encode(everything[perm.view(-1, b)[rank]]))     # (world B, dim), permuted order
-    return encoded[torch.argsort(perm).view(-1, b)[rank]]                  # (B, dim), this process's rows
+    encoded = gather_rows(encode(everything[perm.view(-1, b)[rank]]))  # (world B, dim), permuted order
+    return encoded[torch.argsort(perm).view(-1, b)[rank]]  # (B, dim), this process's rows
 
 
 def mlp(d_in: int, d_hidden: int, d_out: int, batch_norm: bool) -> nn.Sequential:
@@ -107,8 +100,10 @@ class SelfSupervised(Method):
             raise ValueError(f"negative must be none, patch or texture, not {self.args['negative']!r}")
         if (self.args["negative"] == "texture") != ("textures" in self.aligned_variants):
             takes = "texture" if self.aligned_variants else "none or patch"
-            raise ValueError(f"{type(self).__name__} takes negative: {takes}"
-                             " (texture negatives are the moco_v2_texture method, which reads IN-9-Texture)")
+            raise ValueError(
+                f"{type(self).__name__} takes negative: {takes}"
+                " (texture negatives are the moco_v2_texture method, which reads IN-9-Texture)"
+            )
         norm = train_cfg["normalize"]
         self.views = AugPlus(norm["mean"], norm["std"])
         self.photos: PhotoSplit | None = None  # the training split's photos, if it holds them (`setup`)
@@ -137,8 +132,9 @@ class SelfSupervised(Method):
             return self.views.plain(images)
         return self.views.test_view(images, batch["aspects"], self.photos.fraction, self.photos.view_size)
 
-    def negative_inputs(self, batch: dict[str, torch.Tensor], queries: torch.Tensor,
-                        *views: ViewParams) -> torch.Tensor | None:
+    def negative_inputs(
+        self, batch: dict[str, torch.Tensor], queries: torch.Tensor, *views: ViewParams
+    ) -> torch.Tensor | None:
         """The method's non-semantic negative of each query view, or None without one. queries:
         the normalised query views (len(views) B, 3, H, W), the B images' views `views` in order.
         "patch": a patch tiling of each query view (`negatives.patch_negatives`, self.generator);
@@ -190,62 +186,7 @@ class SelfSupervised(Method):
         RandomResizedCrop (0.08-1) + flip of every training image through the backbone, in the
         training loader's batches; without it, on features of the unaugmented images computed once
         (seconds instead of 60 passes of the backbone: the demo's probe)."""
-        device = next(self.parameters()).device
-        self.eval()
-        feats, labels = [], []
-        with torch.no_grad():
-            for batch in batches.in_order():  # every training row once, the last partial batch too
-                feats.append(self.features(self.unaugmented(batch, device)))
-                labels.append(batch["labels"].to(device))
-        x, y = torch.cat(feats), torch.cat(labels)
-        head = self.network.head
-        nn.init.normal_(head.weight, std=0.01)
-        nn.init.zeros_(head.bias)
-        opt = torch.optim.SGD(head.parameters(), lr=self.args["probe_lr"], momentum=0.9, weight_decay=0.0)
-        sched = torch.optim.lr_scheduler.MultiStepLR(opt, self.args["probe_milestones"], 0.1)
-        g = torch.Generator().manual_seed(name_seed("probe", type(self).__name__, self.args["probe_epochs"]))
-        if self.args["probe_augment"]:
-            self._probe_on_views(batches.renamed(f"{batches.name}/probe"), opt, sched, g)
-        else:
-            bs = self.args["probe_batch_size"]
-            for _ in range(self.args["probe_epochs"]):
-                order = torch.randperm(len(y), generator=g).to(device)
-                for start in range(0, len(y), bs):
-                    rows = order[start:start + bs]
-                    loss = F.cross_entropy(head(x[rows]), y[rows])
-                    self.step(opt, loss, across_processes=False)  # every process has every row's features
-                sched.step()
-        with torch.no_grad():
-            logits = head(x)
-            shares = torch.bincount(y, minlength=logits.shape[1]).float() / len(y)
-            stats = {"probe_loss": float(F.cross_entropy(logits, y)),
-                     "probe_train_accuracy": float((logits.argmax(1) == y).float().mean() * 100),
-                     "probe_prior_loss": float(-(shares[y]).log().mean())}
-        if not math.isfinite(stats["probe_loss"]):
-            raise FloatingPointError(f"the linear probe diverged (lr {self.args['probe_lr']}): lower probe_lr")
-        if stats["probe_loss"] >= stats["probe_prior_loss"] and is_main():
-            # SGD's lr of the paper (10) is for ResNet-50 features on ImageNet-100: on other features it can
-            # overshoot; collapsed features leave no probe better than the class shares at any lr
-            print(f"warning: the linear probe fits its training rows no better than the class shares (loss "
-                  f"{stats['probe_loss']:.3g} >= {stats['probe_prior_loss']:.3g}): either probe_lr (now "
-                  f"{self.args['probe_lr']:g}) is too high for these features, or they hold no class information "
-                  "(collapse); its accuracies do not measure the features", flush=True)
-        return stats
-
-    def _probe_on_views(self, batches, opt: torch.optim.Optimizer, sched, g: torch.Generator) -> None:
-        """`probe_epochs` epochs of the probe on fresh crop-and-flip views of the training batches (each
-        process its share of every global batch; the gradients averaged across processes)."""
-        device = next(self.parameters()).device
-        norm = self.cfg["normalize"]
-        crop = Augmenter(norm["mean"], norm["std"], PROBE_CROP, hflip=True)
-        size = self.photos.view_size if self.photos else None  # a photo's crops resampled to the test side
-        for epoch in range(self.args["probe_epochs"]):
-            for batch in batches.epoch(epoch):
-                with torch.no_grad():
-                    z = self.features(crop(batch["images"].to(device), g, batch.get("aspects"), size))
-                loss = F.cross_entropy(self.network.head(z), batch["labels"].to(device))
-                self.step(opt, loss)
-            sched.step()
+        return fit_linear_probe(self, batches)
 
 
 class MoCoV2(SelfSupervised):
@@ -259,9 +200,11 @@ class MoCoV2(SelfSupervised):
         super().__init__(num_classes, train_cfg, method_args)
         settings = TrainingSettings.of(train_cfg)
         if settings.sync_bn and settings.gpus > 1 and self.args["shuffle_bn"]:
-            raise ValueError("training.sync_bn: true contradicts MoCo's shuffled batch norm (its key statistics must "
-                             "come from another set of images than the queries'): set method_args.shuffle_bn: false "
-                             "or training.sync_bn: false for this experiment")
+            raise ValueError(
+                "training.sync_bn: true contradicts MoCo's shuffled batch norm (its key statistics must "
+                "come from another set of images than the queries'): set method_args.shuffle_bn: false "
+                "or training.sync_bn: false for this experiment"
+            )
         d = self.network.feature_dim
         self.projector = mlp(d, d, self.args["proj_dim"], batch_norm=False)
         splits = self.key_bn_splits(train_cfg["batch_size"])
@@ -269,7 +212,7 @@ class MoCoV2(SelfSupervised):
             self.network = split_batch_norm(self.network, splits)
         self.key_network, self.key_projector = self.frozen_copy(self.network), self.frozen_copy(self.projector)
         queue = F.normalize(torch.randn(self.args["queue_size"], self.args["proj_dim"]), dim=1)
-        self.register_buffer("queue", queue)                 # (K, dim): MoCo starts from random keys
+        self.register_buffer("queue", queue)  # (K, dim): MoCo starts from random keys
         self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
         self.optimizer = self.make_optimizer([*self.backbone_parameters(), *self.projector.parameters()])
 
@@ -280,9 +223,11 @@ class MoCoV2(SelfSupervised):
             return 1
         splits = self.args["bn_splits"]
         if batch_size % splits:
-            raise ValueError(f"MoCo's shuffled batch norm splits each key batch into bn_splits = {splits} equal "
-                             f"sub-batches: batch_size {batch_size} is not a multiple of it; change batch_size "
-                             "or bn_splits (or set shuffle_bn: false)")
+            raise ValueError(
+                f"MoCo's shuffled batch norm splits each key batch into bn_splits = {splits} equal "
+                f"sub-batches: batch_size {batch_size} is not a multiple of it; change batch_size "
+                "or bn_splits (or set shuffle_bn: false)"
+            )
         return splits
 
     def key(self, x: torch.Tensor) -> torch.Tensor:
@@ -300,30 +245,30 @@ class MoCoV2(SelfSupervised):
             return shuffled_across_processes(self.key, x, self.generator)
         perm = torch.randperm(len(x), generator=self.generator).to(x.device, non_blocking=True)
         shuffled = x[perm].contiguous(memory_format=torch.channels_last)  # indexing drops the layout the encoders want
-        return self.key(shuffled)[torch.argsort(perm)]                    # (B, dim), rows of x again
+        return self.key(shuffled)[torch.argsort(perm)]  # (B, dim), rows of x again
 
     @torch.no_grad()
     def enqueue(self, keys: torch.Tensor) -> None:
         """Replace the oldest entries of the queue by `keys` (B, dim)."""
         k = len(self.queue)
         keys = F.normalize(keys[-k:].float(), dim=1)
-        ptr, n = self.host_count("queue_ptr"), len(keys)   # slices from a host pointer: no index read back
+        ptr, n = self.host_count("queue_ptr"), len(keys)  # slices from a host pointer: no index read back
         first = min(n, k - ptr)
-        self.queue[ptr:ptr + first] = keys[:first]
-        self.queue[:n - first] = keys[first:]
+        self.queue[ptr : ptr + first] = keys[:first]
+        self.queue[: n - first] = keys[first:]
         self.count_step("queue_ptr", n, k)
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
-        images = batch["images"]                                          # (B, H, W, 3) uint8
+        images = batch["images"]  # (B, H, W, 3) uint8
         p_q, p_k = self.view_params(batch), self.view_params(batch)
         v_q, v_k = self.views.apply(images, p_q), self.views.apply(images, p_k)  # (B, 3, S, S) each
-        ns = self.negative_inputs(batch, v_q, p_q)                        # (B, 3, H, W) from v_q
+        ns = self.negative_inputs(batch, v_q, p_q)  # (B, 3, H, W) from v_q
         with self.autocast():
-            q = self.projector(self.network.features(v_q))               # (B, dim)
+            q = self.projector(self.network.features(v_q))  # (B, dim)
             with torch.no_grad():
                 self.momentum_update(self.network, self.key_network, self.args["momentum"])
                 self.momentum_update(self.projector, self.key_projector, self.args["momentum"])
-                k = self.shuffled_key(v_k)                                # (B, dim)
+                k = self.shuffled_key(v_k)  # (B, dim)
                 z_ns = self.shuffled_key(ns) if ns is not None else None  # (B, dim), no gradient
         loss = moco_nce(q, k, self.queue, self.args["tau"], z_ns, self.args["alpha"])
         self.step(self.optimizer, loss)
@@ -361,8 +306,9 @@ class BYOL(SelfSupervised):
         d, h, p = self.network.feature_dim, self.args["hidden_dim"], self.args["proj_dim"]
         self.projector, self.predictor = mlp(d, h, p, batch_norm=True), mlp(p, h, p, batch_norm=True)
         self.target_network, self.target_projector = self.frozen_copy(self.network), self.frozen_copy(self.projector)
-        self.optimizer = self.make_optimizer([*self.backbone_parameters(), *self.projector.parameters(),
-                                              *self.predictor.parameters()])
+        self.optimizer = self.make_optimizer(
+            [*self.backbone_parameters(), *self.projector.parameters(), *self.predictor.parameters()]
+        )
 
     def target_momentum(self) -> float:
         """BYOL's tau = 1 - (1 - tau_base) (cos(pi k / K) + 1) / 2 at step k of K."""
@@ -374,17 +320,17 @@ class BYOL(SelfSupervised):
         return self.target_projector(self.target_network.features(x))
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
-        images, b = batch["images"], len(batch["images"])                     # (B, H, W, 3) uint8
+        images, b = batch["images"], len(batch["images"])  # (B, H, W, 3) uint8
         p_1, p_2 = self.view_params(batch), self.view_params(batch)
         views = torch.cat([self.views.apply(images, p_1), self.views.apply(images, p_2)])  # (2B, 3, S, S)
-        ns = self.negative_inputs(batch, views, p_1, p_2)                      # (2B, 3, H, W), row i from views[i]
+        ns = self.negative_inputs(batch, views, p_1, p_2)  # (2B, 3, H, W), row i from views[i]
         with self.autocast():
-            p = self.predictor(self.projector(self.network.features(views)))   # (2B, proj)
+            p = self.predictor(self.projector(self.network.features(views)))  # (2B, proj)
             with torch.no_grad():
-                z = self.target(views)                                         # (2B, proj)
-                z_ns = self.target(ns) if ns is not None else None            # (2B, proj), no gradient
+                z = self.target(views)  # (2B, proj)
+                z_ns = self.target(ns) if ns is not None else None  # (2B, proj), no gradient
         z_swapped = torch.cat([z[b:], z[:b]])  # view 1 predicts view 2's target and vice versa
-        loss = 2 * byol_loss(p, z_swapped, z_ns, self.args["alpha"])           # symmetrised: L(v1,v2) + L(v2,v1)
+        loss = 2 * byol_loss(p, z_swapped, z_ns, self.args["alpha"])  # symmetrised: L(v1,v2) + L(v2,v1)
         self.step(self.optimizer, loss)
         m = self.target_momentum()
         self.momentum_update(self.network, self.target_network, m)

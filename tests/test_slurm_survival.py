@@ -91,7 +91,7 @@ def run_workflow(cluster, configs: list[str], target: Path, log: Path, retries: 
                 proc.kill()
 
 
-def wait_for(ready: Callable[[], object], proc: subprocess.Popen, what: str, timeout: float = 300) -> object:
+def wait_for(ready: Callable[[], T], proc: subprocess.Popen, what: str, timeout: float = 300) -> T:
     """`ready()`'s first true value, asked every 20 ms while the workflow runs."""
     end = time.monotonic() + timeout
     while not (value := ready()):
@@ -175,29 +175,30 @@ def same_weights(results: Path, probe: str, weights: dict[str, dict]) -> bool:
     return mine.keys() == weights[probe].keys() and all(torch.equal(mine[k], weights[probe][k]) for k in mine)
 
 
-def test_a_job_at_its_time_limit_continues_in_the_next_job(cluster, straight, tmp_path):
-    """SLURM ends the job at its time limit (TIMEOUT), with no warning signal before it (a site profile that
-    sets its own `slurm_extra`): the trainer takes the limit's SIGTERM, checkpoints at its next step and
-    exits; Snakemake's retry resumes past the last epoch checkpoint and ends with the uninterrupted weights.
-    The job's limit is cut to SLURM's least (1 min) once its trainer is stopped after the first epoch."""
+def test_a_job_killed_after_model_pt_does_not_train_the_run_again(cluster, straight, tmp_path):
+    """The job's trainer writes model.pt and exits, but the job never ends well: its job step's Snakemake is
+    held (stopped, as one waiting for the files of a slow shared file system) and the job then cancelled.
+    Snakemake removes the failed job's outputs and retries it; the checkpoint stays past model.pt, so the
+    retry trains no epoch again and writes the uninterrupted run's model."""
     configs, results, weights = straight
+    run_dir = model(results, "accepted_probe").parent
 
-    def at_the_limit(proc: subprocess.Popen) -> Stopped:
-        stop = stop_after_first_checkpoint(cluster, results, "timeout_probe", proc)
-        subprocess.run(["scontrol", "update", f"JobId={stop.job}", "TimeLimit=1"], env=cluster.env, check=True)
-        return stop
+    def kill_after_model_pt(proc: subprocess.Popen) -> None:
+        pid = wait_for(lambda: trainer(results), proc, "train command")
+        os.kill(snakemake_above(pid), signal.SIGSTOP)  # the step's Snakemake cannot accept the outputs
+        wait_for(lambda: not local_slurm.is_running(pid), proc, "end of the trainer")
+        assert (run_dir / "model.pt").exists()
+        subprocess.run(["scancel", running_job(cluster, "accepted_probe")], env=cluster.env, check=True)
 
     log = tmp_path / "slurm.log"
-    rc, stop = run_workflow(cluster, configs, model(results, "timeout_probe"), log, 1, at_the_limit,
-                      "--set-resources", "train:slurm_extra='--nice=0'")
+    rc, _ = run_workflow(cluster, configs, model(results, "accepted_probe"), log, 1, kill_after_model_pt)
     assert rc == 0, log.read_text()[-4000:]
-    jobs = jobs_of(cluster, "timeout_probe")
-    assert [(j["JobId"], j["JobState"]) for j in jobs] == [(stop.job, "TIMEOUT"), (jobs[-1]["JobId"], "COMPLETED")]
-    assert "SLURM status is: 'TIMEOUT'" in log.read_text()
-    first, second = attempts(results, "timeout_probe")
-    assert STOPPED_BY_SIGTERM in first and first.rstrip().endswith(STOPPED), first[-2000:]
-    assert resumed_step(second, stop.epoch_steps) >= stop.steps  # where SIGTERM stopped it: no step trained again
-    assert same_weights(results, "timeout_probe", weights)
+    assert [j["JobState"] for j in jobs_of(cluster, "accepted_probe")] == ["CANCELLED", "COMPLETED"]
+    first, second = attempts(results, "accepted_probe")
+    assert first.rstrip().endswith("== attempt ended: done"), first[-2000:]
+    assert re.search(rf"resumed from \S+ at epoch {EPOCHS}\n", second), second[-2000:]
+    assert "epoch_seconds=" not in second  # no epoch trained again
+    assert same_weights(results, "accepted_probe", weights)
 
 
 def test_a_requeued_job_continues_from_its_checkpoint(cluster, straight, tmp_path):
@@ -223,27 +224,26 @@ def test_a_requeued_job_continues_from_its_checkpoint(cluster, straight, tmp_pat
     assert same_weights(results, "requeue_probe", weights)
 
 
-def test_a_job_killed_after_model_pt_does_not_train_the_run_again(cluster, straight, tmp_path):
-    """The job's trainer writes model.pt and exits, but the job never ends well: its job step's Snakemake is
-    held (stopped, as one waiting for the files of a slow shared file system) and the job then cancelled.
-    Snakemake removes the failed job's outputs and retries it; the checkpoint stays past model.pt, so the
-    retry trains no epoch again and writes the uninterrupted run's model."""
+def test_a_job_at_its_time_limit_continues_in_the_next_job(cluster, straight, tmp_path):
+    """SLURM ends the job at its time limit (TIMEOUT), with no warning signal before it (a site profile that
+    sets its own `slurm_extra`): the trainer takes the limit's SIGTERM, checkpoints at its next step and
+    exits; Snakemake's retry resumes past the last epoch checkpoint and ends with the uninterrupted weights.
+    The job's limit is cut to SLURM's least (1 min) once its trainer is stopped after the first epoch."""
     configs, results, weights = straight
-    run_dir = model(results, "accepted_probe").parent
 
-    def kill_after_model_pt(proc: subprocess.Popen) -> None:
-        pid = wait_for(lambda: trainer(results), proc, "train command")
-        os.kill(snakemake_above(pid), signal.SIGSTOP)  # the step's Snakemake cannot accept the outputs
-        wait_for(lambda: not local_slurm.is_running(pid), proc, "end of the trainer")
-        assert (run_dir / "model.pt").exists()
-        subprocess.run(["scancel", running_job(cluster, "accepted_probe")], env=cluster.env, check=True)
+    def at_the_limit(proc: subprocess.Popen) -> Stopped:
+        stop = stop_after_first_checkpoint(cluster, results, "timeout_probe", proc)
+        subprocess.run(["scontrol", "update", f"JobId={stop.job}", "TimeLimit=1"], env=cluster.env, check=True)
+        return stop
 
     log = tmp_path / "slurm.log"
-    rc, _ = run_workflow(cluster, configs, model(results, "accepted_probe"), log, 1, kill_after_model_pt)
+    rc, stop = run_workflow(cluster, configs, model(results, "timeout_probe"), log, 1, at_the_limit,
+                      "--set-resources", "train:slurm_extra='--nice=0'")
     assert rc == 0, log.read_text()[-4000:]
-    assert [j["JobState"] for j in jobs_of(cluster, "accepted_probe")] == ["CANCELLED", "COMPLETED"]
-    first, second = attempts(results, "accepted_probe")
-    assert first.rstrip().endswith("== attempt ended: done"), first[-2000:]
-    assert re.search(rf"resumed from \S+ at epoch {EPOCHS}\n", second), second[-2000:]
-    assert "epoch_seconds=" not in second  # no epoch trained again
-    assert same_weights(results, "accepted_probe", weights)
+    jobs = jobs_of(cluster, "timeout_probe")
+    assert [(j["JobId"], j["JobState"]) for j in jobs] == [(stop.job, "TIMEOUT"), (jobs[-1]["JobId"], "COMPLETED")]
+    assert "SLURM status is: 'TIMEOUT'" in log.read_text()
+    first, second = attempts(results, "timeout_probe")
+    assert STOPPED_BY_SIGTERM in first and first.rstrip().endswith(STOPPED), first[-2000:]
+    assert resumed_step(second, stop.epoch_steps) >= stop.steps  # where SIGTERM stopped it: no step trained again
+    assert same_weights(results, "timeout_probe", weights)

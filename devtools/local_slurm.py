@@ -92,7 +92,10 @@ def node_size() -> tuple[int, int]:
     return len(os.sched_getaffinity(0)), int(mem_kb / 1024 * 0.9)
 
 
-def write_config(cluster: LocalCluster) -> None:
+def write_config(cluster: LocalCluster, cred_expire: int | None = None) -> None:
+    """slurm.conf and gres.conf of the one-node cluster; `cred_expire` (seconds, SLURM's least is 5) sets
+    `AuthInfo=cred_expire`, which is also how long a requeued job waits before it starts again (SLURM's
+    default, 120 s, where None)."""
     cpus, mem_mb = node_size()
     d = cluster.dir
     for sub in ("ctld", "slurmd", "log"):
@@ -133,7 +136,7 @@ GresTypes=gpu
 NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} Gres=gpu:2 State=UNKNOWN
 PartitionName=cpu Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=localhost MaxTime=INFINITE State=UP
-""")
+""" + (f"AuthInfo=cred_expire={cred_expire}\n" if cred_expire is not None else ""))
     # a GRES that only has a count leaves the node INVAL in 22.05: back each GPU by a file
     (d / "gres.conf").write_text(f"NodeName=localhost Name=gpu File={d}/gpu0\nNodeName=localhost Name=gpu File={d}/gpu1\n")
 
@@ -202,8 +205,9 @@ def node_state(cluster: LocalCluster) -> str:
     return proc.stdout.split()[0] if proc.returncode == 0 and proc.stdout.split() else ""
 
 
-def start(directory: Path = DEFAULT_DIR) -> LocalCluster:
-    """Install if needed, configure and start the cluster; return once the node is idle."""
+def start(directory: Path = DEFAULT_DIR, cred_expire: int | None = None) -> LocalCluster:
+    """Install if needed, configure (`write_config`, with `cred_expire`) and start the cluster; return
+    once the node is idle."""
     if os.geteuid() != 0:
         raise LocalSlurmUnavailable("the local SLURM cluster needs root (slurmd runs as root, the others as their users)")
     ensure_installed()
@@ -211,7 +215,7 @@ def start(directory: Path = DEFAULT_DIR) -> LocalCluster:
     if (cluster.dir / "slurmctld.pid").exists():
         stop(cluster.dir)  # a cluster left over from a killed run
     _check_ports_free()
-    write_config(cluster)
+    write_config(cluster, cred_expire)
     link_system_conf(cluster)
     start_munge(cluster)
     env = cluster.env

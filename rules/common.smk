@@ -55,6 +55,8 @@ def workflow_environment():
 os.environ.update(workflow_environment())
 # a cluster job's own Snakemake ignores SLURM's warning signal, which the train command takes (workbench.resources)
 res.ignore_warning_signal(workflow.is_main_process)
+# a job's shell outlives the scheduler's SIGTERM until its command ends (workbench.resources.SHELL_PREFIX)
+shell.prefix(res.SHELL_PREFIX)
 
 # A local run forks its training, scoring and analysis jobs from one warm interpreter (workbench.job_server):
 # torch is imported once, not once per job. Not on a cluster, under --use-conda or with WORKBENCH_WARM_JOBS=0.

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,12 +54,13 @@ def slice_config(path: Path) -> tuple[list[str], list[str]]:
     return ["tests/data/tiny.yaml", str(extra)], targets
 
 
-@pytest.fixture(scope="module")
-def cluster():
+def running_cluster(cred_expire: int | None = None) -> Iterator[local_slurm.LocalCluster]:
+    """A module's local cluster (`local_slurm.start`, with `cred_expire`), stopped after its tests; a
+    skip saying why where SLURM cannot run here."""
     # not pytest's tmp_path: slurmctld runs as the slurm user and must reach its folder
     directory = Path(tempfile.mkdtemp(prefix="workbench-slurm-"))
     try:
-        running = local_slurm.start(directory)
+        running = local_slurm.start(directory, cred_expire)
     except local_slurm.LocalSlurmUnavailable as err:
         pytest.skip(f"no local SLURM cluster: {err}")
     pids = local_slurm.recorded_pids(directory)
@@ -66,6 +68,11 @@ def cluster():
     local_slurm.stop(directory)
     assert not [pid for pid in pids if local_slurm.is_running(pid)], "a SLURM daemon outlived stop"
     assert not local_slurm.running_job_steps(), "a job step outlived stop"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    yield from running_cluster()
 
 
 def scontrol_jobs(cluster: local_slurm.LocalCluster) -> list[dict[str, str]]:

@@ -54,6 +54,14 @@ JOB_ENVIRONMENT = {
     "MALLOC_TOP_PAD_": "67108864",
 }
 
+#: what Snakemake runs before every job's shell command (its own default for bash, `set -euo pipefail;`,
+#: and a trap). A scheduler ends a job (its time limit, a preemption, a requeue, `scancel`) with SIGTERM
+#: to every process of the job: a shell that dies of it ends its job step's Snakemake and then the step,
+#: whose last processes SLURM kills at once, the trainer among them before it has written the checkpoint it
+#: makes on that signal (`training.job_time`). With the signal trapped the shell waits for its command and
+#: exits with its status (75: continue in the next job). No rule's command: setting it reruns no job.
+SHELL_PREFIX = "set -euo pipefail; trap : TERM; "
+
 #: the command text every rule starts its Python with; the interpreter itself comes from the
 #: environment (`interpreter_environment`), with `python` as the fallback so that a command printed
 #: by `snakemake -p` runs in a shell as is

@@ -15,6 +15,7 @@ from debias_workbench.pipeline.sources.listing import folder_fingerprint
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.training.committee_config import COMMITTEE_DIR, COMMITTEE_FILE, committees
 from debias_workbench.workflow import job_server
+from debias_workbench.workflow import job_process
 from debias_workbench.workflow import resources as res
 from debias_workbench.workflow.config import background_challenge_runs, pack_jobs, packs, runs, scoring, scoring_packs
 from debias_workbench.workflow.lookup import dataset_family, dataset_variants
@@ -34,7 +35,7 @@ PACKS = packs(config)  # the runs trained in one process (rules/runs.smk): PACKS
 SCORING_PACKS = scoring_packs(config)  # the runs scored in one process: every seed of an experiment, or of a grid pack
 THREADS = config["training"]["threads"]  # config/config.yaml sets it (the schema: 1)
 RUNS_PER_GPU = config["training"]["runs_per_gpu"]  # a GPU training job's runs at once (its resources follow)
-PY = res.PYTHON_COMMAND  # every job's interpreter, from the environment (workflow_environment)
+PY = job_process.PYTHON_COMMAND  # every job's interpreter, from the environment (workflow_environment)
 COMMITTEE_OUTPUT = f"{R}/{COMMITTEE_DIR}/{{digest}}/{COMMITTEE_FILE}"  # a BiasEnsemble committee's file (rule committee)
 
 
@@ -42,21 +43,21 @@ def workflow_environment():
     """Every variable the workflow puts in its own environment, which its jobs inherit: set once, below.
     - WORKBENCH_PYTHON and PYTHONPATH: the interpreter that runs Snakemake, or the job's own environment's
       under --use-conda, with the checkout importable either way (conda environments do not install the
-      project); no job's params or command name a path (workbench.resources.interpreter_environment);
+      project); no job's params or command name a path (workbench.job_process.interpreter_environment);
     - training.trackers and runs_per_gpu, the train and evaluate jobs' --trackers and --runs-per-gpu
       defaults: where curves are also shown, or how many runs share a GPU, is no part of a run's identity
-      (workflow.slices.SPEED_ONLY_TRAINING_KEYS) nor of any command (workbench.resources.training_environment);
-    - malloc keeping freed memory (workbench.resources.JOB_ENVIRONMENT), where the user has not set it."""
+      (workflow.slices.SPEED_ONLY_TRAINING_KEYS) nor of any command (workbench.job_process.training_environment);
+    - malloc keeping freed memory (workbench.job_process.JOB_ENVIRONMENT), where the user has not set it."""
     python = "python" if workflow.deployment_settings.deployment_method else sys.executable
-    return {**{k: v for k, v in res.JOB_ENVIRONMENT.items() if k not in os.environ},
-            **res.interpreter_environment(workflow.basedir, python), **res.training_environment(config["training"])}
+    return {**{k: v for k, v in job_process.JOB_ENVIRONMENT.items() if k not in os.environ},
+            **job_process.interpreter_environment(workflow.basedir, python), **job_process.training_environment(config["training"])}
 
 
 os.environ.update(workflow_environment())
 # a cluster job's own Snakemake ignores SLURM's warning signal, which the train command takes (workbench.resources)
 res.ignore_warning_signal(workflow.is_main_process)
-# a job's shell outlives the scheduler's SIGTERM until its command ends (workbench.resources.SHELL_PREFIX)
-shell.prefix(res.SHELL_PREFIX)
+# a job's shell outlives the scheduler's SIGTERM until its command ends (workbench.job_process.SHELL_PREFIX)
+shell.prefix(job_process.SHELL_PREFIX)
 
 # A local run forks its training, scoring and analysis jobs from one warm interpreter (workbench.job_server):
 # torch is imported once, not once per job. Not on a cluster, under --use-conda or with WORKBENCH_WARM_JOBS=0.

@@ -11,7 +11,7 @@ import torch
 
 from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE
 from debias_workbench.training.runs import train_runs
-from debias_workbench.workflow import resources
+from debias_workbench.workflow import job_process, resources
 from debias_workbench.workflow.config import ConfigError, resolve_config
 from debias_workbench.workflow.cost import run_estimate, runs_at_once_speedup
 from debias_workbench.workflow.slices import run_config
@@ -79,7 +79,7 @@ def test_runs_at_once_count_their_speedup_only_with_what_it_was_measured_with(de
 
 
 def test_runs_per_gpu_reaches_the_jobs_through_the_environment_and_only_from_the_top(default_config):
-    assert resources.training_environment({"runs_per_gpu": 3})[RUNS_PER_GPU_VARIABLE] == "3"
+    assert job_process.training_environment({"runs_per_gpu": 3})[RUNS_PER_GPU_VARIABLE] == "3"
     cfg = copy.deepcopy(default_config)
     cfg["training"]["runs_per_gpu"] = 3
     assert run_config(resolve_config(cfg), "base_in9", 0) == run_config(resolve_config(default_config), "base_in9", 0)

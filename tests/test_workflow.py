@@ -243,7 +243,7 @@ def test_a_report_key_reruns_only_the_report(paper_smoke, tmp_path):
 
 
 def test_the_interpreter_and_the_checkout_reach_jobs_through_the_environment():
-    from debias_workbench.workflow.resources import PYTHON_COMMAND, interpreter_environment
+    from debias_workbench.workflow.job_process import PYTHON_COMMAND, interpreter_environment
 
     assert interpreter_environment("/co", "/venv/bin/python", {}) == {"WORKBENCH_PYTHON": "/venv/bin/python",
                                                                        "PYTHONPATH": "/co"}

@@ -341,6 +341,9 @@ def test_matrix_from_the_report_jobs_config_slice_is_the_matrix_of_the_whole_con
     sliced = report_config(config, config_provenance(config, ["config/config.yaml", f"config/{name}"], {}))
     whole, report = build_matrix(config, []), build_matrix(sliced, [])
     assert report.cells == whole.cells and report.baselines == whole.baselines and report.given == whole.given
+    faster = copy.deepcopy(config)
+    faster["grids"]["mx_in9"].setdefault("training", {})["threads"] = 8  # speed only: the report is not rebuilt
+    assert report_config(faster, sliced["provenance"]) == sliced
     assert whole.baselines[row_key("moco_patch", config["grids"]["mx_in9"]["methods"]["moco_patch"])] != (
         whole.baselines[row_key("moco", config["grids"]["mx_in9"]["methods"]["moco"])])
 

@@ -11,7 +11,6 @@ which is older than the outputs made with it, so nothing reruns needlessly.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Callable
@@ -168,7 +167,7 @@ def report_config(config: dict[str, Any], provenance: dict[str, Any]) -> dict[st
         "datasets": config["datasets"],
         "training": {k: config["training"][k] for k in ("arch", "epochs")},
         "experiments": experiments,
-        "grids": copy.deepcopy(config.get("grids", {})),
+        "grids": _results_only(config.get("grids", {})),  # without speed-only keys: a thread count reruns nothing
         "sweeps": config.get("sweeps", {}),
         "sweep_points": config.get("sweep_points", {}),
         "provenance": provenance,

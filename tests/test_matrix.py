@@ -492,7 +492,8 @@ def test_matrix_paper_rule_selection_against_hand_picked_values():
 
 def test_matrix_config_plans_the_reference_runs_and_the_paper_rules_scoring_points(default_config):
     """config/matrix.yaml: one bias-free reference grid per benchmark family recipe (the two IN-9 benchmarks share
-    one), ERM of the grid's recipe on the family's bias-free variant, three seeds, which the datasets build; the
+    one), ERM of the grid's recipe on the family's bias-free variant, at the grids' five `reference_seeds` (the
+    grids train three), which the datasets build; the
     scoring points only on the runs whose paper selects on validation and ERM beside them, on the sets they read."""
     from debias_workbench.workflow.lookup import dataset_variants
 
@@ -505,9 +506,11 @@ def test_matrix_config_plans_the_reference_runs_and_the_paper_rules_scoring_poin
     }
     for name, grid in references.items():
         exp = config["experiments"][f"{name}_erm_{grid['train_variants'][0]}"]
-        assert exp["method"] in ("erm", "vanilla") and exp["seeds"] == [0, 1, 2]
+        assert exp["method"] in ("erm", "vanilla") and exp["seeds"] == [0, 1, 2, 3, 4]
         assert grid["train_variants"][0] in dataset_variants(config, grid["dataset"])
         source = config["grids"][grid["reference_of"][0]]
+        own_erm = config["experiments"][f"{grid['reference_of'][0]}_erm_{source['train_variants'][0]}"]
+        assert own_erm["seeds"] == [0, 1, 2]  # the grid's own runs keep its seeds
         assert exp["training"]["epochs"] == source["training"]["epochs"]  # the benchmark's recipe
     assert config["grids"]["mx_biased_mnist"]["train_variants"] == ["rho_0.9"]
     monitored = {e for e, exp in config["experiments"].items() if "model_selection" in exp}

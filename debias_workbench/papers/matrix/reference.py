@@ -3,8 +3,8 @@ expansions and checks, `workflow.py`, and the report's tables read the same func
 report):
 
 * **the bias-free references** of its capability line: for each `report: matrix` grid, ERM of the grid's own
-  recipe (its ERM method, training and seeds) trained on the variant its family declares bias-free for each of
-  its train variants (`DatasetFamily.bias_free_reference`: IN-9's held-out Mixed-Rand, Biased MNIST's unbiased
+  recipe (its ERM method and training; its seeds, or the grid's `reference_seeds`) trained on the variant its
+  family declares bias-free for each of its train variants (`DatasetFamily.bias_free_reference`: IN-9's held-out Mixed-Rand, Biased MNIST's unbiased
   colours, Colored MNIST with every class spread over every colour), as a grid of its own (`<grid>_reference`,
   report kind `REFERENCE_KIND`); grids that would train the very same runs share one;
 * **the paper rules' scoring points**: a grid's `model_selection` (every few steps) is kept for the runs whose
@@ -68,7 +68,9 @@ def reference_grids(config: Config) -> dict[str, dict[str, Any]]:
         runs = {
             "dataset": grid["dataset"],
             "train_variants": variants,
-            "seeds": list(grid["methods"][key].get("seeds") or grid.get("seeds") or config["seeds"]),
+            "seeds": list(
+                grid.get("reference_seeds") or grid["methods"][key].get("seeds") or grid.get("seeds") or config["seeds"]
+            ),
             "training": copy.deepcopy(grid.get("training", {})),
             "methods": {key: {**copy.deepcopy(erm), "label": "ERM (bias-free reference)"}},
         }

@@ -4,9 +4,10 @@ report):
 
 * **the bias-free references** of its capability line: for each `report: matrix` grid, ERM of the grid's own
   recipe (its ERM method and training; its seeds, or the grid's `reference_seeds`) trained on the variant its
-  family declares bias-free for each of its train variants (`DatasetFamily.bias_free_reference`: IN-9's held-out Mixed-Rand, Biased MNIST's unbiased
-  colours, Colored MNIST with every class spread over every colour), as a grid of its own (`<grid>_reference`,
-  report kind `REFERENCE_KIND`); grids that would train the very same runs share one;
+  family declares bias-free for each of its train variants (`DatasetFamily.bias_free_reference`: IN-9's
+  held-out Mixed-Rand, Biased MNIST's unbiased colours, Colored MNIST with every class spread over every
+  colour), as a grid of its own (`<grid>_reference`, report kind `REFERENCE_KIND`); grids that would train the
+  very same runs share one;
 * **the paper rules' scoring points**: a grid's `model_selection` (every few steps) is kept for the runs whose
   method's paper selects on a validation split (`MethodSpec.paper_rule`) and for ERM beside them, on the
   validation set and the test sets the benchmark is judged on only, and only on a family with a validation

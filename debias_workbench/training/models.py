@@ -150,7 +150,7 @@ class SmallCNN(Network):
 SMALL_NETWORKS = {
     "simple_cnn7": lambda n, ch: SimpleConvNet(n, 7, ch),
     "simple_cnn1": lambda n, ch: SimpleConvNet(n, 1, ch),
-    "simple_cnn3": lambda n, ch: SimpleConvNet(n, 3, ch),  # receptive field 9 px: local texture on 32-px images
+    "simple_cnn3": lambda n, ch: SimpleConvNet(n, 3, ch),  # field 1 + 2 px a layer: local texture on 32-px images
     "bagnet18": lambda n, ch: BagNet18(n),
     "small_cnn": lambda n, ch: SmallCNN(n, ch),
 }

@@ -428,7 +428,7 @@ def test_fidelity_committee_on_the_authors_validation_composition_votes_bias_onl
     method = build_method(run, 4, torch.device("cpu"))
     batches = ZarrBatches(store, "train", 32, shuffle=True, drop_last=True)
     for k in range(3):
-        member, best_step, best_acc = method._member(k, batches, torch.device("cpu"))
+        member, best_step, best_acc = committee.committee_member(method, k, batches, torch.device("cpu"))
         assert best_step == 31 and best_acc > 90.0   # the later checkpoint, never the one after update 1
         member.eval()
         with torch.no_grad():

@@ -78,14 +78,14 @@ def committee_votes(
     method: LfFBiasEnsemble, batches, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """(K, N) p_y and (K, N) "argmax != y" of K GCE models, each at its voting checkpoint
-    (`_member`), on every training row (`_score`), and statistics of the members' early stop,
+    (`committee_member`), on every training row (`_score`), and statistics of the members' early stop,
     as BiasEnsemble's `pretrain_b_ensemble_best` (learner.py:425-480)."""
     n, k_members = batches.n, method.args["committee_size"]
     correct_prob = torch.zeros(k_members, n, device=device)
     wrong = torch.zeros(k_members, n, dtype=torch.bool, device=device)
     best_steps, best_accs = [], []
     for k in range(k_members):
-        member, best_step, best_acc = _member(method, k, batches, device)
+        member, best_step, best_acc = committee_member(method, k, batches, device)
         best_steps.append(best_step)
         best_accs.append(best_acc)
         _score(method, member, batches, device, correct_prob[k], wrong[k])
@@ -102,7 +102,9 @@ def committee_votes(
     )
 
 
-def _member(method: LfFBiasEnsemble, k: int, batches, device: torch.device) -> tuple[torch.nn.Module, int, float]:
+def committee_member(
+    method: LfFBiasEnsemble, k: int, batches, device: torch.device
+) -> tuple[torch.nn.Module, int, float]:
     """Committee member `k` trained `committee_steps` GCE steps from its own initialisation and
     shuffling, returned at its voting checkpoint with that checkpoint's step and val accuracy.
     The candidates are `checkpoint_steps` (BiasEnsemble: after updates 1 and 501 of 1,000, never

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from debias_workbench.training.methods import committee
 from debias_workbench.training.methods.amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, class_activation_map,
                                          draw_partners, gce_loss, guide_similarity, ie_weight, lff_weight)
+from debias_workbench.training.methods.committee import committee_votes
 
 
 def test_gce_is_one_minus_p_to_the_q_over_q():
@@ -145,19 +147,18 @@ def test_committee_votes_with_each_members_best_validation_checkpoint(default_co
     that votes with its last iterate."""
     from debias_workbench.training.build import build_method
     from debias_workbench.training.data import ZarrBatches
-    from debias_workbench.training.methods.bias_amplification import LfFBiasEnsemble
 
     batches = ZarrBatches(tiny_stores["original"], "train", 6, shuffle=True, drop_last=True)
     accuracies = iter([10.0, 50.0, 20.0, 30.0])
-    monkeypatch.setattr(LfFBiasEnsemble, "_accuracy", lambda self, model, valid, device: next(accuracies))
+    monkeypatch.setattr(committee, "_val_accuracy", lambda method, model, valid, device: next(accuracies))
     four = build_method(_unaugmented(_run(default_config, "lff_be", committee_size=1, committee_steps=4,
                                           committee_valid_every=1)), 9, torch.device("cpu"))
-    p4, wrong4, stats = four._committee(batches, torch.device("cpu"))
+    p4, wrong4, stats = committee_votes(four, batches, torch.device("cpu"))
     assert stats["committee_best_step_mean"] == 2 and stats["committee_valid_accuracy_mean"] == 50.0
-    monkeypatch.setattr(LfFBiasEnsemble, "_accuracy", lambda self, model, valid, device: 0.0)
+    monkeypatch.setattr(committee, "_val_accuracy", lambda method, model, valid, device: 0.0)
     two = build_method(_unaugmented(_run(default_config, "lff_be", committee_size=1, committee_steps=2,
                                          committee_vote="last")), 9, torch.device("cpu"))
-    p2, wrong2, _ = two._committee(batches, torch.device("cpu"))
+    p2, wrong2, _ = committee_votes(two, batches, torch.device("cpu"))
     assert torch.equal(p4, p2) and torch.equal(wrong4, wrong2)
 
 
@@ -177,17 +178,17 @@ def test_committee_checkpoints_fidelity_after_updates_1_and_501_strictly_better(
     step = LfFBiasEnsemble.step
     monkeypatch.setattr(LfFBiasEnsemble, "step", staticmethod(lambda opt, loss: (updates.append(1), step(opt, loss))))
     accuracies = iter([40.0, 40.0, 90.0])   # a tie with the first, then better: but the last never scored
-    monkeypatch.setattr(LfFBiasEnsemble, "_accuracy",
-                        lambda self, model, valid, device: (scored_after.append(len(updates)), next(accuracies))[1])
+    monkeypatch.setattr(committee, "_val_accuracy",
+                        lambda method, model, valid, device: (scored_after.append(len(updates)), next(accuracies))[1])
     method = build_method(_run(default_config, "lff_be", committee_size=1, committee_steps=6, committee_valid_every=2),
                           9, torch.device("cpu"))
     batches = ZarrBatches(tiny_stores["original"], "train", 6, shuffle=True, drop_last=True)
-    _, _, stats = method._committee(batches, torch.device("cpu"))
+    _, _, stats = committee_votes(method, batches, torch.device("cpu"))
     assert scored_after == [1, 3, 5]
     assert stats["committee_best_step_mean"] == 5 and stats["committee_valid_accuracy_mean"] == 90.0
     scored_after.clear(), updates.clear()
     accuracies = iter([40.0, 40.0, 20.0])
-    _, _, stats = method._committee(batches, torch.device("cpu"))
+    _, _, stats = committee_votes(method, batches, torch.device("cpu"))
     assert stats["committee_best_step_mean"] == 1   # the tie keeps the earlier checkpoint
 
 
@@ -204,7 +205,7 @@ def test_committee_scores_p_y_fidelity_through_the_training_transforms(default_c
     monkeypatch.setattr(method, "augment", lambda images: (scored.append(images) if not torch.is_grad_enabled()
                                                            else None, augment(images))[1])
     batches = ZarrBatches(tiny_stores["original"], "train", 6, shuffle=True, drop_last=True)
-    method._committee(batches, torch.device("cpu"))
+    committee_votes(method, batches, torch.device("cpu"))
     rows = torch.cat([batch["images"] for batch in batches.in_order()])
     assert scored and torch.equal(torch.cat(scored), rows)
 
@@ -427,7 +428,7 @@ def test_fidelity_committee_on_the_authors_validation_composition_votes_bias_onl
     method = build_method(run, 4, torch.device("cpu"))
     batches = ZarrBatches(store, "train", 32, shuffle=True, drop_last=True)
     for k in range(3):
-        member, best_step, best_acc = method._member(k, batches, torch.device("cpu"))
+        member, best_step, best_acc = committee.committee_member(method, k, batches, torch.device("cpu"))
         assert best_step == 31 and best_acc > 90.0   # the later checkpoint, never the one after update 1
         member.eval()
         with torch.no_grad():
@@ -435,7 +436,7 @@ def test_fidelity_committee_on_the_authors_validation_composition_votes_bias_onl
                                 torch.device("cpu"))
         conflicting = val["bias_labels"] != val["labels"]
         assert conflicting.sum() >= 4 and (val["pred"][conflicting] == val["bias_labels"][conflicting]).all()
-    correct_prob, _, stats = method._committee(batches, torch.device("cpu"))
+    correct_prob, _, stats = committee_votes(method, batches, torch.device("cpu"))
     aligned = bias_aligned(correct_prob, method.args["confidence"]).numpy()
     train_conflicting = np.array(batches.column("bias_labels") != batches.column("labels"))
     assert aligned.sum() > 0.5 * len(aligned) and not (aligned & train_conflicting).any()

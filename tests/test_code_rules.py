@@ -206,7 +206,7 @@ def _patch_tiling(default_config, monkeypatch, request) -> None:
 def _texture_scale(default_config, monkeypatch, request) -> None:
     """A 96-px patch of a 375-px photo becomes a patch of the same share of the 224-px work image (57 px):
     the texture is synthesised at the work image's scale, not at the photo's."""
-    from debias_workbench.pipeline.derived_stage import work_patch_side
+    from debias_workbench.pipeline.texture_patches import work_patch_side
 
     cfg = {"patch": 96, "small_patch": 48}
     assert work_patch_side(375, 224, cfg) == round(96 * 224 / 375) == 57

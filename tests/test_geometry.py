@@ -11,11 +11,11 @@ from PIL import Image
 
 from debias_workbench.pipeline.annotations import read_voc_boxes, write_voc_xml
 from debias_workbench.pipeline.datasets.released_bias_folders import read_folder
-from debias_workbench.pipeline.derived_stage import work_patch_side
 from debias_workbench.pipeline.imageio import Geometry
 from debias_workbench.pipeline.segment_stage import segment_item
 from debias_workbench.pipeline.segmentation import make_segmenter
 from debias_workbench.pipeline.sources import SourceItem
+from debias_workbench.pipeline.texture_patches import work_patch_side
 
 TEXTURE = {"patch": 96, "small_patch": 48}
 RELEASE = Geometry("crop", 0.875)  # Xiao et al.'s Resize 256 + CenterCrop 224

@@ -38,13 +38,13 @@ REMAINING = {
     # the BN score's reference losses and the logged partner statistics are over sets of any size too
     "intrinsic_feature_enhancement": GROUP_MEANS | {
         ("bias_amplification.py", "if not member.any():"),
-        ("bias_amplification.py", 'partnered = {"partner_conflicting_fraction": partner_bc.float().mean().detach(),'),
+        ("bias_amplification.py", "if not has.any():"),
         ("bias_amplification.py", "partner_bc = self.flags.conflicting[partner][has]  # true bias labels: logged only"),
         ("bias_amplification.py",
-         '"guide_distance": distance[has].mean().detach(),   # Eq. 9\'s distance without s(x^BN)'),
-        ("bias_amplification.py", '"partner_weight": s_bn[has].mean().detach()} if has.any() else {}'),
+         '"guide_distance": distance[has].mean().detach(),  # Eq. 9\'s distance without s(x^BN)'),
+        ("bias_amplification.py", '"partner_weight": s_bn[has].mean().detach(),'),
         ("bias_amplification.py",
-         '**_group_means("bn_score", self.bn_score.score[in_candidates], conflicting[in_candidates])}'),
+         '**_group_means("bn_score", self.bn_score.score[in_candidates], conflicting[in_candidates]),'),
         ("bias_amplification.py",
          'x_bn = self.augment(self.train_rows.rows(partner.cpu().numpy())["images"].to(x.device, non_blocking=True))'),
         ("amplification_parts.py", "for c in y.unique().tolist():"),

@@ -163,7 +163,7 @@ def test_fidelity_the_photo_store_holds_squashed_training_photos_and_their_aspec
 def test_texture_negatives_cut_their_example_patches_from_the_whole_training_photo(photo_stores):
     """Under `train_views: photo` a training row's example image is its photo as stored (squashed, with
     its aspect) and its patches are sized by the photo's shorter side; a val row's, the test square."""
-    from debias_workbench.pipeline.derived_stage import texture_examples
+    from debias_workbench.pipeline.texture_patches import texture_examples
 
     seg = zarr.open_group(str(photo_stores["original_photo"].parent / "segmented.zarr"), mode="r")
     rows, splits, shapes = np.arange(seg["ids"].shape[0]), seg["splits"][:], seg["photo_shapes"][:]

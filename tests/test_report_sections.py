@@ -302,7 +302,8 @@ def _park_rows(config, unbiased, grid="park_cmnist"):
 
 
 def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config, tmp_path):
-    from debias_workbench.papers.park.tables import _percent, amplification_sections, selected_and_oracle
+    from debias_workbench.papers.park.grid_results import percent, selected_and_oracle
+    from debias_workbench.papers.park.tables import amplification_sections
     from debias_workbench.workflow.config import deep_merge
 
     four_ratios = {"datasets": {"colored_mnist": {"conflict_percents": [0.5, 1, 2, 5]}},   # the paper's, not the demo's
@@ -325,7 +326,7 @@ def test_park_sections_select_on_valid_and_judge_from_the_numbers(default_config
     assert "| Ours (Park et al.) | 41.5 ± 1.0 (n = 8–10; 95 % CI" in md
     assert "val split (colours independent of the digit" in md
     assert "Mean ± sample std over 3 seed(s)" in md   # every row of the demo's grid runs 3 seeds
-    assert _percent("conflict_0.5") == 0.5 and _percent("bg_conflict_2") == 2.0   # IN-9's variants too
+    assert percent("conflict_0.5") == 0.5 and percent("bg_conflict_2") == 2.0   # IN-9's variants too
     rows = _park_rows(config, lambda key, p, seed: 12.0 if key == "vanilla" else score[key])
     doc = Document("t")
     amplification_sections(doc, config, rows, paper, tmp_path)

@@ -19,8 +19,9 @@ from debias_workbench.core.errors import PipelineError
 from debias_workbench.pipeline import adain
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline import derived_stage
-from debias_workbench.pipeline.derived_stage import example_patches, patch_sides, work_side
+from debias_workbench.pipeline.derived_stage import work_side
 from debias_workbench.pipeline.styles import CUE_CONFLICT_SPLITS, StyleSet, choose_style, load_styles
+from debias_workbench.pipeline.texture_patches import example_patches, patch_sides
 from debias_workbench.pipeline.texture_synthesis import TextureJob, Tool, make_tool, synthesize
 
 from .conftest import CLASSES, debug_batch, needs_shared, tiny_stores_config

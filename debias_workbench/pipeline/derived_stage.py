@@ -6,7 +6,7 @@
   split is the cue-conflict set of the shape bias (shape of class A, texture of class B != A).
 - `texture` (IN-9-Texture, Ge et al. 2021 Sec. 2.2): a texture synthesized from the image's
   central patch and one random patch (`pipeline.texture_synthesis`), sized by the source photo's
-  side as the authors cut them from the photo (`work_patch_side`); `bias_labels` = the label. Under
+  side as the authors cut them from the photo (`texture_patches`); `bias_labels` = the label. Under
   `train_views: photo` the train split's patches (the negatives of MoCo-v2 + texture) are cut from
   the whole photo at its aspect, as the authors' from the decoded photo; the val split's from the
   stored square (the test image). The textures are squares at the image size either way.
@@ -43,6 +43,7 @@ from .imageio import TrainPhotos, unsquashed
 from .parallel import run_blocks, worker_setup
 from .shards import job_blocks
 from .store import atomic_store, create_array
+from .texture_patches import Example, example_patches, texture_examples, work_patch_side
 
 DERIVED = ("stylized", "texture", "corrupted")
 #: per-image arrays a kind stores beside images, labels, bias labels and ids
@@ -55,8 +56,9 @@ def derived_jobs(item_splits: Sequence[str], ds_cfg: dict[str, Any], kind: str, 
     return job_blocks(item_splits, int(ds_cfg["block_images"]), ds_cfg[kind]["splits"], min_images)
 
 
-def derived_job(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int, shard: int, min_images: int,
-                out: Path) -> None:
+def derived_job(
+    kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int, shard: int, min_images: int, out: Path
+) -> None:
     """Job `shard` of `kind`'s jobs of at least `min_images` images each (`derived_jobs` over the store's rows),
     as the workflow runs it."""
     jobs = derived_jobs(list(zarr.open_group(seg_store, mode="r")["splits"][:]), ds_cfg, kind, min_images)
@@ -72,8 +74,10 @@ def derived_shard(kind: str, seg_store: Path, ds_cfg: dict[str, Any], seed: int,
     seg = zarr.open_group(seg_store, mode="r")
     cfg = ds_cfg[kind]
     if kind != "texture" and "train" in cfg["splits"] and TrainPhotos.of(ds_cfg) is not None:
-        raise PipelineError(f"{kind}'s train split would be cut from the stored square: under train_views: photo "
-                            f"only original and texture make a training split; set {kind}.splits: [val]")
+        raise PipelineError(
+            f"{kind}'s train split would be cut from the stored square: under train_views: photo "
+            f"only original and texture make a training split; set {kind}.splits: [val]"
+        )
     if kind == "texture" and "source_sides" not in seg:
         raise PipelineError(f"{seg_store} predates the photos' sides the texture variant needs; delete it and rerun")
     parts = [_derived_block(kind, seg, k, ds_cfg, seed) for k in blocks]
@@ -102,39 +106,56 @@ def _derived_block(kind: str, seg: zarr.Group, k: int, ds_cfg: dict[str, Any], s
     return {"rows": rows, **result}
 
 
-def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: list[Path], ds_cfg: dict[str, Any],
-                   seed: int, out_store: Path, manifest_path: Path) -> None:
+def derived_gather(
+    kind: str,
+    seg_store: Path,
+    seg_manifest: Path,
+    shard_files: list[Path],
+    ds_cfg: dict[str, Any],
+    seed: int,
+    out_store: Path,
+    manifest_path: Path,
+) -> None:
     """The variant store (layout of `variant_stage`, plus the kind's own per-image arrays:
     `style_ids` for `stylized`, `corruption` and `severity` for `corrupted`) and its manifest (the
     segmentation's skipped items plus this stage's) from every shard, in row order."""
     seg = zarr.open_group(seg_store, mode="r")
     ids, splits = seg["ids"][:], seg["splits"][:]
-    parts = [dict(np.load(path)) for path in shard_files]
-    rows = np.concatenate([p["rows"] for p in parts])
-    records = [r for p in parts for r in json.loads(str(p["records"]))]
-    fields = [f for f in parts[0] if f not in ("rows", "records")]
-    data = {f: np.concatenate([p[f] for p in parts]) for f in fields}
+    rows, records, data = _read_shards(shard_files)
     size, chunk = int(seg.attrs["image_size"]), int(ds_cfg["chunk_images"])
     upstream = json.loads(Path(seg_manifest).read_text())
     manifest: dict[str, Any] = {}
     with atomic_store(out_store) as tmp:
         group = zarr.open_group(tmp, mode="w")
-        group.attrs.update({"classes": list(seg.attrs["classes"]), "bias_classes": list(seg.attrs["classes"]),
-                            "variant": kind, "family": "in9", "image_size": size,
-                            "provenance": store_provenance(ds_cfg, seed)})
+        group.attrs.update(
+            {
+                "classes": list(seg.attrs["classes"]),
+                "bias_classes": list(seg.attrs["classes"]),
+                "variant": kind,
+                "family": "in9",
+                "image_size": size,
+                "provenance": store_provenance(ds_cfg, seed),
+            }
+        )
         if kind == "corrupted":
             group.attrs["corruptions"] = corruption_names(ds_cfg["corrupted"]["corruptions"])
         for split in ds_cfg[kind]["splits"]:
             in_split = splits[rows] == split
             made = in_split & data["ok"].astype(bool)
-            skipped = [{"id": str(ids[r]), "path": None, "reason": rec["skipped"]}
-                       for r, rec in zip(rows, records) if splits[r] == split and "skipped" in rec]
-            manifest[split] = {"inputs": upstream[split]["inputs"], "outputs": int(made.sum()),
-                               "skipped": upstream[split]["skipped"] + skipped}
+            skipped = [
+                {"id": str(ids[r]), "path": None, "reason": rec["skipped"]}
+                for r, rec in zip(rows, records)
+                if splits[r] == split and "skipped" in rec
+            ]
+            manifest[split] = {
+                "inputs": upstream[split]["inputs"],
+                "outputs": int(made.sum()),
+                "skipped": upstream[split]["skipped"] + skipped,
+            }
             sub, n = group.create_group(split), int(made.sum())
             one = max(n, 1)
-            create_array(sub, "images", (n, size, size, 3), np.uint8, chunk, codec=ds_cfg["image_codec"])[:] = \
-                data["images"][made]
+            images = create_array(sub, "images", (n, size, size, 3), np.uint8, chunk, codec=ds_cfg["image_codec"])
+            images[:] = data["images"][made]
             create_array(sub, "labels", (n,), np.int64, one, one)[:] = seg["labels"][:][rows[made]]
             create_array(sub, "bias_labels", (n,), np.int64, one, one)[:] = data["bias_labels"][made]
             create_array(sub, "ids", (n,), str, one, one)[:] = ids[rows[made]]
@@ -144,12 +165,28 @@ def derived_gather(kind: str, seg_store: Path, seg_manifest: Path, shard_files: 
     write_json(manifest_path, manifest)
 
 
-def run_derived_stage(kind: str, seg_store: Path, seg_manifest: Path, ds_cfg: dict[str, Any], seed: int,
-                      out_store: Path, manifest_path: Path, workers: int) -> None:
+def _read_shards(shard_files: list[Path]) -> tuple[np.ndarray, list[dict[str, Any]], dict[str, np.ndarray]]:
+    """(rows, records, the per-image arrays) of every shard file of `derived_shard`, concatenated in file order."""
+    parts = [dict(np.load(path)) for path in shard_files]
+    rows = np.concatenate([p["rows"] for p in parts])
+    records = [r for p in parts for r in json.loads(str(p["records"]))]
+    fields = [f for f in parts[0] if f not in ("rows", "records")]
+    return rows, records, {f: np.concatenate([p[f] for p in parts]) for f in fields}
+
+
+def run_derived_stage(
+    kind: str,
+    seg_store: Path,
+    seg_manifest: Path,
+    ds_cfg: dict[str, Any],
+    seed: int,
+    out_store: Path,
+    manifest_path: Path,
+    workers: int,
+) -> None:
     """Every block holding a row of the built splits on `workers` processes, then the gather (tests and
     benchmarks; the workflow packs the blocks into jobs). Stylization on a GPU runs them in one process: one CUDA
-    context
-    on the card instead of one per worker."""
+    context on the card instead of one per worker."""
     import tempfile
 
     import torch
@@ -161,8 +198,12 @@ def run_derived_stage(kind: str, seg_store: Path, seg_manifest: Path, ds_cfg: di
     Path(out_store).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=Path(out_store).parent) as tmp:
         shards = [Path(tmp) / f"{k:05d}.npz" for k in range(len(jobs))]
-        run_blocks(derived_shard, [(kind, seg_store, ds_cfg, seed, blocks, path) for blocks, path in zip(jobs, shards)],
-                   workers, kind)
+        run_blocks(
+            derived_shard,
+            [(kind, seg_store, ds_cfg, seed, blocks, path) for blocks, path in zip(jobs, shards)],
+            workers,
+            kind,
+        )
         derived_gather(kind, seg_store, seg_manifest, shards, ds_cfg, seed, out_store, manifest_path)
 
 
@@ -171,8 +212,11 @@ def _resize(images: np.ndarray, side: int) -> np.ndarray:
     if images.shape[1] == side:
         return images
     interpolation = cv2.INTER_CUBIC if side > images.shape[1] else cv2.INTER_AREA
-    return np.stack([cv2.resize(im, (side, side), interpolation=interpolation) for im in images]) \
-        if len(images) else np.zeros((0, side, side, 3), np.uint8)
+    return (
+        np.stack([cv2.resize(im, (side, side), interpolation=interpolation) for im in images])
+        if len(images)
+        else np.zeros((0, side, side, 3), np.uint8)
+    )
 
 
 #: the smallest side `work_side` picks by itself: AdaIN's relu4_1 sees 1/8 of the side (a 32-px image
@@ -186,8 +230,15 @@ def work_side(image_size: int, work_size: int | None) -> int:
     return int(work_size or max(image_size, MIN_WORK_SIDE))
 
 
-def _stylize(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, splits: np.ndarray, classes: list[str],
-             ds_cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+def _stylize(
+    images: np.ndarray,
+    labels: np.ndarray,
+    ids: np.ndarray,
+    splits: np.ndarray,
+    classes: list[str],
+    ds_cfg: dict[str, Any],
+    seed: int,
+) -> dict[str, Any]:
     """AdaIN of each image with the style `choose_style` picks (another class's only on the
     cue-conflict splits), at `work_size`."""
     import torch
@@ -218,68 +269,34 @@ def _stylize(images: np.ndarray, labels: np.ndarray, ids: np.ndarray, splits: np
         model = AdaIN(cfg["vgg"], cfg["decoder"], device, cfg["alpha"])
         used = np.unique(choice[ok])
         style_images = torch.from_numpy(np.stack([styles.images[s] for s in used])).permute(0, 3, 1, 2).float() / 255
-        mean, std = model.style_stats(style_images)                  # (U, 512, 1, 1)
+        mean, std = model.style_stats(style_images)  # (U, 512, 1, 1)
         slot = np.searchsorted(used, choice)
         todo = np.nonzero(ok)[0]
         batch = int(cfg["batch_images"])
         for start in range(0, len(todo), batch):
-            sel = todo[start:start + batch]
+            sel = todo[start : start + batch]
             x = torch.from_numpy(_resize(images[sel], work)).permute(0, 3, 1, 2).float() / 255
             idx = torch.from_numpy(slot[sel]).to(device)
-            y = model.stylize(x, mean[idx], std[idx])                 # (B, 3, work, work) in [0, 1]
+            y = model.stylize(x, mean[idx], std[idx])  # (B, 3, work, work) in [0, 1]
             y = np.rint(y.permute(0, 2, 3, 1).cpu().numpy() * 255).astype(np.uint8)
             out[sel] = _resize(y, size)
-    return {"images": out, "ok": ok.astype(np.uint8), "bias_labels": np.where(ok, styles.classes[choice], -1),
-            "style_ids": np.array([styles.ids[c] if c >= 0 else "" for c in choice], dtype=str), "records": records}
+    return {
+        "images": out,
+        "ok": ok.astype(np.uint8),
+        "bias_labels": np.where(ok, styles.classes[choice], -1),
+        "style_ids": np.array([styles.ids[c] if c >= 0 else "" for c in choice], dtype=str),
+        "records": records,
+    }
 
 
-def patch_sides(side: int, cfg: dict[str, Any]) -> int:
-    """Side of the two example patches: `patch` (96), `small_patch` (48) when the image is under
-    two patches wide, half the image when it is under two small patches wide."""
-    for p in (int(cfg["patch"]), int(cfg["small_patch"])):
-        if side >= 2 * p:
-            return p
-    return max(2, side // 2)
-
-
-def work_patch_side(source_side: int, work: int, cfg: dict[str, Any]) -> int:
-    """The example patches' side in a `work`-px image of a photo whose shorter side was
-    `source_side` px: `patch_sides` of the photo, scaled, so a patch covers the share of the
-    object the authors' patches cut from the photo cover (a 96-px patch of a 350-px photo is
-    61 px of a 224-px store, not 96)."""
-    return max(2, min(work // 2, round(patch_sides(source_side, cfg) * work / source_side)))
-
-
-def example_patches(image: np.ndarray, p: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The central p x p patch of `image` (H, W, 3) and one p x p patch at a uniformly random position."""
-    height, width = image.shape[:2]
-    cy, cx = (height - p) // 2, (width - p) // 2
-    y, x = rng.integers(0, np.array([height - p + 1, width - p + 1]))
-    return image[cy:cy + p, cx:cx + p], image[y:y + p, x:x + p]
-
-
-#: a row's example image: the stored square (aspect None) or a training photo squashed, with its aspect
-Example = tuple[np.ndarray, float | None]
-
-
-def texture_examples(seg: zarr.Group, rows: np.ndarray, images: np.ndarray,
-                     ds_cfg: dict[str, Any]) -> tuple[list[Example], np.ndarray]:
-    """(the image each row's example patches are cut from, the photo pixels its shorter side spans):
-    the stored square (`images`) and `source_sides`; under `train_views: photo` a training row's whole
-    photo (`photos`, squashed, with its aspect) and the photo's shorter side."""
-    examples: list[Example] = [(image, None) for image in images]
-    sides = seg["source_sides"][:][rows]
-    if TrainPhotos.of(ds_cfg) is None:
-        return examples, sides
-    shapes = seg["photo_shapes"][:][rows]
-    for k in np.nonzero(seg["splits"][:][rows] == "train")[0]:
-        height, width = shapes[k]
-        examples[k], sides[k] = (seg["photos"][int(rows[k])], width / height), min(height, width)
-    return examples, sides
-
-
-def _texture(examples: list[Example], source_sides: np.ndarray, labels: np.ndarray, ids: np.ndarray,
-             ds_cfg: dict[str, Any], seed: int) -> dict[str, Any]:
+def _texture(
+    examples: list[Example],
+    source_sides: np.ndarray,
+    labels: np.ndarray,
+    ids: np.ndarray,
+    ds_cfg: dict[str, Any],
+    seed: int,
+) -> dict[str, Any]:
     """IN-9-Texture of each row from the example patches of its image (`texture_examples`), at
     `work_size` (a photo at its aspect, its shorter side that size), the patches sized by `source_sides`."""
     from .texture_synthesis import TextureJob, make_tool, synthesize
@@ -299,7 +316,7 @@ def _texture(examples: list[Example], source_sides: np.ndarray, labels: np.ndarr
     records: list[dict[str, Any]] = [{} for _ in range(n)]
     batch = int(cfg["batch_images"])
     for start in range(0, n, batch):
-        for k, result in enumerate(synthesize(jobs[start:start + batch], tool, float(cfg["timeout_s"])), start):
+        for k, result in enumerate(synthesize(jobs[start : start + batch], tool, float(cfg["timeout_s"])), start):
             if isinstance(result, str):
                 records[k] = {"skipped": result}
             else:
@@ -307,8 +324,9 @@ def _texture(examples: list[Example], source_sides: np.ndarray, labels: np.ndarr
     return {"images": out, "ok": ok, "bias_labels": labels.astype(np.int64), "records": records}
 
 
-def _corrupt(images: np.ndarray, rows: np.ndarray, seg: zarr.Group, ds_cfg: dict[str, Any],
-             seed: int) -> dict[str, Any]:
+def _corrupt(
+    images: np.ndarray, rows: np.ndarray, seg: zarr.Group, ds_cfg: dict[str, Any], seed: int
+) -> dict[str, Any]:
     """The shard's images, each under its (corruption, severity) pair; the pairs are assigned over
     all usable images of each split at once, so a shard needs no other shard's result."""
     cfg = ds_cfg["corrupted"]
@@ -332,5 +350,11 @@ def _corrupt(images: np.ndarray, rows: np.ndarray, seg: zarr.Group, ds_cfg: dict
             out[k], ok[k] = corrupt_image(images[k], names[c], s, str(ids[row]), seed, cfg.get("work_size")), 1
         except SkipItem as exc:
             records[k] = {"skipped": exc.reason}
-    return {"images": out, "ok": ok, "bias_labels": labels[rows].astype(np.int64), "corruption": corruption,
-            "severity": severity, "records": records}
+    return {
+        "images": out,
+        "ok": ok,
+        "bias_labels": labels[rows].astype(np.int64),
+        "corruption": corruption,
+        "severity": severity,
+        "records": records,
+    }

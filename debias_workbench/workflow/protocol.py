@@ -70,7 +70,7 @@ CODE_RULES = {
     "leftover_colours": "spread evenly over the other colours",
     # pipeline/corruptions.py assign_pairs: the (corruption, severity) copies of each val image scored
     "corruption_copies": "one drawn pair per image",
-    # pipeline/derived_stage.py work_patch_side: the example patches scaled from the photo to the work image
+    # pipeline/texture_patches.py work_patch_side: the example patches scaled from the photo to the work image
     "texture_scale": "the work image's, patches scaled to their share of the photo",
     # training/negatives.py draw_tilings: where a patch negative's patches come from
     "patch_tiling": "ceil(224 / d)^2 cells of a grid at a random offset",

@@ -1,6 +1,6 @@
 """The CLAD paper's report sections as `render(doc, ctx)`: each reads what its table needs from the
-report's context and the paper's quoted numbers (`numbers.yaml`), then calls its table in
-`tables` / `texture`."""
+report's context and the paper's quoted numbers (`numbers.yaml`), then calls its table or figure in
+`tables` / `figures` / `texture`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from debias_workbench.report.context import ReportContext
 from debias_workbench.report.document import Document
 
 from ..paper import load_numbers
-from . import tables, texture
+from . import figures, tables, texture
 
 
 def table2(doc: Document, ctx: ReportContext) -> None:
@@ -29,7 +29,7 @@ def every_variant(doc: Document, ctx: ReportContext) -> None:
 
 def figure5(doc: Document, ctx: ReportContext) -> None:
     path = ctx.out_dir / "fig5_mixed_same_vs_rand.png"
-    tables.figure5(doc, ctx.main, load_numbers(__package__)["clad_table2"], path, ctx.roles)
+    figures.figure5(doc, ctx.main, load_numbers(__package__)["clad_table2"], path, ctx.roles)
 
 
 def table3(doc: Document, ctx: ReportContext) -> None:
@@ -50,11 +50,11 @@ def table6(doc: Document, ctx: ReportContext) -> None:
 
 
 def figure6(doc: Document, ctx: ReportContext) -> None:
-    tables.figure6(doc, ctx.config, ctx.rows, ctx.saliency_arrays, ctx.out_dir, ctx.roles)
+    figures.figure6(doc, ctx.config, ctx.rows, ctx.saliency_arrays, ctx.out_dir, ctx.roles)
 
 
 def sweeps(doc: Document, ctx: ReportContext) -> None:
-    tables.sweep_figures(doc, ctx.config, ctx.table, ctx.out_dir)
+    figures.sweep_figures(doc, ctx.config, ctx.table, ctx.out_dir)
 
 
 def texture_bias(doc: Document, ctx: ReportContext) -> None:

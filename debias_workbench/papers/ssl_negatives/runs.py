@@ -1,4 +1,5 @@
-"""The runs of Ge et al.'s Table 1: the self-supervised experiments of the config, in the table's order."""
+"""The runs of Ge et al.'s Table 1: the self-supervised experiments of the config, in the table's order, and
+the name a run goes by in the tables and figures."""
 
 from __future__ import annotations
 
@@ -36,3 +37,10 @@ def ssl_runs(config: dict[str, Any]) -> list[dict[str, Any]]:
         ("byol", "patch"): 4,
     }
     return sorted(runs, key=lambda r: (order[(r["method"], r["negative"])], r["alpha"]))
+
+
+def display(run: dict[str, Any]) -> str:
+    """The run's label, with its alpha when it uses a negative and its label does not say it."""
+    if run["negative"] == "none" or "α" in run["label"]:
+        return run["label"]
+    return f"{run['label']} (α = {run['alpha']:g})"

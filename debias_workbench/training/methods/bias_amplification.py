@@ -15,7 +15,6 @@ into the paper's Table 2 and Fig. 2.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +23,23 @@ import torch.nn.functional as F
 
 from debias_workbench.core.seeding import name_seed
 
-# the names in the grid layout of the other modules (ruff's isort would put one per line, taking the module past the
-# package's 400-line rule, tests/test_run_identity.py)
-# isort: off
-from ..distributed import (averaged_gradients, broadcast_batch_norm_, broadcast_state_, gather_rows, own_rows, rank,
-                           sum_over_processes, world)
-from ..evaluation import accuracy, predict_store
+from ..distributed import averaged_gradients, gather_rows, own_rows
 from ..models import build_network
-from .amplification_parts import (BNScore, LossEMA, RowFlags, bias_aligned, bn_candidates, checkpoint_steps,
-                                  class_activation_map, draw_partners, gce_loss, guide_similarity, ie_weight,
-                                  lff_weight)
+from .amplification_parts import (
+    BNScore,
+    LossEMA,
+    RowFlags,
+    bias_aligned,
+    bn_candidates,
+    class_activation_map,
+    draw_partners,
+    gce_loss,
+    guide_similarity,
+    ie_weight,
+    lff_weight,
+)
 from .base import Method
 from .committee import committee_key, load_committee, train_committee
-# isort: on
 
 
 class LfF(Method):
@@ -72,8 +75,9 @@ class LfF(Method):
         """LfF: GCE on every sample (Eq. 2)."""
         return gce_loss(logits_b, y, self.args["q"]).mean()
 
-    def reweight(self, logits_b: torch.Tensor, logits_d: torch.Tensor, y: torch.Tensor,
-                 index: torch.Tensor) -> torch.Tensor:
+    def reweight(
+        self, logits_b: torch.Tensor, logits_d: torch.Tensor, y: torch.Tensor, index: torch.Tensor
+    ) -> torch.Tensor:
         """(B,) W(x) of LfF Eq. 3 after this step's EMA update of both models' CE losses (with
         several processes, of every process's rows: the EMAs stay the same on all of them)."""
         rows = gather_rows(index)
@@ -90,9 +94,12 @@ class LfF(Method):
         loss_d = (w * F.cross_entropy(logits_d, y, reduction="none")).mean()
         self._step_both(loss_b + loss_d)
         conflicting = self.flags.conflicting[index]
-        return {"loss": loss_d.detach(), "biased_loss": loss_b.detach(),
-                "train_acc": (logits_d.argmax(1) == y).float().mean().detach(),
-                **_group_means("weight", w, conflicting)}
+        return {
+            "loss": loss_d.detach(),
+            "biased_loss": loss_b.detach(),
+            "train_acc": (logits_d.argmax(1) == y).float().mean().detach(),
+            **_group_means("weight", w, conflicting),
+        }
 
     def _step_both(self, loss: torch.Tensor) -> None:
         """One step of f_b and f_d on their summed loss (gradients averaged across processes, as `Method.step`)."""
@@ -109,7 +116,7 @@ class LfFBiasEnsemble(LfF):
     in steps of the run's batch size), committee_vote (which checkpoint of a member votes: its best
     on the val split, or its last iterate), committee_valid_every (the spacing of the candidates
     scored on the val split, `checkpoint_steps`), confidence (p_y above which a member calls a
-    sample bias-aligned). The committee (`_committee`) is built by a job of its own and shared by the
+    sample bias-aligned). The committee (`committee.committee_votes`) is built by a job of its own and shared by the
     runs that read it (`committee`, `training.committee_job`): `setup` reads its file, or without
     one trains it (`committee.train_committee`), the same committee either way."""
 
@@ -124,98 +131,28 @@ class LfFBiasEnsemble(LfF):
         if self.committee_file is None:
             committee = train_committee(self, batches)
         else:
-            committee = load_committee(self.committee_file, committee_key(self, batches),
-                                       next(self.parameters()).device)
+            committee = load_committee(
+                self.committee_file, committee_key(self, batches), next(self.parameters()).device
+            )
         correct_prob, wrong, early_stop = committee.correct_prob, committee.wrong, committee.early_stop
         conflicting = self.flags.conflicting
-        self.flags = RowFlags(conflicting=conflicting, aligned=bias_aligned(correct_prob, self.args["confidence"]),
-                              candidates=bn_candidates(wrong))
+        self.flags = RowFlags(
+            conflicting=conflicting,
+            aligned=bias_aligned(correct_prob, self.args["confidence"]),
+            candidates=bn_candidates(wrong),
+        )
         if not self.flags.aligned.any():
-            print(f"warning: D^A is empty (no training sample has p_y > {self.args['confidence']} for a majority of "
-                  "the committee), so f_b never trains: raise committee_steps, or let the members vote with their last "
-                  "iterate (committee_vote: last) if the val split is unbiased", flush=True)
-        return {**early_stop, **_detection("aligned_set", self.flags.aligned, ~conflicting),
-                **_detection("candidate_set", self.flags.candidates, conflicting)}
-
-    def _committee(self, batches, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-        """(K, N) p_y and (K, N) "argmax != y" of K GCE models, each at its voting checkpoint
-        (`_member`), on every training row (`_score`), and statistics of the members' early stop,
-        as BiasEnsemble's `pretrain_b_ensemble_best` (learner.py:425-480)."""
-        n, k_members = batches.n, self.args["committee_size"]
-        correct_prob = torch.zeros(k_members, n, device=device)
-        wrong = torch.zeros(k_members, n, dtype=torch.bool, device=device)
-        best_steps, best_accs = [], []
-        for k in range(k_members):
-            member, best_step, best_acc = self._member(k, batches, device)
-            best_steps.append(best_step)
-            best_accs.append(best_acc)
-            self._score(member, batches, device, correct_prob[k], wrong[k])
-        # every row was scored by one process: the sums hold each row's scores, the same on every process
-        correct_prob, wrong = sum_over_processes(correct_prob), sum_over_processes(wrong.to(torch.uint8)).bool()
-        return correct_prob, wrong, {"committee_best_step_mean": sum(best_steps) / k_members,
-                                     "committee_best_step_min": float(min(best_steps)),
-                                     "committee_valid_accuracy_mean": sum(best_accs) / k_members}
-
-    def _member(self, k: int, batches, device: torch.device) -> tuple[torch.nn.Module, int, float]:
-        """Committee member `k` trained `committee_steps` GCE steps from its own initialisation and
-        shuffling, returned at its voting checkpoint with that checkpoint's step and val accuracy.
-        The candidates are `checkpoint_steps` (BiasEnsemble: after updates 1 and 501 of 1,000, never
-        the last); a later one replaces the kept one only if its val accuracy is strictly higher, so
-        the earliest of equals votes (learner.py:364; the authors start from 0 %, and a member that
-        scores 0 % at every candidate leaves them no model: here the first candidate stands)."""
-        total = self.args["committee_steps"]
-        candidates = set(checkpoint_steps(total, self.args["committee_valid_every"], self.args["committee_vote"]))
-        member = build_network(self.cfg["arch"], self.num_classes, self.cfg).to(device)
-        broadcast_state_(member)  # the same member on every process, not only the same RNG state
-        opt = self.make_optimizer(member.parameters())
-        best_acc, best_state, best_step = -1.0, None, 0
-        member.train()
-        steps, epoch = 0, 0
-        while steps < total:
-            # each member its own shuffling: the loader's epochs from a member-specific offset
-            for batch in batches.epoch(1_000_000 * (k + 1) + epoch):
-                x = self.augment(batch["images"].to(device))
-                with self.autocast():
-                    loss = gce_loss(member(x).float(), batch["labels"].to(device), self.args["q"]).mean()
-                self.step(opt, loss)
-                broadcast_batch_norm_(member)  # the same member on every process: its val scores decide
-                steps += 1
-                if steps in candidates:
-                    acc = self._accuracy(member, batches.store, device)
-                    if acc > best_acc:
-                        best_acc, best_step, best_state = acc, steps, copy.deepcopy(member.state_dict())
-                    member.train()
-                if steps >= total:
-                    break
-            epoch += 1
-        assert best_state is not None  # every candidate step is at most `total`, which the loop reaches
-        member.load_state_dict(best_state)
-        return member, best_step, best_acc
-
-    def _score(self, member: torch.nn.Module, batches, device: torch.device, correct_prob: torch.Tensor,
-               wrong: torch.Tensor) -> None:
-        """Fill (N,) `correct_prob` (p_y) and `wrong` ("argmax != y") with `member`'s scores, in eval
-        mode, of every training row through the training transforms (one random view a row, drawn
-        from the method's augmentation generator), as BiasEnsemble scores its `pretrain_loader`: the
-        training set with its training transform (learner.py:66-73, 115-122, 471-478; random crops
-        and flips on BFFHQ and BAR, nothing on Colored MNIST). Each process scores its share."""
-        member.eval()
-        with torch.no_grad():
-            for i, batch in enumerate(batches.in_order()):
-                if i % world() != rank():
-                    continue
-                index, y = batch["index"].to(device), batch["labels"].to(device)
-                with self.autocast():
-                    logits = member(self.augment(batch["images"].to(device))).float()
-                correct_prob[index] = F.softmax(logits, 1).gather(1, y[:, None]).squeeze(1)
-                wrong[index] = logits.argmax(1) != y
-
-    def _accuracy(self, model: torch.nn.Module, store: Path, device: torch.device) -> float:
-        """Accuracy (%) of `model` in eval mode on the val split of `store`, un-augmented (as the
-        trainer's model-selection points are scored)."""
-        model.eval()
-        with torch.no_grad(), self.autocast():
-            return accuracy(predict_store(lambda x: model(x).argmax(1), store, "val", 256, self.augmenter, device))
+            print(
+                f"warning: D^A is empty (no training sample has p_y > {self.args['confidence']} for a majority of "
+                "the committee), so f_b never trains: raise committee_steps, or let the members vote with their last "
+                "iterate (committee_vote: last) if the val split is unbiased",
+                flush=True,
+            )
+        return {
+            **early_stop,
+            **_detection("aligned_set", self.flags.aligned, ~conflicting),
+            **_detection("candidate_set", self.flags.candidates, conflicting),
+        }
 
     def biased_loss(self, logits_b: torch.Tensor, y: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """BE: CE on the batch's members of D^A; a batch without any gives no biased-model loss
@@ -253,8 +190,9 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
 
     def setup(self, batches) -> dict[str, float]:
         stats = super().setup(batches)
-        self.bn_score = BNScore(batches.n, self.args["alpha_l"], self.args["alpha_s"], self.args["t1"],
-                                next(self.parameters()).device)
+        self.bn_score = BNScore(
+            batches.n, self.args["alpha_l"], self.args["alpha_s"], self.args["t1"], next(self.parameters()).device
+        )
         self.train_rows = batches
         self.partner_seed = int(torch.randint(2**62, ()))  # drawn after the seeded init: the same on a resume
         return stats
@@ -279,17 +217,29 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         self._step_both(loss_b + loss_d)
         self.count_step("iteration")
         in_candidates, conflicting = self.flags.candidates, self.flags.conflicting
-        return {"loss": loss_d.detach(), "biased_loss": loss_b.detach(),
-                "train_acc": (logits_d.argmax(1) == y).float().mean().detach(), **stats,
-                **_group_means("bn_score", self.bn_score.score[in_candidates], conflicting[in_candidates])}
+        return {
+            "loss": loss_d.detach(),
+            "biased_loss": loss_b.detach(),
+            "train_acc": (logits_d.argmax(1) == y).float().mean().detach(),
+            **stats,
+            **_group_means("bn_score", self.bn_score.score[in_candidates], conflicting[in_candidates]),
+        }
 
-    def _guided(self, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, z: torch.Tensor, w: torch.Tensor,
-                loss_main: torch.Tensor, t: int) -> tuple[torch.Tensor, dict[str, float]]:
+    def _guided(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        index: torch.Tensor,
+        z: torch.Tensor,
+        w: torch.Tensor,
+        loss_main: torch.Tensor,
+        t: int,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         """Eq. 13: lambda_main L_main + L_guide (Eq. 11) + L_BN (Eq. 12), with the partners of `_partners`."""
         partner, has = self._partners(y, index)
         x_bn = self.augment(self.train_rows.rows(partner.cpu().numpy())["images"].to(x.device, non_blocking=True))
         weight_bn = self.bn_score.score[partner].clamp_min(0.0) if self.args["score_weight"] else torch.ones_like(w)
-        s_bn = torch.where(has, weight_bn, torch.zeros_like(w))      # s(x^BN), clipped at 0; 0 without a partner
+        s_bn = torch.where(has, weight_bn, torch.zeros_like(w))  # s(x^BN), clipped at 0; 0 without a partner
         head, through = self.network.head, self.args["guide_sim"] == "through_both"
         with self.autocast():
             z_bn = self.network.feature_map(x_bn)
@@ -301,26 +251,41 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
             cam_bn = class_activation_map(zbf, weight.detach(), y)
         cam = class_activation_map(z_ie, weight, y)
         ie = torch.where(has[:, None, None], ie_weight(z_ie, zbf, cam, cam_bn, self.args["tau"]), torch.ones_like(cam))
-        gap_g = (zf * ie[:, None]).mean((2, 3))                                                  # GAP(g(z)), Eq. 7
-        distance = guide_similarity(zf, ie, self.args["guide_sim"])                                 # (B,) Eq. 9's L1
-        loss_sim = (s_bn * distance).mean()                                                        # Eq. 9
-        loss_cls = (has * w * F.cross_entropy(head(gap_g), y, reduction="none")).mean()             # Eq. 10
-        loss_bn = (s_bn * F.cross_entropy(logits_bn, y, reduction="none")).mean()                  # Eq. 12
+        gap_g = (zf * ie[:, None]).mean((2, 3))  # GAP(g(z)), Eq. 7
+        distance = guide_similarity(zf, ie, self.args["guide_sim"])  # (B,) Eq. 9's L1
+        loss_sim = (s_bn * distance).mean()  # Eq. 9
+        loss_cls = (has * w * F.cross_entropy(head(gap_g), y, reduction="none")).mean()  # Eq. 10
+        loss_bn = (s_bn * F.cross_entropy(logits_bn, y, reduction="none")).mean()  # Eq. 12
         total_steps = max(self.total_steps - self.args["t2"], 1)
         lambda_main = min(1.0, (t - self.args["t2"]) / total_steps)
-        loss = lambda_main * loss_main                                                             # Eq. 13
+        loss = lambda_main * loss_main  # Eq. 13
         if self.args["guide"]:
-            loss = loss + self.args["lambda_sim"] * loss_sim + loss_cls                            # Eq. 11
+            loss = loss + self.args["lambda_sim"] * loss_sim + loss_cls  # Eq. 11
         if self.args["bn_loss"]:
             loss = loss + loss_bn
+        return loss, {
+            "loss_guide_sim": loss_sim.detach(),
+            "loss_guide_cls": loss_cls.detach(),
+            "loss_bn": loss_bn.detach(),
+            "ie_mean": ie.mean().detach(),
+            "partner_fraction": has.float().mean().detach(),
+            "lambda_main": lambda_main,
+            **self._partner_statistics(partner, has, distance, s_bn),
+        }
+
+    def _partner_statistics(
+        self, partner: torch.Tensor, has: torch.Tensor, distance: torch.Tensor, s_bn: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """The partners' statistics, logged only, over the samples that have one (none when no sample has):
+        the share of bias-conflicting partners (true bias labels), Eq. 9's distance without s(x^BN) and s(x^BN)."""
         partner_bc = self.flags.conflicting[partner][has]  # true bias labels: logged only
-        partnered = {"partner_conflicting_fraction": partner_bc.float().mean().detach(),
-                     "guide_distance": distance[has].mean().detach(),   # Eq. 9's distance without s(x^BN)
-                     "partner_weight": s_bn[has].mean().detach()} if has.any() else {}
-        return loss, {"loss_guide_sim": loss_sim.detach(), "loss_guide_cls": loss_cls.detach(),
-                      "loss_bn": loss_bn.detach(),
-                      "ie_mean": ie.mean().detach(), "partner_fraction": has.float().mean().detach(),
-                      "lambda_main": lambda_main, **partnered}
+        if not has.any():
+            return {}
+        return {
+            "partner_conflicting_fraction": partner_bc.float().mean().detach(),
+            "guide_distance": distance[has].mean().detach(),  # Eq. 9's distance without s(x^BN)
+            "partner_weight": s_bn[has].mean().detach(),
+        }
 
     def _partners(self, y: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B,) x^BN's row for each sample, of its class and never the sample itself, drawn uniformly
@@ -328,8 +293,11 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         one exists. With several processes the partners are drawn for the global batch and each
         process takes its own rows': the draws of one process."""
         source = self.args["partner_source"]
-        members = {"D": torch.ones_like(self.flags.candidates), "D_cand": self.flags.candidates,
-                   "D_BN": self.bn_score.bias_negative(self.flags.candidates)}[source]
+        members = {
+            "D": torch.ones_like(self.flags.candidates),
+            "D_cand": self.flags.candidates,
+            "D_BN": self.bn_score.bias_negative(self.flags.candidates),
+        }[source]
         seed = name_seed("bn-partner", self.partner_seed, self.host_count("iteration"))
         generator = torch.Generator().manual_seed(seed)
         partner, has = draw_partners(members, self.ema_d.labels, gather_rows(y), gather_rows(index), generator)
@@ -341,11 +309,13 @@ class IntrinsicFeatureEnhancement(LfFBiasEnsemble):
         kept = self.bn_score.bias_negative(self.flags.candidates)
         dropped = self.flags.candidates & ~kept
         conflicting, aligned = self.flags.conflicting, ~self.flags.conflicting
-        return {"bn_dropped_aligned": float((dropped & aligned).sum()),
-                "bn_dropped_conflicting": float((dropped & conflicting).sum()),
-                "bn_kept_aligned_percent": float(100 * (kept & aligned).sum() / aligned.sum().clamp_min(1)),
-                "bn_kept_conflicting_percent": float(100 * (kept & conflicting).sum() / conflicting.sum().clamp_min(1)),
-                **_detection("bn_set", kept, conflicting)}
+        return {
+            "bn_dropped_aligned": float((dropped & aligned).sum()),
+            "bn_dropped_conflicting": float((dropped & conflicting).sum()),
+            "bn_kept_aligned_percent": float(100 * (kept & aligned).sum() / aligned.sum().clamp_min(1)),
+            "bn_kept_conflicting_percent": float(100 * (kept & conflicting).sum() / conflicting.sum().clamp_min(1)),
+            **_detection("bn_set", kept, conflicting),
+        }
 
 
 def _group_means(name: str, values: torch.Tensor, conflicting: torch.Tensor) -> dict[str, torch.Tensor | float]:
@@ -360,5 +330,8 @@ def _group_means(name: str, values: torch.Tensor, conflicting: torch.Tensor) -> 
 def _detection(name: str, chosen: torch.Tensor, target: torch.Tensor) -> dict[str, float]:
     """Size, precision and recall (%) of the set `chosen` for the samples `target` (true bias labels)."""
     hits = float((chosen & target).sum())
-    return {f"{name}_size": float(chosen.sum()), f"{name}_precision": 100 * hits / max(float(chosen.sum()), 1.0),
-            f"{name}_recall": 100 * hits / max(float(target.sum()), 1.0)}
+    return {
+        f"{name}_size": float(chosen.sum()),
+        f"{name}_precision": 100 * hits / max(float(chosen.sum()), 1.0),
+        f"{name}_recall": 100 * hits / max(float(target.sum()), 1.0),
+    }

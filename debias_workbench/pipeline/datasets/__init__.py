@@ -8,7 +8,7 @@ from typing import Any
 
 from debias_workbench.core.registry import LazyRegistry
 
-from .base import DatasetFamily
+from .base import DatasetFamily, DerivedMetric
 
 #: the family of a dataset section without `family`
 DEFAULT_FAMILY = "in9"
@@ -40,3 +40,28 @@ def get_family(name: str) -> DatasetFamily:
     if name not in REGISTRY:
         raise KeyError(f"unknown dataset family {name!r}; known: {sorted(REGISTRY)}")
     return FAMILIES[name]()
+
+
+def derived_metrics() -> tuple[DerivedMetric, ...]:
+    """Every registered family's derived metrics (`DatasetFamily.derived_metrics`), each column once: a run
+    scored on both of a metric's test sets gets it, whatever its family (the released official test images
+    hold the same variants as the family that builds them)."""
+    found: dict[str, DerivedMetric] = {}
+    for name in REGISTRY:
+        for metric in FAMILIES[name].derived_metrics:
+            if found.setdefault(metric.column, metric) != metric:
+                raise ValueError(f"dataset family {name!r} derives {metric.column!r} otherwise than another family")
+    return tuple(found.values())
+
+
+def counted_metrics() -> tuple[str, ...]:
+    """Every registered family's counted metrics (`DatasetFamily.counted_metrics`), in registry order."""
+    return tuple(dict.fromkeys(m for name in REGISTRY for m in FAMILIES[name].counted_metrics))
+
+
+def column_title(column: str, family: str | None = None) -> str:
+    """The title of a results table's `column`: `family`'s (`DatasetFamily.column_titles`), else the first
+    registered family's that titles it, else the column's name."""
+    own = FAMILIES[family].column_titles if family is not None else {}
+    titled = (FAMILIES[name].column_titles for name in REGISTRY)
+    return own.get(column) or next((t[column] for t in titled if column in t), column)

@@ -11,6 +11,9 @@ import yaml
 #: the capability of a val split that holds the training's bias (`DatasetFamily.capabilities`), which a model
 #: selected there for having learnt the bias needs (BiasEnsemble's best-validation vote)
 BIASED_VAL = "val_holds_bias"
+#: the title of the column of a test set named `unbiased` (the bias independent of the label), in the families that
+#: build one
+UNBIASED_TITLE = "Unbiased ↑"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,24 @@ class BenchmarkMetric:
 
 
 @dataclass(frozen=True)
+class DerivedMetric:
+    """A number of a run derived from two of its test sets' accuracies, per seed (runs write no row of it: the
+    report's context computes it where a run was scored on both): `column` = accuracy on `minuend` minus accuracy
+    on `subtrahend`, per image where the two test sets hold the same images row for row; `title`, its table column
+    (the arrow: which way is better)."""
+
+    column: str
+    minuend: str
+    subtrahend: str
+    title: str
+
+    @property
+    def reads(self) -> tuple[str, str]:
+        """The two test sets it is computed from."""
+        return self.minuend, self.subtrahend
+
+
+@dataclass(frozen=True)
 class CapabilityCheck:
     """What shows that a benchmark's reference model (ERM) learns the task at all, so that the benchmark
     can tell a working method from a broken one (`report.helpers.capability_line`): the accuracy read as
@@ -103,6 +124,14 @@ class DatasetFamily:
     name: str
     #: the test sets (and metrics derived from them) a results table of this family shows, in order
     headline: tuple[str, ...] = ()
+    #: {test set or metric: its table column's title} (the arrow: which way is better); a column without one is
+    #: titled by its name
+    column_titles: dict[str, str] = {}
+    #: the numbers of its runs derived from two test sets' accuracies (the report's context computes them)
+    derived_metrics: tuple[DerivedMetric, ...] = ()
+    #: eval metrics whose value per run rests on a count of the model's decisions, shown only where a run counts
+    #: `report.helpers.MIN_IMAGES` of them (else that count)
+    counted_metrics: tuple[str, ...] = ()
     #: what the family's val split (model selection) holds, for the tables' captions
     val_split: str = "as the dataset builds it"
     #: its val split's bias is independent of the label: a model that learnt only the bias scores chance there, so

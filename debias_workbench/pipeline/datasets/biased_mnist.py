@@ -37,7 +37,7 @@ from ..mnist import (
     stroke_masks,
 )
 from ..variants import HELDOUT_FRACTION, held_out_count
-from .base import BenchmarkMetric, BiasFreeReference, CapabilityCheck, DatasetFamily, StepJob
+from .base import UNBIASED_TITLE, BenchmarkMetric, BiasFreeReference, CapabilityCheck, DatasetFamily, StepJob
 from .labelled_store import write_labelled_store
 
 #: rho of the "biased" test split, whatever the training rho: the authors score "biased" on a fully
@@ -110,6 +110,7 @@ class BiasedMnistFamily(DatasetFamily):
         "MNIST is distributed under CC BY-SA 3.0"
     )
     headline = ("biased", "unbiased")  # ReBias's Table 1 columns
+    column_titles = {"biased": "Biased ↑", "unbiased": UNBIASED_TITLE}
     offers = {
         "biased_network": "the 1x1 SimpleConvNet (simple_cnn1): it sees colour, never a stroke's shape",
         "only_bg_t": "each digit's background colour field, its strokes (the binarised digit, the store's masks) "

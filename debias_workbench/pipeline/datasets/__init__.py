@@ -4,11 +4,14 @@ declared in `<module>.yaml` beside it) plus one line below."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from debias_workbench.core.registry import LazyRegistry
 
 from .base import DatasetFamily, DerivedMetric
+
+if TYPE_CHECKING:
+    from ..imageio import TrainPhotos
 
 #: the family of a dataset section without `family`
 DEFAULT_FAMILY = "in9"
@@ -34,6 +37,12 @@ def family_name(ds_cfg: Mapping[str, Any]) -> str:
 def family_modules() -> list[str]:
     """The dotted name of each registered family's module (a warm job server imports them all up front)."""
     return sorted({f"{__name__}.{entry.split('.')[0]}" for entry in REGISTRY.values()})
+
+
+def train_photos(ds_cfg: Mapping[str, Any]) -> TrainPhotos | None:
+    """The dataset section's training photos as its family reads them (`DatasetFamily.train_photos`); None: its
+    training images are squares."""
+    return get_family(family_name(ds_cfg)).train_photos(dict(ds_cfg))
 
 
 def get_family(name: str) -> DatasetFamily:

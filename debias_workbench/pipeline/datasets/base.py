@@ -4,9 +4,12 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from ..imageio import TrainPhotos
 
 #: the capability of a val split that holds the training's bias (`DatasetFamily.capabilities`), which a model
 #: selected there for having learnt the bias needs (BiasEnsemble's best-validation vote)
@@ -156,8 +159,12 @@ class DatasetFamily:
     #: are small files already
     smoke_shrinks_source: bool = False
     #: {rule: value}: rules fixed in the family's code that no setting chooses and that can move a paper's numbers,
-    #: which a paper config's protocol names as `code:<rule>` (`workflow.protocol.code_rules`)
+    #: which a paper config's protocol names as `code:<rule>` (`workflow.protocol.code_rules`); each holds for every
+    #: run on the family's datasets, so a protocol names each for every run it lists
     code_rules: dict[str, Any] = {}
+    #: {rule: value}: such rules that hold only for the runs reading some of its variants or settings (a protocol
+    #: may name them; none must)
+    conditional_code_rules: dict[str, Any] = {}
     #: the revision of the family's generation code: raised with a change that moves its stores' bytes (a
     #: fix), so that stores made before it are made again (`workflow.slices.dataset_job_config`)
     revision: int = 0
@@ -206,6 +213,27 @@ class DatasetFamily:
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
         """{test set name: variant} a model trained on `train_variant` is evaluated on (val split)."""
         return {v: v for v in self.variants(ds_cfg)}
+
+    def train_photos(self, ds_cfg: dict[str, Any]) -> TrainPhotos | None:
+        """The section's training photos (`imageio.TrainPhotos`: a training split of whole photos, from which
+        only a method that cuts its views from photos can train); None: its training images are the test
+        images' squares. Default: none."""
+        return None
+
+    def section_problems(self, ds_cfg: dict[str, Any], where: str, variants: list[str]) -> list[str]:
+        """What the config check finds wrong in the dataset's section `where` (its dotted key) that its schema
+        cannot say, `variants` the variants it builds; each problem names its key and the fix. Default: none."""
+        return []
+
+    def train_variant_problem(self, ds_cfg: dict[str, Any], variant: str) -> str:
+        """Why a run cannot train on `variant` (a test set read as released, say); empty where it can."""
+        return ""
+
+    def aligned_variant_problem(self, ds_cfg: dict[str, Any], where: str, variant: str) -> str:
+        """Why a method cannot read `variant` row-aligned with its training images, as the section `where`
+        builds it, beyond `aligned_store` (a setting that leaves the pairing it needs undefined); empty where it
+        can."""
+        return ""
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         """The user's files and folders a variant's job reads (declared as inputs, so a missing one

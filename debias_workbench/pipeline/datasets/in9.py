@@ -15,6 +15,7 @@ from debias_workbench.core.atomic import atomic_path
 from debias_workbench.core.errors import PipelineError
 
 from ..derived_stage import DERIVED, derived_gather, derived_job, run_derived_stage
+from ..imageio import TrainPhotos
 from ..segment_stage import gather_shards, job_items, run_segment_stage, segment_jobs, segment_shard
 from ..shards import ALL_SPLITS, expected_splits, images_in, job_blocks
 from ..sources import list_source_items
@@ -22,6 +23,7 @@ from ..sources.listing import read_listing, write_listing
 from ..sources.synthetic import make_synthetic_in9
 from ..variant_stage import run_variant_stage
 from ..variants import BG_CONFLICT, EXTERNAL, HELDOUT_FRACTION, bg_conflict_variants
+from . import in9_config
 from .base import (
     BenchmarkMetric,
     BiasFreeReference,
@@ -96,6 +98,20 @@ class In9Family(DatasetFamily):
     #: training images of the sources whose size the config does not give (the Background
     #: Challenge's IN-9 train split; ImageNet's 370 IN-9 classes; ImageNet-100's train split)
     FOLDER_TRAIN_IMAGES = {"in9_folder": 45_405, "imagenet": 481_000, "imagenet_subset": 126_689}
+
+    conditional_code_rules = in9_config.CONDITIONAL_CODE_RULES
+
+    def train_photos(self, ds_cfg: dict[str, Any]) -> TrainPhotos | None:
+        return TrainPhotos.of(ds_cfg)
+
+    def section_problems(self, ds_cfg: dict[str, Any], where: str, variants: list[str]) -> list[str]:
+        return in9_config.section_problems(ds_cfg, where, variants)
+
+    def train_variant_problem(self, ds_cfg: dict[str, Any], variant: str) -> str:
+        return in9_config.train_variant_problem(variant)
+
+    def aligned_variant_problem(self, ds_cfg: dict[str, Any], where: str, variant: str) -> str:
+        return in9_config.aligned_variant_problem(ds_cfg, where, variant)
 
     def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
         source = ds_cfg["source"]

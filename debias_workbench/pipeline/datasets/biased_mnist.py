@@ -103,8 +103,11 @@ def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray
 
 class BiasedMnistFamily(DatasetFamily):
     name = "biased_mnist"
-    #: the colour-label correlation of the "biased" test set
-    code_rules = {"biased_test_rho": BIASED_TEST_RHO}
+    code_rules = {
+        "biased_test_rho": BIASED_TEST_RHO,  # the colour-label correlation of the "biased" test set
+        # pipeline/mnist.py assign_colours: the 1 - rho of a class not in its own colour
+        "leftover_colours": "spread evenly over the other colours",
+    }
     licence = (
         "MNIST digits (LeCun, Cortes & Burges), coloured as ReBias's Biased MNIST (Bahng et al. 2020): "
         "MNIST is distributed under CC BY-SA 3.0"

@@ -147,6 +147,8 @@ class DatasetFamily:
     #: each variant store built whole by one job (`workbench generate variant`, rule `dataset_variant` in
     #: rules/whole_variants.smk); False for a family with stages of its own (in9: rules/in9_data.smk, in9_derived.smk)
     whole_variants: bool = True
+    #: the rule files under rules/ of its own stages (a family without `whole_variants`), which may name it
+    rule_files: tuple[str, ...] = ()
     #: the terms of the images' source, for a dataset card (`pipeline.export`): whoever hands a variant
     #: on hands on these terms with it
     licence: str = "the terms of the source the images were made from (see the dataset's `source` in its config)"
@@ -155,9 +157,6 @@ class DatasetFamily:
     evaluated: bool = False
     #: its datasets are the released official test images `evaluation.official_dataset` names
     official_test_images: bool = False
-    #: smoke mode shrinks its datasets' source, segmentation and styles (`workflow.smoke`); other families' stand-ins
-    #: are small files already
-    smoke_shrinks_source: bool = False
     #: {rule: value}: rules fixed in the family's code that no setting chooses and that can move a paper's numbers,
     #: which a paper config's protocol names as `code:<rule>` (`workflow.protocol.code_rules`); each holds for every
     #: run on the family's datasets, so a protocol names each for every run it lists
@@ -213,6 +212,10 @@ class DatasetFamily:
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
         """{test set name: variant} a model trained on `train_variant` is evaluated on (val split)."""
         return {v: v for v in self.variants(ds_cfg)}
+
+    def smoke_section(self, ds_cfg: dict[str, Any]) -> None:
+        """Shrink the section in place for smoke mode (`workflow.smoke`: the same code path, small counts).
+        Default: nothing (the stand-ins of most families are small files already)."""
 
     def train_photos(self, ds_cfg: dict[str, Any]) -> TrainPhotos | None:
         """The section's training photos (`imageio.TrainPhotos`: a training split of whole photos, from which

@@ -63,8 +63,8 @@ class In9Family(DatasetFamily):
     counted_metrics = (SHAPE_BIAS_METRIC,)
     val_split = "backgrounds as biased as the train split"
     evaluated = True
-    smoke_shrinks_source = True
-    whole_variants = False  # listing, segmentation shards and gathers: rules/in9_data.smk, in9_derived.smk
+    whole_variants = False  # listing, segmentation shards and gathers in rules of its own:
+    rule_files = ("in9_data.smk", "in9_derived.smk")
     offers = {
         "only_bg_t": "each image's background, the foreground's box filled with tiles of it, from the segmentation "
         "mask (ONLY_BG_T), row-aligned with the training images",
@@ -100,6 +100,9 @@ class In9Family(DatasetFamily):
     FOLDER_TRAIN_IMAGES = {"in9_folder": 45_405, "imagenet": 481_000, "imagenet_subset": 126_689}
 
     conditional_code_rules = in9_config.CONDITIONAL_CODE_RULES
+
+    def smoke_section(self, ds_cfg: dict[str, Any]) -> None:
+        in9_config.smoke_section(ds_cfg)
 
     def train_photos(self, ds_cfg: dict[str, Any]) -> TrainPhotos | None:
         return TrainPhotos.of(ds_cfg)

@@ -1,7 +1,7 @@
 """What the config layer asks of an in9 dataset beyond its schema (`In9Family`'s hooks): the problems of its
 section (segmentation where variants are cut along the foreground, whole-photo training views), the train
-variants and aligned stores its runs cannot use, and the rules its variants' code fixes that a paper's
-protocol may name (`workflow.protocol.code_rules`)."""
+variants and aligned stores its runs cannot use, the rules its variants' code fixes that a paper's
+protocol may name (`workflow.protocol.code_rules`), and its section's counts in smoke mode."""
 
 from __future__ import annotations
 
@@ -24,6 +24,31 @@ CONDITIONAL_CODE_RULES = {
     # (IN-9-Texture)
     "texture_scale": "the work image's, patches scaled to their share of the photo",
 }
+
+
+#: images per class and split read from a folder source (IN-9 folder, ImageNet, ImageNet-100) in smoke mode; 2 val
+#: images per class, so that Mixed-Same / Mixed-Rand find a background in every class
+SMOKE_FOLDER_IMAGES_PER_CLASS = {"train": 2, "val": 2}
+#: synthetic IN-9 in smoke mode: the schema's minimum per class
+SMOKE_SYNTHETIC_PER_CLASS = 2
+#: GrabCut iterations in smoke mode (the schema's minimum): the same code path, the cost of one iteration, not ten
+SMOKE_GRABCUT_ITERATIONS = 1
+
+
+def smoke_section(ds: dict[str, Any]) -> None:
+    """Smoke mode's counts (`workflow.smoke`): one background-biased percentage, a few images per class of the
+    source, one GrabCut iteration, two embedded styles per class."""
+    if percents := ds.get("bg_conflict_percents"):
+        ds["bg_conflict_percents"] = percents[:1]
+    if "iterations" in (segmentation := ds.get("segmentation", {})):
+        segmentation["iterations"] = SMOKE_GRABCUT_ITERATIONS
+    source = ds["source"]
+    source["max_per_class"] = dict(SMOKE_FOLDER_IMAGES_PER_CLASS)
+    if synthetic := source.get("synthetic"):
+        synthetic.update(train_per_class=SMOKE_SYNTHETIC_PER_CLASS, val_per_class=SMOKE_SYNTHETIC_PER_CLASS)
+    styles = ds.get("stylized", {}).get("styles")
+    if styles and styles.get("kind") == "embedded":
+        styles["per_class"] = min(styles["per_class"], 2)
 
 
 def section_problems(ds: dict[str, Any], where: str, variants: list[str]) -> list[str]:

@@ -54,7 +54,7 @@ def texture_sections(
     chance: float = 100 / 9,
 ) -> None:
     """`table`: {model label: {test set, "shape_bias" or SHAPE_BIAS_TOO_FEW: [value per seed]}}
-    (the shape-bias columns as `shape_bias_table` gives them)."""
+    (the shape-bias columns as `report.aggregates.counted_table` gives them)."""
     doc.heading("Texture bias – CLAD supplementary Secs. IV–V")
     variants = config["datasets"][config["evaluation"]["dataset"]]["variants"]
     if "stylized" not in variants:

@@ -44,7 +44,8 @@ class In9Family(DatasetFamily):
         "`synthetic` or `folder` source, the terms of those images"
     )
     #: the background gap of the Background Challenge (Xiao et al., "Noise or Signal: The Role of Image Backgrounds
-    #: in Object Recognition", ICLR 2021; arXiv 2020, Sec. 3): BG-GAP = acc(Mixed-Same) - acc(Mixed-Rand), per seed
+    #: in Object Recognition", arXiv 2020, ICLR 2021): BG-GAP = acc(Mixed-Same) - acc(Mixed-Rand), per seed: the
+    #: points of accuracy a background of the object's own class gains (CLAD's Table 2: its fairest measure of the bias)
     BG_GAP = DerivedMetric("bg_gap", "mixed_same", "mixed_rand", "BG-Gap ↓")
     derived_metrics = (BG_GAP,)
     #: the Background Challenge's columns (Xiao et al.; CLAD's Table 2)

@@ -1,7 +1,7 @@
 """BiasEnsemble's committee (Lee et al., AAAI 2023) as a thing of its own: K early-stopped GCE
 models' (K, N) p_y and "argmax != y" on every training row, and their early-stop statistics
 (`committee_votes`: each member trained, kept at its voting checkpoint, then scored). The workflow
-builds each committee once, by its own job (`training.committee_job`, rule `committee`), into a file
+builds each committee once, by its own job (`committee_job`, the workflow's `prerequisite` rule), into a file
 that every run using it reads (`load_committee`); a run given no file trains its committee itself
 (`train_committee`), with the same numbers.
 """
@@ -22,11 +22,11 @@ from debias_workbench.core.atomic import atomic_path
 from debias_workbench.core.seeding import name_seed
 from debias_workbench.pipeline.fingerprint import read_fingerprint
 
-from ..committee_config import committee_settings
 from ..distributed import broadcast_batch_norm_, broadcast_state_, rank, sum_over_processes, world
 from ..evaluation import accuracy, predict_store
 from ..models import build_network
 from .amplification_parts import checkpoint_steps, gce_loss
+from .committee_artifact import COMMITTEE
 
 if TYPE_CHECKING:
     from .bias_amplification import LfFBiasEnsemble
@@ -46,13 +46,13 @@ class Committee:
 def committee_key(method: LfFBiasEnsemble, batches) -> str:
     """The identity of a run's committee, which seeds it: its training rows (the store's content
     fingerprint), the run's seed and training settings, the committee's own arguments and the revision of
-    its code (`committee_config.committee_settings`); not the run's name or method, so the runs that
+    its code (`COMMITTEE.settings`, `committee_artifact`); not the run's name or method, so the runs that
     would train the same committee share one."""
     identity = {
         "store": read_fingerprint(batches.store)["digest"],
         "seed": batches.seed,
         "training": method.cfg,
-        **committee_settings(method.args),
+        **COMMITTEE.settings(method.args),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -17,7 +17,8 @@ self-supervised), whether its runs are their regime's `reference` (ERM), the arg
 `treatment` (their defaults, on `baseline_method`, give its like-for-like baseline: plain MoCo-v2 for
 MoCo-v2 + patch negatives), what its design is `given` about the bias, and `x-given: {value: what}` on an
 argument whose value gives it something more (a committee vote on the val split), and `x-needs: {value:
-capability}` on an argument whose value needs one more of the family (`requires_for`). The declaration of
+capability}` on an argument whose value needs one more of the family (`requires_for`), and the
+`prerequisites` it needs built before its run (BiasEnsemble's committee). The declaration of
 `<module>.py`'s classes is `<module>.yaml` next to
 it, one entry per class; the config check validates every experiment's `method_args` against it.
 """
@@ -60,8 +61,8 @@ class MethodSpec:
     #: `pretrains`, the config keys naming the networks a step trains (default: `training.arch`) / that train
     #: before the run's own steps (`x-before-run`), looked up in `method_args`, then `training`; the work beside the
     #: steps, whatever row they take: `probe: {epochs: <arg>, augment: <arg>}`, a linear probe's passes over the
-    #: training images (`epochs` of them with `augment`, else one). A BiasEnsemble committee is a job of its own
-    #: (rule `committee`, costed by `workflow.cost.committee_seconds`), not part of its runs' cost
+    #: training images (`epochs` of them with `augment`, else one). A prerequisite (`prerequisites`) is a job of its
+    #: own (costed by `workflow.cost.prerequisite_seconds`), not part of its runs' cost
     cost: dict[str, Any] = field(default_factory=dict)
     #: {registered name: cost} where the class is registered under another name costed apart (ReBias's Vanilla)
     cost_as: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -86,6 +87,10 @@ class MethodSpec:
     #: its paper's model-selection rule, {rule: one of `report.model_selection.RULES`, source: where the paper or its
     #: code says so}: the methods x benchmarks table's second table scores each run by it; absent: the last iterate
     selection: dict[str, str] = field(default_factory=dict)
+    #: the prerequisite artifacts it needs before its run trains (kinds of `training.methods.PREREQUISITES`:
+    #: BiasEnsemble's committee), each built by a job of its own and shared by the runs that need the same one
+    #: (`training.prerequisites`)
+    prerequisites: tuple[str, ...] = ()
 
     @property
     def paper_rule(self) -> str:
@@ -205,6 +210,7 @@ def module_specs(module: str) -> dict[str, MethodSpec]:
             entry.get("baseline_method"),
             str(entry.get("given", "")),
             dict(entry.get("selection") or {}),
+            tuple(entry.get("prerequisites") or ()),
         )
         for cls, entry in raw.items()
         if not cls.startswith("_")

@@ -64,3 +64,42 @@ def test_the_trainer_refuses_a_file_of_a_prerequisite_the_method_does_not_need(t
     run = _run(default_config, "lff")
     with pytest.raises(ValueError, match="needs no prerequisite committee"):
         train(run, tiny_stores["original"], tmp_path / "run", prerequisites={"committee": tmp_path / "c.pt"})
+
+
+def test_a_toy_method_with_a_prerequisite_of_its_own_reaches_a_trained_run_and_the_plan(
+    tiny_stores, default_config, tmp_path, monkeypatch
+):
+    """Its own files (tests/toy_prerequisite/: the method, its declaration, its kind and builder) and one
+    registry line each: `workbench prerequisite` builds its artifact, the trainer hands the run its file (its
+    set-up's row counts the classes from it), and `workbench plan` lists and costs the artifact's job."""
+    import json
+
+    import yaml
+
+    from debias_workbench.cli import main as workbench
+    from debias_workbench.training import methods
+    from debias_workbench.training.prerequisites import files, run_jobs
+    from debias_workbench.training.trainer import train
+    from debias_workbench.workflow.plan import plan
+
+    from .test_bias_amplification import _run
+    from .toy_prerequisite.kind import CLASS_COUNTS
+
+    monkeypatch.setitem(methods.REGISTRY, "logit_adjusted", "tests.toy_prerequisite.method:LogitAdjusted")
+    monkeypatch.setitem(methods.PREREQUISITES, CLASS_COUNTS.name, CLASS_COUNTS)
+    run = _run(default_config, "logit_adjusted")
+    (job,) = run_jobs(run)
+    config = tmp_path / "job.json"
+    config.write_text(json.dumps(job.config))
+    command = ["prerequisite", "--kind", "class_counts", "--config", str(config)]
+    store = str(tiny_stores["original"])
+    assert workbench([*command, "--train-store", store, "--out", str(tmp_path / job.path)]) == 0
+    train(run, tiny_stores["original"], tmp_path / "run", prerequisites=files(tmp_path, run))
+    rows = [json.loads(line) for line in (tmp_path / "run" / "train_metrics.jsonl").read_text().splitlines()]
+    assert [r["value"] for r in rows if r["metric"] == "classes_counted"] == [9.0]  # IN-9's classes, from the file
+
+    toy = tmp_path / "toy.yaml"
+    experiment = {"method": "logit_adjusted", "dataset": "in9", "train_variant": "original", "label": "Toy"}
+    toy.write_text(yaml.safe_dump({"experiments": {"toy": experiment}}))
+    jobs = [j for j in plan([toy]).jobs if j.rule == "prerequisite" and "class_counts" in j.target]
+    assert len(jobs) == len(default_config["seeds"]) and all(j.estimate_minutes > 0 for j in jobs)

@@ -51,7 +51,8 @@ METHODS: Mapping[str, type[Method]] = LazyRegistry(__name__, REGISTRY)
 
 def spec(name: str) -> MethodSpec:
     """The declaration of method `name` (its args, aligned variants and cost), without torch."""
-    return class_spec(*REGISTRY[name].split(".")).registered_as(name)
+    entry = REGISTRY[name]  # "module.Class" here, or "package.module:Class" elsewhere (core.registry)
+    return class_spec(*(entry.split(":") if ":" in entry else entry.split("."))).registered_as(name)
 
 
 def get_method(name: str) -> type[Method]:

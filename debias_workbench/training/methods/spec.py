@@ -25,6 +25,7 @@ it, one entry per class; the config check validates every experiment's `method_a
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -182,10 +183,22 @@ class MethodSpec:
         return {"type": "object", "additionalProperties": False, "properties": props}
 
 
+def declaration_path(module: str) -> Path:
+    """The declaration of `module`'s classes: `<module>.yaml` beside it; `module` a module of this package by its
+    short name ("clad"), or any other by its dotted name (a toy method a test registers), located without
+    importing it."""
+    if "." not in module:
+        return HERE / f"{module}.yaml"
+    found = importlib.util.find_spec(module)
+    if found is None or found.origin is None:
+        raise KeyError(f"no module {module!r}: a method registered as '<package.module>:<Class>' must exist")
+    return Path(found.origin).with_suffix(".yaml")
+
+
 @cache
 def module_specs(module: str) -> dict[str, MethodSpec]:
-    """{class name: spec} declared in `<module>.yaml` (module: e.g. "clad")."""
-    path = HERE / f"{module}.yaml"
+    """{class name: spec} declared in `<module>.yaml` (`declaration_path`; module: e.g. "clad")."""
+    path = declaration_path(module)
     raw = yaml.safe_load(path.read_text()) or {}
     if missing := [
         cls for cls, entry in raw.items() if not cls.startswith("_") and "row" not in (entry.get("cost") or {})
@@ -227,7 +240,7 @@ def class_spec(module: str, cls: str) -> MethodSpec:
     specs = module_specs(module)
     if cls not in specs:
         raise KeyError(
-            f"{HERE / (module + '.yaml')} declares no entry for class {cls!r}; add one "
+            f"{declaration_path(module)} declares no entry for class {cls!r}; add one "
             f"(`{cls}: {{args: {{}}}}` for a method without arguments)"
         )
     return specs[cls]

@@ -20,8 +20,9 @@ from debias_workbench.workflow import job_process
 from debias_workbench.workflow import resources as res
 from debias_workbench.workflow.config import background_challenge_runs, pack_jobs, packs, runs, scoring, scoring_packs
 from debias_workbench.workflow.lookup import dataset_family, dataset_variants
+from debias_workbench.workflow.report_slice import report_config
 from debias_workbench.workflow.slices import (analysis_config, config_provenance, dataset_job_config, imagenet_evaluation_config,
-                              official_evaluation_config, report_config, run_config, scoring_config, JobConfigs)
+                              official_evaluation_config, run_config, scoring_config, JobConfigs)
 
 R = config["results"]
 JOB_CONFIGS = JobConfigs(R)  # every job's config file, written by rule job_config when the job is to run

@@ -33,8 +33,8 @@ from debias_workbench.pipeline.fingerprint import check_store
 
 from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob, install_stop_signals, job_budget
 from .methods import PREREQUISITES
-from .models import WeightsError
 from .run_files import release_checkpoint
+from .weights import WeightsError
 
 
 def _stores(pairs: list[str]) -> dict[str, Path]:

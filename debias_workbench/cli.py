@@ -5,7 +5,7 @@
                                           a variant as an image folder or WebDataset shards, with a card
     workbench report --config ...         build the report (the workflow's `report` rule)
     workbench generate STEP --family ...  one dataset-generation step (the generation rules)
-    workbench train | committee | evaluate | evaluate-imagenet | analyse ...
+    workbench train | prerequisite | evaluate | evaluate-imagenet | analyse ...
                                           training, scoring and analysis jobs (their rules)
     workbench config-reference [--check]  regenerate docs/configuration.md from config/schema.yaml
     workbench plan --configfile F [--json] every run, job and request of a config and its cost, before any data
@@ -25,7 +25,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("debias_workbench.report.cli:main", "build the report from tidy metric rows"),
     "generate": ("debias_workbench.pipeline.cli:generate", "one dataset-generation step"),
     "train": ("debias_workbench.training.cli:train", "train the runs of one job"),
-    "committee": ("debias_workbench.training.cli:committee", "train a BiasEnsemble committee for its runs"),
+    "prerequisite": (
+        "debias_workbench.training.cli:prerequisite",
+        "build a prerequisite artifact a method needs before its runs train",
+    ),
     "evaluate": ("debias_workbench.training.cli:evaluate", "score trained runs on their test sets"),
     "evaluate-imagenet": ("debias_workbench.training.cli:evaluate_imagenet", "score an ImageNet model"),
     "analyse": ("debias_workbench.training.cli:analyse", "one analysis of trained runs"),

@@ -13,14 +13,16 @@ from debias_workbench.pipeline import variants
 from debias_workbench.pipeline.shards import ALL_SPLITS, expected_splits, images_in, job_blocks
 from debias_workbench.pipeline.sources.listing import folder_fingerprint
 from debias_workbench.pipeline.datasets import get_family
-from debias_workbench.training.committee_config import COMMITTEE_DIR, COMMITTEE_FILE, committees
+from debias_workbench.training.methods import PREREQUISITES
+from debias_workbench.training.prerequisites import jobs as prerequisites, relative_path
 from debias_workbench.workflow import job_server
 from debias_workbench.workflow import job_process
 from debias_workbench.workflow import resources as res
 from debias_workbench.workflow.config import background_challenge_runs, pack_jobs, packs, runs, scoring, scoring_packs
 from debias_workbench.workflow.lookup import dataset_family, dataset_variants
+from debias_workbench.workflow.report_slice import report_config
 from debias_workbench.workflow.slices import (analysis_config, config_provenance, dataset_job_config, imagenet_evaluation_config,
-                              official_evaluation_config, report_config, run_config, scoring_config, JobConfigs)
+                              official_evaluation_config, run_config, scoring_config, JobConfigs)
 
 R = config["results"]
 JOB_CONFIGS = JobConfigs(R)  # every job's config file, written by rule job_config when the job is to run
@@ -36,7 +38,7 @@ SCORING_PACKS = scoring_packs(config)  # the runs scored in one process: every s
 THREADS = config["training"]["threads"]  # config/config.yaml sets it (the schema: 1)
 RUNS_PER_GPU = config["training"]["runs_per_gpu"]  # a GPU training job's runs at once (its resources follow)
 PY = job_process.PYTHON_COMMAND  # every job's interpreter, from the environment (workflow_environment)
-COMMITTEE_OUTPUT = f"{R}/{COMMITTEE_DIR}/{{digest}}/{COMMITTEE_FILE}"  # a BiasEnsemble committee's file (rule committee)
+PREREQUISITE_OUTPUT = f"{R}/{relative_path('{kind}', '{digest}')}"  # a prerequisite's file (rule prerequisite)
 
 
 def workflow_environment():
@@ -301,7 +303,7 @@ def train_inputs(pack, wildcards):
     """A training job's config, the runs' training store, the stores of the variants their methods
     read alongside it, their test stores where a run scores them during training (curves, model
     selection), their pretrained weights (checked before the DAG: workbench.user_paths), and the files of the
-    BiasEnsemble committees they read (the train job finds each in its --committees folder by its digest)."""
+    prerequisites they need (the train job finds each under its --prerequisites folder by its kind and digest)."""
     runs_ = pack_runs(pack, wildcards)
     first = runs_[0]  # a pack's runs share their dataset and train variant
     aligned = {field: variant for run in runs_ for field, variant in run["aligned_variants"].items()}
@@ -312,47 +314,52 @@ def train_inputs(pack, wildcards):
             **{field: variant_store(first["dataset"], variant) for field, variant in aligned.items()},
             **({f"test_{name}": path for name, path in test_stores(first["experiment"]).items()} if monitored else {}),
             **({"pretrained": sorted(set(weights))} if weights else {}),
-            **({"committees": files} if (files := run_committees(runs_)) else {})}
+            **({"prerequisites": files} if (files := run_prerequisites(runs_)) else {})}
 
 
-def run_committees(runs_):
-    """The files of the BiasEnsemble committees `runs_` read, each once (rule `committee`, rules/committees.smk)."""
-    return sorted(COMMITTEE_OUTPUT.format(digest=digest) for digest in committees(runs_))
+def run_prerequisites(runs_):
+    """The files of the prerequisites `runs_` need, each once (rule `prerequisite`, rules/prerequisites.smk)."""
+    return sorted(f"{R}/{job.path}" for job in prerequisites(runs_))
 
 
-_COMMITTEE_JOBS = {}  # committee_jobs()'s, made when first asked for
+_PREREQUISITE_JOBS = {}  # prerequisite_jobs()'s, made when first asked for
 
 
-def committee_jobs():
-    """{digest: job config} of every committee the config's runs read: the jobs of rule `committee`."""
-    if not _COMMITTEE_JOBS:
-        _COMMITTEE_JOBS.update({digest: cfg for digest, (cfg, _run) in
-                                committees(run_config(config, e, s) for e, s in RUNS).items()})
-    return _COMMITTEE_JOBS
+def prerequisite_jobs():
+    """{(kind, digest): job} of every prerequisite the config's runs need: the jobs of rule `prerequisite`."""
+    if not _PREREQUISITE_JOBS:
+        _PREREQUISITE_JOBS.update({(job.kind.name, job.digest): job for job in
+                                   prerequisites(run_config(config, e, s) for e, s in RUNS)})
+    return _PREREQUISITE_JOBS
 
 
-def committee_inputs(wildcards):
-    """A committee job's config (its file's digest is the committee's folder), its training store and the
-    pretrained weights its members start from, where its runs' do."""
-    cfg = committee_jobs()[dict(wildcards)["digest"]]
-    weights = cfg["training"].get("pretrained")
-    return {"config": JOB_CONFIGS.path("committee", cfg), "store": variant_store(cfg["dataset"], cfg["train_variant"]),
+def prerequisite_inputs(wildcards):
+    """A prerequisite job's config (its file's digest names the prerequisite), its training store and the
+    pretrained weights its networks start from, where its runs' do."""
+    named = dict(wildcards)
+    job = prerequisite_jobs()[named["kind"], named["digest"]]
+    cfg, weights = job.config, job.config["training"].get("pretrained")
+    return {"config": JOB_CONFIGS.path(job.kind.name, cfg),
+            "store": variant_store(cfg["dataset"], cfg["train_variant"]),
             **({"pretrained": os.path.expanduser(weights)} if weights else {})}
 
 
-def committee_resources():
-    """Each committee job's `resources` from its members' steps (workbench.resources.committee)."""
-    return res.rule_resources(config, True, lambda wc: res.committee(committee_jobs()[wc.digest]),
-                              lambda wc: res.gpus([committee_jobs()[wc.digest]]))
+def prerequisite_resources():
+    """Each prerequisite job's `resources` from its kind's cost (workbench.resources.prerequisite)."""
+    def job(wc):
+        return prerequisite_jobs()[wc.kind, wc.digest]
+
+    return res.rule_resources(config, True, lambda wc: res.prerequisite(job(wc).kind, job(wc).config),
+                              lambda wc: res.gpus([job(wc).config]))
 
 
 def named_inputs_args(input, prefix=""):
     """NAME=PATH pairs of the named inputs `<prefix>NAME` (the aligned fields: those that are not
-    config, store, pretrained, committees or test stores, when `prefix` is empty)."""
+    config, store, pretrained, prerequisites or test stores, when `prefix` is empty)."""
     if prefix:
         return " ".join(f"{k[len(prefix):]}={v}" for k, v in input.items() if k.startswith(prefix))
     return " ".join(f"{k}={v}" for k, v in input.items()
-                    if k not in ("config", "store", "pretrained", "committees") and not k.startswith("test_"))
+                    if k not in ("config", "store", "pretrained", "prerequisites") and not k.startswith("test_"))
 
 
 def analysis_config_file(analysis):
@@ -374,8 +381,8 @@ def register_job_configs():
     for pack in SCORING_PACKS:
         for value in next(iter(pack.constraints.values())):
             scoring_inputs(pack, {next(iter(pack.constraints)): value})
-    for digest in committee_jobs():
-        committee_inputs({"digest": digest})
+    for kind, digest in prerequisite_jobs():
+        prerequisite_inputs({"kind": kind, "digest": digest})
     for analysis in ("consistency", "fivecrop"):
         analysis_config_file(analysis)
 

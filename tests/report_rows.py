@@ -18,7 +18,8 @@ import zarr
 from debias_workbench.pipeline.store import create_array
 from debias_workbench.report.build import build_report
 from debias_workbench.workflow.config import resolve_config
-from debias_workbench.workflow.slices import config_provenance, report_config
+from debias_workbench.workflow.report_slice import report_config
+from debias_workbench.workflow.slices import config_provenance
 
 #: a run's level (points) by method: above the floor of each test set
 LEVELS = {"erm": 0.0, "clad": 6.0, "clad_plus": 8.0, "clad_trivial": 1.0, "clad_plus_trivial": 0.5, "s_clad": 4.0,

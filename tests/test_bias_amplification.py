@@ -359,24 +359,25 @@ def test_a_committee_from_its_own_job_trains_the_runs_bit_for_bit_as_one_trained
     """LfF+BE and Park et al. on one store and seed share one committee job (one job config, one file);
     each run reading that file ends with the weights and metric rows of the same run training the
     committee itself in its set-up (the old way), a run resumed from its checkpoint too."""
-    from debias_workbench.training.committee_config import COMMITTEE_DIR, committee_config, committee_file
-    from debias_workbench.training.committee_job import build_committee
+    from debias_workbench.training.methods.committee_job import build_committee
+    from debias_workbench.training.prerequisites import files, run_jobs
     from debias_workbench.training.trainer import train
 
     common = {"committee_size": 3, "committee_steps": 4, "committee_valid_every": 2, "confidence": 0.5}
     runs = [_run(default_config, "lff_be", **common),
             _run(default_config, "intrinsic_feature_enhancement", t1=1, t2=2, **common)]
-    assert committee_config(runs[0]) == committee_config(runs[1])
-    folder = tmp_path / COMMITTEE_DIR
-    path = committee_file(folder, runs[0])
-    assert path == committee_file(folder, runs[1])
-    build_committee(committee_config(runs[0]), tiny_stores["original"], path)
+    (job,) = run_jobs(runs[0])  # the committee, the one prerequisite of both methods
+    assert job.kind.name == "committee" and [j.config for j in run_jobs(runs[1])] == [job.config]
+    assert files(tmp_path, runs[0]) == files(tmp_path, runs[1]) == {"committee": tmp_path / job.path}
+    path = tmp_path / job.path
+    build_committee(job.config, tiny_stores["original"], path)
     for i, run in enumerate(runs):
         alone = tmp_path / f"alone{i}"
         shared = tmp_path / f"shared{i}"
         before = torch.load(train(run, tiny_stores["original"], alone), weights_only=False)["state_dict"]
-        train(run, tiny_stores["original"], shared, stop_after_epochs=1, committee=path)
-        after = torch.load(train(run, tiny_stores["original"], shared, committee=path), weights_only=False)
+        given = {"committee": path}
+        train(run, tiny_stores["original"], shared, stop_after_epochs=1, prerequisites=given)
+        after = torch.load(train(run, tiny_stores["original"], shared, prerequisites=given), weights_only=False)
         assert before.keys() == after["state_dict"].keys()
         for key, value in before.items():
             assert torch.equal(value, after["state_dict"][key]), key

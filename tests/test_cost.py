@@ -92,27 +92,29 @@ def test_the_work_beside_a_methods_steps_is_declared_with_its_arguments():
 
 
 def test_a_committee_is_costed_once_by_its_own_job_not_by_the_runs_that_read_it():
-    """The plan has one committee job per committee the runs read (LfF+BE and Park et al. on one train
-    variant and seed share one), asking for its members' steps; the runs' own estimates leave it out (they
-    read its file), so no committee is counted twice."""
-    from debias_workbench.training.committee_config import committee_config, committee_digest
+    """The plan has one prerequisite job per BiasEnsemble committee the runs read (LfF+BE and Park et al. on
+    one train variant and seed share one), asking for its members' steps; the runs' own estimates leave it out
+    (they read its file), so no committee is counted twice."""
+    from debias_workbench.training.prerequisites import run_jobs
 
     config = load_config([ROOT / "config" / "park_real_data.yaml"])
     cfg = resolve_config(config)
     p = plan([ROOT / "config" / "park_real_data.yaml"])
-    readers = [r for r in (run_config(cfg, line.experiment, line.seed) for line in p.runs) if committee_config(r)]
-    digests = {committee_digest(committee_config(r)) for r in readers}
-    committees = [j for j in p.jobs if j.rule == "committee"]
-    assert len(readers) > len(digests) == len(committees) > 0
-    for job in committees:
-        assert job.estimate_minutes == pytest.approx(resources.committee(committee_config(next(
-            r for r in readers if committee_digest(committee_config(r)) in job.target)))[0])
+    readers = [r for r in (run_config(cfg, line.experiment, line.seed) for line in p.runs) if run_jobs(r)]
+    needed = {job.digest: job for r in readers for job in run_jobs(r)}
+    planned = [j for j in p.jobs if j.rule == "prerequisite"]
+    assert {job.kind.name for job in needed.values()} == {"committee"}
+    assert len(readers) > len(needed) == len(planned) > 0
+    for job in planned:
+        (digest,) = [d for d in needed if d in job.target]
+        assert job.estimate_minutes == pytest.approx(resources.prerequisite(needed[digest].kind, needed[digest].config)[0])
     run = readers[0]
     longer = copy.deepcopy(run)
     longer["method_args"]["committee_steps"] *= 10
     assert cost.run_estimate(longer).gpu_seconds == cost.run_estimate(run).gpu_seconds
-    assert resources.committee(committee_config(longer))[0] == pytest.approx(10 * resources.committee(
-        committee_config(run))[0])
+    (short,), (long_,) = run_jobs(run), run_jobs(longer)
+    assert resources.prerequisite(long_.kind, long_.config)[0] == pytest.approx(
+        10 * resources.prerequisite(short.kind, short.config)[0])
 
 
 def test_a_method_class_without_a_declared_cost_is_refused(tmp_path, monkeypatch):

@@ -55,20 +55,26 @@ def _worker(rank: int, folder: Path, stores: dict[str, Path], jobs: list[tuple[s
         aligned = {field: stores[variant] for field, variant in run["aligned_variants"].items()}
         (folder / name).mkdir(exist_ok=True)
         with open(folder / name / f"rank{rank}.log", "a") as log, contextlib.redirect_stdout(log):
-            committee = _committee_job(run, stores["original"], folder / name) if name.endswith("from_job") else None
-            trainer.train(run, stores["original"], folder / name, aligned, stop_after_epochs=stop, committee=committee)
+            given = _prerequisite_jobs(run, stores["original"], folder / name) if name.endswith("from_job") else None
+            trainer.train(run, stores["original"], folder / name, aligned, stop_after_epochs=stop, prerequisites=given)
         torch.save({"state": built[-1].state_dict(), "keys": keys}, folder / name / f"rank{rank}.pt")
     dist.destroy_process_group()
 
 
-def _committee_job(run: dict, store: Path, folder: Path) -> Path:
-    """The file of `run`'s BiasEnsemble committee, built by its job (`committee_job`) in these processes."""
-    from debias_workbench.training.committee_config import committee_config
-    from debias_workbench.training.committee_job import build_committee
+def _prerequisite_jobs(run: dict, store: Path, folder: Path) -> dict[str, Path]:
+    """{kind: file} of `run`'s prerequisites (Park et al.'s BiasEnsemble committee), each built by its kind's
+    builder (`workbench prerequisite`'s) in these processes."""
+    import importlib
 
-    path = folder / "committee.pt"
-    build_committee(committee_config(run), store, path)
-    return path
+    from debias_workbench.training.prerequisites import run_jobs
+
+    out = {}
+    for job in run_jobs(run):
+        module, function = job.kind.builder.split(":")
+        out[job.kind.name] = folder / f"{job.kind.name}.pt"
+        getattr(importlib.import_module(module), function)(job.config, store, out[job.kind.name])
+    assert list(out) == ["committee"]
+    return out
 
 
 def _recording_keys(method, keys: list, built: list):

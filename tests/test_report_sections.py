@@ -264,7 +264,8 @@ def test_ssl_sections_table_capability_and_similarity_trend(tmp_path):
 def test_the_reports_config_slice_places_the_demos_ssl_runs_in_table_1_order(default_config):
     from debias_workbench.papers.ssl_negatives.runs import ssl_runs
     from debias_workbench.workflow.config import resolve_config
-    from debias_workbench.workflow.slices import config_provenance, report_config
+    from debias_workbench.workflow.report_slice import report_config
+    from debias_workbench.workflow.slices import config_provenance
 
     config = resolve_config(default_config)
     runs = ssl_runs(report_config(config, config_provenance(config, ["config/config.yaml"], {})))
@@ -275,7 +276,8 @@ def test_the_reports_config_slice_places_the_demos_ssl_runs_in_table_1_order(def
 
 def _park(default_config):
     from debias_workbench.workflow.config import resolve_config
-    from debias_workbench.workflow.slices import config_provenance, report_config
+    from debias_workbench.workflow.report_slice import report_config
+    from debias_workbench.workflow.slices import config_provenance
 
     config = resolve_config(default_config)
     return report_config(config, config_provenance(config, ["config/config.yaml"], {}))

@@ -2,23 +2,23 @@
 their run, and the config layer and the cluster profile decide from the config alone."""
 
 import copy
-import math
 import json
+import math
 import re
-from pathlib import Path
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
+from debias_workbench.pipeline.datasets import FAMILIES
 from debias_workbench.training.methods import METHODS, REGISTRY, spec
 from debias_workbench.training.trainer import train
 from debias_workbench.workflow.config import ConfigError, deep_merge, resolve_config
+from debias_workbench.workflow.report_slice import report_config
 from debias_workbench.workflow.schema import load_schema
-from debias_workbench.pipeline.datasets import FAMILIES
-from debias_workbench.workflow.slices import config_provenance, dataset_job_config, report_config, run_config
+from debias_workbench.workflow.slices import config_provenance, dataset_job_config, run_config
 
 from .conftest import ROOT
 

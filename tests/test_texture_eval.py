@@ -8,7 +8,7 @@ import sklearn.cluster
 import torch
 import torchvision
 
-from debias_workbench.training.models import WeightsError
+from debias_workbench.training.weights import WeightsError
 from debias_workbench.training.texture_eval import (IMAGENET_MEAN, IMAGENET_STD, cell_accuracy, gram_features, texture_clusters,
                                    texture_network, unbiased_texture_accuracy, vgg16_conv3_3,
                                    vgg16_features_to_conv3_3, vgg19_conv3_3)

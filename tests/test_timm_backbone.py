@@ -10,7 +10,8 @@ import torch
 
 from debias_workbench.core.provenance import file_digest
 from debias_workbench.training.evaluation import evaluate_run
-from debias_workbench.training.models import WeightsError, build_network
+from debias_workbench.training.models import build_network
+from debias_workbench.training.weights import WeightsError
 from debias_workbench.training.trainer import train
 from debias_workbench.workflow.config import ConfigError, resolve_config
 from debias_workbench.workflow.slices import evaluation_config, run_config

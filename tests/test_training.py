@@ -188,7 +188,8 @@ def test_base_in_scores_a_1000_class_model_through_the_mapping(tmp_path, tiny_st
 
 
 def test_missing_or_altered_weights_are_clear_errors(tmp_path):
-    from debias_workbench.training.models import Classifier, WeightsError
+    from debias_workbench.training.models import Classifier
+    from debias_workbench.training.weights import WeightsError
 
     with pytest.raises(WeightsError, match="not found at .*nope.pth.*nothing is downloaded"):
         Classifier("resnet18", 9, str(tmp_path / "nope.pth"))

@@ -1,6 +1,6 @@
 """CPU seconds of a job's phases, so that `benchmarks/demo_rules.py` can say where a workflow's time
 goes besides arithmetic: the interpreter and its imports, store checks, set-up (building the
-method, its set-up such as BiasEnsemble's committee, resuming), epochs, scoring, saving.
+method, its set-up such as a prerequisite it makes itself, resuming), epochs, scoring, saving.
 
 A job wraps each phase in `phase(name)` and prints `summary()` as its last log line
 (`PHASES_LINE` followed by a JSON object); whatever the phases leave out is "other". CPU time is

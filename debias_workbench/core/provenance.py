@@ -26,7 +26,7 @@ def job_config_text(cfg: Any, keep_order: bool = False) -> str:
 
 
 def text_digest(text: str) -> str:
-    """The 16 hex digits that name a job's config file (and a committee's folder) by its text."""
+    """The 16 hex digits that name a job's config file (and a prerequisite artifact's file) by its text."""
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -76,7 +76,9 @@ METHOD = (
     "(Student's t over the seeds) and the test-image part (normal) are combined by Banerjee's bound, valid "
     "whatever their ratio; a verdict says \"higher\" or \"lower\" only when the interval excludes 0, else "
     "\"cannot tell\" (always with one seed on a side). Intervals are per comparison, not corrected for their "
-    "number: where nothing differs, at most about one in twenty says \"higher\" or \"lower\"."
+    "number: where nothing differs, at most about one in twenty says \"higher\" or \"lower\". A section that "
+    "corrects its verdicts for the number of its comparisons names the correction and its family of tests, and "
+    "keeps the uncorrected interval beside each corrected verdict."
 )
 
 

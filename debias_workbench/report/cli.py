@@ -3,7 +3,7 @@
   workbench report --config REPORT.json --metrics F ... --segmentation-quality F --manifests F ...
                    --stores VARIANT=STORE ... --out-dir D [--saliency-arrays F.npz]
 
-`--config` is the report's config slice (`workflow.slices.report_config`), a JSON file the
+`--config` is the report's config slice (`workflow.report_slice.report_config`), a JSON file the
 workflow writes; the metric files are the runs' tidy JSON-lines rows.
 """
 

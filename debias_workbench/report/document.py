@@ -220,10 +220,11 @@ class Document:
 #: above the summary table: what it holds and how to read it
 SUMMARY_NOTE = (
     "Each is the verdict its section prints, in the sections' order: \"higher\" or \"lower\" (the first model "
-    "named against the second) only where the 95 % interval of the difference excludes 0, \"cannot tell\" "
-    "otherwise, **not informative** where the section draws none (its reference model fails the capability "
-    "check, say). Each comparison links to its section: the numbers, the capability check and what the "
-    f"difference means there. The [contents](#{slug(CONTENTS_HEADING)}) follow the table."
+    "named against the second) only where the 95 % interval of the difference excludes 0 (in a section that "
+    "corrects for its number of comparisons, only where the corrected q-value is below 0.05: the row names the "
+    "correction), \"cannot tell\" otherwise, **not informative** where the section draws none (its reference "
+    "model fails the capability check, say). Each comparison links to its section: the numbers, the capability "
+    f"check and what the difference means there. The [contents](#{slug(CONTENTS_HEADING)}) follow the table."
 )
 NO_VERDICT = "No section of this report judges a comparison: no verdict to list."
 

@@ -2,8 +2,8 @@
 scoring and analysis rules call (the report has its own: `workbench report`):
 
   workbench train --config JOB.json --train-store P --runs-dir D [--aligned-stores F=P ...] [--test-stores T=P ...]
-                  [--committees D]
-  workbench committee --config COMMITTEE.json --train-store P --out F
+                  [--prerequisites D]
+  workbench prerequisite --kind K --config PREREQUISITE.json --train-store P --out F
   workbench evaluate --config EVAL.json --models M ... --stores T=P ... --out F ...
   workbench evaluate-imagenet --config EVAL.json --stores V=P ... --out F
   workbench analyse --config A.json --analysis consistency|fivecrop|saliency|texture --models M ... --stores V=P ...
@@ -15,6 +15,7 @@ scoring and analysis rules call (the report has its own: `workbench report`):
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -30,10 +31,10 @@ from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE
 from debias_workbench.core.phases import phase, summary
 from debias_workbench.pipeline.fingerprint import check_store
 
-from .committee_config import COMMITTEE_DIR
 from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob, install_stop_signals, job_budget
-from .models import WeightsError
+from .methods import PREREQUISITES
 from .run_files import release_checkpoint
+from .weights import WeightsError
 
 
 def _stores(pairs: list[str]) -> dict[str, Path]:
@@ -108,10 +109,10 @@ def train(argv: list[str]) -> int:
     parser.add_argument("--aligned-stores", nargs="*", default=[], help="FIELD=STORE pairs (e.g. CLAD's backgrounds)")
     parser.add_argument("--test-stores", nargs="*", default=[], help="TEST_SET=STORE pairs the runs' monitors score")
     parser.add_argument(
-        "--committees",
+        "--prerequisites",
         type=Path,
-        help="the folder of the BiasEnsemble committees' files (default: committees/ beside --runs-dir, where the "
-        "workflow's committee jobs write them)",
+        help="the results folder holding the prerequisites' files, <folder>/prerequisites/<kind>/<digest>.pt "
+        "(default: the folder above --runs-dir, where the workflow's prerequisite jobs write them)",
     )
     _tracker_argument(parser)
     parser.add_argument(
@@ -144,26 +145,28 @@ def train(argv: list[str]) -> int:
             args.trackers,
             budget,
             at_once,
-            args.committees or args.runs_dir.parent / COMMITTEE_DIR,
+            args.prerequisites or args.runs_dir.parent,
         )
 
     return _job(run, parser, argv)
 
 
-def committee(argv: list[str]) -> int:
-    """One BiasEnsemble committee, shared by the runs that use it, trained and written to its file."""
-    parser = _parser("committee", committee.__doc__)
+def prerequisite(argv: list[str]) -> int:
+    """One prerequisite artifact of a method (`training.prerequisite_kind`), shared by the runs that need it,
+    built by its kind's builder and written to its file."""
+    parser = _parser("prerequisite", prerequisite.__doc__)
+    parser.add_argument("--kind", required=True, choices=sorted(PREREQUISITES), help="its kind")
     parser.add_argument("--train-store", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True, help="the committee's file (committee.pt)")
+    parser.add_argument("--out", type=Path, required=True, help="its file (<kind>/<digest>.pt)")
 
     def run(args: argparse.Namespace, config: dict) -> None:
         with phase("imports"):
-            from .committee_job import build_committee
-
+            module, function = PREREQUISITES[args.kind].builder.split(":")
+            build = getattr(importlib.import_module(module), function)
         with phase("store_checks"):
             check_store(args.train_store)
         with phase("setup"):
-            build_committee(config, args.train_store, args.out)
+            build(config, args.train_store, args.out)
 
     return _job(run, parser, argv)
 

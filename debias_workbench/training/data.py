@@ -130,7 +130,7 @@ class ZarrBatches:
 
     def renamed(self, name: str) -> ZarrBatches:
         """The same rows and batches under another `name`, which the epochs' shuffling follows (a
-        BiasEnsemble committee several runs share shuffles by its own name, not by a run's)."""
+        prerequisite artifact several runs share shuffles by its own name, not by a run's)."""
         other = copy.copy(self)
         other.name = name
         return other

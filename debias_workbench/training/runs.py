@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from .committee_config import committee_file
 from .job_time import JobBudget, install_stop_signals, stop_signals_installed
+from .prerequisites import files as prerequisite_files
 from .trainer import Monitor, train
 
 
@@ -45,7 +45,7 @@ def _train_group(
     trackers: list[str],
     budget: JobBudget | None,
     threads: int,
-    committees: Path | None,
+    prerequisites: Path | None,
     stop_signals: bool = False,
 ) -> list[Path]:
     """`runs` trained one after the other, in this process or a spawned one (`stop_signals`: which
@@ -62,7 +62,7 @@ def _train_group(
             monitor=run_monitor(run_cfg, test_stores),
             trackers=trackers,
             budget=budget,
-            committee=None if committees is None else committee_file(committees, run_cfg),
+            prerequisites=None if prerequisites is None else prerequisite_files(prerequisites, run_cfg),
         )
         for run_cfg in runs
     ]
@@ -77,7 +77,7 @@ def train_runs(
     trackers: Sequence[str] = (),
     budget: JobBudget | None = None,
     at_once: int = 1,
-    committees: Path | None = None,
+    prerequisites: Path | None = None,
 ) -> list[Path]:
     """Train every run of a job ({"runs": [run config, ...]}, `workflow.slices.run_config`); returns their
     model paths in the job's order. `aligned_stores`: {field: store} the methods read alongside the
@@ -85,8 +85,9 @@ def train_runs(
     monitors; `trackers`: `training.trackers`; `budget`: the job's time (`job_time`), shared by its
     runs; `at_once` > 1: up to that many runs at a time, each in a spawned process with its share of
     the job's threads (a run's numbers are the same either way: each run seeds itself from its name and
-    seed); `committees`: the folder of the committee jobs' files (`committee_config.COMMITTEE_DIR`), where
-    the runs with a BiasEnsemble committee read theirs (None: each trains its own in its set-up, the same one).
+    seed); `prerequisites`: the results folder under which the prerequisite jobs write their files
+    (`training.prerequisites`), where the runs that need one read theirs (None: each makes its own in its
+    set-up, the same one).
 
     A run that stops for the next job (`ContinueInNextJob`) fails the job, and the workflow removes
     the outputs of all its runs: the runs finished before it keep their checkpoints (every run does,
@@ -95,7 +96,7 @@ def train_runs(
     workers = 1 if at_once <= 1 or len(runs) < 2 else min(at_once, len(runs))
     # the job's threads shared out: K processes each at the job's full count would ask K times its CPUs
     threads = max(1, torch.get_num_threads() // workers)
-    args = (train_store, aligned_stores, test_stores, runs_dir, list(trackers), budget, threads, committees)
+    args = (train_store, aligned_stores, test_stores, runs_dir, list(trackers), budget, threads, prerequisites)
     if workers == 1:
         return _train_group(runs, *args)
     context = multiprocessing.get_context("spawn")  # no CUDA state crosses into a child

@@ -36,7 +36,7 @@ from .build import pick_device
 from .data import ZarrBatches
 from .evaluation import load_trained, predict_store, run_tags
 from .methods.base import Method
-from .models import WeightsError, load_state_dict
+from .weights import WeightsError, load_state_dict
 
 #: torchvision names its VGG16 file `vgg16-397923af.pth` after the start of the file's sha256
 VGG16_SHA256_PREFIX = "397923af"

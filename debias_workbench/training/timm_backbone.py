@@ -14,13 +14,13 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from .models import WeightsError, load_state_dict, weights_file
 from .network import Network
+from .weights import WeightsError, load_state_dict, weights_file
 
 
 def timm_weights(path: str | Path, sha256: str | None) -> dict[str, torch.Tensor]:
     """A timm model's weights from a local `.safetensors` file or torch state_dict, the file checked
-    (`models.weights_file`) either way."""
+    (`weights.weights_file`) either way."""
     if Path(path).suffix != ".safetensors":
         return load_state_dict(path, sha256)
     from safetensors.torch import load_file

@@ -24,7 +24,7 @@ import itertools
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,6 @@ from .job_time import JobBudget, stop_requested
 from .methods import get_method
 from .methods import spec as method_spec
 from .methods.base import Method
-from .methods.bias_amplification import LfFBiasEnsemble
 from .monitor import Monitor
 from .progress import Progress
 from .run_files import CHECKPOINT, RunLog
@@ -77,7 +76,7 @@ def train(
     monitor: Monitor | None = None,
     trackers: Sequence[str] = (),
     budget: JobBudget | None = None,
-    committee: Path | None = None,
+    prerequisites: Mapping[str, Path] | None = None,
 ) -> Path:
     """Train the run `run_cfg` (its resolved config: `workflow.slices.run_config`) on
     `train_store`; returns the path of `model.pt`.
@@ -89,8 +88,9 @@ def train(
     `budget` (the job's time, `job_time`): before each epoch but the job's first (and before a linear
     probe), a run whose next epoch (probe) might outlast the job raises `ContinueInNextJob`, its checkpoint
     kept for the next job; so does a stop signal (`job_time.stop_requested`), at the next step.
-    `committee`: the file of the run's BiasEnsemble committee, made by its own job (`committee_job`);
-    without one, a run that needs one trains it in its set-up (the same numbers).
+    `prerequisites`: {kind: file} of the run's prerequisite artifacts (`training.prerequisites`), each made by
+    a job of its own; a kind the run needs and is given no file of, its method makes in its set-up (the same
+    numbers).
     The finished run's checkpoint stays (`run_files`: the scoring job removes it).
     The run's config is written to `run_dir/config.json`; a checkpoint made with another config is not resumed from.
 
@@ -116,7 +116,7 @@ def train(
             monitor,
             trackers,
             budget,
-            committee,
+            prerequisites or {},
             log,
         )
     except BaseException as exc:
@@ -136,14 +136,14 @@ def _train(
     monitor: Monitor | None,
     trackers: Sequence[str],
     budget: JobBudget | None,
-    committee: Path | None,
+    prerequisites: Mapping[str, Path],
     log: RunLog,
 ) -> Path:
     """`train`'s work, its attempt logged in `log`."""
     device = pick_device(settings.deterministic, tf32=settings.amp)
     batches = training_batches(run_cfg, settings, train_store, aligned_stores or {}, device)
-    with phase("setup"):  # the method built, its set-up (BiasEnsemble's committee), the checkpoint resumed
-        state = _set_up(run_cfg, batches, device, run_dir / CHECKPOINT, committee, log)
+    with phase("setup"):  # the method built, its set-up (its prerequisites read), the checkpoint resumed
+        state = _set_up(run_cfg, batches, device, run_dir / CHECKPOINT, prerequisites, log)
     watch = Trackers(
         list(trackers) if distributed.is_main() else [],
         run_dir,
@@ -239,19 +239,21 @@ def _set_up(
     batches: ZarrBatches,
     device: torch.device,
     ckpt_path: Path,
-    committee: Path | None,
+    prerequisites: Mapping[str, Path],
     log: RunLog,
 ) -> RunState:
-    """The method built and set up on the training split (with its `committee` file, where given),
+    """The method built and set up on the training split (with its `prerequisites`' files, where given),
     its schedulers, and the checkpoint resumed."""
     experiment = run_cfg["experiment"]
     method = build_method(run_cfg, len(batches.classes), device)
-    if committee is not None:
-        if not isinstance(method, LfFBiasEnsemble):
-            raise ValueError(f"{experiment}: method {run_cfg['method']!r} reads no BiasEnsemble committee")
-        method.committee_file = committee
-    distributed.broadcast_state_(method)
     spec = method_spec(run_cfg["method"])
+    if unneeded := sorted(set(prerequisites) - set(spec.prerequisites)):
+        raise ValueError(
+            f"{experiment}: method {run_cfg['method']!r} needs no prerequisite {', '.join(unneeded)} "
+            f"(it needs: {', '.join(spec.prerequisites) or 'none'})"
+        )
+    method.prerequisite_files = dict(prerequisites)
+    distributed.broadcast_state_(method)
     length = run_length(run_cfg["training"], len(batches), spec.epochs_before_run(run_cfg["method_args"]))
     if outside := switches_outside(run_cfg["method_args"], spec.within_run, length):
         raise ValueError(

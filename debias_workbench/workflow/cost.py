@@ -27,6 +27,7 @@ import yaml
 from debias_workbench.pipeline.datasets import family_name, get_family, train_photos
 from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.training.methods.spec import probe_passes
+from debias_workbench.training.prerequisite_kind import PrerequisiteKind
 from debias_workbench.training.run_length import RunLength, run_length
 from debias_workbench.training.settings import TrainingSettings
 
@@ -102,7 +103,7 @@ class MethodCost:
 @dataclass(frozen=True)
 class CostModel:
     step_times: StepTimes
-    reference_row: str  # the row ERM-like work is costed by (a committee, pre-training, scoring)
+    reference_row: str  # the row ERM-like work is costed by (a prerequisite, pre-training, scoring)
     architectures: dict[str, float]
     architecture_stand_in: str
     min_step_ms: float
@@ -222,8 +223,8 @@ def train_side(ds_cfg: dict[str, Any]) -> int:
 @dataclass(frozen=True)
 class RunEstimate:
     """A training run's GPU work on the card of `step_times.yaml`: its optimiser steps at `step_ms`, and
-    the extra work beside them (the linear probe, scoring during training); a BiasEnsemble committee, trained by
-    a job of its own, is not part of it (`committee_seconds`)."""
+    the extra work beside them (the linear probe, scoring during training); a prerequisite, made by a job of its
+    own, is not part of it (`prerequisite_seconds`)."""
 
     method: str
     row: str
@@ -286,7 +287,7 @@ def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, ima
     (`length.pre_steps`, LearnedMixin+H's G alone: reference-row steps of the method's `pretrains`), the
     linear probe (`epochs` passes of the training images through the backbone with `augment`, else one),
     and the scoring of the validation split every `every_steps` for curves and model selection; not a
-    BiasEnsemble committee, which the run reads from its own job's file (`committee_seconds`)."""
+    prerequisite, which the run reads from its own job's file (`prerequisite_seconds`)."""
     ds, args, reference = run["dataset_config"], run["method_args"], cost_model().reference_row
     side, batch = image_side(ds), int(run["training"]["batch_size"])
     nets = networks(run, cost.trains)
@@ -303,13 +304,15 @@ def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, ima
     return seconds
 
 
-def committee_seconds(ds: dict[str, Any], training: dict[str, Any], members: int, steps: int) -> float:
-    """GPU seconds of a committee (the `committee` job's, `training.committee_config`) on the dataset
-    `ds` with the run's `training` settings: `members` networks of the run's architecture, `steps`
-    reference-row steps each."""
-    reference, side = cost_model().reference_row, image_side(ds)
-    member_ms, _ = scaled_step_ms(reference, [training["arch"]], side, int(training["batch_size"]))
-    return members * steps * member_ms / 1000
+def prerequisite_seconds(kind: PrerequisiteKind, job_cfg: dict[str, Any]) -> float:
+    """GPU seconds of a prerequisite's job (`training.prerequisites.job_config`), as its kind's cost declares
+    (`PrerequisiteCost`): its `networks` networks of the run's architecture, `steps` steps each of the
+    reference row, at the run's batch size on the dataset's image side."""
+    training, args = job_cfg["training"], job_cfg[kind.name]
+    reference, side = cost_model().reference_row, image_side(job_cfg["dataset_config"])
+    step_ms, _ = scaled_step_ms(reference, [training["arch"]], side, int(training["batch_size"]))
+    networks = int(args[kind.cost.networks]) if kind.cost.networks else 1
+    return networks * int(args[kind.cost.steps]) * step_ms / 1000
 
 
 def request_minutes(estimate_minutes: float, max_job_hours: float, attempt: int = 1) -> int:

@@ -70,7 +70,7 @@ PRELOAD = (
 #: the module whose jobs (`python -m debias_workbench COMMAND ...`) the client hands to the server
 SERVED_MODULE = "debias_workbench"
 #: the `workbench` subcommands (`debias_workbench.cli`) a server runs: those that load torch or the generation code
-SERVED_COMMANDS = ("generate", "verify", "train", "committee", "evaluate", "evaluate-imagenet", "analyse")
+SERVED_COMMANDS = ("generate", "verify", "train", "prerequisite", "evaluate", "evaluate-imagenet", "analyse")
 #: environment of the client: the server's socket, and the interpreter to run anything else with
 SOCKET_VARIABLE, PYTHON_VARIABLE = "WORKBENCH_JOB_SERVER", "WORKBENCH_REAL_PYTHON"
 #: the interpreter the rules run when a server is up (a shell script calling `client`)

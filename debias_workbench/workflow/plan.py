@@ -8,7 +8,7 @@ expanded (`resolve_config`); the files and folders it names that are not there y
 the runs, their scorings and the report read (in9's listing, segmentation jobs and gather, one job per
 variant store, a derived variant's jobs and gather, each staged step's jobs of whole blocks of at least
 `cluster.min_job_minutes` over the splits it builds; one job per variant of the other families), one
-committee job per BiasEnsemble committee the runs read, one training job per pack and seed
+prerequisite job per prerequisite artifact the runs need, one training job per pack and seed
 (`workflow.config.packs`), one scoring job per scoring pack, the analyses
 and the report. A run's table is the protocol (`protocols.<paper>.title`) that lists it (an experiment, or
 `<grid>/<method>` for every train variant of that grid method); other runs group by the reason a paper
@@ -30,7 +30,7 @@ from debias_workbench.core.names import IMAGENET_EXPERIMENT
 from debias_workbench.core.schema_defaults import SCHEMA_PATH
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline.datasets.base import GenerationJob
-from debias_workbench.training.committee_config import committees
+from debias_workbench.training.prerequisites import jobs as prerequisites
 
 from . import cost, paper_hooks, resources
 from .config import (
@@ -237,20 +237,21 @@ def training_jobs(
     return lines, jobs
 
 
-def committee_jobs(config: dict[str, Any], tables: dict[str, str], pack_runs: list[PackRuns]) -> list[Job]:
-    """One job per committee the runs read (rules/committees.smk: the runs that would train the same one
-    share it), in the table of the first run that reads it."""
+def prerequisite_jobs(config: dict[str, Any], tables: dict[str, str], pack_runs: list[PackRuns]) -> list[Job]:
+    """One job per prerequisite the runs need (rules/prerequisites.smk: the runs that would make the same one
+    share it), in the table of the first run that needs it."""
     return [
         _job(
             config,
-            "committee",
-            f"{cfg['dataset']}/{cfg['train_variant']} seed {cfg['seed']} ({digest})",
-            tables[run["experiment"]],
-            resources.gpus([cfg]),
-            resources.committee(cfg),
-            config["training"]["threads"] * resources.gpus([cfg]),  # rules/committees.smk's threads
+            "prerequisite",
+            f"{job.kind.name} {job.config['dataset']}/{job.config['train_variant']} seed {job.config['seed']} "
+            f"({job.digest})",
+            tables[job.first_run["experiment"]],
+            resources.gpus([job.config]),
+            resources.prerequisite(job.kind, job.config),
+            config["training"]["threads"] * resources.gpus([job.config]),  # rules/prerequisites.smk's threads
         )
-        for digest, (cfg, run) in committees(r for _, _, run_cfgs in pack_runs for r in run_cfgs).items()
+        for job in prerequisites(r for _, _, run_cfgs in pack_runs for r in run_cfgs)
     ]
 
 
@@ -354,9 +355,9 @@ def plan(files: list[Path]) -> Plan:
     missing = missing_paths(scoped(config))
     config = resolve_config(config)
     tables = run_tables(config)
-    pack_runs = list(_pack_runs(config))  # each run's config made once, for its job and its committee's
+    pack_runs = list(_pack_runs(config))  # each run's config made once, for its job and its prerequisites'
     lines, training = training_jobs(config, tables, pack_runs)
     out = Plan([str(f) for f in files], float(config["cluster"]["max_job_hours"]), missing, lines)
-    jobs = committee_jobs(config, tables, pack_runs) + training + scoring_jobs(config, tables)
+    jobs = prerequisite_jobs(config, tables, pack_runs) + training + scoring_jobs(config, tables)
     out.jobs = data_jobs(config) + jobs + analysis_jobs(config)
     return out

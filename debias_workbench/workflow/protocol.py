@@ -39,8 +39,9 @@ from debias_workbench.pipeline.datasets import FAMILIES, family_name
 from debias_workbench.training.methods import REGISTRY as METHODS
 from debias_workbench.training.methods import spec as method_spec
 
-from . import paper_hooks, slices  # slices.report_config reads this module's tables: the module, not its names
+from . import paper_hooks
 from .config import grid_experiment
+from .slices import run_config
 from .user_paths import path_keys, unread_keys
 
 #: run-config sections whose every leaf a protocol accounts for (in `dataset_config`, the keys the
@@ -161,7 +162,7 @@ def value(config: dict[str, Any], run: str | None, key: str) -> Any:
         return _lookup(code_rules(), key.removeprefix("code:"))
     if run is None:
         raise ValueError(f"{key!r} is a run's value: name the run")
-    found = _lookup(slices.run_config(config, run_name(config, run), config["seeds"][0]), key)
+    found = _lookup(run_config(config, run_name(config, run), config["seeds"][0]), key)
     return Path(found).name if key in FILE_KEYS and isinstance(found, str) else found
 
 
@@ -217,7 +218,7 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
     problems += _unnamed_code_rules(config, protocol, where, skipped)
     unsettings = {*path_keys(config), *unread_keys(config)}  # one walk of the config for every run
     for run, keys in covered.items():
-        rc = slices.run_config(config, run_name(config, run), config["seeds"][0])
+        rc = run_config(config, run_name(config, run), config["seeds"][0])
         keys = keys | _not_dataset_settings(config, rc["dataset"], unsettings)
         for section in COVERED_SECTIONS:
             for leaf in _leaves(rc[section], section):

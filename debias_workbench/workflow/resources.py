@@ -25,17 +25,18 @@ from typing import Any
 from debias_workbench.core.provenance import config_hash
 from debias_workbench.pipeline.datasets import train_photos
 from debias_workbench.training.job_time import WARNING_SECONDS
+from debias_workbench.training.prerequisite_kind import PrerequisiteKind
 from debias_workbench.training.run_files import fraction_done
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
 from .cost import (
-    committee_seconds,
     cost_model,
     cpu_minutes,
     dataset_images,
     forward_seconds_per_image,
     image_side,
     jobs_needed,
+    prerequisite_seconds,
     request_minutes,
     run_estimate,
     runs_at_once_speedup,
@@ -289,12 +290,11 @@ def training_left(runs: list[dict[str, Any]], runs_per_gpu: int, cpus: int, runs
     return training(runs, runs_per_gpu, cpus, done)[0]
 
 
-def committee(job_cfg: dict[str, Any]) -> tuple[float, float]:
-    """A committee job (`training.committee_config.committee_config`): its members' steps on its
-    `training.gpus` GPUs (`cost.committee_seconds`), and a training job's memory for one run."""
+def prerequisite(kind: PrerequisiteKind, job_cfg: dict[str, Any]) -> tuple[float, float]:
+    """A prerequisite's job (`training.prerequisites.job_config`): its work on its `training.gpus` GPUs
+    (`cost.prerequisite_seconds`), and a training job's memory for one run."""
     ds, settings = job_cfg["dataset_config"], TrainingSettings.of(job_cfg["training"])
-    args = job_cfg["committee"]
-    seconds = committee_seconds(ds, job_cfg["training"], args["committee_size"], args["committee_steps"])
+    seconds = prerequisite_seconds(kind, job_cfg)
     return seconds / 60 / settings.gpus, settings.gpus * (4000 + loader_mb(ds, settings.loader, dataset_images(ds)))
 
 

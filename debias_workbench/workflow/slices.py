@@ -23,15 +23,11 @@ from debias_workbench.pipeline.datasets import FAMILIES, get_family
 from debias_workbench.training.applicability import aligned_stores
 from debias_workbench.training.methods import spec
 
-from . import protocol  # protocol reads run_config from here: the module, not its names
 from .config import scoring
 from .lookup import dataset_family, deep_merge
 
 #: training keys that change how fast a run goes or where its curves are also shown, not what it computes
 SPEED_ONLY_TRAINING_KEYS = ("threads", "trackers", "runs_per_gpu")
-#: what the report needs of each experiment (labels are for display only; method_args place the
-#: self-supervised runs in Ge et al.'s Table 1 by their negative and alpha)
-REPORT_EXPERIMENT_KEYS = ("label", "method", "method_args", "dataset", "train_variant", "seeds", "grid", "grid_method")
 
 
 def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, Any]:
@@ -127,12 +123,12 @@ def dataset_job_config(config: dict[str, Any], dataset: str, variant: str | None
     return job
 
 
-def _results_only(node: Any) -> Any:
+def results_only(node: Any) -> Any:
     """A config (or a part of it) without what changes no result: the `cluster` section and the
     speed-only training keys (`SPEED_ONLY_TRAINING_KEYS`, wherever a `training` section sits)."""
     if not isinstance(node, dict):
         return node
-    out = {k: _results_only(v) for k, v in node.items() if k != "cluster"}
+    out = {k: results_only(v) for k, v in node.items() if k != "cluster"}
     if isinstance(out.get("training"), dict):
         out["training"] = {k: v for k, v in out["training"].items() if k not in SPEED_ONLY_TRAINING_KEYS}
     return out
@@ -141,41 +137,10 @@ def _results_only(node: Any) -> Any:
 def config_provenance(config: dict[str, Any], files: list[str], overrides: dict[str, Any]) -> dict[str, Any]:
     """What a report names as the config it was built from: the config `files` in the order they were
     merged, the `--config` `overrides` and the SHA-256 of the resolved config, each without what
-    changes no result (`_results_only`), so a report cannot be taken for another config's and a
+    changes no result (`results_only`), so a report cannot be taken for another config's and a
     cluster's or a thread count's edit does not rebuild it."""
-    text = json.dumps(_results_only(config), sort_keys=True, default=str)
-    return {"files": files, "overrides": _results_only(overrides), "sha256": hashlib.sha256(text.encode()).hexdigest()}
-
-
-def report_config(config: dict[str, Any], provenance: dict[str, Any]) -> dict[str, Any]:
-    """The report's keys, the experiments' display names and the shape of the tables, the grids
-    whole, and the config's `provenance` (`config_provenance`: the report names its config files and
-    hash, so a config edit that reaches any job rebuilds it). The experiments' training and method
-    settings stay out (their changes reach the report through the metric files); the grids' stay in:
-    the matrix compares each grid method with its baseline by its method arguments and its training
-    (`papers.matrix.contrasts`), and what a method can run on and is given depends on its arguments."""
-    experiments = {
-        name: {k: exp[k] for k in REPORT_EXPERIMENT_KEYS if k in exp} for name, exp in config["experiments"].items()
-    }
-    for exp in experiments.values():
-        exp.setdefault("seeds", config["seeds"])
-    return {
-        "seeds": config["seeds"],
-        "report": config["report"],
-        "evaluation": config["evaluation"],
-        "analyses": config["analyses"],
-        "datasets": config["datasets"],
-        "training": {k: config["training"][k] for k in ("arch", "epochs")},
-        "experiments": experiments,
-        "grids": _results_only(config.get("grids", {})),  # without speed-only keys: a thread count reruns nothing
-        "sweeps": config.get("sweeps", {}),
-        "sweep_points": config.get("sweep_points", {}),
-        "provenance": provenance,
-        **(
-            {"protocols": protocol.report_protocols(config)} if config.get("protocols") else {}
-        ),  # absent: hash unchanged
-        **({"smoke": True} if config.get("smoke") else {}),
-    }  # absent when false: real reports keep their hash
+    text = json.dumps(results_only(config), sort_keys=True, default=str)
+    return {"files": files, "overrides": results_only(overrides), "sha256": hashlib.sha256(text.encode()).hexdigest()}
 
 
 class JobConfigs:

@@ -4,7 +4,7 @@ A smoke run takes the same code path as the real one: the architecture, image si
 losses, queue sizes, pretrained file, normalisation and augmentation stay as configured. Only
 counts shrink: one seed; one epoch of at most `STEPS_PER_EPOCH` batch of at most `BATCH` images;
 one thread per job; a few images per class from folder sources (where the dataset's family says so); one GrabCut
-iteration; short committees, pre-training phases and probes (each method argument's `x-smoke` in its spec);
+iteration; short prerequisite artifacts, pre-training phases and probes (each method argument's `x-smoke` in its spec);
 the first `EVAL_IMAGES` images of each test store; one sweep value besides the base; grids on their figure
 variant only. Its results go to `<results>-smoke`, so a smoke run never overwrites (or resumes) a
 real run, and the report says on its first line that its numbers are not results.

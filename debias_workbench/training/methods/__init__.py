@@ -1,5 +1,6 @@
-"""Registry of training methods. A new method is one module here (its class, and its
-`method_args` and cost declared in `<module>.yaml` beside it) plus one line below.
+"""Registry of training methods and of the prerequisite artifacts they can need. A new method is one
+module here (its class, and its `method_args` and cost declared in `<module>.yaml` beside it) plus one
+line below; a new kind of prerequisite (`training.prerequisite_kind`) likewise.
 
 The registry is read without importing torch: the config check and the Snakefile only need
 names and declarations (`spec()`); `METHODS[name]` imports the class when it is first used.
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from debias_workbench.core.registry import LazyRegistry
 
+from ..prerequisite_kind import PrerequisiteKind
+from .committee_artifact import COMMITTEE
 from .spec import MethodSpec, class_spec
 
 if TYPE_CHECKING:
@@ -40,13 +43,16 @@ REGISTRY: dict[str, str] = {
     "intrinsic_feature_enhancement": "bias_amplification.IntrinsicFeatureEnhancement",
 }
 
+#: name -> the prerequisite artifacts a method's declaration can name (`MethodSpec.prerequisites`)
+PREREQUISITES: dict[str, PrerequisiteKind] = {kind.name: kind for kind in (COMMITTEE,)}
 
 METHODS: Mapping[str, type[Method]] = LazyRegistry(__name__, REGISTRY)
 
 
 def spec(name: str) -> MethodSpec:
     """The declaration of method `name` (its args, aligned variants and cost), without torch."""
-    return class_spec(*REGISTRY[name].split(".")).registered_as(name)
+    entry = REGISTRY[name]  # "module.Class" here, or "package.module:Class" elsewhere (core.registry)
+    return class_spec(*(entry.split(":") if ":" in entry else entry.split("."))).registered_as(name)
 
 
 def get_method(name: str) -> type[Method]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -70,12 +71,16 @@ class Method(nn.Module):
     scores_similarity: bool = False
     #: whether it cuts its training views from whole photos (a split of `train_views: photo`); from the declaration
     cuts_photo_views: bool = False
+    #: {kind: file} of its prerequisites (`training.prerequisites`), each made by a job of its own: the trainer sets it;
+    #: a kind it needs and is given no file of, `setup` makes itself (the same numbers)
+    prerequisite_files: Mapping[str, Path] = {}
 
     def __init_subclass__(cls, **kwargs):
         """Read the class's declaration (`<module>.yaml` beside it); a class without an entry
         (an abstract helper base) keeps its parent's."""
         super().__init_subclass__(**kwargs)
-        module = cls.__module__.rsplit(".", 1)[-1]
+        here = __name__.rpartition(".")[0] + "."  # this package's modules by their short names (spec.py)
+        module = cls.__module__.removeprefix(here)
         if cls.__name__ in module_specs(module):
             declared = module_specs(module)[cls.__name__]
             cls.default_args, cls.aligned_variants = declared.defaults, declared.aligned_variants
@@ -179,8 +184,8 @@ class Method(nn.Module):
 
     def setup(self, batches) -> dict[str, float]:
         """Work before the first step, on the training batches (`ZarrBatches`): per-sample state
-        sized to the training set, BiasEnsemble's committee. Runs on every start, a resume too
-        (then the checkpoint's state replaces what it made), so it must be seeded. Returns
+        sized to the training set, a prerequisite given no file (`prerequisite_files`). Runs on every start, a
+        resume too (then the checkpoint's state replaces what it made), so it must be seeded. Returns
         statistics to log; by default nothing."""
         return {}
 

@@ -15,7 +15,6 @@ into the paper's Table 2 and Fig. 2.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,6 +39,7 @@ from .amplification_parts import (
 )
 from .base import Method
 from .committee import committee_key, load_committee, train_committee
+from .committee_artifact import COMMITTEE
 
 
 class LfF(Method):
@@ -117,23 +117,18 @@ class LfFBiasEnsemble(LfF):
     on the val split, or its last iterate), committee_valid_every (the spacing of the candidates
     scored on the val split, `checkpoint_steps`), confidence (p_y above which a member calls a
     sample bias-aligned). The committee (`committee.committee_votes`) is built by a job of its own and shared by the
-    runs that read it (`committee`, `training.committee_job`): `setup` reads its file, or without
+    runs that read it (`committee_artifact.COMMITTEE`, a prerequisite): `setup` reads its file, or without
     one trains it (`committee.train_committee`), the same committee either way."""
 
     FLAGS = ("conflicting", "aligned", "candidates")
 
-    #: the committee's file, made by its own job (the workflow's `committee` rule): the trainer sets it; None: the run
-    #: trains its committee itself (`committee.train_committee`), the same one
-    committee_file: Path | None = None
-
     def setup(self, batches) -> dict[str, float]:
         super().setup(batches)
-        if self.committee_file is None:
+        file = self.prerequisite_files.get(COMMITTEE.name)  # made by its own job; without one, trained here
+        if file is None:
             committee = train_committee(self, batches)
         else:
-            committee = load_committee(
-                self.committee_file, committee_key(self, batches), next(self.parameters()).device
-            )
+            committee = load_committee(file, committee_key(self, batches), next(self.parameters()).device)
         correct_prob, wrong, early_stop = committee.correct_prob, committee.wrong, committee.early_stop
         conflicting = self.flags.conflicting
         self.flags = RowFlags(

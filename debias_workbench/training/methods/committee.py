@@ -1,9 +1,11 @@
 """BiasEnsemble's committee (Lee et al., AAAI 2023) as a thing of its own: K early-stopped GCE
 models' (K, N) p_y and "argmax != y" on every training row, and their early-stop statistics
 (`committee_votes`: each member trained, kept at its voting checkpoint, then scored). The workflow
-builds each committee once, by its own job (`training.committee_job`, rule `committee`), into a file
+builds each committee once, by its own job (`committee_job`, the workflow's `prerequisite` rule), into a file
 that every run using it reads (`load_committee`); a run given no file trains its committee itself
-(`train_committee`), with the same numbers.
+(`train_committee`), with the same numbers. Its functions take any `Method` whose `args` hold the
+committee's arguments (`COMMITTEE.args`: LfF+BE's and Park et al.'s), typed by the base class so that
+the methods that read a committee and the committee import in one direction only.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -22,14 +23,12 @@ from debias_workbench.core.atomic import atomic_path
 from debias_workbench.core.seeding import name_seed
 from debias_workbench.pipeline.fingerprint import read_fingerprint
 
-from ..committee_config import committee_settings
 from ..distributed import broadcast_batch_norm_, broadcast_state_, rank, sum_over_processes, world
 from ..evaluation import accuracy, predict_store
 from ..models import build_network
 from .amplification_parts import checkpoint_steps, gce_loss
-
-if TYPE_CHECKING:
-    from .bias_amplification import LfFBiasEnsemble
+from .base import Method
+from .committee_artifact import COMMITTEE
 
 
 @dataclass(frozen=True)
@@ -43,21 +42,21 @@ class Committee:
     early_stop: dict[str, float]
 
 
-def committee_key(method: LfFBiasEnsemble, batches) -> str:
+def committee_key(method: Method, batches) -> str:
     """The identity of a run's committee, which seeds it: its training rows (the store's content
     fingerprint), the run's seed and training settings, the committee's own arguments and the revision of
-    its code (`committee_config.committee_settings`); not the run's name or method, so the runs that
+    its code (`COMMITTEE.settings`, `committee_artifact`); not the run's name or method, so the runs that
     would train the same committee share one."""
     identity = {
         "store": read_fingerprint(batches.store)["digest"],
         "seed": batches.seed,
         "training": method.cfg,
-        **committee_settings(method.args),
+        **COMMITTEE.settings(method.args),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def train_committee(method: LfFBiasEnsemble, batches) -> Committee:
+def train_committee(method: Method, batches) -> Committee:
     """The committee of `method`'s run on its training `batches`, seeded by its identity outside
     the run's random streams (the default one and the method's augmentation generator, which it
     leaves as it found them): the run draws the same numbers after its set-up whether it trained
@@ -75,7 +74,7 @@ def train_committee(method: LfFBiasEnsemble, batches) -> Committee:
 
 
 def committee_votes(
-    method: LfFBiasEnsemble, batches, device: torch.device
+    method: Method, batches, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """(K, N) p_y and (K, N) "argmax != y" of K GCE models, each at its voting checkpoint
     (`committee_member`), on every training row (`_score`), and statistics of the members' early stop,
@@ -102,9 +101,7 @@ def committee_votes(
     )
 
 
-def committee_member(
-    method: LfFBiasEnsemble, k: int, batches, device: torch.device
-) -> tuple[torch.nn.Module, int, float]:
+def committee_member(method: Method, k: int, batches, device: torch.device) -> tuple[torch.nn.Module, int, float]:
     """Committee member `k` trained `committee_steps` GCE steps from its own initialisation and
     shuffling, returned at its voting checkpoint with that checkpoint's step and val accuracy.
     The candidates are `checkpoint_steps` (BiasEnsemble: after updates 1 and 501 of 1,000, never
@@ -142,7 +139,7 @@ def committee_member(
 
 
 def _score(
-    method: LfFBiasEnsemble,
+    method: Method,
     member: torch.nn.Module,
     batches,
     device: torch.device,
@@ -166,7 +163,7 @@ def _score(
             wrong[index] = logits.argmax(1) != y
 
 
-def _val_accuracy(method: LfFBiasEnsemble, model: torch.nn.Module, store: Path, device: torch.device) -> float:
+def _val_accuracy(method: Method, model: torch.nn.Module, store: Path, device: torch.device) -> float:
     """Accuracy (%) of `model` in eval mode on the val split of `store`, un-augmented (as the
     trainer's model-selection points are scored)."""
     model.eval()

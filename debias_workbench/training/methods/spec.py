@@ -17,13 +17,15 @@ self-supervised), whether its runs are their regime's `reference` (ERM), the arg
 `treatment` (their defaults, on `baseline_method`, give its like-for-like baseline: plain MoCo-v2 for
 MoCo-v2 + patch negatives), what its design is `given` about the bias, and `x-given: {value: what}` on an
 argument whose value gives it something more (a committee vote on the val split), and `x-needs: {value:
-capability}` on an argument whose value needs one more of the family (`requires_for`). The declaration of
+capability}` on an argument whose value needs one more of the family (`requires_for`), and the
+`prerequisites` it needs built before its run (BiasEnsemble's committee). The declaration of
 `<module>.py`'s classes is `<module>.yaml` next to
 it, one entry per class; the config check validates every experiment's `method_args` against it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -60,8 +62,8 @@ class MethodSpec:
     #: `pretrains`, the config keys naming the networks a step trains (default: `training.arch`) / that train
     #: before the run's own steps (`x-before-run`), looked up in `method_args`, then `training`; the work beside the
     #: steps, whatever row they take: `probe: {epochs: <arg>, augment: <arg>}`, a linear probe's passes over the
-    #: training images (`epochs` of them with `augment`, else one). A BiasEnsemble committee is a job of its own
-    #: (rule `committee`, costed by `workflow.cost.committee_seconds`), not part of its runs' cost
+    #: training images (`epochs` of them with `augment`, else one). A prerequisite (`prerequisites`) is a job of its
+    #: own (costed by `workflow.cost.prerequisite_seconds`), not part of its runs' cost
     cost: dict[str, Any] = field(default_factory=dict)
     #: {registered name: cost} where the class is registered under another name costed apart (ReBias's Vanilla)
     cost_as: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -86,6 +88,10 @@ class MethodSpec:
     #: its paper's model-selection rule, {rule: one of `report.model_selection.RULES`, source: where the paper or its
     #: code says so}: the methods x benchmarks table's second table scores each run by it; absent: the last iterate
     selection: dict[str, str] = field(default_factory=dict)
+    #: the prerequisite artifacts it needs before its run trains (kinds of `training.methods.PREREQUISITES`:
+    #: BiasEnsemble's committee), each built by a job of its own and shared by the runs that need the same one
+    #: (`training.prerequisites`)
+    prerequisites: tuple[str, ...] = ()
 
     @property
     def paper_rule(self) -> str:
@@ -177,10 +183,22 @@ class MethodSpec:
         return {"type": "object", "additionalProperties": False, "properties": props}
 
 
+def declaration_path(module: str) -> Path:
+    """The declaration of `module`'s classes: `<module>.yaml` beside it; `module` a module of this package by its
+    short name ("clad"), or any other by its dotted name (a toy method a test registers), located without
+    importing it."""
+    if "." not in module:
+        return HERE / f"{module}.yaml"
+    found = importlib.util.find_spec(module)
+    if found is None or found.origin is None:
+        raise KeyError(f"no module {module!r}: a method registered as '<package.module>:<Class>' must exist")
+    return Path(found.origin).with_suffix(".yaml")
+
+
 @cache
 def module_specs(module: str) -> dict[str, MethodSpec]:
-    """{class name: spec} declared in `<module>.yaml` (module: e.g. "clad")."""
-    path = HERE / f"{module}.yaml"
+    """{class name: spec} declared in `<module>.yaml` (`declaration_path`; module: e.g. "clad")."""
+    path = declaration_path(module)
     raw = yaml.safe_load(path.read_text()) or {}
     if missing := [
         cls for cls, entry in raw.items() if not cls.startswith("_") and "row" not in (entry.get("cost") or {})
@@ -205,6 +223,7 @@ def module_specs(module: str) -> dict[str, MethodSpec]:
             entry.get("baseline_method"),
             str(entry.get("given", "")),
             dict(entry.get("selection") or {}),
+            tuple(entry.get("prerequisites") or ()),
         )
         for cls, entry in raw.items()
         if not cls.startswith("_")
@@ -221,7 +240,7 @@ def class_spec(module: str, cls: str) -> MethodSpec:
     specs = module_specs(module)
     if cls not in specs:
         raise KeyError(
-            f"{HERE / (module + '.yaml')} declares no entry for class {cls!r}; add one "
+            f"{declaration_path(module)} declares no entry for class {cls!r}; add one "
             f"(`{cls}: {{args: {{}}}}` for a method without arguments)"
         )
     return specs[cls]

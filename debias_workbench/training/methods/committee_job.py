@@ -1,6 +1,7 @@
-"""The committee job (`workbench committee`, the workflow's `committee` rule): one BiasEnsemble
-committee (`methods.committee`) trained on a training store and written to its file, which every
-run that uses it reads instead of training it (`trainer.train`'s `committee`).
+"""The committee's job (`committee_artifact.COMMITTEE`'s builder: `workbench prerequisite --kind committee`,
+the workflow's `prerequisite` rule): one BiasEnsemble committee (`methods.committee`) trained on a
+training store and written to its file, which every run that uses it reads instead of training it
+(`trainer.train`'s `prerequisites`).
 
 The job builds the committee as a run's set-up would: the run's training batches (its batch size,
 loader and, with `training.gpus` N > 1, N processes each with its share of every batch) and an
@@ -13,25 +14,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import distributed
-from .build import build_method, pick_device
-from .methods.bias_amplification import LfFBiasEnsemble
-from .methods.committee import save_committee, train_committee
-from .settings import TrainingSettings
-from .trainer import check_processes, training_batches
+from .. import distributed
+from ..build import build_method, pick_device
+from ..settings import TrainingSettings
+from ..trainer import check_processes, training_batches
+from .bias_amplification import LfFBiasEnsemble
+from .committee import save_committee, train_committee
+from .committee_artifact import COMMITTEE
 
 #: the method a committee job builds to train the committee with (any method of a committee trains the same one)
 COMMITTEE_METHOD = "lff_be"
 
 
 def committee_run(job_cfg: dict[str, Any]) -> dict[str, Any]:
-    """A run config of the committee's job config (`committee_config.committee_config`): what building
+    """A run config of the committee's job config (`prerequisites.job_config`): what building
     the method and the training batches read."""
     return {
         "experiment": "committee",
         "seed": job_cfg["seed"],
         "method": COMMITTEE_METHOD,
-        "method_args": job_cfg["committee"],
+        "method_args": job_cfg[COMMITTEE.name],
         "training": job_cfg["training"],
     }
 

@@ -27,10 +27,6 @@ KNOWN_LEAKS = {
                                                "staged helpers move to its own rule files",
     ("rules/common.smk", "variant", "stylized"): "derived_inputs' Stylized IN-9 files: in9's staged helpers move "
                                                  "to its own rule files",
-    ("debias_workbench/workflow/resources.py", "method argument", "committee_size"): "BiasEnsemble's committee: "
-                                                                                     "issue 62's prerequisite artifacts",
-    ("debias_workbench/workflow/resources.py", "method argument", "committee_steps"): "BiasEnsemble's committee: "
-                                                                                      "issue 62's prerequisite artifacts",
     ("debias_workbench/workflow/checks.py", "variant", "texture"): ANALYSES,
     ("debias_workbench/workflow/plan.py", "variant", "texture"): ANALYSES,
     ("debias_workbench/workflow/slices.py", "variant", "texture"): ANALYSES,

@@ -381,14 +381,14 @@ def _shape_bias_rows(values_and_counts):
 def test_a_shape_bias_from_too_few_images_shows_as_such_and_is_never_compared(default_config, tmp_path):
     from debias_workbench.papers.clad.texture import texture_sections
     from debias_workbench.papers.ssl_negatives.tables import ssl_sections
-    from debias_workbench.report.aggregates import shape_bias_table
+    from debias_workbench.report.aggregates import counted_table
     from debias_workbench.report.helpers import MIN_IMAGES, counted_values, value_cell
 
     assert MIN_IMAGES == 30
     labels = {"base_in9": "Base (IN9)", "base_sin9": "Base (SIN9)", "s_clad": "S-CLAD", "s_clad_plus": "S-CLAD+"}
     rows = _shape_bias_rows({"base_in9": [(20.0, 300), (22.0, 310)], "base_sin9": [(80.0, 200), (82.0, 210)],
                              "s_clad": [(0.0, 1), (100.0, 2)], "s_clad_plus": [(40.0, 90), (0.0, 1)]})
-    shape_bias = shape_bias_table(rows, labels)
+    shape_bias = counted_table(rows, labels, ("shape_bias",))
     assert shape_bias["S-CLAD"] == {"shape_bias": [], "shape_bias_too_few": [1, 2]}
     assert value_cell(shape_bias["S-CLAD"], "shape_bias") == "too few images (1, 2)"
     assert value_cell(shape_bias["S-CLAD+"], "shape_bias") == "40.0; 1 seed(s) left out, too few images (1)"

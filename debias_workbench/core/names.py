@@ -2,6 +2,8 @@
 
 #: the label of the ImageNet-trained model's row (`evaluation.imagenet_model`): reserved, it is no experiment
 IMAGENET_LABEL = "Base (IN)"
+#: the experiment name of that model's eval rows (`training.evaluation`), which no experiment may take
+IMAGENET_EXPERIMENT = "base_in"
 
 #: the prefix of a `training.arch` that names a timm model (`timm/resnet50`: `training.timm_backbone`)
 TIMM_PREFIX = "timm/"

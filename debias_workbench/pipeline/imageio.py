@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import cv2
 import numpy as np
@@ -107,6 +108,9 @@ class TrainPhotos:
 
     side: int
     fraction: float
+    #: the section's setting that makes it, and the one that does not (for the config check's messages)
+    SETTING: ClassVar[str] = "train_views: photo"
+    UNSET: ClassVar[str] = "train_views: square"
 
     @classmethod
     def of(cls, ds_cfg: dict) -> TrainPhotos | None:

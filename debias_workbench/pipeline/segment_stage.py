@@ -41,6 +41,10 @@ from .shards import ALL_SPLITS, job_blocks
 from .sources import SourceItem
 from .store import atomic_store, create_array
 
+#: {field: title} of the segmentation-quality record's fields whose values the report counts (its segmentation
+#: section): how each mask was made, where its box came from, how ONLY_BG_T filled the box
+QUALITY_COUNTS = {"mask_status": "mask status", "box_source": "box source", "bg_t_status": "ONLY_BG_T status"}
+
 IMAGE_ARRAYS = ("images", "bg_t", "masks", "box_masks")
 #: per-row arrays beside the images; `source_sides` is how many of the photo's pixels the stored
 #: image's side spans (the texture variant sizes its example patches by it, as the authors cut them

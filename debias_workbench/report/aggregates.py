@@ -9,18 +9,22 @@ from typing import Any
 
 from debias_workbench.core.statistics import run_value
 
-from .helpers import counted_values, too_few_column
-
-#: the column of shape-bias decision counts of the seeds that counted too few to give a value
-SHAPE_BIAS_TOO_FEW = too_few_column("shape_bias")
+from .helpers import counted_values
 
 
-def shape_bias_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, dict[str, list[float]]]:
-    """{model label: {"shape_bias": [shape bias per seed], SHAPE_BIAS_TOO_FEW: [decisions per seed]}}
-    from the eval rows (`labels`: experiment -> label): a seed whose shape bias counts fewer than
-    `MIN_IMAGES` decisions (Geirhos et al.: only the images classified as the shape or the texture
-    class count) gives its count, not its value (`helpers.counted_values`)."""
-    return counted_values(rows, "shape_bias", labels)
+def counted_table(
+    rows: list[dict[str, Any]], labels: dict[str, str], metrics: tuple[str, ...]
+) -> dict[str, dict[str, list[float]]]:
+    """{model label: {metric: [value per seed], too_few_column(metric): [decisions per seed]}} of each of `metrics`,
+    metrics whose value per run rests on a count of decisions (`DatasetFamily.counted_metrics`; Geirhos et al.'s
+    shape bias counts only the images classified as the shape or the texture class), from the eval rows
+    (`labels`: experiment -> label): a seed that counts fewer than `MIN_IMAGES` gives its count, not its value
+    (`helpers.counted_values`)."""
+    out: dict[str, dict[str, list[float]]] = defaultdict(dict)
+    for metric in metrics:
+        for label, cols in counted_values(rows, metric, labels).items():
+            out[label].update(cols)
+    return dict(out)
 
 
 def grid_accuracies(rows: list[dict[str, Any]], grid: str) -> dict[tuple[str, str, str], list[float]]:

@@ -17,6 +17,7 @@ import numpy as np
 from debias_workbench.core.atomic import atomic_path
 from debias_workbench.core.errors import PipelineError
 from debias_workbench.papers import PAPERS
+from debias_workbench.pipeline.datasets import counted_metrics
 
 from . import model_selection
 from .aggregates import grid_accuracies
@@ -102,9 +103,9 @@ def write_metrics_csv(ctx: ReportContext, path: Path) -> None:
     """One row per (source, model, metric): mean, sample std and the values over seeds."""
     sources = [
         ("eval", ctx.table),
-        (
-            "shape_bias",
-            {label: {"shape_bias": cols["shape_bias"]} for label, cols in ctx.shape_bias.items() if cols["shape_bias"]},
+        *(
+            (metric, {label: {metric: cols[metric]} for label, cols in ctx.counted.items() if cols.get(metric)})
+            for metric in counted_metrics()
         ),
         *((a, metric_table(ctx.rows, "analysis", a)) for name in PAPERS for a in PAPERS[name].analyses),
         *((f"eval:{dataset}", d_table) for dataset, d_table in ctx.other_tables.items()),

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from debias_workbench.core.statistics import RunValue, run_value
+from debias_workbench.pipeline.datasets import counted_metrics, derived_metrics
 
-from .aggregates import shape_bias_table
+from .aggregates import counted_table
 from .helpers import by_label, experiment_labels, read_rows, sweep_only_experiments
 from .roles import role_labels
 
@@ -19,37 +20,44 @@ Table = dict[str, dict[str, list[float]]]  # {model label: {column: [value per s
 
 
 def accuracy_table(rows: list[dict[str, Any]], labels: dict[str, str]) -> Table:
-    """{model label: {variant or "bg_gap": [value per seed]}} from eval rows, aggregated per
+    """{model label: {variant or derived metric: [value per seed]}} from eval rows, aggregated per
     experiment and shown under its label (`labels`: experiment -> label).
 
-    BG-GAP = acc(MIXED_SAME) - acc(MIXED_RAND), computed per seed, then aggregated.
+    Each registered family's derived metrics (`pipeline.datasets.derived_metrics`, e.g. IN-9's BG-GAP =
+    acc(Mixed-Same) - acc(Mixed-Rand), Xiao et al. 2021) are computed per seed, then aggregated.
     """
     per_run: dict[tuple[str, int], dict[str, RunValue]] = defaultdict(dict)
-    for r in rows:  # BG-GAP is computed here alone, from the two accuracies (runs write no gap row)
+    for r in rows:  # derived metrics are computed here alone, from the two accuracies (runs write no row of them)
         if r.get("kind") == "eval" and r["metric"] == "accuracy":
             per_run[(r["experiment"], r["seed"])][r["variant"]] = run_value(r)
     table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    derived = derived_metrics()
     for (experiment, seed), accs in sorted(per_run.items()):
         for variant, value in accs.items():
             table[experiment][variant].append(value)
-        if "mixed_same" in accs and "mixed_rand" in accs:
-            same, rand = accs["mixed_same"], accs["mixed_rand"]
-            # Mixed-Same and Mixed-Rand hold the same foregrounds row for row: the gap per image
-            aligned = (
-                same.per_image is not None and rand.per_image is not None and len(same.per_image) == len(rand.per_image)
-            )
-            table[experiment]["bg_gap"].append(
-                RunValue(
-                    same - rand,
-                    seed,
-                    math.hypot(same.se, rand.se),
-                    same.n,
-                    same.per_image - rand.per_image
-                    if same.per_image is not None and rand.per_image is not None and aligned
-                    else None,
+        for metric in derived:
+            if metric.minuend in accs and metric.subtrahend in accs:
+                table[experiment][metric.column].append(
+                    _difference(accs[metric.minuend], accs[metric.subtrahend], seed)
                 )
-            )
     return by_label(table, labels)
+
+
+def _difference(first: RunValue, second: RunValue, seed: int) -> RunValue:
+    """`first` - `second` of one run: its standard error from both (independent test sets), and per image where
+    the two test sets hold the same images row for row (as Mixed-Same and Mixed-Rand hold the same foregrounds)."""
+    aligned = (
+        first.per_image is not None and second.per_image is not None and len(first.per_image) == len(second.per_image)
+    )
+    return RunValue(
+        first - second,
+        seed,
+        math.hypot(first.se, second.se),
+        first.n,
+        first.per_image - second.per_image
+        if first.per_image is not None and second.per_image is not None and aligned
+        else None,
+    )
 
 
 @dataclass
@@ -59,7 +67,9 @@ class ReportContext:
     `all_rows`: every tidy row, labelled; `rows`: those of the main evaluation dataset's runs
     (no grid run, no official-test-image row, no run scored on a dataset of its own);
     `table`: their accuracies (sweep runs included), `main`: without the sweep-only runs,
-    `with_bias`: `main` plus the shape-bias columns; `elsewhere` / `other_tables`: the rows and
+    `counted`: the counted metrics of `main`'s runs (each family's `counted_metrics`, e.g. IN-9's shape bias: the
+    value per seed where it counts enough decisions, else their number: `helpers.counted_values`), `with_counted`:
+    `main` plus those columns; `elsewhere` / `other_tables`: the rows and
     accuracies of the runs scored on another dataset (`eval_dataset`: ImageNet-100), by dataset."""
 
     config: dict[str, Any]
@@ -76,8 +86,8 @@ class ReportContext:
     scored_elsewhere: frozenset[str]
     table: Table = field(default_factory=dict)
     main: Table = field(default_factory=dict)
-    shape_bias: Table = field(default_factory=dict)
-    with_bias: Table = field(default_factory=dict)
+    counted: Table = field(default_factory=dict)
+    with_counted: Table = field(default_factory=dict)
     other_tables: dict[str, Table] = field(default_factory=dict)
     roles: dict[str, str] = field(default_factory=dict)  #: {role: label} of the verdicts' models (report.roles)
 
@@ -137,9 +147,10 @@ def build_context(
     ctx.table = accuracy_table(rows, labels)
     swept = {config["experiments"][e]["label"] for e in sweep_only_experiments(config)}  # in their own figures only
     ctx.main = {label: cols for label, cols in ctx.table.items() if label not in swept}
-    # shape bias per seed where it counts enough decisions, else their number (aggregates.shape_bias_table)
-    ctx.shape_bias = {label: cols for label, cols in shape_bias_table(rows, labels).items() if label in ctx.main}
-    ctx.with_bias = {label: {**cols, **ctx.shape_bias.get(label, {})} for label, cols in ctx.main.items()}
+    ctx.counted = {
+        label: cols for label, cols in counted_table(rows, labels, counted_metrics()).items() if label in ctx.main
+    }
+    ctx.with_counted = {label: {**cols, **ctx.counted.get(label, {})} for label, cols in ctx.main.items()}
     ctx.other_tables = {dataset: accuracy_table(d_rows, labels) for dataset, d_rows in ctx.elsewhere.items()}
     ctx.roles = role_labels(config, ctx.main)
     return ctx

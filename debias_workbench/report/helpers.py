@@ -15,30 +15,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from debias_workbench.core.atomic import atomic_path  # noqa: E402
-from debias_workbench.core.names import IMAGENET_LABEL  # noqa: E402
+from debias_workbench.core.names import IMAGENET_EXPERIMENT, IMAGENET_LABEL  # noqa: E402
 from debias_workbench.core.statistics import mean_interval, run_value  # noqa: E402
-from debias_workbench.pipeline.datasets import get_family  # noqa: E402
+from debias_workbench.pipeline.datasets import column_title, get_family  # noqa: E402
 
 from .roles import all_roles  # noqa: E402
-
-#: table column titles of the test sets and metrics (the arrow: which way is better)
-COLUMN_TITLES = {
-    "original": "Original ↑",
-    "only_fg": "Only-FG ↑",
-    "mixed_rand": "Mixed-Rand ↑",
-    "mixed_same": "Mixed-Same ↑",
-    "only_bg_t": "Only-BG-T ↓",
-    "bg_gap": "BG-Gap ↓",
-    "biased": "Biased ↑",
-    "unbiased": "Unbiased ↑",
-}
 
 
 def headline(family: str) -> tuple[list[str], list[str]]:
     """(columns, titles) of the results table of a dataset family: the test sets and metrics the
-    family declares (`DatasetFamily.headline`)."""
+    family declares (`DatasetFamily.headline`), titled as it declares (`DatasetFamily.column_titles`)."""
     columns = list(get_family(family).headline)
-    return columns, [COLUMN_TITLES.get(c, c) for c in columns]
+    return columns, [column_title(c, family) for c in columns]
 
 
 #: a reference model "learns the task" when its accuracy is this many points above chance
@@ -166,7 +154,7 @@ def mean_std(values: list[float], digits: int = 1) -> str:
 
 def experiment_labels(config: dict[str, Any]) -> dict[str, str]:
     """{experiment: display label}, the ImageNet model's row included."""
-    return {"base_in": IMAGENET_LABEL, **{name: exp["label"] for name, exp in config["experiments"].items()}}
+    return {IMAGENET_EXPERIMENT: IMAGENET_LABEL, **{name: exp["label"] for name, exp in config["experiments"].items()}}
 
 
 def by_label(table: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any, NotRequired, TypedDict
 import numpy as np
 import torch
 
+from debias_workbench.core.names import IMAGENET_EXPERIMENT
 from debias_workbench.core.seeding import name_seed
 from debias_workbench.core.statistics import group_bootstrap_se, pack_hits, proportion_se
 from debias_workbench.pipeline.sources.imagenet import load_in1k_to_in9
@@ -292,7 +293,7 @@ def evaluate_imagenet_model(ev: dict[str, Any], stores: dict[str, Path]) -> list
     net = imagenet_classifier(spec["arch"], spec.get("weights"), spec.get("sha256")).to(device).eval()
     table = mapping_tensor(Path(spec["mapping"]).expanduser())
     augmenter = Augmenter(*IMAGENET_NORMALIZE.get(spec["arch"], TORCHVISION_NORMALIZE))
-    tags = {"experiment": "base_in", "method": "imagenet", "seed": 0, "dataset": ev["dataset"]}
+    tags = {"experiment": IMAGENET_EXPERIMENT, "method": "imagenet", "seed": 0, "dataset": ev["dataset"]}
 
     def predict(x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != IMAGENET_INPUT:

@@ -3,7 +3,8 @@ finds, every one naming its dotted key and the fix (`workflow.config` raises the
 datasets, variants and methods named by experiments and grids, method arguments, whether each method can
 run on its dataset's family (`training.applicability`), sweeps, analyses, labels, switches that must fall
 inside a run and the training sections' workflow keys, trackers and timm models; the evaluated family's
-datasets and runs (evaluation dataset, segmentation, photo views: `workflow.evaluated_checks`); then each
+datasets and runs (evaluation dataset, each dataset's section as its family checks it, photo views:
+`workflow.evaluated_checks`); then each
 paper's own checks (`workflow.paper_hooks`: what its report sections need)."""
 
 from __future__ import annotations
@@ -19,12 +20,7 @@ from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.training.run_length import run_length, switches_outside
 
 from . import paper_hooks
-from .evaluated_checks import (
-    evaluated_experiment_problems,
-    evaluation_problems,
-    photo_view_problems,
-    segmentation_problems,
-)
+from .evaluated_checks import evaluated_experiment_problems, evaluation_problems, photo_view_problems, section_problems
 from .lookup import dataset_family, dataset_variants, deep_merge, test_sets
 from .method_checks import grid_applicability_problems, method_problems
 from .schema import grid_report
@@ -273,7 +269,7 @@ CROSS_REFERENCE_CHECKS: tuple[Callable[[Config], list[str]], ...] = (
     _sweeps,
     _scope,
     evaluation_problems,
-    segmentation_problems,
+    section_problems,
     photo_view_problems,
     evaluated_experiment_problems,
     _analyses,

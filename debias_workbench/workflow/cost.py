@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from debias_workbench.pipeline.datasets import family_name, get_family
+from debias_workbench.pipeline.datasets import family_name, get_family, train_photos
 from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.training.methods.spec import probe_passes
 from debias_workbench.training.prerequisite_kind import PrerequisiteKind
@@ -214,8 +214,10 @@ def image_side(ds_cfg: dict[str, Any]) -> int:
 
 
 def train_side(ds_cfg: dict[str, Any]) -> int:
-    """Side of the stored training images: the squashed photos' under `train_views: photo`, else `image_side`."""
-    return int(ds_cfg["view_source_size"]) if ds_cfg.get("train_views") == "photo" else image_side(ds_cfg)
+    """Side of the stored training images: the squashed photos' where the dataset's family stores whole training
+    photos (`DatasetFamily.train_photos`), else `image_side`."""
+    photos = train_photos(ds_cfg)
+    return photos.side if photos else image_side(ds_cfg)
 
 
 @dataclass(frozen=True)

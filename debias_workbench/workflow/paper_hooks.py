@@ -9,7 +9,9 @@ of its `PAPER` (`report`) declaring any of
 * `FIGURE_VARIANT_KINDS`: those of them whose figures show one train variant (`grids.<name>.figure_variant`
   is then required);
 * `RUN_TABLES`: functions expanded config -> {experiment: table} for runs its expansions add
-  (`workbench plan` groups them under it).
+  (`workbench plan` groups them under it);
+* `CODE_RULES`: {rule: value} of the code its runs execute where no setting chooses and that no dataset family
+  or method declares as its own (its protocol names them as `code:<rule>`: `workflow.protocol.code_rules`).
 
 Read in the registry's order; the module imports only the layers below the workflow, never the report's
 code that the paper's package itself imports."""
@@ -29,11 +31,20 @@ Config = dict[str, Any]
 WORKFLOW_MODULE = "workflow"
 
 
+def _workflow_modules() -> dict[str, ModuleType]:
+    """{paper: its `workflow` module} of the registered papers that have one (papers without one declare nothing
+    to the workflow); not cached, so that a paper registered later (a test's toy paper) is seen."""
+    dotted = {name: f"{PAPERS.module_of(name).rpartition('.')[0]}.{WORKFLOW_MODULE}" for name in PAPERS}
+    return {
+        name: importlib.import_module(module)
+        for name, module in dotted.items()
+        if importlib.util.find_spec(module) is not None
+    }
+
+
 def paper_workflow_modules() -> tuple[ModuleType, ...]:
-    """Each registered paper's `workflow` module (papers without one declare nothing to the workflow);
-    not cached, so that a paper registered later (a test's toy paper) is seen."""
-    dotted = [f"{PAPERS.module_of(name).rpartition('.')[0]}.{WORKFLOW_MODULE}" for name in PAPERS]
-    return tuple(importlib.import_module(name) for name in dotted if importlib.util.find_spec(name) is not None)
+    """Each registered paper's `workflow` module, in the registry's order."""
+    return tuple(_workflow_modules().values())
 
 
 def _declared(attribute: str) -> tuple[Any, ...]:
@@ -59,6 +70,12 @@ def figure_variant_kinds() -> tuple[str, ...]:
 
 def run_tables() -> tuple[Callable[[Config], dict[str, str]], ...]:
     return _declared("RUN_TABLES")
+
+
+def code_rules() -> dict[str, dict[str, Any]]:
+    """{paper: its `CODE_RULES`} of the papers that declare any."""
+    declared = {name: getattr(module, "CODE_RULES", {}) for name, module in _workflow_modules().items()}
+    return {name: rules for name, rules in declared.items() if rules}
 
 
 def expand(config: Config) -> Config:

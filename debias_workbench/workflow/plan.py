@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from debias_workbench.core.names import IMAGENET_EXPERIMENT
 from debias_workbench.core.schema_defaults import SCHEMA_PATH
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline.datasets.base import GenerationJob
@@ -335,7 +336,14 @@ def analysis_jobs(config: dict[str, Any]) -> list[Job]:
     if config["evaluation"].get("imagenet_model"):
         stores = len(dataset_variants(config, config["evaluation"]["dataset"]))
         jobs.append(
-            _job(config, "evaluate_imagenet_model", "base_in", ANALYSES, 1, resources.evaluation(config, stores))
+            _job(
+                config,
+                "evaluate_imagenet_model",
+                IMAGENET_EXPERIMENT,
+                ANALYSES,
+                1,
+                resources.evaluation(config, stores),
+            )
         )
     jobs.append(_job(config, "report", "report", ANALYSES, 0, REPORT_ESTIMATE, 1))
     return jobs

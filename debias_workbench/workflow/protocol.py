@@ -39,6 +39,7 @@ from debias_workbench.pipeline.datasets import FAMILIES, family_name
 from debias_workbench.training.methods import REGISTRY as METHODS
 from debias_workbench.training.methods import spec as method_spec
 
+from . import paper_hooks
 from .config import grid_experiment
 from .slices import run_config
 from .user_paths import path_keys, unread_keys
@@ -56,7 +57,9 @@ EXECUTION_SETTINGS = {
 }
 #: the `code:` keys of the shared code: rules fixed in it that can move a paper's numbers, each with where it is
 #: implemented (a change there must change its value here, and so meet the protocols that name it); a method's
-#: own rules are declared in its spec (`code_rules`), a dataset family's in its class (`code_rules()` collects all)
+#: own rules are declared in its spec (`code_rules`), a dataset family's in its class (`code_rules`, and
+#: `conditional_code_rules` for those of some of its variants or settings only), a paper's in its `workflow.py`
+#: (`CODE_RULES`, `workflow.paper_hooks.code_rules`); `code_rules()` collects all
 CODE_RULES = {
     # training/evaluation.py score_run: a test set that holds some of the classes (ImageNet-R) is scored
     # by the argmax over every class of the model
@@ -64,16 +67,6 @@ CODE_RULES = {
     # training/augment.py Augmenter.draw of square images (the SSL views too): RandomResizedCrop's scale and aspect
     # drawn once
     "random_resized_crop": "one draw, the window clamped to the image",
-    # training/augment.py Augmenter.photo_draw, of whole photos (`train_views: photo`): get_params' tries and fallback
-    "random_resized_crop_of_photos": "up to 10 draws, then a centre crop",
-    # pipeline/mnist.py assign_colours: the 1 - rho of a class not in its own colour
-    "leftover_colours": "spread evenly over the other colours",
-    # pipeline/corruptions.py assign_pairs: the (corruption, severity) copies of each val image scored
-    "corruption_copies": "one drawn pair per image",
-    # pipeline/texture_patches.py work_patch_side: the example patches scaled from the photo to the work image
-    "texture_scale": "the work image's, patches scaled to their share of the photo",
-    # training/negatives.py draw_tilings: where a patch negative's patches come from
-    "patch_tiling": "ceil(224 / d)^2 cells of a grid at a random offset",
     # training/evaluation.py score_run: a run is scored with its trained weights (`load_trained`: after its last
     # step); a grid's `model_selection` also scores it along the way, for the best-val and best-test rows
     # (report/model_selection.py)
@@ -143,11 +136,16 @@ def _lookup(node: Any, dotted: str) -> Any:
 
 @cache
 def code_rules() -> dict[str, Any]:
-    """Every `code:` rule: `CODE_RULES`, each registered method's (`code_rules` in its spec) and each dataset
-    family's (`DatasetFamily.code_rules`); a rule declared twice has one value."""
+    """Every `code:` rule: `CODE_RULES`, each registered method's (`code_rules` in its spec), each dataset
+    family's (`DatasetFamily.code_rules`, `conditional_code_rules`) and each paper's (`paper_hooks.code_rules`);
+    a rule declared twice has one value."""
     found = dict(CODE_RULES)
     declared = [(f"method {m}", method_spec(m).code_rules) for m in METHODS]
-    declared += [(f"dataset family {f}", family.code_rules) for f, family in FAMILIES.items()]
+    declared += [
+        (f"dataset family {f}", {**family.code_rules, **family.conditional_code_rules})
+        for f, family in FAMILIES.items()
+    ]
+    declared += [(f"paper {paper}", rules) for paper, rules in paper_hooks.code_rules().items()]
     for owner, rules in declared:
         for rule, rule_value in rules.items():
             if found.setdefault(rule, rule_value) != rule_value:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from debias_workbench.core.provenance import config_hash
+from debias_workbench.pipeline.datasets import train_photos
 from debias_workbench.training.job_time import WARNING_SECONDS
 from debias_workbench.training.prerequisite_kind import PrerequisiteKind
 from debias_workbench.training.run_files import fraction_done
@@ -313,7 +314,7 @@ def segment_shard(config: dict[str, Any], dataset: str, images: int) -> tuple[fl
     at 10); its memory, the job's arrays (with its squashed photos under `train_views: photo`)."""
     ds = config["datasets"][dataset]
     minutes = cpu_minutes("segment", images, image_side(ds), ds["segmentation"]["iterations"] / 10)
-    photos = image_mb(ds, images, train_side(ds)) if ds.get("train_views") == "photo" else 0.0
+    photos = image_mb(ds, images, train_side(ds)) if train_photos(ds) else 0.0
     return minutes, 1000 + image_mb(ds, images) * 4 + photos
 
 

@@ -22,15 +22,8 @@ from debias_workbench.training.methods import spec as method_spec
 #: shuffled-BN splits go down to 2 to divide it)
 BATCH = 4
 STEPS_PER_EPOCH = 1
-#: images per class and split read from a folder source (IN-9 folder, ImageNet, ImageNet-100); 2 val
-#: images per class, so that Mixed-Same / Mixed-Rand find a background in every class
-FOLDER_IMAGES_PER_CLASS = {"train": 2, "val": 2}
 #: images scored per test store (a 224-px ResNet-50 scores about 7 images/s on one core)
 EVAL_IMAGES = 2
-#: synthetic IN-9: the schema's minimum per class
-SYNTHETIC_PER_CLASS = 2
-#: GrabCut iterations (the schema's minimum): the same code path, the cost of one iteration instead of ten
-GRABCUT_ITERATIONS = 1
 SUFFIX = "-smoke"
 
 
@@ -106,16 +99,5 @@ def _shrink_run(run: dict[str, Any]) -> None:
 
 
 def _shrink_dataset(dataset: dict[str, Any]) -> None:
-    if percents := dataset.get("bg_conflict_percents"):
-        dataset["bg_conflict_percents"] = percents[:1]
-    if not get_family(family_name(dataset)).smoke_shrinks_source:
-        return
-    if "iterations" in (segmentation := dataset.get("segmentation", {})):
-        segmentation["iterations"] = GRABCUT_ITERATIONS
-    source = dataset["source"]
-    source["max_per_class"] = dict(FOLDER_IMAGES_PER_CLASS)
-    if synthetic := source.get("synthetic"):
-        synthetic.update(train_per_class=SYNTHETIC_PER_CLASS, val_per_class=SYNTHETIC_PER_CLASS)
-    styles = dataset.get("stylized", {}).get("styles")
-    if styles and styles.get("kind") == "embedded":
-        styles["per_class"] = min(styles["per_class"], 2)
+    """The dataset's section as its family shrinks it for smoke mode (`DatasetFamily.smoke_section`)."""
+    get_family(family_name(dataset)).smoke_section(dataset)

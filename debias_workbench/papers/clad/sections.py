@@ -59,4 +59,4 @@ def sweeps(doc: Document, ctx: ReportContext) -> None:
 
 def texture_bias(doc: Document, ctx: ReportContext) -> None:
     numbers = load_numbers(__package__)
-    texture.texture_sections(doc, ctx.config, ctx.with_bias, numbers, ctx.stores, ctx.out_dir, ctx.roles)
+    texture.texture_sections(doc, ctx.config, ctx.with_counted, numbers, ctx.stores, ctx.out_dir, ctx.roles)

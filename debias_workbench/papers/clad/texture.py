@@ -18,7 +18,6 @@ import zarr
 
 from debias_workbench.core.statistics import difference
 from debias_workbench.pipeline.derived_stage import work_side
-from debias_workbench.report.aggregates import SHAPE_BIAS_TOO_FEW
 from debias_workbench.report.document import Document
 from debias_workbench.report.helpers import (
     MIN_IMAGES,
@@ -28,6 +27,7 @@ from debias_workbench.report.helpers import (
     mean_std,
     model_order,
     save_figure,
+    too_few_column,
     value_cell,
 )
 from debias_workbench.report.roles import played
@@ -35,6 +35,8 @@ from debias_workbench.report.roles import played
 TEXTURE_COLUMNS = ["original", "stylized", "sketch", "texture", "shape_bias"]
 TEXTURE_HEADER = ["Original ↑", "Stylized IN-9 ↑", "IN-9-Sketch (stand-in) ↑", "IN-9-Texture", "Shape bias (%)"]
 TEXTURE_VARIANTS = ("stylized", "texture", "sketch")
+#: the column of shape-bias decision counts of the seeds that counted too few to give a value
+SHAPE_BIAS_TOO_FEW = too_few_column("shape_bias")
 
 
 #: the Background Challenge columns beside the texture ones (Table 9)
@@ -52,7 +54,7 @@ def texture_sections(
     chance: float = 100 / 9,
 ) -> None:
     """`table`: {model label: {test set, "shape_bias" or SHAPE_BIAS_TOO_FEW: [value per seed]}}
-    (the shape-bias columns as `shape_bias_table` gives them)."""
+    (the shape-bias columns as `report.aggregates.counted_table` gives them)."""
     doc.heading("Texture bias – CLAD supplementary Secs. IV–V")
     variants = config["datasets"][config["evaluation"]["dataset"]]["variants"]
     if "stylized" not in variants:

@@ -13,7 +13,14 @@ from . import tables
 def table1(doc: Document, ctx: ReportContext) -> None:
     numbers = load_numbers(__package__)
     tables.ssl_sections(
-        doc, ctx.config, ctx.with_bias, ctx.rows, numbers, ctx.out_dir, ctx.roles, scored_elsewhere=ctx.scored_elsewhere
+        doc,
+        ctx.config,
+        ctx.with_counted,
+        ctx.rows,
+        numbers,
+        ctx.out_dir,
+        ctx.roles,
+        scored_elsewhere=ctx.scored_elsewhere,
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from debias_workbench.core.statistics import difference
-from debias_workbench.pipeline.datasets import family_name, get_family
+from debias_workbench.pipeline.datasets import family_name, get_family, train_photos
 from debias_workbench.report.document import Document
 from debias_workbench.report.helpers import capability_line, failed_check, mean_std, value_cell
 
@@ -184,11 +184,10 @@ def _paper_rows(table1: dict[str, Any], columns: list[tuple[str, str, str | None
 
 def photo_views(ds_cfg: dict[str, Any]) -> str:
     """Where the pre-training views are cut from, for the caption, under `train_views: photo` (else nothing)."""
-    if ds_cfg.get("train_views") != "photo":
+    if not (photos := train_photos(ds_cfg)):
         return ""
     return (
-        f" (views cut from each whole photo, stored squashed to {ds_cfg['view_source_size']} px with its aspect: "
-        "`train_views: photo`)"
+        f" (views cut from each whole photo, stored squashed to {photos.side} px with its aspect: `{photos.SETTING}`)"
     )
 
 

@@ -4,13 +4,19 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from ..imageio import TrainPhotos
 
 #: the capability of a val split that holds the training's bias (`DatasetFamily.capabilities`), which a model
 #: selected there for having learnt the bias needs (BiasEnsemble's best-validation vote)
 BIASED_VAL = "val_holds_bias"
+#: the title of the column of a test set named `unbiased` (the bias independent of the label), in the families that
+#: build one
+UNBIASED_TITLE = "Unbiased ↑"
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,24 @@ class BenchmarkMetric:
 
 
 @dataclass(frozen=True)
+class DerivedMetric:
+    """A number of a run derived from two of its test sets' accuracies, per seed (runs write no row of it: the
+    report's context computes it where a run was scored on both): `column` = accuracy on `minuend` minus accuracy
+    on `subtrahend`, per image where the two test sets hold the same images row for row; `title`, its table column
+    (the arrow: which way is better)."""
+
+    column: str
+    minuend: str
+    subtrahend: str
+    title: str
+
+    @property
+    def reads(self) -> tuple[str, str]:
+        """The two test sets it is computed from."""
+        return self.minuend, self.subtrahend
+
+
+@dataclass(frozen=True)
 class CapabilityCheck:
     """What shows that a benchmark's reference model (ERM) learns the task at all, so that the benchmark
     can tell a working method from a broken one (`report.helpers.capability_line`): the accuracy read as
@@ -103,6 +127,14 @@ class DatasetFamily:
     name: str
     #: the test sets (and metrics derived from them) a results table of this family shows, in order
     headline: tuple[str, ...] = ()
+    #: {test set or metric: its table column's title} (the arrow: which way is better); a column without one is
+    #: titled by its name
+    column_titles: dict[str, str] = {}
+    #: the numbers of its runs derived from two test sets' accuracies (the report's context computes them)
+    derived_metrics: tuple[DerivedMetric, ...] = ()
+    #: eval metrics whose value per run rests on a count of the model's decisions, shown only where a run counts
+    #: `report.helpers.MIN_IMAGES` of them (else that count)
+    counted_metrics: tuple[str, ...] = ()
     #: what the family's val split (model selection) holds, for the tables' captions
     val_split: str = "as the dataset builds it"
     #: its val split's bias is independent of the label: a model that learnt only the bias scores chance there, so
@@ -115,6 +147,8 @@ class DatasetFamily:
     #: each variant store built whole by one job (`workbench generate variant`, rule `dataset_variant` in
     #: rules/whole_variants.smk); False for a family with stages of its own (in9: rules/in9_data.smk, in9_derived.smk)
     whole_variants: bool = True
+    #: the rule files under rules/ of its own stages (a family without `whole_variants`), which may name it
+    rule_files: tuple[str, ...] = ()
     #: the terms of the images' source, for a dataset card (`pipeline.export`): whoever hands a variant
     #: on hands on these terms with it
     licence: str = "the terms of the source the images were made from (see the dataset's `source` in its config)"
@@ -123,12 +157,13 @@ class DatasetFamily:
     evaluated: bool = False
     #: its datasets are the released official test images `evaluation.official_dataset` names
     official_test_images: bool = False
-    #: smoke mode shrinks its datasets' source, segmentation and styles (`workflow.smoke`); other families' stand-ins
-    #: are small files already
-    smoke_shrinks_source: bool = False
     #: {rule: value}: rules fixed in the family's code that no setting chooses and that can move a paper's numbers,
-    #: which a paper config's protocol names as `code:<rule>` (`workflow.protocol.code_rules`)
+    #: which a paper config's protocol names as `code:<rule>` (`workflow.protocol.code_rules`); each holds for every
+    #: run on the family's datasets, so a protocol names each for every run it lists
     code_rules: dict[str, Any] = {}
+    #: {rule: value}: such rules that hold only for the runs reading some of its variants or settings (a protocol
+    #: may name them; none must)
+    conditional_code_rules: dict[str, Any] = {}
     #: the revision of the family's generation code: raised with a change that moves its stores' bytes (a
     #: fix), so that stores made before it are made again (`workflow.slices.dataset_job_config`)
     revision: int = 0
@@ -177,6 +212,31 @@ class DatasetFamily:
     def test_sets(self, ds_cfg: dict[str, Any], train_variant: str) -> dict[str, str]:
         """{test set name: variant} a model trained on `train_variant` is evaluated on (val split)."""
         return {v: v for v in self.variants(ds_cfg)}
+
+    def smoke_section(self, ds_cfg: dict[str, Any]) -> None:
+        """Shrink the section in place for smoke mode (`workflow.smoke`: the same code path, small counts).
+        Default: nothing (the stand-ins of most families are small files already)."""
+
+    def train_photos(self, ds_cfg: dict[str, Any]) -> TrainPhotos | None:
+        """The section's training photos (`imageio.TrainPhotos`: a training split of whole photos, from which
+        only a method that cuts its views from photos can train); None: its training images are the test
+        images' squares. Default: none."""
+        return None
+
+    def section_problems(self, ds_cfg: dict[str, Any], where: str, variants: list[str]) -> list[str]:
+        """What the config check finds wrong in the dataset's section `where` (its dotted key) that its schema
+        cannot say, `variants` the variants it builds; each problem names its key and the fix. Default: none."""
+        return []
+
+    def train_variant_problem(self, ds_cfg: dict[str, Any], variant: str) -> str:
+        """Why a run cannot train on `variant` (a test set read as released, say); empty where it can."""
+        return ""
+
+    def aligned_variant_problem(self, ds_cfg: dict[str, Any], where: str, variant: str) -> str:
+        """Why a method cannot read `variant` row-aligned with its training images, as the section `where`
+        builds it, beyond `aligned_store` (a setting that leaves the pairing it needs undefined); empty where it
+        can."""
+        return ""
 
     def input_paths(self, ds_cfg: dict[str, Any], variant: str) -> list[str]:
         """The user's files and folders a variant's job reads (declared as inputs, so a missing one

@@ -21,6 +21,7 @@ from debias_workbench.core.errors import PipelineError, SkipItem
 from debias_workbench.core.provenance import store_provenance
 
 from ..imageio import MIN_PICTURE_SIDE, Geometry, load_rgb
+from ..sources.imagenet_subset import list_wnid_folder
 from ..sources.listing import class_folders, entry_problem
 from ..store import atomic_store, create_array
 from .base import DatasetFamily, StepJob
@@ -137,3 +138,42 @@ def write_val_store(
         create_array(val, "labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = np.array(labels, np.int64)
         create_array(val, "bias_labels", (n,), np.int64, max(n, 1), max(n, 1))[:] = np.array(bias_labels, np.int64)
         create_array(val, "ids", (n,), str, max(n, 1), max(n, 1))[:] = np.array(ids, dtype=str)
+
+
+def build_external(variant: str, folder: Path, ds_cfg: dict[str, Any], seed: int, out: Path) -> None:
+    """An `external` test set's store (val split; bias label -1: none) from `<folder>/<wnid>/*`
+    (the folder `external.<variant>` names; the job gets it as its input, not from its config):
+    the images of the dataset's classes, each labelled by its wnid, resized to `image_size` as
+    the Background Challenge's released images are. Scoring them takes the model's argmax over
+    all the dataset's classes, on the images of the classes the set shares with it (ImageNet-R
+    holds 200 ImageNet classes, a subset of the 100 has images there). The manifest counts the
+    folders and entries of other classes, which are not read."""
+    classes, size = list(ds_cfg["classes"]), int(ds_cfg["image_size"])
+    listing = list_wnid_folder(Path(folder), classes, f"external.{variant}")
+    images, labels, ids, skipped = read_val_images(
+        listing.entries, size, Geometry.of(ds_cfg), int(ds_cfg["min_image_side"])
+    )
+    attrs = {
+        "classes": classes,
+        "bias_classes": classes,
+        "variant": variant,
+        "family": "in9",
+        "image_size": size,
+        "provenance": store_provenance(ds_cfg, seed),
+    }
+    write_val_store(
+        out, images, labels, [-1] * len(images), ids, attrs, int(ds_cfg["chunk_images"]), ds_cfg["image_codec"]
+    )
+    write_json(
+        out.parent / f"{variant}.manifest.json",
+        {
+            "val": {
+                "inputs": len(listing.entries),
+                "outputs": len(images),
+                "skipped": skipped,
+                "classes_found": listing.classes_found,
+                "ignored_class_folders": listing.ignored_folders,
+                "ignored_entries": listing.ignored_images,
+            }
+        },
+    )

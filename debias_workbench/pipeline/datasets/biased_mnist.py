@@ -37,7 +37,7 @@ from ..mnist import (
     stroke_masks,
 )
 from ..variants import HELDOUT_FRACTION, held_out_count
-from .base import BenchmarkMetric, BiasFreeReference, CapabilityCheck, DatasetFamily, StepJob
+from .base import UNBIASED_TITLE, BenchmarkMetric, BiasFreeReference, CapabilityCheck, DatasetFamily, StepJob
 from .labelled_store import write_labelled_store
 
 #: rho of the "biased" test split, whatever the training rho: the authors score "biased" on a fully
@@ -103,13 +103,17 @@ def load_digits(ds_cfg: dict[str, Any], seed: int) -> dict[str, tuple[np.ndarray
 
 class BiasedMnistFamily(DatasetFamily):
     name = "biased_mnist"
-    #: the colour-label correlation of the "biased" test set
-    code_rules = {"biased_test_rho": BIASED_TEST_RHO}
+    code_rules = {
+        "biased_test_rho": BIASED_TEST_RHO,  # the colour-label correlation of the "biased" test set
+        # pipeline/mnist.py assign_colours: the 1 - rho of a class not in its own colour
+        "leftover_colours": "spread evenly over the other colours",
+    }
     licence = (
         "MNIST digits (LeCun, Cortes & Burges), coloured as ReBias's Biased MNIST (Bahng et al. 2020): "
         "MNIST is distributed under CC BY-SA 3.0"
     )
     headline = ("biased", "unbiased")  # ReBias's Table 1 columns
+    column_titles = {"biased": "Biased ↑", "unbiased": UNBIASED_TITLE}
     offers = {
         "biased_network": "the 1x1 SimpleConvNet (simple_cnn1): it sees colour, never a stroke's shape",
         "only_bg_t": "each digit's background colour field, its strokes (the binarised digit, the store's masks) "

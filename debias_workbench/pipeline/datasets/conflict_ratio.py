@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .base import BenchmarkMetric, BiasFreeReference, CapabilityCheck, DatasetFamily, StepJob
+from .base import UNBIASED_TITLE, BenchmarkMetric, BiasFreeReference, CapabilityCheck, DatasetFamily, StepJob
 
 
 def variant_name(percent: float) -> str:
@@ -18,6 +18,7 @@ class ConflictRatioFamily(DatasetFamily):
     """Subclasses build one variant in `build`: `percent` is the variant's p, None for `unbiased`."""
 
     headline = ("unbiased",)
+    column_titles = {"unbiased": UNBIASED_TITLE}
 
     def variants(self, ds_cfg: dict[str, Any]) -> list[str]:
         return [variant_name(p) for p in ds_cfg["conflict_percents"]] + ["unbiased"]

@@ -11,22 +11,29 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from debias_workbench.core.atomic import atomic_path, write_json
+from debias_workbench.core.atomic import atomic_path
 from debias_workbench.core.errors import PipelineError
-from debias_workbench.core.provenance import store_provenance
 
 from ..derived_stage import DERIVED, derived_gather, derived_job, run_derived_stage
-from ..imageio import Geometry
+from ..imageio import TrainPhotos
 from ..segment_stage import gather_shards, job_items, run_segment_stage, segment_jobs, segment_shard
 from ..shards import ALL_SPLITS, expected_splits, images_in, job_blocks
 from ..sources import list_source_items
-from ..sources.imagenet_subset import list_wnid_folder
 from ..sources.listing import read_listing, write_listing
 from ..sources.synthetic import make_synthetic_in9
 from ..variant_stage import run_variant_stage
 from ..variants import BG_CONFLICT, EXTERNAL, HELDOUT_FRACTION, bg_conflict_variants
-from .base import BenchmarkMetric, BiasFreeReference, CapabilityCheck, DatasetFamily, GenerationJob, StepJob
-from .bg_challenge import read_val_images, write_val_store
+from . import in9_config
+from .base import (
+    BenchmarkMetric,
+    BiasFreeReference,
+    CapabilityCheck,
+    DatasetFamily,
+    DerivedMetric,
+    GenerationJob,
+    StepJob,
+)
+from .bg_challenge import build_external
 
 
 class In9Family(DatasetFamily):
@@ -36,12 +43,29 @@ class In9Family(DatasetFamily):
         "2021): ImageNet's terms of access apply, non-commercial research and educational use only; with a "
         "`synthetic` or `folder` source, the terms of those images"
     )
-    #: the Background Challenge's columns (Xiao et al.; CLAD's Table 2): BG-GAP = Mixed-Same - Mixed-Rand
-    headline = ("original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", "bg_gap")
+    #: the background gap of the Background Challenge (Xiao et al., "Noise or Signal: The Role of Image Backgrounds
+    #: in Object Recognition", arXiv 2020, ICLR 2021): BG-GAP = acc(Mixed-Same) - acc(Mixed-Rand), per seed: the
+    #: points of accuracy a background of the object's own class gains (CLAD's Table 2: its fairest measure of the bias)
+    BG_GAP = DerivedMetric("bg_gap", "mixed_same", "mixed_rand", "BG-Gap ↓")
+    derived_metrics = (BG_GAP,)
+    #: the Background Challenge's columns (Xiao et al.; CLAD's Table 2)
+    headline = ("original", "only_fg", "mixed_rand", "mixed_same", "only_bg_t", BG_GAP.column)
+    column_titles = {
+        "original": "Original ↑",
+        "only_fg": "Only-FG ↑",
+        "mixed_rand": "Mixed-Rand ↑",
+        "mixed_same": "Mixed-Same ↑",
+        "only_bg_t": "Only-BG-T ↓",
+        BG_GAP.column: BG_GAP.title,
+    }
+    #: the texture-vs-shape decision share on Stylized IN-9's cue-conflict images (Geirhos et al. 2019), a value per
+    #: run counted over the images classified as the shape or the texture class
+    SHAPE_BIAS_METRIC = "shape_bias"
+    counted_metrics = (SHAPE_BIAS_METRIC,)
     val_split = "backgrounds as biased as the train split"
     evaluated = True
-    smoke_shrinks_source = True
-    whole_variants = False  # listing, segmentation shards and gathers: rules/in9_data.smk, in9_derived.smk
+    whole_variants = False  # listing, segmentation shards and gathers in rules of its own:
+    rule_files = ("in9_data.smk", "in9_derived.smk")
     offers = {
         "only_bg_t": "each image's background, the foreground's box filled with tiles of it, from the segmentation "
         "mask (ONLY_BG_T), row-aligned with the training images",
@@ -58,10 +82,10 @@ class In9Family(DatasetFamily):
     BACKGROUND_METRICS = (
         BenchmarkMetric(
             "BG-GAP (Mixed-Same − Mixed-Rand)",
-            "bg_gap",
+            BG_GAP.column,
             higher_is_better=False,
             trades_against=MIXED_RAND,
-            reads=("mixed_same", "mixed_rand"),
+            reads=BG_GAP.reads,
         ),
         MIXED_RAND,
     )
@@ -75,6 +99,23 @@ class In9Family(DatasetFamily):
     #: training images of the sources whose size the config does not give (the Background
     #: Challenge's IN-9 train split; ImageNet's 370 IN-9 classes; ImageNet-100's train split)
     FOLDER_TRAIN_IMAGES = {"in9_folder": 45_405, "imagenet": 481_000, "imagenet_subset": 126_689}
+
+    conditional_code_rules = in9_config.CONDITIONAL_CODE_RULES
+
+    def smoke_section(self, ds_cfg: dict[str, Any]) -> None:
+        in9_config.smoke_section(ds_cfg)
+
+    def train_photos(self, ds_cfg: dict[str, Any]) -> TrainPhotos | None:
+        return TrainPhotos.of(ds_cfg)
+
+    def section_problems(self, ds_cfg: dict[str, Any], where: str, variants: list[str]) -> list[str]:
+        return in9_config.section_problems(ds_cfg, where, variants)
+
+    def train_variant_problem(self, ds_cfg: dict[str, Any], variant: str) -> str:
+        return in9_config.train_variant_problem(variant)
+
+    def aligned_variant_problem(self, ds_cfg: dict[str, Any], where: str, variant: str) -> str:
+        return in9_config.aligned_variant_problem(ds_cfg, where, variant)
 
     def expected_images(self, ds_cfg: dict[str, Any], split: str) -> int:
         source = ds_cfg["source"]
@@ -194,7 +235,7 @@ class In9Family(DatasetFamily):
     SHAPE_BIAS = BenchmarkMetric(
         "shape bias (Stylized IN-9 cue conflict)",
         "stylized",
-        "shape_bias",
+        SHAPE_BIAS_METRIC,
         trades_against=BenchmarkMetric("ORIGINAL accuracy", "original"),
     )
 
@@ -301,45 +342,6 @@ def external_variants(ds_cfg: dict[str, Any]) -> list[str]:
     """The `external` test sets given a folder (ImageNet-Sketch, ImageNet-R), in `EXTERNAL` order."""
     given = ds_cfg.get("external") or {}
     return [name for name in EXTERNAL if given.get(name)]
-
-
-def build_external(variant: str, folder: Path, ds_cfg: dict[str, Any], seed: int, out: Path) -> None:
-    """An `external` test set's store (val split; bias label -1: none) from `<folder>/<wnid>/*`
-    (the folder `external.<variant>` names; the job gets it as its input, not from its config):
-    the images of the dataset's classes, each labelled by its wnid, resized to `image_size` as
-    the Background Challenge's released images are. Scoring them takes the model's argmax over
-    all the dataset's classes, on the images of the classes the set shares with it (ImageNet-R
-    holds 200 ImageNet classes, a subset of the 100 has images there). The manifest counts the
-    folders and entries of other classes, which are not read."""
-    classes, size = list(ds_cfg["classes"]), int(ds_cfg["image_size"])
-    listing = list_wnid_folder(Path(folder), classes, f"external.{variant}")
-    images, labels, ids, skipped = read_val_images(
-        listing.entries, size, Geometry.of(ds_cfg), int(ds_cfg["min_image_side"])
-    )
-    attrs = {
-        "classes": classes,
-        "bias_classes": classes,
-        "variant": variant,
-        "family": "in9",
-        "image_size": size,
-        "provenance": store_provenance(ds_cfg, seed),
-    }
-    write_val_store(
-        out, images, labels, [-1] * len(images), ids, attrs, int(ds_cfg["chunk_images"]), ds_cfg["image_codec"]
-    )
-    write_json(
-        out.parent / f"{variant}.manifest.json",
-        {
-            "val": {
-                "inputs": len(listing.entries),
-                "outputs": len(images),
-                "skipped": skipped,
-                "classes_found": listing.classes_found,
-                "ignored_class_folders": listing.ignored_folders,
-                "ignored_entries": listing.ignored_images,
-            }
-        },
-    )
 
 
 def _shard_jobs(

@@ -13,6 +13,7 @@ import numpy as np
 import zarr
 
 from debias_workbench.pipeline.fingerprint import FILE as FINGERPRINT_FILE
+from debias_workbench.pipeline.segment_stage import QUALITY_COUNTS
 
 from ..helpers import read_rows, save_figure
 
@@ -61,9 +62,7 @@ def segmentation(doc: Document, quality_file: Path, path: Path) -> None:
             "mask area fraction (median, 5%–95%)",
             f"{np.median(area):.3f} ({np.percentile(area, 5):.3f}–{np.percentile(area, 95):.3f})",
         ],
-        ["mask status", count("mask_status")],
-        ["box source", count("box_source")],
-        ["ONLY_BG_T status", count("bg_t_status")],
+        *([title, count(field)] for field, title in QUALITY_COUNTS.items()),
     ]
     with_box = [r for r in done if "mask_box_fraction" in r]
     if with_box:  # GrabCut's own mask: an empty one was replaced by the box afterwards

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from debias_workbench.papers import PAPERS
-from debias_workbench.pipeline.datasets import family_name
+from debias_workbench.pipeline.datasets import column_title, family_name
 
-from ..helpers import COLUMN_TITLES, headline, mean_std, model_order
+from ..helpers import headline, mean_std, model_order
 
 if TYPE_CHECKING:
     from ..context import ReportContext
@@ -22,10 +22,11 @@ def other_runs(doc: Document, ctx: ReportContext) -> None:
         labels = [label for label in model_order(table, ctx.roles) if label not in shown]
         if not labels:
             continue
-        columns, titles = headline(family_name(ctx.config["datasets"][dataset]))
+        family = family_name(ctx.config["datasets"][dataset])
+        columns, titles = headline(family)
         if not columns:
             columns = sorted({c for label in labels for c in table[label]})
-            titles = [COLUMN_TITLES.get(c, c) for c in columns]
+            titles = [column_title(c, family) for c in columns]
         doc.heading(f"Runs scored on `{dataset}`: accuracy (%)")
         doc.para("Mean ± sample std over seeds, on the test sets the dataset's family declares.")
         doc.table(

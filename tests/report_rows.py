@@ -17,6 +17,7 @@ import zarr
 
 from debias_workbench.pipeline.store import create_array
 from debias_workbench.report.build import build_report
+from debias_workbench.report.context import ReportInputs
 from debias_workbench.workflow.config import resolve_config
 from debias_workbench.workflow.report_slice import report_config
 from debias_workbench.workflow.slices import config_provenance
@@ -94,5 +95,5 @@ def demo_report(default_config: dict[str, Any], out: Path, rows: list[dict[str, 
     quality.write_text("")
     images = create_array(zarr.open_group(str(store), mode="w"), "val/images", (4, 8, 8, 3), np.uint8, 4)
     images[:] = 128
-    build_report(config, [metrics], quality, [], {"original": store}, out / "report")
+    build_report(ReportInputs(config, [metrics], quality, [], {"original": store}), out / "report")
     return out / "report"

@@ -14,6 +14,7 @@ import zarr
 from debias_workbench.papers import REGISTRY as PAPERS
 from debias_workbench.pipeline.store import create_array
 from debias_workbench.report.build import build_report
+from debias_workbench.report.context import ReportInputs
 from debias_workbench.workflow.config import resolve_config
 from debias_workbench.workflow.report_slice import report_config
 from debias_workbench.workflow.slices import config_provenance
@@ -43,7 +44,7 @@ def _inputs(tmp_path: Path, default_config: dict) -> tuple[dict, list[Path], Pat
 def test_a_toy_fifth_paper_reaches_the_built_report(tmp_path, default_config, monkeypatch):
     monkeypatch.setitem(PAPERS, "toy", "tests.toy_paper.report:PAPER")  # the one registry line
     config, metrics, quality, stores = _inputs(tmp_path, default_config)
-    build_report(config, metrics, quality, [], stores, tmp_path / "report")
+    build_report(ReportInputs(config, metrics, quality, [], stores), tmp_path / "report")
     md = (tmp_path / "report" / "report.md").read_text()
     assert f"## {HEADING}" in md
     assert "| Ours | 51.0 ± 1.4 |" in md and "| Paper | 42.0 |" in md  # its role's model, its numbers.yaml

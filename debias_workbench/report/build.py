@@ -21,18 +21,18 @@ from debias_workbench.pipeline.datasets import counted_metrics
 
 from . import model_selection
 from .aggregates import grid_accuracies
-from .context import ReportContext, build_context
+from .context import ReportContext, ReportInputs, build_context
 from .document import Document
 from .helpers import metric_table
 from .section import has_main_runs
 from .sections import sections
 
 
-# build_context's parameters, kept on two lines (one per line, as ruff format writes them, repeats that signature)
-def build_report(config: dict[str, Any], metric_files: list[Path], quality_file: Path, manifest_files: list[Path],
-                 stores: dict[str, Path], out_dir: Path, saliency_arrays: Path | None = None) -> None:  # fmt: skip
+def build_report(inputs: ReportInputs, out_dir: Path) -> None:
+    """report.md, report.html and metrics.csv (and the sections' figures) in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = build_context(config, metric_files, quality_file, manifest_files, stores, out_dir, saliency_arrays)
+    ctx = build_context(inputs, out_dir)
+    config = inputs.config
     doc = Document("Debiasing workbench report", with_summary=True)
     check_protocol_sections(config, [section.name for section in sections()])
     # a grids-only config: no paper section about the main dataset's runs

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from .build import build_report
+from .context import ReportInputs
 
 
 def main(argv: list[str]) -> int:
@@ -28,13 +29,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out-dir", type=Path, required=True)
     args = parser.parse_args(argv)
     stores = {k: Path(v) for k, v in (p.split("=", 1) for p in args.stores)}
-    build_report(
+    inputs = ReportInputs(
         json.loads(args.config.read_text()),
         args.metrics,
         args.segmentation_quality,
         args.manifests,
         stores,
-        args.out_dir,
         args.saliency_arrays,
     )
+    build_report(inputs, args.out_dir)
     return 0

@@ -97,16 +97,23 @@ class ReportContext:
         return self.config["datasets"][self.config["evaluation"]["dataset"]]
 
 
-def build_context(
-    config: dict[str, Any],
-    metric_files: list[Path],
-    quality_file: Path,
-    manifest_files: list[Path],
-    stores: dict[str, Path],
-    out_dir: Path,
-    saliency_arrays: Path | None = None,
-) -> ReportContext:
-    all_rows = read_rows(metric_files)
+@dataclass(frozen=True)
+class ReportInputs:
+    """What a report is built from: its config slice (`workflow.report_slice.report_config`) and the files the
+    workflow's report rule gives it (`workbench report`'s arguments)."""
+
+    config: dict[str, Any]
+    metric_files: list[Path]  #: the runs' and analyses' tidy JSON-lines rows
+    quality_file: Path  #: the segmentation-quality rows
+    manifest_files: list[Path]  #: the dataset stores' manifests (images in = out + skipped)
+    stores: dict[str, Path]  #: {variant: store} of the evaluation dataset (the variant grid picture)
+    saliency_arrays: Path | None = None  #: the saliency analysis' arrays, where a config runs it
+
+
+def build_context(inputs: ReportInputs, out_dir: Path) -> ReportContext:
+    """Every table the sections read, made once from the inputs' rows."""
+    config = inputs.config
+    all_rows = read_rows(inputs.metric_files)
     labels = experiment_labels(config)
     for r in all_rows:  # rows carry no labels: display names come from this report's config
         if "experiment" in r:
@@ -133,10 +140,10 @@ def build_context(
     ctx = ReportContext(
         config=config,
         out_dir=out_dir,
-        stores=stores,
-        quality_file=quality_file,
-        manifest_files=manifest_files,
-        saliency_arrays=saliency_arrays,
+        stores=inputs.stores,
+        quality_file=inputs.quality_file,
+        manifest_files=inputs.manifest_files,
+        saliency_arrays=inputs.saliency_arrays,
         labels=labels,
         all_rows=all_rows,
         rows=rows,

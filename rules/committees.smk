@@ -6,7 +6,8 @@
 # store, seed, training settings and committee arguments), so the runs that would train the same committee share
 # one; its job seeds it as the run's set-up did, so a run's weights and metrics are those of a run that trains its
 # committee itself.
-# Uses rules/common.smk: COMMITTEE_OUTPUT, PY, R, THREADS, committee_inputs, committee_jobs, committee_resources, res.
+# Uses rules/common.smk: COMMITTEE_OUTPUT, PY, R, THREADS, committee_inputs, committee_jobs, committee_resources, res,
+# small_job_group, small_job_resources.
 
 
 rule committee:
@@ -20,8 +21,9 @@ rule committee:
     params:
         py=lambda wc: res.launcher(PY, res.gpus([committee_jobs()[wc.digest]]), THREADS),
     threads: lambda wc: THREADS * res.gpus([committee_jobs()[wc.digest]])
+    group: small_job_group("committee", lambda wc: wc.digest)
     resources:
-        **committee_resources(),
+        **small_job_resources("committee", lambda wc: wc.digest, committee_resources()),
     conda:
         "../envs/workbench.yaml"
     log:

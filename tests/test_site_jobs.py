@@ -21,7 +21,7 @@ from debias_workbench.pipeline.shards import ALL_SPLITS, expected_splits, images
 from debias_workbench.pipeline.sources.listing import read_listing
 from debias_workbench.workflow import cost, resources
 from debias_workbench.workflow.config import resolve_config
-from debias_workbench.workflow.job_groups import JobGroups, Member, pack
+from debias_workbench.workflow.job_groups import MEMBER_MINIMUM_MINUTES, JobGroups, Member, pack
 from debias_workbench.workflow.lookup import dataset_family
 from debias_workbench.workflow.plan import DATA, config_job_groups, load_config, plan, used_datasets
 from debias_workbench.workflow.plan_jobs import GROUPED
@@ -183,14 +183,15 @@ def test_pack_joins_jobs_in_order_until_each_group_holds_the_least():
 
 @pytest.mark.parametrize("minutes", [[0.5, 0.5, 0.5], [4.0, 0.12, 7.3, 0.2], [12.0, 9.5]])
 def test_a_groups_members_ask_the_request_of_its_summed_estimate(minutes):
-    """The members' runtimes add up to `cost.request_minutes` of the group's estimate (each member at least a
-    minute, its own process's start), for every attempt."""
+    """The members' runtimes add up to `cost.request_minutes` of the group's estimate, each member at least
+    `MEMBER_MINIMUM_MINUTES` (its own process's start, where a rerun runs it alone), for every attempt."""
     members = [Member("r", str(i), m) for i, m in enumerate(minutes)]
     groups = JobGroups.of({"p": members}, 100)
     for attempt in (1, 2, 3):
         shares = [groups.request_minutes("r", m.key, 24, attempt) for m in members]
         whole = cost.request_minutes(sum(minutes), 24, attempt)
-        assert min(shares) >= 1 and whole <= sum(shares) <= whole + sum(s == 1 for s in shares)
+        floors = MEMBER_MINIMUM_MINUTES * sum(s == MEMBER_MINIMUM_MINUTES for s in shares)
+        assert min(shares) >= MEMBER_MINIMUM_MINUTES and whole <= sum(shares) <= whole + floors
         assert sum(shares) == groups.group_request_minutes("p_1", 24, attempt)
 
 
@@ -211,7 +212,8 @@ def test_no_gpu_job_of_a_real_scale_config_is_small_but_a_group_of_all_its_phase
         assert job.mem_mb == max(m.mem_mb for m in job.members) and job.cpus == max(m.cpus for m in job.members)
         assert {groups.group(m.rule, m.key) for m in job.members} == {job.rule}
         assert job.request_minutes == groups.group_request_minutes(job.rule, p.max_job_hours)
-        assert job.request_minutes <= math.ceil(2 * job.estimate_minutes + cost.MINIMUM_MINUTES) + len(job.members)
+        floors = MEMBER_MINIMUM_MINUTES * len(job.members)
+        assert job.request_minutes <= math.ceil(2 * job.estimate_minutes + cost.MINIMUM_MINUTES) + floors
     if name in SMALL_SCORINGS:  # the scorings' one group, and no scoring of their phase left to join it
         (group,) = small
         assert all(m.rule.startswith(("evaluate", "analysis")) for m in group.members)

@@ -16,7 +16,8 @@ to each submitted job (`resource_scopes`) of which the workflow gives 1 (`prepar
 its own: the group asks one GPU, the sum of its members' runtimes and the largest of their memory and CPUs (threads),
 and its job's own Snakemake runs them one after the other on that GPU. The runtimes are its members' shares of one
 request for the group's work (`JobGroups.request_minutes`: the margin on each member's estimate, the minimum
-`cost.MINIMUM_MINUTES` spread over the members), so that a group asks what one job of its summed estimate would.
+`cost.MINIMUM_MINUTES` spread over the members, each member at least `MEMBER_MINIMUM_MINUTES`), so that a group asks
+what one job of its summed estimate would, plus those floors.
 
 Snakemake merges the jobs of one group id into one group job only where they are connected in the graph, unless
 `--group-components ID=N` says how many unconnected parts one job may take; the workflow sets that for its own ids
@@ -33,6 +34,9 @@ from .cost import request_minutes
 
 #: the resource each member of a group asks 1 of; each submitted job has 1 (`prepare`)
 GROUP_GPU = "group_gpu"
+#: the least runtime a member asks (its process's start: Python, torch, the model and stores), so that a group that
+#: runs only some of its members (a rerun) still asks enough for each
+MEMBER_MINIMUM_MINUTES = 2
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,8 @@ class JobGroups:
     def request_minutes(self, rule: str, key: str, max_job_hours: float, attempt: int = 1) -> int:
         """The runtime the member asks for: its share of `cost.request_minutes` of its group's summed estimate, the
         minimum spread over the members in equal parts (the request of the members up to it less the request of
-        those before it), at least a minute; the group's runtime, their sum, is then that one request."""
+        those before it), at least `MEMBER_MINIMUM_MINUTES`; the group's runtime, their sum, is then that one
+        request, plus what those floors add."""
         name = self.of_member[(rule, key)]
         listed = self.members[name]
         position = next(i for i, m in enumerate(listed) if (m.rule, m.key) == (rule, key))
@@ -104,7 +109,9 @@ class JobGroups:
         def upto(count: int, minutes: float) -> int:
             return request_minutes(minutes, max_job_hours, attempt, count / len(listed)) if count else 0
 
-        return max(1, upto(position + 1, before + listed[position].minutes) - upto(position, before))
+        return max(
+            MEMBER_MINIMUM_MINUTES, upto(position + 1, before + listed[position].minutes) - upto(position, before)
+        )
 
     def group_request_minutes(self, name: str, max_job_hours: float, attempt: int = 1) -> int:
         """The runtime Snakemake asks for group `name`: its members' requests summed."""

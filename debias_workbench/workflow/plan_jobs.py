@@ -44,10 +44,16 @@ class Job:
 
 
 def job_groups(config: dict[str, Any], phases: dict[str, list[Job]]) -> JobGroups:
-    """The groups of the one-GPU jobs of `phases` estimated under `cluster.min_job_minutes` (none where it is 0)."""
+    """The groups of the one-GPU jobs of `phases` estimated under `cluster.min_job_minutes` (none where it is 0), in
+    the order of their rules and targets (a committee's: its dataset, train variant and seed), which neither the
+    order of the config's keys nor the order the rules and the plan find the jobs in changes."""
     least = config["cluster"]["min_job_minutes"]
     small = {
-        phase: [Member(j.rule, j.key, j.estimate_minutes) for j in jobs if j.gpus == 1 and j.estimate_minutes < least]
+        phase: [
+            Member(j.rule, j.key, j.estimate_minutes)
+            for j in sorted(jobs, key=lambda j: (j.rule, j.target, j.key))
+            if j.gpus == 1 and j.estimate_minutes < least
+        ]
         for phase, jobs in phases.items()
     }
     return JobGroups.of(small, least)

@@ -218,3 +218,31 @@ def test_no_gpu_job_of_a_real_scale_config_is_small_but_a_group_of_all_its_phase
         (group,) = small
         assert all(m.rule.startswith(("evaluate", "analysis")) for m in group.members)
         assert not [j for j in p.jobs if j.gpus and not j.members and j.rule.startswith(("evaluate", "analysis"))]
+
+
+def test_a_paper_configs_job_groups_are_its_dry_runs(tmp_path):
+    """park_real_data (its committees in three groups, its scorings in one) with the stand-in files at its FILL ME
+    keys, at real scale: Snakemake's dry run groups the jobs as `workbench plan` of the same files does, member by
+    member, each group's runtimes summed to the plan's request (the Snakefile's config and the plan's hold their keys
+    in different orders: the groups must not depend on it)."""
+    import yaml
+
+    from .standins import write_paper_paths
+
+    config = ROOT / "config" / "park_real_data.yaml"
+    standins = yaml.safe_load(write_paper_paths(tmp_path / "files", None).read_text())
+    own = set(yaml.safe_load(config.read_text())["datasets"]) | {"in9", "biased_mnist", "colored_mnist"}
+    grids = set(yaml.safe_load(config.read_text())["grids"])
+    paths = tmp_path / "paths.yaml"
+    paths.write_text(yaml.safe_dump({"datasets": {k: v for k, v in standins["datasets"].items() if k in own},
+                                     "grids": {k: v for k, v in standins["grids"].items() if k in grids},
+                                     "results": str(tmp_path / "results")}))
+    out = snakemake("-n", "all", "--cores", "32", "--configfile", str(config), str(paths))
+    _top, groups = dry_run_gpu_jobs(out)
+    planned_groups = {j.rule: j for j in plan([config, paths]).jobs if j.members}
+    assert {g for g in planned_groups if g.startswith("committees_")} and "scorings_1" in planned_groups
+    assert {g: sorted(r for r, _ in m) for g, m in groups.items()} == {
+        g: sorted(m.rule for m in j.members) for g, j in planned_groups.items()
+    }
+    runtimes = {g: sum(t for _, t in m) for g, m in groups.items()}
+    assert runtimes == {g: j.request_minutes for g, j in planned_groups.items()}

@@ -2,8 +2,8 @@
 # every Background-Challenge run scored on `evaluation.dataset` (MAIN_EXPERIMENTS, rules/common.smk),
 # and ReBias's texture-cluster accuracy (Table 2):
 # `snakemake --cores 2 results/analysis/consistency.jsonl` builds one alone.
-# Uses rules/common.smk: MAIN_EXPERIMENTS, PY, R, THREADS, analysis_config_file, res, run_files, store_args,
-# variant_store.
+# Uses rules/common.smk: MAIN_EXPERIMENTS, PY, R, THREADS, analysis_config_file, res, run_files, small_job_group,
+# small_job_resources, store_args, variant_store.
 
 ANALYSIS_STORES = {v: variant_store(config["evaluation"]["dataset"], v) for v in ("original", "mixed_rand")}
 ANALYSIS_STORE_ARGS = store_args(ANALYSIS_STORES)
@@ -32,8 +32,9 @@ rule analysis:
         stores=ANALYSIS_STORE_ARGS,
         py=PY,
     threads: THREADS
+    group: small_job_group("analysis", lambda wc: wc.analysis)
     resources:
-        **res.rule_resources(config, True, lambda wc: res.evaluation(config, 2, len(run_files("model.pt", MAIN_EXPERIMENTS)))),
+        **small_job_resources("analysis", lambda wc: wc.analysis, res.rule_resources(config, True, lambda wc: res.evaluation(config, 2, len(run_files("model.pt", MAIN_EXPERIMENTS))))),
     conda:
         "../envs/workbench.yaml"
     log:
@@ -59,8 +60,9 @@ rule analysis_saliency:
         stores=ANALYSIS_STORE_ARGS,
         py=PY,
     threads: THREADS
+    group: small_job_group("analysis_saliency", lambda wc: "")
     resources:
-        **res.rule_resources(config, True, lambda wc: res.evaluation(config, 1, len(run_files("model.pt", SALIENCY_EXPERIMENTS)))),
+        **small_job_resources("analysis_saliency", lambda wc: "", res.rule_resources(config, True, lambda wc: res.evaluation(config, 1, len(run_files("model.pt", SALIENCY_EXPERIMENTS))))),
     conda:
         "../envs/workbench.yaml"
     log:
@@ -86,8 +88,9 @@ rule analysis_texture:
         stores=ANALYSIS_STORE_ARGS,
         py=PY,
     threads: THREADS
+    group: small_job_group("analysis_texture", lambda wc: "")
     resources:
-        **res.rule_resources(config, True, lambda wc: res.evaluation(config, 1, 1 + len(run_files("model.pt", TEXTURE["experiments"])))),
+        **small_job_resources("analysis_texture", lambda wc: "", res.rule_resources(config, True, lambda wc: res.evaluation(config, 1, 1 + len(run_files("model.pt", TEXTURE["experiments"]))))),
     conda:
         "../envs/workbench.yaml"
     log:

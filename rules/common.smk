@@ -15,11 +15,12 @@ from debias_workbench.pipeline.sources.listing import folder_fingerprint
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.training.methods import PREREQUISITES
 from debias_workbench.training.prerequisites import jobs as prerequisites, relative_path
-from debias_workbench.workflow import job_server
+from debias_workbench.workflow import job_groups, job_server
 from debias_workbench.workflow import job_process
 from debias_workbench.workflow import resources as res
 from debias_workbench.workflow.config import background_challenge_runs, pack_jobs, packs, runs, scoring, scoring_packs
 from debias_workbench.workflow.lookup import dataset_family, dataset_variants
+from debias_workbench.workflow.plan import config_job_groups
 from debias_workbench.workflow.report_slice import report_config
 from debias_workbench.workflow.slices import (analysis_config, config_provenance, dataset_job_config, imagenet_evaluation_config,
                               official_evaluation_config, run_config, scoring_config, JobConfigs)
@@ -39,6 +40,21 @@ THREADS = config["training"]["threads"]  # config/config.yaml sets it (the schem
 RUNS_PER_GPU = config["training"]["runs_per_gpu"]  # a GPU training job's runs at once (its resources follow)
 PY = job_process.PYTHON_COMMAND  # every job's interpreter, from the environment (workflow_environment)
 PREREQUISITE_OUTPUT = f"{R}/{relative_path('{kind}', '{digest}')}"  # a prerequisite's file (rule prerequisite)
+# the groups of small GPU jobs a cluster runs as one job each (workbench.job_groups: the prerequisites, the scorings
+# and analyses); none where cluster.min_job_minutes is 0 (the demo), and a local run ignores them
+JOB_GROUPS = config_job_groups(config) if config["cluster"]["min_job_minutes"] else job_groups.JobGroups()
+job_groups.prepare(workflow, JOB_GROUPS)
+
+
+def small_job_group(rule, key):
+    """`group:` of `rule`'s jobs (`key`: wildcards -> the job's wildcard value): the job group it joins, if any."""
+    return job_groups.snakemake_group(workflow, JOB_GROUPS, rule, key)
+
+
+def small_job_resources(rule, key, resources):
+    """`resources` of `rule`'s jobs with, for a member of a group, its share of the group's runtime and GROUP_GPU."""
+    return {**resources, **job_groups.group_resources(workflow, JOB_GROUPS, rule, key, resources["runtime"],
+                                                      config["cluster"]["max_job_hours"])}
 
 
 def workflow_environment():

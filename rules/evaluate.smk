@@ -1,6 +1,7 @@
 # Scorings beside each run's own (rules/runs.smk, which also scores the Background Challenge runs on the
 # official test images): Base (IN), a 1000-class ImageNet model, on every val variant of `evaluation.dataset`.
-# Uses rules/common.smk: EVAL_DATASET, JOB_CONFIGS, PY, R, THREADS, eval_stores, res, store_args.
+# Uses rules/common.smk: EVAL_DATASET, JOB_CONFIGS, PY, R, THREADS, eval_stores, res, small_job_group,
+# small_job_resources, store_args.
 
 EVAL_STORES = eval_stores(EVAL_DATASET)
 EVAL_STORE_ARGS = store_args(EVAL_STORES)
@@ -17,8 +18,10 @@ rule evaluate_imagenet_model:
         stores=EVAL_STORE_ARGS,
         py=PY,
     threads: THREADS
+    group: small_job_group("evaluate_imagenet_model", lambda wc: "")
     resources:
-        **res.rule_resources(config, True, lambda wc: res.evaluation(config, len(EVAL_STORES))),
+        **small_job_resources("evaluate_imagenet_model", lambda wc: "",
+                              res.rule_resources(config, True, lambda wc: res.evaluation(config, len(EVAL_STORES)))),
     conda:
         "../envs/workbench.yaml"
     log:

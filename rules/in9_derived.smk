@@ -1,5 +1,6 @@
 # IN-9 variants made image by image by a model or a tool (debias_workbench/pipeline/derived_stage.py): Stylized
-# IN-9 (AdaIN: a GPU job, on the CPU without one), IN-9-Texture (texture synthesis through a
+# IN-9 (AdaIN: a GPU job, on the CPU without one, and a CPU job where its work is under cluster.min_job_minutes:
+# workbench.resources.derived_gpu), IN-9-Texture (texture synthesis through a
 # command-line tool: a CPU job) and IN-9-C (ImageNet-C corruptions: CPU), in jobs of whole blocks holding the splits
 # the variant builds (rules/common.smk shard_jobs), then one gather into the variant
 # store. Each job's config slice holds only its own variant's section, so editing the
@@ -27,7 +28,9 @@ for _derived, _gpu in (("stylized", True), ("texture", False), ("corrupted", Fal
             min_images=lambda wc: res.min_job_images(config, wc.dataset, wc.derived),
         resources:
             **res.rule_resources(
-                config, _gpu, lambda wc, v=_derived: res.derived_shard(config, wc.dataset, v, shard_images(wc, v))
+                config,  # a GPU only for a stylization job of at least cluster.min_job_minutes (workbench.resources)
+                (lambda wc, v=_derived: res.derived_gpu(config, wc.dataset, v, shard_images(wc, v))) if _gpu else False,
+                lambda wc, v=_derived: res.derived_shard(config, wc.dataset, v, shard_images(wc, v)),
             ),
         conda:
             "../envs/workbench.yaml"

@@ -6,7 +6,7 @@
 # arguments), so the runs that would make the same one share it; its job seeds it as the run's set-up would, so a
 # run's weights and metrics are those of a run that makes it itself.
 # Uses rules/common.smk: PREREQUISITE_OUTPUT, PY, R, THREADS, prerequisite_inputs, prerequisite_jobs,
-# prerequisite_resources, res.
+# prerequisite_resources, res, small_job_group, small_job_resources.
 
 
 rule prerequisite:
@@ -21,8 +21,9 @@ rule prerequisite:
     params:
         py=lambda wc: res.launcher(PY, res.gpus([prerequisite_jobs()[wc.kind, wc.digest].config]), THREADS),
     threads: lambda wc: THREADS * res.gpus([prerequisite_jobs()[wc.kind, wc.digest].config])
+    group: small_job_group("prerequisite", lambda wc: wc.digest)
     resources:
-        **prerequisite_resources(),
+        **small_job_resources("prerequisite", lambda wc: wc.digest, prerequisite_resources()),
     conda:
         "../envs/workbench.yaml"
     log:

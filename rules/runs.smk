@@ -18,8 +18,8 @@
 # wildcard can stand for a member, so each distinct list of outputs needs its own rule. Every such rule
 # is one of these two loops, with the same body as `train` (the helpers of rules/common.smk, given the pack).
 # Uses rules/common.smk: ALONE, OFFICIAL_STORES, PACKS, PY, R, SCORING_PACKS, THREADS, alone, named_inputs_args,
-# one_of, pack_scored, scoring_inputs, scoring_resources, store_args, test_stores, train_inputs, train_launcher,
-# train_resources, train_retries, train_threads.
+# one_of, pack_scored, scoring_inputs, scoring_resources, small_job_group, small_job_resources, store_args, test_stores,
+# train_inputs, train_launcher, train_resources, train_retries, train_threads.
 
 
 rule train:
@@ -108,8 +108,10 @@ for _pack in SCORING_PACKS:  # one rule per list of outputs (see above)
                                                 if output.official else ""),
             py=PY,
         threads: THREADS
+        group: small_job_group(f"evaluate{_pack.name}", lambda wc, w=_wildcard: getattr(wc, w))
         resources:
-            **scoring_resources(_pack),
+            **small_job_resources(f"evaluate{_pack.name}", lambda wc, w=_wildcard: getattr(wc, w),
+                                  scoring_resources(_pack)),
         conda:
             "../envs/workbench.yaml"
         log:

@@ -211,3 +211,42 @@ def test_a_run_longer_than_a_job_continues_over_several_jobs(cluster, tmp_path):
     # log holds both jobs (Snakemake's log above only the last one's)
     assert (run_dir / "checkpoint.pt").exists()
     assert (run_dir / "train.log").read_text().count("== attempt started ") == 2
+
+
+def test_small_gpu_jobs_run_as_one_snakemake_group_job(cluster, tmp_path):
+    """With `cluster.min_job_minutes` set, the tiny config's two Biased MNIST grid scorings (seconds each) go to
+    SLURM as one job of their group (`workflow.job_groups`): one `sbatch` on the GPU partition with one GPU, its
+    time limit the members' runtimes summed as the plan computes them, the members run one after the other in it,
+    each writing its scores. Their models are trained locally first, so the group is the only SLURM job."""
+    from debias_workbench.workflow.config import resolve_config, scoring_packs
+    from debias_workbench.workflow.plan import config_job_groups, load_config
+
+    results = tmp_path / "results"
+    extra = tmp_path / "grouped.yaml"
+    extra.write_text(json.dumps({"results": str(results), "cluster": {"min_job_minutes": 10}}))
+    configs = ["tests/data/tiny.yaml", str(extra)]
+    config = resolve_config(load_config([Path(workdir()) / c for c in configs]))
+    (pack,) = [p for p in scoring_packs(config) if p.name == "_rebias_mnist"]  # its seed 0
+    scored = {value: pack.experiments({"variant": value}) for value in pack.constraints["variant"]}
+    assert len(scored) == 2
+    runs = [f"{results}/runs/{e}/seed{s}" for names in scored.values() for e in names for s in pack.seeds]
+    snakemake(*[f"{r}/model.pt" for r in runs], "--cores", "2", "--configfile", *configs)
+    groups = config_job_groups(config)
+    rule = f"evaluate{pack.name}"
+    (name,) = {groups.group(rule, value) for value in scored}
+    assert name is not None and len(groups.members[name]) > 2  # the config's other small scorings are not asked for
+
+    log = tmp_path / "slurm.log"
+    cmd = [sys.executable, "-m", "snakemake", *[f"{r}/eval.jsonl" for r in runs], "--executor", "slurm",
+           "--workflow-profile", "profiles/slurm", "--profile", "profiles/slurm-local", "--configfile", *configs]
+    with log.open("w") as out:
+        rc = subprocess.run(cmd, cwd=workdir(), env=cluster.env, stdout=out, stderr=subprocess.STDOUT, timeout=900).returncode
+    assert rc == 0, log.read_text()[-4000:]
+    assert all(Path(f"{r}/eval.jsonl").stat().st_size > 0 for r in runs)
+    (job,) = [j for j in scontrol_jobs(cluster) if j.get("Comment", "").startswith(f"rule_{name}")]
+    assert job["JobState"] == "COMPLETED" and job["Partition"] == "gpu", job
+    assert re.search(r"gpu[:=]1\b", job.get("TresPerJob", "") + job.get("TresPerNode", "")), job
+    minutes = sum(groups.request_minutes(rule, value, config["cluster"]["max_job_hours"]) for value in scored)
+    assert job["TimeLimit"] == f"{minutes // 60:02d}:{minutes % 60:02d}:00", (job["TimeLimit"], minutes)
+    text = log.read_text()
+    assert text.count("Group job ") == 1 and f"Group job {name}" in text, text[-3000:]

@@ -315,12 +315,13 @@ def prerequisite_seconds(kind: PrerequisiteKind, job_cfg: dict[str, Any]) -> flo
     return networks * int(args[kind.cost.steps]) * step_ms / 1000
 
 
-def request_minutes(estimate_minutes: float, max_job_hours: float, attempt: int = 1) -> int:
+def request_minutes(estimate_minutes: float, max_job_hours: float, attempt: int = 1, minimum_share: float = 1.0) -> int:
     """The runtime a job asks the scheduler for: `estimate_minutes` x `REQUEST_MARGIN` (a retry:
-    `RETRY_MARGIN`) + `MINIMUM_MINUTES`, never over `max_job_hours` (a run longer than that trains over
-    several jobs: `jobs_needed`)."""
+    `RETRY_MARGIN`) + `MINIMUM_MINUTES` (x `minimum_share`: the first members of a job group,
+    `workflow.job_groups`), never over `max_job_hours` (a run longer than that trains over several jobs:
+    `jobs_needed`)."""
     margin = REQUEST_MARGIN if attempt <= 1 else RETRY_MARGIN
-    return min(math.ceil(estimate_minutes * margin + MINIMUM_MINUTES), int(max_job_hours * 60))
+    return min(math.ceil(estimate_minutes * margin + MINIMUM_MINUTES * minimum_share), int(max_job_hours * 60))
 
 
 def job_budget_minutes(max_job_hours: float) -> float:

@@ -44,7 +44,9 @@ from .config import (
     scoring,
     scoring_packs,
 )
+from .job_groups import JobGroups
 from .lookup import dataset_family, dataset_variants, deep_merge
+from .plan_jobs import Job, grouped, job_groups
 from .scope import scoped
 from .slices import run_config
 from .user_paths import missing_paths
@@ -72,35 +74,6 @@ class RunLine:
     estimate: cost.RunEstimate
     gpu_hours: float
     streams: bool  #: its loader streams the split (`resources.streams`): its row measured the split in memory
-
-
-@dataclass(frozen=True)
-class Job:
-    """One scheduler job: its rule, the table it feeds, its estimate (wall minutes) and its request
-    (runtime, GPUs, CPUs as its rule's `threads`, memory); `note`: how its runs share its GPU
-    (`resources.runs_at_once`), where several do, or the speed-up assumed of its several GPUs."""
-
-    rule: str
-    target: str
-    table: str
-    gpus: int  #: 0: a CPU job
-    cpus: int
-    estimate_minutes: float
-    mem_mb: float
-    request_minutes: int
-    jobs_needed: int
-    note: str | None = None
-    runs: int = 0  #: the training runs it trains (0: not a training job)
-
-    @property
-    def gpu_hours(self) -> float:
-        """GPUs x hours: the GPU-hours the job holds (a job on two GPUs holds both for its whole time)."""
-        return self.gpus * self.estimate_minutes / 60
-
-    @property
-    def cpu_hours(self) -> float:
-        """Hours of a CPU job (its estimate: one core's work, `cost.cpu_minutes`); 0 for a GPU job."""
-        return 0.0 if self.gpus else self.estimate_minutes / 60
 
 
 @dataclass
@@ -169,6 +142,7 @@ def _job(
     cpus: int | None = None,
     note: str | None = None,
     runs: int = 0,
+    key: str = "",
 ) -> Job:
     """A job with its request as `resources.rule_resources` makes it (first attempt); `cpus`: its rule's
     `threads` (default `training.threads`, as the training, scoring and analysis rules ask)."""
@@ -186,6 +160,7 @@ def _job(
         cost.jobs_needed(minutes, hours) if gpus else 1,
         note,
         runs,
+        key,
     )
 
 
@@ -250,6 +225,7 @@ def prerequisite_jobs(config: dict[str, Any], tables: dict[str, str], pack_runs:
             resources.gpus([job.config]),
             resources.prerequisite(job.kind, job.config),
             config["training"]["threads"] * resources.gpus([job.config]),  # rules/prerequisites.smk's threads
+            key=job.digest,
         )
         for job in prerequisites(r for _, _, run_cfgs in pack_runs for r in run_cfgs)
     ]
@@ -268,7 +244,7 @@ def scoring_jobs(config: dict[str, Any], tables: dict[str, str]) -> list[Job]:
             estimate = resources.evaluation(
                 config, len(sets) + official_stores * pack.official, len(pack.members) * len(pack.seeds), dataset
             )
-            jobs.append(_job(config, f"evaluate{pack.name}", value, tables[experiment], 1, estimate))
+            jobs.append(_job(config, f"evaluate{pack.name}", value, tables[experiment], 1, estimate, key=value))
     return jobs
 
 
@@ -291,7 +267,7 @@ def data_jobs(config: dict[str, Any]) -> list[Job]:
                 job.rule,
                 job.target,
                 DATA,
-                int(job.gpu),
+                int(job.gpu and _generation_gpu(config, dataset, job)),
                 _generation_estimate(config, dataset, job),
                 resources.variant_threads(config, dataset) if job.parallel else 1,
             )
@@ -300,6 +276,12 @@ def data_jobs(config: dict[str, Any]) -> list[Job]:
             )
         ]
     return jobs
+
+
+def _generation_gpu(config: dict[str, Any], dataset: str, job: GenerationJob) -> bool:
+    """Whether a generation job its family runs on a GPU asks for one: a stylization job only where its work is at
+    least `cluster.min_job_minutes` (`resources.derived_gpu`)."""
+    return job.work != "derived_shard" or resources.derived_gpu(config, dataset, str(job.variant), job.images)
 
 
 def _generation_estimate(config: dict[str, Any], dataset: str, job: GenerationJob) -> tuple[float, float]:
@@ -322,7 +304,7 @@ def analysis_jobs(config: dict[str, Any]) -> list[Job]:
     main_runs, saliency = background_challenge_runs(config), config["analyses"]["saliency"]["experiments"]
     main = _models(config, main_runs)
     jobs = [
-        _job(config, "analysis", a, ANALYSES, 1, resources.evaluation(config, 2, main))
+        _job(config, "analysis", a, ANALYSES, 1, resources.evaluation(config, 2, main), key=a)
         for a in ("consistency", "fivecrop")
         if main_runs
     ]
@@ -349,6 +331,19 @@ def analysis_jobs(config: dict[str, Any]) -> list[Job]:
     return jobs
 
 
+def groupable_jobs(config: dict[str, Any], tables: dict[str, str], pack_runs: list[PackRuns]) -> dict[str, list[Job]]:
+    """The jobs of each phase a job group may take (`workflow.job_groups`): the prerequisite artifacts, before the runs
+    that read them train, and the scorings and GPU analyses, after; no path leads from one job of a phase to another."""
+    analyses = [j for j in analysis_jobs(config) if j.gpus]
+    scorings = scoring_jobs(config, tables) + analyses
+    return {"prerequisites": prerequisite_jobs(config, tables, pack_runs), "scorings": scorings}
+
+
+def config_job_groups(config: dict[str, Any]) -> JobGroups:
+    """The job groups of an expanded config, as the rules read them (rules/common.smk)."""
+    return job_groups(config, groupable_jobs(config, run_tables(config), list(_pack_runs(config))))
+
+
 def plan(files: list[Path]) -> Plan:
     """The plan of the config `files` (merged over config/config.yaml): runs, jobs, missing user paths."""
     config = load_config(files)
@@ -358,6 +353,8 @@ def plan(files: list[Path]) -> Plan:
     pack_runs = list(_pack_runs(config))  # each run's config made once, for its job and its prerequisites'
     lines, training = training_jobs(config, tables, pack_runs)
     out = Plan([str(f) for f in files], float(config["cluster"]["max_job_hours"]), missing, lines)
-    jobs = prerequisite_jobs(config, tables, pack_runs) + training + scoring_jobs(config, tables)
-    out.jobs = data_jobs(config) + jobs + analysis_jobs(config)
+    phases = groupable_jobs(config, tables, pack_runs)
+    report = [j for j in analysis_jobs(config) if not j.gpus]
+    jobs = phases["prerequisites"] + training + phases["scorings"] + report
+    out.jobs = data_jobs(config) + grouped(config, jobs, job_groups(config, phases))
     return out

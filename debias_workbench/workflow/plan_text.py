@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from . import cost
-from .plan import Job, Plan, RunLine, plan
+from .plan import Plan, RunLine, plan
+from .plan_jobs import Job
 
 
 def _hours(minutes: float) -> float:
@@ -101,6 +102,7 @@ def _job_json(job: Job) -> dict[str, Any]:
         "jobs_needed": job.jobs_needed,
         "runs": job.runs,
         "note": job.note,
+        **({"members": [_job_json(m) for m in job.members]} if job.members else {}),
     }
 
 

@@ -85,7 +85,7 @@ def local_gpu_cap(given: int | None) -> int | None:
 
 def rule_resources(
     config: dict[str, Any],
-    gpu: bool,
+    gpu: bool | Callable[[Any], bool],
     estimate: Estimate,
     gpus: Callable[[Any], int] | None = None,
     minutes_left: Callable[[Any], float] | None = None,
@@ -96,7 +96,15 @@ def rule_resources(
     submitted: Snakemake evaluates a retry's resources anew) (`cost.request_minutes`: margin and
     minimum, a retry the larger margin, never over `cluster.max_job_hours`). Training rules give
     `gpus` (wildcards -> the run's `training.gpus`): the job then asks for that many GPUs on one
-    node (`python -m torch.distributed.run` starts one process per GPU there)."""
+    node (`python -m torch.distributed.run` starts one process per GPU there). `gpu` may be a function of the
+    wildcards (`derived_gpu`): the job then asks `gpu` 1 or 0 and its partition follows."""
+    if callable(gpu):
+        wants = gpu
+        return {
+            **rule_resources(config, False, estimate, None, minutes_left),
+            "slurm_partition": lambda wildcards: partition(config, wants(wildcards)),
+            "gpu": lambda wildcards: int(wants(wildcards)),
+        }
     minutes = minutes_left or (lambda wildcards: estimate(wildcards)[0])
     out: dict[str, Any] = {
         "slurm_partition": partition(config, gpu),
@@ -324,6 +332,15 @@ def derived_shard(config: dict[str, Any], dataset: str, variant: str, images: in
     ds = config["datasets"][dataset]
     side = ds[variant].get("work_size") or image_side(ds)
     return cpu_minutes(variant, images, side), 3000 + image_mb(ds, images) * 4
+
+
+def derived_gpu(config: dict[str, Any], dataset: str, variant: str, images: int) -> bool:
+    """Whether a job of a derived variant that runs on a GPU (stylization) making `images` images asks for one: only
+    where its work on one core (the cost model's CPU figure) is at least `cluster.min_job_minutes`. Less (a small
+    dataset's whole stylization in a real-scale config) is a CPU job's minutes of work, which would wait in a GPU
+    queue and hold a GPU for its start-up; the step runs on the CPU where it finds no GPU. Where the setting is 0 (the
+    demo) every such job asks for a GPU."""
+    return derived_shard(config, dataset, variant, images)[0] >= config["cluster"]["min_job_minutes"]
 
 
 def min_job_images(config: dict[str, Any], dataset: str, step: str) -> int:

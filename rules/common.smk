@@ -82,7 +82,9 @@ shell.prefix(job_process.SHELL_PREFIX)
 _JOB_SERVER = []
 
 
-onstart:
+onstart:  # where Snakemake runs its jobs is known from here on (not while it reads the Snakefile)
+    res.apply_local_gpu_cap(workflow)
+    res.apply_continuation_retries(workflow, training_minutes(), config["cluster"]["max_job_hours"])
     if note := res.allocation_note(workflow.local_exec):  # inside an sbatch / salloc allocation: say what a stop means
         print(note, file=sys.stderr, flush=True)
     if job_server.wanted(workflow.local_exec, bool(workflow.deployment_settings.deployment_method), workflow.touch,
@@ -286,18 +288,11 @@ def scoring_resources(pack):
         len(pack.members) * len(pack.seeds), scoring(config, pack_scored(pack, wc))[0]))
 
 
-# Where Snakemake submits the jobs to a cluster (not in a job's own Snakemake, which runs one attempt),
-# a training job whose runs outlast cluster.max_job_hours continues over several jobs: its rule's retries
-SUBMITS_JOBS = workflow.is_main_process and not workflow.local_exec
-
-
-def train_retries(pack):
-    """How often `pack`'s training jobs are retried when they go to a cluster, the given retries plus a
-    job's continuations (workbench.resources.continuation_retries); elsewhere None (--retries as given)."""
-    if not SUBMITS_JOBS:
-        return None
-    minutes = [res.training(pack_runs(pack, wc), RUNS_PER_GPU, THREADS)[0] for wc in pack_jobs(config, pack)]
-    return res.continuation_retries(workflow.execution_settings.retries, minutes, config["cluster"]["max_job_hours"])
+def training_minutes():
+    """{training rule: its jobs' estimates}: on a cluster, a training job whose runs outlast cluster.max_job_hours
+    continues over several jobs, its rule's retries (set at the start: workbench.resources.apply_continuation_retries)."""
+    return {f"train{pack.name}": [res.training(pack_runs(pack, wc), RUNS_PER_GPU, THREADS)[0]
+                                  for wc in pack_jobs(config, pack)] for pack in PACKS}
 
 
 def pack_scored(pack, wildcards):

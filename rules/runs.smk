@@ -5,7 +5,7 @@
 # wildcards), a grid's small runs of one train variant and seed together (rules `train_<grid>`, `_2`, `_3`,
 # ... where seed groups or `pack` split them). A run resumes from its checkpoint after a kill, and only from
 # a checkpoint made with the same run config; on a cluster, a run longer than a job (cluster.max_job_hours)
-# stops before its job's time runs out and the rule's retry (train_retries) continues it from that
+# stops before its job's time runs out and the rule's retry (training_minutes) continues it from that
 # checkpoint. Scoring packs (`SCORING_PACKS`, workbench.config.scoring_packs) score every seed of one
 # experiment (rules `evaluate`, `evaluate_2`, ... by seed list), or of one grid pack on one train variant
 # (`evaluate_<grid>`), in one process, the official Background Challenge images too.
@@ -19,7 +19,7 @@
 # is one of these two loops, with the same body as `train` (the helpers of rules/common.smk, given the pack).
 # Uses rules/common.smk: ALONE, OFFICIAL_STORES, PACKS, PY, R, SCORING_PACKS, THREADS, alone, named_inputs_args,
 # one_of, pack_scored, scoring_inputs, scoring_resources, small_job_group, small_job_resources, store_args, test_stores,
-# train_inputs, train_launcher, train_resources, train_retries, train_threads.
+# train_inputs, train_launcher, train_resources, train_threads.
 
 
 rule train:
@@ -36,9 +36,6 @@ rule train:
         tests=lambda wc, input: named_inputs_args(input, "test_"),
         py=alone(train_launcher),
     threads: alone(train_threads)
-    # on a cluster: a run longer than cluster.max_job_hours continues in the next job; a number, not a function
-    # of the wildcards, in Snakemake 9: the continuations of the rule's longest job
-    retries: train_retries(ALONE)
     resources:
         **train_resources(ALONE),
     conda:
@@ -70,7 +67,6 @@ for _pack in PACKS[1:]:  # a grid's packs: `train` with the pack's members as ou
             tests=lambda wc, input: named_inputs_args(input, "test_"),
             py=lambda wc, p=_pack: train_launcher(p, wc),
         threads: lambda wc, p=_pack: train_threads(p, wc)
-        retries: train_retries(_pack)
         resources:
             **train_resources(_pack),
         conda:

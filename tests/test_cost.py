@@ -165,6 +165,27 @@ def test_a_run_over_the_cap_asks_for_the_cap_and_counts_its_jobs():
     assert resources.continuation_retries(1, [30.0], 2) == 1 and resources.continuation_retries(0, [], 2) == 0
 
 
+def test_a_cluster_run_sets_each_training_rules_continuation_retries_at_its_start():
+    """Snakemake chooses the executor after reading the Snakefile, where `workflow.local_exec` is always true, so
+    the workflow sets the training rules' retries at its start (`onstart`): where it submits to a cluster, the
+    given --retries plus the continuations of the rule's longest job; a local run and a submitted job's own
+    Snakemake keep --retries as given."""
+    from types import SimpleNamespace
+
+    minutes = {"train": [30.0], "train_grid": [30.0, 300.0]}  # 300 min: several jobs of at most 2 h
+
+    def rules_after(local_exec: bool, main: bool = True) -> dict[str, int]:
+        rules = {name: SimpleNamespace(restart_times=1) for name in minutes}
+        workflow = SimpleNamespace(is_main_process=main, local_exec=local_exec, get_rule=rules.__getitem__,
+                                   execution_settings=SimpleNamespace(retries=1))
+        resources.apply_continuation_retries(workflow, minutes, 2)
+        return {name: rule.restart_times for name, rule in rules.items()}
+
+    assert rules_after(local_exec=True) == rules_after(local_exec=False, main=False) == {"train": 1, "train_grid": 1}
+    assert rules_after(local_exec=False) == {"train": 1, "train_grid": cost.jobs_needed(300.0, 2)}
+    assert cost.jobs_needed(300.0, 2) > 1
+
+
 @pytest.mark.parametrize("files", CONFIGS, ids=lambda f: f[0] if f else "config.yaml")
 def test_workbench_plan_json_runs_before_any_data(files, tmp_path, monkeypatch, capsys):
     """From a directory holding nothing of the config's data (and no results): one JSON object."""

@@ -7,7 +7,8 @@ benchmarks' CPU figures) with its stated margin and minimum, never over `cluster
 several jobs, its rule's retries: `continuation_retries`; a training job asks only for the work its
 runs' checkpoints leave: `training_left`); `profiles/slurm/config.yaml` can still
 override any rule with `set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter, and the GPU jobs
-running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied by the Snakefile).
+running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied at the workflow's start:
+`apply_local_gpu_cap`).
 """
 
 from __future__ import annotations
@@ -81,6 +82,16 @@ def local_gpu_cap(given: int | None) -> int | None:
     if given is not None:
         return given
     return visible_gpus() or None
+
+
+def apply_local_gpu_cap(workflow: Any) -> None:
+    """Where `workflow` (Snakemake's) runs its jobs itself (`--cores N`, not a cluster's main process nor a
+    submitted job), its `gpu` resource: `local_gpu_cap`, unless the user gave one. Called at the start
+    (`onstart`), once Snakemake has chosen its executor (while it reads the Snakefile, `local_exec` is always
+    true: a cluster run's main process on a GPU login node would cap the cluster's jobs at its own GPUs)."""
+    if workflow.local_exec and not workflow.remote_exec and "gpu" not in workflow.global_resources:
+        if (gpus := local_gpu_cap(None)) is not None:  # at most one GPU job per visible GPU at once
+            workflow.register_resource("gpu", gpus)
 
 
 def rule_resources(
@@ -171,6 +182,19 @@ def continuation_retries(given: int, job_minutes: Iterable[float], max_job_hours
     longer than its job stops at an epoch boundary and exits (`training.job_time`); the retry, asking
     for at most `max_job_hours` again, continues it from its checkpoint."""
     return given + max((jobs_needed(m, max_job_hours) for m in job_minutes), default=1) - 1
+
+
+def apply_continuation_retries(workflow: Any, job_minutes: Mapping[str, Iterable[float]], max_job_hours: float) -> None:
+    """Where `workflow` (Snakemake's) submits its jobs to a cluster, each training rule's retries
+    (`job_minutes`: {rule name: its jobs' estimates}): the given `--retries` plus its continuations
+    (`continuation_retries`). Known only once Snakemake executes: it chooses the executor after reading the
+    Snakefile, where `workflow.local_exec` is always true, so the workflow calls this at its start
+    (`onstart`); a local run and a submitted job's own Snakemake keep `--retries` as given."""
+    if not workflow.is_main_process or workflow.local_exec:
+        return
+    given = workflow.execution_settings.retries
+    for rule, minutes in job_minutes.items():
+        workflow.get_rule(rule).restart_times = continuation_retries(given, minutes, max_job_hours)
 
 
 def gpus(runs: list[dict[str, Any]]) -> int:

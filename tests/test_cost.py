@@ -178,7 +178,7 @@ def test_a_cluster_run_sets_each_training_rules_continuation_retries_at_its_star
         rules = {name: SimpleNamespace(restart_times=1) for name in minutes}
         workflow = SimpleNamespace(is_main_process=main, local_exec=local_exec, get_rule=rules.__getitem__,
                                    execution_settings=SimpleNamespace(retries=1))
-        resources.apply_continuation_retries(workflow, minutes, 2)
+        resources.apply_continuation_retries(workflow, lambda: minutes, 2)
         return {name: rule.restart_times for name, rule in rules.items()}
 
     assert rules_after(local_exec=True) == rules_after(local_exec=False, main=False) == {"train": 1, "train_grid": 1}

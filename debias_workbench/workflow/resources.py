@@ -184,16 +184,18 @@ def continuation_retries(given: int, job_minutes: Iterable[float], max_job_hours
     return given + max((jobs_needed(m, max_job_hours) for m in job_minutes), default=1) - 1
 
 
-def apply_continuation_retries(workflow: Any, job_minutes: Mapping[str, Iterable[float]], max_job_hours: float) -> None:
-    """Where `workflow` (Snakemake's) submits its jobs to a cluster, each training rule's retries
-    (`job_minutes`: {rule name: its jobs' estimates}): the given `--retries` plus its continuations
+def apply_continuation_retries(
+    workflow: Any, job_minutes: Callable[[], Mapping[str, Iterable[float]]], max_job_hours: float
+) -> None:
+    """Where `workflow` (Snakemake's) submits its jobs to a cluster, each training rule's retries (`job_minutes`:
+    {rule name: its jobs' estimates}, asked for only there): the given `--retries` plus its continuations
     (`continuation_retries`). Known only once Snakemake executes: it chooses the executor after reading the
     Snakefile, where `workflow.local_exec` is always true, so the workflow calls this at its start
     (`onstart`); a local run and a submitted job's own Snakemake keep `--retries` as given."""
     if not workflow.is_main_process or workflow.local_exec:
         return
     given = workflow.execution_settings.retries
-    for rule, minutes in job_minutes.items():
+    for rule, minutes in job_minutes().items():
         workflow.get_rule(rule).restart_times = continuation_retries(given, minutes, max_job_hours)
 
 

@@ -14,6 +14,7 @@ import sys
 
 sys.path.insert(0, workflow.basedir)
 from debias_workbench.workflow.config import ConfigError, resolve_config
+from debias_workbench.workflow.resources import local_gpu_cap
 from debias_workbench.workflow.scope import scoped
 from debias_workbench.workflow.user_paths import missing_paths
 
@@ -28,6 +29,9 @@ except ConfigError as error:
 if missing := missing_paths(scoped(config)):  # of the runs it plans; before the graph: a job that cannot run must not leave an old output standing
     sys.exit("the config names files or folders that are not there:\n" + "\n".join(f"  {m}" for m in missing))
 config.update(resolved)  # sweeps, grids and Table 5's U2-Net runs become runs of their own
+if workflow.local_exec and not workflow.remote_exec and "gpu" not in workflow.global_resources:
+    if (gpus := local_gpu_cap(None)) is not None:  # at most one GPU job per visible GPU at once
+        workflow.global_resources["gpu"] = gpus
 
 
 include: "rules/common.smk"

@@ -83,7 +83,6 @@ _JOB_SERVER = []
 
 
 onstart:  # where Snakemake runs its jobs is known from here on (not while it reads the Snakefile)
-    res.apply_local_gpu_cap(workflow)
     res.apply_continuation_retries(workflow, training_minutes, config["cluster"]["max_job_hours"])
     if note := res.allocation_note(workflow.local_exec):  # inside an sbatch / salloc allocation: say what a stop means
         print(note, file=sys.stderr, flush=True)

@@ -32,28 +32,6 @@ def test_visible_gpus_ask_nvidia_smi_and_are_none_without_it(monkeypatch, tmp_pa
     assert local_gpu_cap(1) == 1                                      # --resources gpu=1 wins
 
 
-def test_the_gpu_cap_is_a_local_runs_only_decided_at_the_start(monkeypatch):
-    """Snakemake chooses its executor after reading the Snakefile, where `local_exec` is always true: the cap is
-    set at the start (`onstart`), for a local run only, so a cluster run's main process on a node with GPUs does
-    not hold the cluster's GPU jobs to its own count; a given `--resources gpu=K` stays."""
-    from types import SimpleNamespace
-
-    from debias_workbench.workflow.resources import apply_local_gpu_cap
-
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-
-    def cap(local_exec: bool, remote_exec: bool = False, given: dict | None = None) -> dict:
-        resources = dict(given or {})
-        workflow = SimpleNamespace(local_exec=local_exec, remote_exec=remote_exec, global_resources=resources,
-                                   register_resource=resources.__setitem__)
-        apply_local_gpu_cap(workflow)
-        return resources
-
-    assert cap(local_exec=True) == {"gpu": 2}
-    assert cap(local_exec=False) == {} and cap(local_exec=True, remote_exec=True) == {}
-    assert cap(local_exec=True, given={"gpu": 1}) == {"gpu": 1}
-
-
 def test_more_processes_than_gpus_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setenv("LOCAL_RANK", "1")

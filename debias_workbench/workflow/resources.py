@@ -7,8 +7,7 @@ benchmarks' CPU figures) with its stated margin and minimum, never over `cluster
 several jobs, its rule's retries: `continuation_retries`; a training job asks only for the work its
 runs' checkpoints leave: `training_left`); `profiles/slurm/config.yaml` can still
 override any rule with `set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter, and the GPU jobs
-running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied at the workflow's start:
-`apply_local_gpu_cap`).
+running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied by the Snakefile).
 """
 
 from __future__ import annotations
@@ -82,16 +81,6 @@ def local_gpu_cap(given: int | None) -> int | None:
     if given is not None:
         return given
     return visible_gpus() or None
-
-
-def apply_local_gpu_cap(workflow: Any) -> None:
-    """Where `workflow` (Snakemake's) runs its jobs itself (`--cores N`, not a cluster's main process nor a
-    submitted job), its `gpu` resource: `local_gpu_cap`, unless the user gave one. Called at the start
-    (`onstart`), once Snakemake has chosen its executor (while it reads the Snakefile, `local_exec` is always
-    true: a cluster run's main process on a GPU login node would cap the cluster's jobs at its own GPUs)."""
-    if workflow.local_exec and not workflow.remote_exec and "gpu" not in workflow.global_resources:
-        if (gpus := local_gpu_cap(None)) is not None:  # at most one GPU job per visible GPU at once
-            workflow.register_resource("gpu", gpus)
 
 
 def rule_resources(

@@ -64,15 +64,13 @@ def _worker(rank: int, folder: Path, stores: dict[str, Path], jobs: list[tuple[s
 def _prerequisite_jobs(run: dict, store: Path, folder: Path) -> dict[str, Path]:
     """{kind: file} of `run`'s prerequisites (Park et al.'s BiasEnsemble committee), each built by its kind's
     builder (`workbench prerequisite`'s) in these processes."""
-    import importlib
-
+    from debias_workbench.core.registry import import_entry
     from debias_workbench.training.prerequisites import run_jobs
 
     out = {}
     for job in run_jobs(run):
-        module, function = job.kind.builder.split(":")
         out[job.kind.name] = folder / f"{job.kind.name}.pt"
-        getattr(importlib.import_module(module), function)(job.config, store, out[job.kind.name])
+        import_entry(job.kind.builder)(job.config, store, out[job.kind.name])
     assert list(out) == ["committee"]
     return out
 

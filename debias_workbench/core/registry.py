@@ -9,6 +9,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 
+def import_entry(entry: str) -> Any:
+    """The object an absolute entry "package.module:name" names, its module imported now."""
+    module, name = entry.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
 class LazyRegistry(Mapping):
     """name -> class of `entries` ({name: "module.Class"} relative to `package`, the module dotted or
     not, or "package.module:Class" for one outside it: a toy entry a test adds)."""
@@ -17,8 +23,7 @@ class LazyRegistry(Mapping):
         self.package, self.entries = package, entries
 
     def __getitem__(self, name: str) -> Any:
-        module, cls = self._absolute(name).split(":")
-        return getattr(importlib.import_module(module), cls)
+        return import_entry(self._absolute(name))
 
     def module_of(self, name: str) -> str:
         """The dotted module `name`'s entry lies in (imported only by `self[name]`)."""

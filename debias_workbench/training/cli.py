@@ -15,7 +15,6 @@ scoring and analysis rules call (the report has its own: `workbench report`):
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
@@ -29,6 +28,7 @@ from debias_workbench.core.atomic import NoRoomError, atomic_path
 from debias_workbench.core.errors import StoreError
 from debias_workbench.core.names import RUNS_PER_GPU_VARIABLE
 from debias_workbench.core.phases import phase, summary
+from debias_workbench.core.registry import import_entry
 from debias_workbench.pipeline.fingerprint import check_store
 
 from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob, install_stop_signals, job_budget
@@ -161,8 +161,7 @@ def prerequisite(argv: list[str]) -> int:
 
     def run(args: argparse.Namespace, config: dict) -> None:
         with phase("imports"):
-            module, function = PREREQUISITES[args.kind].builder.split(":")
-            build = getattr(importlib.import_module(module), function)
+            build = import_entry(PREREQUISITES[args.kind].builder)
         with phase("store_checks"):
             check_store(args.train_store)
         with phase("setup"):

@@ -29,9 +29,10 @@ except ConfigError as error:
 if missing := missing_paths(scoped(config)):  # of the runs it plans; before the graph: a job that cannot run must not leave an old output standing
     sys.exit("the config names files or folders that are not there:\n" + "\n".join(f"  {m}" for m in missing))
 config.update(resolved)  # sweeps, grids and Table 5's U2-Net runs become runs of their own
+NODE_GPU_CAP = None  # the node's GPUs as the `gpu` limit, where no limit was given (onstart names it on a cluster)
 if workflow.local_exec and not workflow.remote_exec and "gpu" not in workflow.global_resources:
-    if (gpus := local_gpu_cap(None)) is not None:  # at most one GPU job per visible GPU at once
-        workflow.global_resources["gpu"] = gpus
+    if (NODE_GPU_CAP := local_gpu_cap(None)) is not None:  # at most one GPU job per visible GPU at once
+        workflow.global_resources["gpu"] = NODE_GPU_CAP
 
 
 include: "rules/common.smk"

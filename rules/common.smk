@@ -84,8 +84,9 @@ _JOB_SERVER = []
 
 onstart:  # where Snakemake runs its jobs is known from here on (not while it reads the Snakefile)
     res.apply_continuation_retries(workflow, training_minutes, config["cluster"]["max_job_hours"])
-    if note := res.allocation_note(workflow.local_exec):  # inside an sbatch / salloc allocation: say what a stop means
-        print(note, file=sys.stderr, flush=True)
+    for note in (res.allocation_note(workflow.local_exec), res.cluster_gpu_cap_note(workflow.local_exec, NODE_GPU_CAP)):
+        if note:  # inside an sbatch / salloc allocation: what a stop means; submitting: the node's GPU cap
+            print(note, file=sys.stderr, flush=True)
     if job_server.wanted(workflow.local_exec, bool(workflow.deployment_settings.deployment_method), workflow.touch,
                          [job.rule.name for job in workflow.dag.needrun_jobs()]):
         _JOB_SERVER.append(job_server.start(Path(R) / "logs" / "job_server.log"))

@@ -10,6 +10,7 @@ import json
 import subprocess
 
 import pytest
+import yaml
 
 from debias_workbench.training.job_time import ContinueInNextJob, JobBudget, job_budget
 from debias_workbench.training.run_files import CHECKPOINT, PROGRESS, RUN_LOG, fraction_done
@@ -18,6 +19,7 @@ from debias_workbench.workflow import resources
 from debias_workbench.workflow.cost import run_estimate
 from debias_workbench.workflow.slices import run_config
 
+from .conftest import ROOT
 from .test_continuation import no_room, same_weights, three_epochs  # noqa: F401 (a fixture)
 from .test_training import train_config  # noqa: F401 (a fixture)
 
@@ -295,3 +297,17 @@ def test_snakemake_inside_an_allocation_says_at_its_start_what_a_stop_means():
     assert "--executor slurm" in note
     assert resources.allocation_note(False, {"SLURM_JOB_ID": "99"}) is None
     assert resources.allocation_note(True, {}) is None
+
+
+def test_a_submitting_snakemake_names_the_login_nodes_gpu_cap_and_the_slurm_profile_gives_its_own():
+    """While Snakemake reads the Snakefile it has not chosen its executor, so a submitting run on a node with GPUs
+    and no `gpu` limit of its own gets the node's count (a local run's cap); its start says so and how to change it.
+    The workflow profile gives a limit of its own, so the Snakefile applies none there."""
+    note = resources.cluster_gpu_cap_note(False, 2)
+    assert note is not None and "at most 2 GPU jobs will be in flight" in note
+    assert "--resources gpu=N" in note and "--workflow-profile profiles/slurm" in note
+    assert resources.cluster_gpu_cap_note(True, 2) is None  # a local run: the cap is what it is for
+    assert resources.cluster_gpu_cap_note(False, None) is None  # the node had no GPUs, or a limit was given
+    profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    limits = dict(item.split("=") for item in profile["resources"])
+    assert int(limits["gpu"]) >= profile["jobs"]  # no tighter than the jobs in flight: a site lowers it

@@ -7,7 +7,8 @@ benchmarks' CPU figures) with its stated margin and minimum, never over `cluster
 several jobs, its rule's retries: `continuation_retries`; a training job asks only for the work its
 runs' checkpoints leave: `training_left`); `profiles/slurm/config.yaml` can still
 override any rule with `set-resources`. Locally (`--cores N`) only `gpu`, `mem_mb` and threads matter, and the GPU jobs
-running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied by the Snakefile).
+running at once are capped by the GPUs the node shows (`local_gpu_cap`, applied by the Snakefile; a submitting
+run that got it says so at its start: `cluster_gpu_cap_note`).
 """
 
 from __future__ import annotations
@@ -134,6 +135,20 @@ def slurm_warning(runtime: Callable[[Any, int], int]) -> dict[str, Any]:
     the next one. A site that sets `slurm_extra` for these rules itself (`set-resources`) adds the option to
     its own."""
     return {"slurm_extra": lambda wildcards, attempt: f"--signal=USR1@{warning_seconds(runtime(wildcards, attempt))}"}
+
+
+def cluster_gpu_cap_note(local_exec: bool, cap: int | None) -> str | None:
+    """What a Snakemake that submits its jobs (not `local_exec`) says at its start where the Snakefile gave it the
+    node's GPU count as its `gpu` limit (`cap`, `local_gpu_cap`): while Snakemake reads the Snakefile it has not
+    chosen its executor, so a login node with GPUs holds the cluster's GPU jobs in flight to its own count. The
+    workflow profile (profiles/slurm) sets the limit itself, and then no cap is applied; None there and locally."""
+    if local_exec or cap is None:
+        return None
+    return (
+        f"note: at most {cap} GPU jobs will be in flight at once, the GPUs this node shows (the limit of a local "
+        "run, applied while Snakemake read the Snakefile, before it knew it would submit jobs). Give the limit you "
+        "want (--resources gpu=N) or use the workflow profile (--workflow-profile profiles/slurm), which sets one."
+    )
 
 
 def allocation_note(local_exec: bool, environ: Mapping[str, str] = os.environ) -> str | None:

@@ -7,11 +7,11 @@ import contextlib
 import functools
 import os
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from debias_workbench.core.seeding import name_seed
+from debias_workbench.training.run_config import RunConfig
 
 from . import distributed
 from .methods import get_method
@@ -89,7 +89,7 @@ def precision(method: Method) -> str:
     return "bf16" if method.autocast_dtype == torch.bfloat16 else "fp32"
 
 
-def build_method(run_cfg: dict[str, Any], num_classes: int, device: torch.device, scoring: bool = False) -> Method:
+def build_method(run_cfg: RunConfig, num_classes: int, device: torch.device, scoring: bool = False) -> Method:
     """The method of a run (`workflow.slices.run_config`), freshly initialised on `device`;
     with `scoring`, without optimisers or pretrained weights, for a checkpoint to fill."""
     torch.manual_seed(name_seed("init", run_cfg["experiment"], run_cfg["seed"]))  # weight init depends on names only

@@ -7,11 +7,11 @@ checkpoint."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from debias_workbench.core.phases import phase
+from debias_workbench.training.run_config import RunConfig
 
 from . import distributed
 from .epoch_state import StopMidEpoch
@@ -34,9 +34,7 @@ def stop_for_next_job(budget: JobBudget | None, state: RunState, epoch: int, dev
         _stop(state, f"at epoch {epoch} of {state.length.loop_epochs}", signal_name, budget)
 
 
-def stop_before_finish(
-    budget: JobBudget | None, state: RunState, run_cfg: dict[str, Any], device: torch.device
-) -> None:
+def stop_before_finish(budget: JobBudget | None, state: RunState, run_cfg: RunConfig, device: torch.device) -> None:
     """Raise `ContinueInNextJob` before the method's linear probe (`MethodSpec.probe_passes`) when this
     job, having trained an epoch, has no room left for it (`PROBE_PASS_EPOCHS` of its longest epoch a
     pass), or a stop signal came: the next job resumes at the run's end and fits only the probe (a job

@@ -14,6 +14,7 @@ from debias_workbench.core.names import IMAGENET_EXPERIMENT
 from debias_workbench.core.seeding import name_seed
 from debias_workbench.core.statistics import group_bootstrap_se, pack_hits, proportion_se
 from debias_workbench.pipeline.sources.imagenet import load_in1k_to_in9
+from debias_workbench.training.run_config import RunConfig
 
 from .augment import Augmenter
 from .build import build_method, pick_device
@@ -218,7 +219,7 @@ def load_trained(model_path: Path, device: torch.device) -> tuple[Method, dict[s
     return method.eval(), state
 
 
-def run_tags(run_cfg: dict[str, Any]) -> dict[str, Any]:
+def run_tags(run_cfg: RunConfig) -> dict[str, Any]:
     """The columns that identify a run's rows: experiment, method, seed, and the tags its
     declaration gives (a grid's: grid, method key, train variant). Labels are the report's business."""
     return {

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from debias_workbench.core.provenance import job_config_text, text_digest
+from debias_workbench.training.run_config import RunConfig
 
 from .methods import PREREQUISITES, spec
 from .prerequisite_kind import PrerequisiteKind
@@ -32,7 +33,7 @@ class PrerequisiteJob:
     kind: PrerequisiteKind
     config: dict[str, Any]
     digest: str
-    first_run: dict[str, Any]
+    first_run: RunConfig
 
     @property
     def path(self) -> str:
@@ -52,7 +53,7 @@ def relative_path(kind_name: str, digest: str) -> str:
     return f"{PREREQUISITE_DIR}/{kind_name}/{digest}.pt"
 
 
-def job_config(prerequisite: PrerequisiteKind, run: dict[str, Any]) -> dict[str, Any]:
+def job_config(prerequisite: PrerequisiteKind, run: RunConfig) -> dict[str, Any]:
     """The job config of the `prerequisite` of `run` (a run config, `workflow.slices.run_config`)."""
     return {
         "dataset": run["dataset"],
@@ -69,7 +70,7 @@ def digest(cfg: dict[str, Any]) -> str:
     return text_digest(job_config_text(cfg))
 
 
-def run_jobs(run: dict[str, Any]) -> list[PrerequisiteJob]:
+def run_jobs(run: RunConfig) -> list[PrerequisiteJob]:
     """The prerequisites `run` needs (its method's `prerequisites`), in their declared order."""
     out = []
     for name in spec(run["method"]).prerequisites:
@@ -78,7 +79,7 @@ def run_jobs(run: dict[str, Any]) -> list[PrerequisiteJob]:
     return out
 
 
-def jobs(runs: Iterable[dict[str, Any]]) -> list[PrerequisiteJob]:
+def jobs(runs: Iterable[RunConfig]) -> list[PrerequisiteJob]:
     """Every prerequisite `runs` need, each once, in the order of their first readers: the jobs of the
     workflow's `prerequisite` rule."""
     out: dict[str, PrerequisiteJob] = {}
@@ -88,6 +89,6 @@ def jobs(runs: Iterable[dict[str, Any]]) -> list[PrerequisiteJob]:
     return list(out.values())
 
 
-def files(results: Path, run: dict[str, Any]) -> dict[str, Path]:
+def files(results: Path, run: RunConfig) -> dict[str, Path]:
     """{kind: file} of the prerequisites of `run` under the results folder `results` ({} without any)."""
     return {job.kind.name: results / job.path for job in run_jobs(run)}

@@ -15,12 +15,14 @@ from typing import Any
 
 import torch
 
+from debias_workbench.training.run_config import RunConfig
+
 from .job_time import JobBudget, install_stop_signals, stop_signals_installed
 from .prerequisites import files as prerequisite_files
 from .trainer import Monitor, train
 
 
-def run_monitor(run_cfg: dict[str, Any], test_stores: dict[str, Path]) -> Monitor | None:
+def run_monitor(run_cfg: RunConfig, test_stores: dict[str, Path]) -> Monitor | None:
     """With `model_selection`: every test set (or its `test_sets`) with its group accuracies every few steps (the
     report picks the validation-selected and the best-test point); else with `curves`: the one
     test set of the learning-curve figure; else none."""
@@ -37,7 +39,7 @@ def run_monitor(run_cfg: dict[str, Any], test_stores: dict[str, Path]) -> Monito
 
 
 def _train_group(
-    runs: list[dict[str, Any]],
+    runs: list[RunConfig],
     train_store: Path,
     aligned_stores: dict[str, Path],
     test_stores: dict[str, Path],

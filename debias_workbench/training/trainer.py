@@ -35,6 +35,7 @@ from debias_workbench.core.atomic import atomic_path, write_json
 from debias_workbench.core.phases import phase
 from debias_workbench.core.provenance import config_hash
 from debias_workbench.core.seeding import name_seed
+from debias_workbench.training.run_config import RunConfig
 
 from . import distributed
 from .build import build_method, pick_device, precision
@@ -68,7 +69,7 @@ def make_schedulers(method: Method, cfg: dict[str, Any], epochs: int) -> list[to
 
 
 def train(
-    run_cfg: dict[str, Any],
+    run_cfg: RunConfig,
     train_store: Path,
     run_dir: Path,
     aligned_stores: dict[str, Path] | None = None,
@@ -127,7 +128,7 @@ def train(
 
 
 def _train(
-    run_cfg: dict[str, Any],
+    run_cfg: RunConfig,
     settings: TrainingSettings,
     train_store: Path,
     run_dir: Path,
@@ -184,7 +185,7 @@ def _train(
     return _save_outputs(run_dir, run_cfg, state, batches.classes)
 
 
-def check_processes(run_cfg: dict[str, Any], settings: TrainingSettings) -> None:
+def check_processes(run_cfg: RunConfig, settings: TrainingSettings) -> None:
     """The run is started as `training.gpus` processes, and its global batch splits among them."""
     experiment, world = run_cfg["experiment"], distributed.world()
     if settings.gpus != world:
@@ -202,7 +203,7 @@ def check_processes(run_cfg: dict[str, Any], settings: TrainingSettings) -> None
 
 
 def training_batches(
-    run_cfg: dict[str, Any],
+    run_cfg: RunConfig,
     settings: TrainingSettings,
     train_store: Path,
     aligned_stores: dict[str, Path],
@@ -235,7 +236,7 @@ def training_batches(
 
 
 def _set_up(
-    run_cfg: dict[str, Any],
+    run_cfg: RunConfig,
     batches: ZarrBatches,
     device: torch.device,
     ckpt_path: Path,
@@ -359,7 +360,7 @@ def _epoch_rows(state: RunState, epoch: int, part: EpochState, images_per_second
     return [{"kind": "train", **tags, "epoch": epoch, "metric": k, "value": v} for k, v in row_stats.items()]
 
 
-def _save_outputs(run_dir: Path, run_cfg: dict[str, Any], state: RunState, classes: list[str]) -> Path:
+def _save_outputs(run_dir: Path, run_cfg: RunConfig, state: RunState, classes: list[str]) -> Path:
     """`train_metrics.jsonl` and `model.pt` (rank 0; the checkpoint stays: `run_files`); the others
     wait for them."""
     model_path = run_dir / "model.pt"

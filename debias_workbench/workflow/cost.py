@@ -28,6 +28,7 @@ from debias_workbench.pipeline.datasets import family_name, get_family, train_ph
 from debias_workbench.training.methods import spec as method_spec
 from debias_workbench.training.methods.spec import probe_passes
 from debias_workbench.training.prerequisite_kind import PrerequisiteKind
+from debias_workbench.training.run_config import RunConfig
 from debias_workbench.training.run_length import RunLength, run_length
 from debias_workbench.training.settings import TrainingSettings
 
@@ -171,7 +172,7 @@ def method_cost(method: str, method_args: dict[str, Any]) -> MethodCost:
     )
 
 
-def networks(run: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+def networks(run: RunConfig, keys: tuple[str, ...]) -> list[str]:
     """The networks `keys` (a method's `trains` or `pretrains`) name in `run`: each looked up in the run's
     method_args, then its training section."""
     return [str(run["method_args"].get(k) or run["training"][k]) for k in keys]
@@ -261,7 +262,7 @@ class RunEstimate:
         return self.scaled or self.reason is not None
 
 
-def run_estimate(run: dict[str, Any]) -> RunEstimate:
+def run_estimate(run: RunConfig) -> RunEstimate:
     """The estimate of one run (a run config, `workflow.slices.run_config`)."""
     ds, training, args = run["dataset_config"], run["training"], run["method_args"]
     batch, side, images = int(training["batch_size"]), image_side(ds), dataset_images(ds)
@@ -282,7 +283,7 @@ def run_estimate(run: dict[str, Any]) -> RunEstimate:
     )
 
 
-def _extra_seconds(run: dict[str, Any], cost: MethodCost, length: RunLength, images: int) -> float:
+def _extra_seconds(run: RunConfig, cost: MethodCost, length: RunLength, images: int) -> float:
     """GPU seconds beside the run's own optimiser steps: the pre-training before them
     (`length.pre_steps`, LearnedMixin+H's G alone: reference-row steps of the method's `pretrains`), the
     linear probe (`epochs` passes of the training images through the backbone with `augment`, else one),

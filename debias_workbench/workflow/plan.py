@@ -31,6 +31,7 @@ from debias_workbench.core.schema_defaults import SCHEMA_PATH
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.pipeline.datasets.base import GenerationJob
 from debias_workbench.training.prerequisites import jobs as prerequisites
+from debias_workbench.training.run_config import RunConfig
 
 from . import cost, paper_hooks, resources
 from .config import (
@@ -59,7 +60,7 @@ REPORT_ESTIMATE = (30.0, 4000.0)
 DATA, ANALYSES = "data generation", "analyses, Base (IN) and the report"
 OUTSIDE = "runs outside every protocol (no paper table names them)"
 #: a training job: its pack, wildcards and run configs
-PackRuns = tuple[Pack, dict[str, str], list[dict[str, Any]]]
+PackRuns = tuple[Pack, dict[str, str], list[RunConfig]]
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -218,8 +219,8 @@ def check(config: dict[str, Any], paper: str) -> list[str]:
     problems += _unnamed_code_rules(config, protocol, where, skipped)
     unsettings = {*path_keys(config), *unread_keys(config)}  # one walk of the config for every run
     for run, keys in covered.items():
-        rc = run_config(config, run_name(config, run), config["seeds"][0])
-        keys = keys | _not_dataset_settings(config, rc["dataset"], unsettings)
+        rc: Mapping[str, object] = run_config(config, run_name(config, run), config["seeds"][0])
+        keys = keys | _not_dataset_settings(config, str(rc["dataset"]), unsettings)
         for section in COVERED_SECTIONS:
             for leaf in _leaves(rc[section], section):
                 if leaf == section:  # an empty section (a method without arguments)

@@ -27,6 +27,7 @@ from debias_workbench.core.provenance import config_hash
 from debias_workbench.pipeline.datasets import train_photos
 from debias_workbench.training.job_time import WARNING_SECONDS
 from debias_workbench.training.prerequisite_kind import PrerequisiteKind
+from debias_workbench.training.run_config import RunConfig
 from debias_workbench.training.run_files import fraction_done
 from debias_workbench.training.settings import LoaderSettings, TrainingSettings
 
@@ -203,8 +204,10 @@ def apply_continuation_retries(
         workflow.get_rule(rule).restart_times = continuation_retries(given, minutes, max_job_hours)
 
 
-def gpus(runs: list[dict[str, Any]]) -> int:
-    """The `training.gpus` of a training job's runs (run configs), which one launcher starts."""
+def gpus(runs: Iterable[Mapping[str, Any]]) -> int:
+    """The `training.gpus` of a training job's runs (run configs, or a prerequisite's job config), which one
+    launcher starts."""
+    runs = list(runs)
     asked = {TrainingSettings.of(run["training"]).gpus for run in runs}
     if len(asked) > 1:
         raise ValueError(
@@ -240,7 +243,7 @@ def loader_mb(ds_cfg: dict[str, Any], loader: LoaderSettings, images: int) -> fl
     return 2 * max(loader.window_gb * 1024, 8 * len(ds_cfg.get("classes", [])) * unit)
 
 
-def streams(run: dict[str, Any]) -> bool:
+def streams(run: RunConfig) -> bool:
     """Whether a run's loader streams its training split: the images of the split and of its aligned
     variants together over `training.loader.in_memory_max_gb`, as `training.data.ZarrBatches` decides."""
     ds, loader = run["dataset_config"], TrainingSettings.of(run["training"]).loader
@@ -248,7 +251,7 @@ def streams(run: dict[str, Any]) -> bool:
     return split > loader.in_memory_max_gb * 1024
 
 
-def busy_threads(run: dict[str, Any]) -> int:
+def busy_threads(run: RunConfig) -> int:
     """CPU threads one training process keeps busy on a GPU: its main thread launching the kernels (the
     small networks' steps are launch-bound, docs/measurements.md), its loader's reading thread
     (`training.data.in_background`, where `prefetch_batches` > 0) and, streaming, its window reader."""
@@ -267,7 +270,7 @@ class RunsAtOnce:
     note: str | None
 
 
-def runs_at_once(runs: list[dict[str, Any]], runs_per_gpu: int, cpus: int) -> RunsAtOnce:
+def runs_at_once(runs: list[RunConfig], runs_per_gpu: int, cpus: int) -> RunsAtOnce:
     """The runs of a job asking `cpus` CPUs that train side by side, and whether the measured speedup
     (`cost_model.yaml`'s `runs_at_once`: split in memory, a core or more per busy thread) is counted:
     only where each run holds its split in memory and `cpus` covers every run's busy threads
@@ -288,10 +291,7 @@ def runs_at_once(runs: list[dict[str, Any]], runs_per_gpu: int, cpus: int) -> Ru
 
 
 def training(
-    runs: list[dict[str, Any]],
-    runs_per_gpu: int = 1,
-    cpus: int = 1,
-    done: Callable[[dict[str, Any]], float] | None = None,
+    runs: list[RunConfig], runs_per_gpu: int = 1, cpus: int = 1, done: Callable[[RunConfig], float] | None = None
 ) -> tuple[float, float]:
     """A job training `runs` (run configs) one after the other, each on its `training.gpus` GPUs, asking
     `cpus` CPUs: the minutes of the cost model (`cost.run_estimate`, which credits N GPUs), and N processes
@@ -317,12 +317,12 @@ def training(
     return minutes, mem * shared.at_once
 
 
-def training_left(runs: list[dict[str, Any]], runs_per_gpu: int, cpus: int, runs_dir: str | Path) -> float:
+def training_left(runs: list[RunConfig], runs_per_gpu: int, cpus: int, runs_dir: str | Path) -> float:
     """Minutes of the work left of a job training `runs` (`training`, asking `cpus` CPUs), each run's checkpoint under
     `runs_dir/<experiment>/seed<seed>/` telling how much of it is done (`training.run_files`): a job
     retried or continued after most of its epochs asks the scheduler for the rest, not for the whole."""
 
-    def done(run: dict[str, Any]) -> float:
+    def done(run: RunConfig) -> float:
         return fraction_done(Path(runs_dir) / run["experiment"] / f"seed{run['seed']}", config_hash(run))
 
     return training(runs, runs_per_gpu, cpus, done)[0]

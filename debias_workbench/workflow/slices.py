@@ -22,6 +22,7 @@ from debias_workbench.core.provenance import job_config_text, text_digest
 from debias_workbench.pipeline.datasets import FAMILIES, get_family
 from debias_workbench.training.applicability import aligned_stores
 from debias_workbench.training.methods import spec
+from debias_workbench.training.run_config import RunConfig
 
 from .config import scoring
 from .lookup import dataset_family, deep_merge
@@ -30,7 +31,7 @@ from .lookup import dataset_family, deep_merge
 SPEED_ONLY_TRAINING_KEYS = ("threads", "trackers", "runs_per_gpu")
 
 
-def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, Any]:
+def run_config(config: dict[str, Any], experiment: str, seed: int) -> RunConfig:
     """A training run's identity: its merged training config, its method and resolved
     `method_args`, its dataset and train variant, its seed (not its label), and what its
     declaration adds: row `tags` and the monitors `curves` / `model_selection` (scored during
@@ -41,7 +42,7 @@ def run_config(config: dict[str, Any], experiment: str, seed: int) -> dict[str, 
         training.pop(key, None)
     declared = spec(exp["method"])
     aligned = aligned_variants(config, exp["method"], exp["dataset"], exp["train_variant"])
-    out = {
+    out: RunConfig = {
         "experiment": experiment,
         "seed": seed,
         "method": exp["method"],

@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from debias_workbench.training.run_config import RunConfig
+
 from .. import distributed
 from ..build import build_method, pick_device
 from ..settings import TrainingSettings
@@ -26,7 +28,7 @@ from .committee_artifact import COMMITTEE
 COMMITTEE_METHOD = "lff_be"
 
 
-def committee_run(job_cfg: dict[str, Any]) -> dict[str, Any]:
+def committee_run(job_cfg: dict[str, Any]) -> RunConfig:
     """A run config of the committee's job config (`prerequisites.job_config`): what building
     the method and the training batches read."""
     return {

@@ -124,10 +124,11 @@ def test_a_method_class_without_a_declared_cost_is_refused(tmp_path, monkeypatch
     import importlib
 
     spec = importlib.import_module("debias_workbench.training.methods.spec")  # the module, not `methods.spec()`
-    (tmp_path / "new.yaml").write_text("New: {args: {}}\n")
-    monkeypatch.setattr(spec, "HERE", tmp_path)
+    (tmp_path / "uncosted_method.py").write_text("")
+    (tmp_path / "uncosted_method.yaml").write_text("New: {args: {}}\n")
+    monkeypatch.syspath_prepend(tmp_path)
     with pytest.raises(ValueError, match=r"declares no cost for \['New'\]"):
-        spec.module_specs("new")
+        spec.module_specs("uncosted_method")
 
 
 @pytest.mark.parametrize("files", CONFIGS, ids=lambda f: f[0] if f else "config.yaml")

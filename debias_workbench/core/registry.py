@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
 
 
 def import_entry(entry: str) -> Any:
@@ -15,19 +17,24 @@ def import_entry(entry: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-class LazyRegistry(Mapping):
+class LazyRegistry(Mapping[str, T], Generic[T]):
     """name -> class of `entries` ({name: "module.Class"} relative to `package`, the module dotted or
     not, or "package.module:Class" for one outside it: a toy entry a test adds)."""
 
     def __init__(self, package: str, entries: dict[str, str]):
         self.package, self.entries = package, entries
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> T:
         return import_entry(self._absolute(name))
 
     def module_of(self, name: str) -> str:
         """The dotted module `name`'s entry lies in (imported only by `self[name]`)."""
-        return self._absolute(name).split(":")[0]
+        return self.locate(name)[0]
+
+    def locate(self, name: str) -> tuple[str, str]:
+        """`name`'s entry as (dotted module, attribute), the module not imported."""
+        module, _, attribute = self._absolute(name).partition(":")
+        return module, attribute
 
     def _absolute(self, name: str) -> str:
         """`name`'s entry as "package.module:Class"."""

@@ -11,7 +11,12 @@ workflow layer imports without the report's code (`workflow.paper_hooks`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from debias_workbench.core.registry import LazyRegistry
+
+if TYPE_CHECKING:
+    from .paper import Paper
 
 #: name -> "package.report.PAPER" under papers/, in the order of their sections in the report
 REGISTRY: dict[str, str] = {
@@ -23,4 +28,4 @@ REGISTRY: dict[str, str] = {
 }
 
 #: name -> its `paper.Paper` (imported on first access)
-PAPERS = LazyRegistry(__name__, REGISTRY)
+PAPERS: LazyRegistry[Paper] = LazyRegistry(__name__, REGISTRY)

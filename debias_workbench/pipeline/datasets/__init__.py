@@ -26,7 +26,7 @@ REGISTRY: dict[str, str] = {
     "released_bias_folders": "released_bias_folders.ReleasedBiasFoldersFamily",
 }
 
-FAMILIES: Mapping[str, type[DatasetFamily]] = LazyRegistry(__name__, REGISTRY)
+FAMILIES: LazyRegistry[type[DatasetFamily]] = LazyRegistry(__name__, REGISTRY)
 
 
 def family_name(ds_cfg: Mapping[str, Any]) -> str:

@@ -8,7 +8,6 @@ names and declarations (`spec()`); `METHODS[name]` imports the class when it is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from debias_workbench.core.registry import LazyRegistry
@@ -46,13 +45,12 @@ REGISTRY: dict[str, str] = {
 #: name -> the prerequisite artifacts a method's declaration can name (`MethodSpec.prerequisites`)
 PREREQUISITES: dict[str, PrerequisiteKind] = {kind.name: kind for kind in (COMMITTEE,)}
 
-METHODS: Mapping[str, type[Method]] = LazyRegistry(__name__, REGISTRY)
+METHODS: LazyRegistry[type[Method]] = LazyRegistry(__name__, REGISTRY)
 
 
 def spec(name: str) -> MethodSpec:
     """The declaration of method `name` (its args, aligned variants and cost), without torch."""
-    entry = REGISTRY[name]  # "module.Class" here, or "package.module:Class" elsewhere (core.registry)
-    return class_spec(*(entry.split(":") if ":" in entry else entry.split("."))).registered_as(name)
+    return class_spec(*METHODS.locate(name)).registered_as(name)
 
 
 def get_method(name: str) -> type[Method]:

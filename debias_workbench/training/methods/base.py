@@ -79,10 +79,8 @@ class Method(nn.Module):
         """Read the class's declaration (`<module>.yaml` beside it); a class without an entry
         (an abstract helper base) keeps its parent's."""
         super().__init_subclass__(**kwargs)
-        here = __name__.rpartition(".")[0] + "."  # this package's modules by their short names (spec.py)
-        module = cls.__module__.removeprefix(here)
-        if cls.__name__ in module_specs(module):
-            declared = module_specs(module)[cls.__name__]
+        if cls.__name__ in module_specs(cls.__module__):
+            declared = module_specs(cls.__module__)[cls.__name__]
             cls.default_args, cls.aligned_variants = declared.defaults, declared.aligned_variants
             cls.cuts_photo_views = declared.photo_views
 

@@ -33,7 +33,6 @@ from typing import Any
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
 #: the model-selection rules a method's paper can declare (`MethodSpec.selection`), applied by
 #: `report.model_selection`: the last iterate, the best validation point, the best test point
 SELECTION_RULES = ("last", "validation", "oracle")
@@ -184,11 +183,8 @@ class MethodSpec:
 
 
 def declaration_path(module: str) -> Path:
-    """The declaration of `module`'s classes: `<module>.yaml` beside it; `module` a module of this package by its
-    short name ("clad"), or any other by its dotted name (a toy method a test registers), located without
-    importing it."""
-    if "." not in module:
-        return HERE / f"{module}.yaml"
+    """The declaration of `module`'s classes (its dotted name): `<module>.yaml` beside it, located without importing
+    it (a method of this package, or one registered from outside it: a toy method a test adds)."""
     found = importlib.util.find_spec(module)
     if found is None or found.origin is None:
         raise KeyError(f"no module {module!r}: a method registered as '<package.module>:<Class>' must exist")
@@ -197,7 +193,7 @@ def declaration_path(module: str) -> Path:
 
 @cache
 def module_specs(module: str) -> dict[str, MethodSpec]:
-    """{class name: spec} declared in `<module>.yaml` (`declaration_path`; module: e.g. "clad")."""
+    """{class name: spec} declared in `<module>.yaml` (`declaration_path`; module: its dotted name)."""
     path = declaration_path(module)
     raw = yaml.safe_load(path.read_text()) or {}
     if missing := [

@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from debias_workbench.pipeline.fingerprint import check_store
 
 from .job_time import CONTINUE_EXIT_CODE, ContinueInNextJob, install_stop_signals, job_budget
 from .methods import PREREQUISITES
+from .run_config import EvaluationConfig, TrainJobConfig
 from .run_files import release_checkpoint
 from .weights import WeightsError
 
@@ -81,9 +83,9 @@ def _parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-def _job(run: Callable[[argparse.Namespace, dict], None], parser: argparse.ArgumentParser, argv: list[str]) -> int:
-    """Parse `argv`, run the job on its config slice; a user's error is one line naming the file and
-    the fix (exit 2), a run continuing in the next job exits `CONTINUE_EXIT_CODE`, and the job's
+def _job(run: Callable[[argparse.Namespace, Any], None], parser: argparse.ArgumentParser, argv: list[str]) -> int:
+    """Parse `argv`, run the job on its config slice (its JSON, typed by each `run`); a user's error is one line
+    naming the file and the fix (exit 2), a run continuing in the next job exits `CONTINUE_EXIT_CODE`, and the job's
     phases end its log (for benchmarks/demo_rules.py)."""
     imports = time.process_time()  # the interpreter, torch and this package (core.phases)
     args = parser.parse_args(argv)
@@ -123,7 +125,7 @@ def train(argv: list[str]) -> int:
         f"${RUNS_PER_GPU_VARIABLE}, which the workflow sets; no rule's command names it)",
     )
 
-    def run(args: argparse.Namespace, config: dict) -> None:
+    def run(args: argparse.Namespace, config: TrainJobConfig) -> None:
         install_stop_signals()  # the scheduler's warning and SIGTERM: checkpoint at the next step, continue
         budget = job_budget()  # first: the job's clock runs while torch is imported
         with phase("imports"):
@@ -184,7 +186,7 @@ def evaluate(argv: list[str]) -> int:
     parser.add_argument("--official-out", type=Path, nargs="*", default=[], help="one eval_official.jsonl per model")
     _tracker_argument(parser)
 
-    def run(args: argparse.Namespace, config: dict) -> None:
+    def run(args: argparse.Namespace, config: EvaluationConfig) -> None:
         with phase("imports"):
             from .build import pick_device
             from .evaluation import load_trained, score_run
@@ -223,7 +225,7 @@ def evaluate_imagenet(argv: list[str]) -> int:
     parser.add_argument("--stores", nargs="+", required=True, help="VARIANT=STORE pairs")
     parser.add_argument("--out", type=Path, required=True)
 
-    def run(args: argparse.Namespace, config: dict) -> None:
+    def run(args: argparse.Namespace, config: EvaluationConfig) -> None:
         with phase("imports"):
             from .evaluation import evaluate_imagenet_model
 

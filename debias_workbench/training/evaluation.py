@@ -14,7 +14,7 @@ from debias_workbench.core.names import IMAGENET_EXPERIMENT
 from debias_workbench.core.seeding import name_seed
 from debias_workbench.core.statistics import group_bootstrap_se, pack_hits, proportion_se
 from debias_workbench.pipeline.sources.imagenet import load_in1k_to_in9
-from debias_workbench.training.run_config import RunConfig
+from debias_workbench.training.run_config import EvaluationConfig, RunConfig
 
 from .augment import Augmenter
 from .build import build_method, pick_device
@@ -230,7 +230,7 @@ def run_tags(run_cfg: RunConfig) -> dict[str, Any]:
     }
 
 
-def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
+def evaluate_run(model_path: Path, eval_cfg: EvaluationConfig, stores: dict[str, Path]) -> list[dict]:
     """Accuracy of a trained run on its test sets `stores` (`eval_cfg`, `workflow.slices.scoring_config`:
     split, batch size, the dataset the rows are tagged with, and whether its family asks for the
     group metrics: per-cell, bias-conflicting, mean-class and worst-group accuracy)."""
@@ -240,7 +240,7 @@ def evaluate_run(model_path: Path, eval_cfg: dict[str, Any], stores: dict[str, P
 
 
 def score_run(
-    method: Method, state: dict[str, Any], eval_cfg: dict[str, Any], stores: dict[str, Path], device: torch.device
+    method: Method, state: dict[str, Any], eval_cfg: EvaluationConfig, stores: dict[str, Path], device: torch.device
 ) -> list[dict]:
     """`evaluate_run` of a run already loaded (`load_trained`): one load for several sets of test sets."""
     tags = {**run_tags(state["run_config"]), "dataset": eval_cfg["dataset"]}
@@ -283,7 +283,7 @@ def in1k_to_in9(logits: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     return table.to(logits.device)[logits.argmax(1)]
 
 
-def evaluate_imagenet_model(ev: dict[str, Any], stores: dict[str, Path]) -> list[dict]:
+def evaluate_imagenet_model(ev: EvaluationConfig, stores: dict[str, Path]) -> list[dict]:
     """Base (IN): a 1000-class ImageNet model (`ev["imagenet_model"]`) scored on IN-9 through the
     mapping, each image resized to the model's 224-px input (bilinear) and normalised as the
     model was trained."""

@@ -11,11 +11,10 @@ import concurrent.futures
 import multiprocessing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from debias_workbench.training.run_config import RunConfig
+from debias_workbench.training.run_config import RunConfig, TrainJobConfig
 
 from .job_time import JobBudget, install_stop_signals, stop_signals_installed
 from .prerequisites import files as prerequisite_files
@@ -71,7 +70,7 @@ def _train_group(
 
 
 def train_runs(
-    job_cfg: dict[str, Any],
+    job_cfg: TrainJobConfig,
     train_store: Path,
     aligned_stores: dict[str, Path],
     test_stores: dict[str, Path],

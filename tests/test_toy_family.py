@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -108,3 +109,65 @@ def test_a_toy_family_reaches_its_stores_a_trained_run_its_scores_and_the_plan(t
     scoring_jobs = [j for j in jobs if j.rule.startswith("evaluate") and j.target == "toy_erm"]
     assert len(training) == len(scoring_jobs) == 1
     assert all(j.estimate_minutes > 0 for j in generation + training + scoring_jobs)
+
+
+#: {(grid method, test set, metric): (value per seed, se per seed)} of the toy benchmark (chance 50 %, the line 70 %)
+TOY_BENCHMARK = {
+    ("vanilla", UNBIASED, "accuracy"): ([80.0, 82.0, 81.0], [1.5, 1.5, 1.5]),
+    ("lff", UNBIASED, "accuracy"): ([90.0, 93.0, 91.0], [1.2, 1.1, 1.2]),
+    ("vanilla", UNBIASED, "conflicting_accuracy"): ([62.0, 66.0, 64.0], [2.0, 2.0, 2.0]),
+    ("lff", UNBIASED, "conflicting_accuracy"): ([64.0, 65.0, 67.0], [2.0, 2.0, 2.0]),
+}
+#: the toy benchmark's grid (docs/matrix.md: one grid per benchmark, `report: matrix`)
+TOY_GRID = {"dataset": "toy", "report": "matrix", "train_variants": [BIASED], "seeds": [0, 1, 2],
+            "methods": {"vanilla": {"method": "vanilla", "label": "ERM"}, "lff": {"method": "lff", "label": "LfF"},
+                        "rebias": {"method": "rebias", "label": "ReBias"}}}
+
+
+def test_a_toy_familys_benchmark_reaches_the_methods_x_benchmarks_table(toy_family, tmp_path):
+    """A benchmark (a column of papers/matrix) is a `report: matrix` grid on a family's dataset: the toy family's
+    `benchmark_metrics` make its columns, its `capability_check` and `class_count` its capability line (it declares
+    no bias-free variant), its `offers` what ReBias is given there and which methods cannot run (the config check
+    refuses CLAD in its grid); each cell against an interval computed by hand, and the section's table names it."""
+    from debias_workbench.papers.matrix import sections
+    from debias_workbench.papers.matrix.tables import build_matrix
+    from debias_workbench.report.document import Document
+    from debias_workbench.report.helpers import read_rows
+    from debias_workbench.workflow.config import ConfigError, resolve_config
+    from debias_workbench.workflow.plan import load_config
+
+    from .test_matrix import _hand_interval, _rows
+
+    path = tmp_path / "toy_matrix.yaml"
+    path.write_text(yaml.safe_dump({"datasets": {"toy": SECTION}, "grids": {"mx_toy": TOY_GRID}}))
+    config = resolve_config(load_config([path]))
+    clad = load_config([path])
+    clad["grids"]["mx_toy"]["methods"]["clad"] = {"method": "clad", "label": "CLAD"}
+    with pytest.raises(ConfigError, match=r"grids\.mx_toy\.methods\.clad\.method: method 'clad' needs only_bg_t, "
+                                          r"which dataset family 'toy_stripes' does not offer"):
+        resolve_config(clad)
+
+    stored = tmp_path / "eval.jsonl"
+    stored.write_text("".join(json.dumps(r) + "\n" for r in _rows("mx_toy", BIASED, TOY_BENCHMARK)))
+    rows = read_rows([stored])
+    matrix = build_matrix(config, rows)
+    assert [b.title for b in matrix.benchmarks] == ["toy biased: unbiased accuracy ↑",
+                                                    "toy biased: bias-conflicting accuracy ↑"]
+    assert {b.family for b in matrix.benchmarks} == {toy_family} and list(matrix.methods) == ["erm", "lff", "rebias"]
+    ok, line = matrix.capable[0]
+    assert ok and "toy biased (no bias-free variant" in line and "learns the stripes' direction" in line
+    estimate, low, high = _hand_interval(*TOY_BENCHMARK[("lff", UNBIASED, "accuracy")],
+                                         *TOY_BENCHMARK[("vanilla", UNBIASED, "accuracy")])
+    lff = matrix.cells[("lff", 0)]
+    assert lff.interval.estimate == pytest.approx(estimate) and low > 0 and lff.better is True
+    assert (lff.interval.low, lff.interval.high) == (pytest.approx(low), pytest.approx(high))
+    assert matrix.cells[("lff", 1)].text.startswith("cannot tell") and matrix.cells[("erm", 0)].status == "reference"
+    assert matrix.cells[("rebias", 0)].text == "not run"  # it can run here: the family offers a biased network
+    assert StripesFamily.offers["biased_network"] in matrix.given_in_full["rebias"][toy_family]
+
+    failing = [dict(r, value=r["value"] - 25.0) if r["grid_method"] == "vanilla" else r for r in rows]
+    assert build_matrix(config, failing).cells[("lff", 0)].status == "not informative"  # ERM under the line
+    doc, out = Document("t"), tmp_path / "report"
+    out.mkdir()
+    sections.matrix(doc, SimpleNamespace(config=config, all_rows=rows, out_dir=out))
+    assert "toy biased: unbiased accuracy ↑" in doc.markdown() and (out / sections.FIGURE).stat().st_size > 0

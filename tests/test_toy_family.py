@@ -49,10 +49,31 @@ def _toy_config(tmp_path: Path, **experiment) -> Path:
     return path
 
 
+def _report(tmp_path: Path, config: dict, rows: list[dict]) -> str:
+    """The report's table of the runs scored on the toy dataset, built from `rows` (a run's eval.jsonl) and the
+    inputs of tests/test_paper_units.py (the demo's main tables)."""
+    from debias_workbench.report.build import build_report
+    from debias_workbench.report.context import ReportInputs
+
+    from .test_paper_units import _inputs
+
+    sliced, metrics, quality, stores = _inputs(tmp_path, config)
+    (tmp_path / "toy.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    build_report(ReportInputs(sliced, [*metrics, tmp_path / "toy.jsonl"], quality, [], stores), tmp_path / "report")
+    md = (tmp_path / "report" / "report.md").read_text()
+    table = md[md.index("## Runs scored on `toy`: accuracy (%)") :]
+    return table[: table.index("\n## ")]
+
+
+def _accuracy(rows: list[dict], test_set: str) -> float:
+    return next(r["value"] for r in rows if r["variant"] == test_set and r["metric"] == "accuracy")
+
+
 def test_the_config_check_reads_a_registered_familys_section_and_rules(toy_family, tmp_path):
     """Its section's schema (`stripes.yaml`, merged into the workflow's) accepts the toy section and refuses a bad
-    value by its key; its `train_variant_problem` refuses training on its test set; a warm job server imports its
-    module up front (`family_modules`)."""
+    value by its key; its `train_variant_problem` refuses training on its test set; the configuration reference
+    (docs/configuration.md, `workbench config-reference`) lists each key of its section; a warm job server imports
+    its module up front (`family_modules`)."""
     from debias_workbench.workflow.config import ConfigError, resolve_config
     from debias_workbench.workflow.plan import load_config
 
@@ -65,12 +86,17 @@ def test_the_config_check_reads_a_registered_familys_section_and_rules(toy_famil
     with pytest.raises(ConfigError, match=r"experiments\.toy_erm\.train_variant: 'unbiased' holds a val split only"):
         resolve_config(load_config([_toy_config(tmp_path, train_variant=UNBIASED)]))
     assert "tests.toy_family.stripes" in datasets.family_modules()
+    from debias_workbench.workflow.reference import reference_markdown
+
+    listed = reference_markdown()
+    assert all(f"| `datasets.<{toy_family} dataset>.{key}` |" in listed for key in SECTION)
 
 
 def test_a_toy_family_reaches_its_stores_a_trained_run_its_scores_and_the_plan(toy_family, tmp_path):
     """`workbench generate variant` builds each store (fingerprinted: `workbench verify`), a run trains on its
     train variant and is scored on the test sets the family declares, with the group metrics it asks for, and
-    `workbench plan` lists its generation, training and scoring jobs, each costed."""
+    the report shows its run in a table of the dataset's own (`headline`, `column_titles`), and `workbench plan`
+    lists its generation, training and scoring jobs, each costed."""
     from debias_workbench.cli import main as workbench
     from debias_workbench.training.evaluation import evaluate_run
     from debias_workbench.training.trainer import train
@@ -101,6 +127,8 @@ def test_a_toy_family_reaches_its_stores_a_trained_run_its_scores_and_the_plan(t
     assert scored[("valid", "accuracy")] == scored[(UNBIASED, "accuracy")] == 16
     assert scored[(UNBIASED, "conflicting_accuracy")] == 8  # half of each class wears the other's colour
     assert {r["dataset"] for r in rows} == {"toy"} and {r["experiment"] for r in rows} == {"toy_erm"}
+    report = _report(tmp_path, load_config([toy]), rows)  # its table: the columns the family's `headline` titles
+    assert "| Model | Unbiased ↑ |" in report and f"| Toy ERM | {_accuracy(rows, UNBIASED):.1f} |" in report
 
     jobs = plan([toy]).jobs
     generation = [j for j in jobs if j.rule == "dataset_variant" and j.target.startswith("toy/")]

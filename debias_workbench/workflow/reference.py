@@ -21,24 +21,29 @@ from .user_paths import PATH_KEYWORD, WHEN_KEYWORD
 #: the page holding the generated reference between the START and END markers
 REFERENCE_PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
-#: where the shared definitions are used, shown under these keys
-DEF_PLACES = {**{family_def(name): f"datasets.<{name} dataset>" for name in FAMILIES}, "training_fields": "training"}
+
+
+def def_places() -> dict[str, str]:
+    """{shared definition: the key it is shown under}: each registered family's section (read at each call: a family
+    registered after this module's import is listed too) and the training fields."""
+    return {**{family_def(name): f"datasets.<{name} dataset>" for name in FAMILIES}, "training_fields": "training"}
 
 
 def schema_keys(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], bool]]:
     """(dotted key, its schema, required) of every key, the shared definitions in place."""
+    places = def_places()
 
     def walk(node: dict[str, Any], prefix: str) -> Iterator[tuple[str, dict[str, Any], bool]]:
         required = set(node.get("required", []))
         for name, sub in (node.get("properties") or {}).items():
             key = f"{prefix}{name}"
             ref = sub.get("$ref", "").removeprefix("#/$defs/")
-            if key in DEF_PLACES.values() or (ref and DEF_PLACES.get(ref) == key):
+            if key in places.values() or (ref and places.get(ref) == key):
                 yield key, sub, name in required
                 yield from walk(schema["$defs"][ref], f"{key}.")
                 continue
             yield key, sub, name in required
-            if ref and ref not in DEF_PLACES:  # a shared definition used in several places (the MNIST digit source)
+            if ref and ref not in places:  # a shared definition used in several places (the MNIST digit source)
                 yield from walk(schema["$defs"][ref], f"{key}.")
             for alt in sub.get("oneOf", []):
                 yield from walk(alt, f"{key}.")
@@ -48,7 +53,7 @@ def schema_keys(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], b
             yield from walk(extra, f"{prefix}<name>.")
 
     yield from walk(schema, "")
-    for name, place in DEF_PLACES.items():
+    for name, place in places.items():
         if place != "training":
             yield place, {"description": schema["$defs"][name].get("description", ""), "type": "object"}, False
             yield from walk(schema["$defs"][name], f"{place}.")

@@ -26,6 +26,7 @@ REGISTRY: dict[str, str] = {
     "released_bias_folders": "released_bias_folders.ReleasedBiasFoldersFamily",
 }
 
+#: name -> class (a family outside the package is registered as "package.module:Class", `core.registry`)
 FAMILIES: LazyRegistry[type[DatasetFamily]] = LazyRegistry(__name__, REGISTRY)
 
 
@@ -36,7 +37,7 @@ def family_name(ds_cfg: Mapping[str, Any]) -> str:
 
 def family_modules() -> list[str]:
     """The dotted name of each registered family's module (a warm job server imports them all up front)."""
-    return sorted({f"{__name__}.{entry.split('.')[0]}" for entry in REGISTRY.values()})
+    return sorted({FAMILIES.module_of(name) for name in FAMILIES})
 
 
 def train_photos(ds_cfg: Mapping[str, Any]) -> TrainPhotos | None:

@@ -19,14 +19,15 @@ import pytest
 from .leaks import ROOT, file_hits, generic_files, snakemake_words, source_hits, words_hits
 
 #: (file, kind, name): why it is still there, and what removes it
-ANALYSES = ("CLAD's and ReBias's analyses (consistency, five-crop, saliency, texture) are still the workflow's; "
-            "issue 62 moves them into their paper folders")
+ANALYSES = (
+    "CLAD's and ReBias's analyses (consistency, five-crop, saliency, texture) are still the workflow's; "
+    "issue 62 moves them into their paper folders"
+)
 KNOWN_LEAKS = {
-    ("Snakefile", "registered", "in9"): "includes in9's own rule files (DatasetFamily.rule_files) by name",
     ("rules/common.smk", "registered", "in9"): "item_splits reads in9's listing checkpoint (in9_list): in9's "
-                                               "staged helpers move to its own rule files",
+    "staged helpers move to its own rule files",
     ("rules/common.smk", "variant", "stylized"): "derived_inputs' Stylized IN-9 files: in9's staged helpers move "
-                                                 "to its own rule files",
+    "to its own rule files",
     ("debias_workbench/workflow/checks.py", "variant", "texture"): ANALYSES,
     ("debias_workbench/workflow/plan.py", "variant", "texture"): ANALYSES,
     ("debias_workbench/workflow/slices.py", "variant", "texture"): ANALYSES,
@@ -81,11 +82,18 @@ def _kinds(source: str) -> set[tuple[str, str]]:
         ("from debias_workbench.pipeline.variants import BG_CONFLICT", ("import", "bg_conflict_")),  # a prefix
         ('PHOTO_TRAIN_VARIANTS = ("original", "texture")', ("variant", "texture")),  # checks.py
         ('photos = ds.get("train_views") == "photo"', ("setting value", "photo")),  # the raw string
-        ('s = committee_seconds(ds, args["committee_size"], args["committee_steps"])',
-         ("method argument", "committee_steps")),  # resources.py
-        ('CODE_RULES = {"leftover_colours": "spread evenly over the other colours"}',
-         ("code rule", "leftover_colours")),  # protocol.py's Biased MNIST rule
-        ("from debias_workbench.pipeline.datasets.in9_config import PHOTO_TRAIN_VARIANTS", ("import", "family module in9_config")),
+        (
+            's = committee_seconds(ds, args["committee_size"], args["committee_steps"])',
+            ("method argument", "committee_steps"),
+        ),  # resources.py
+        (
+            'CODE_RULES = {"leftover_colours": "spread evenly over the other colours"}',
+            ("code rule", "leftover_colours"),
+        ),  # protocol.py's Biased MNIST rule
+        (
+            "from debias_workbench.pipeline.datasets.in9_config import PHOTO_TRAIN_VARIANTS",
+            ("import", "family module in9_config"),
+        ),
     ],
 )
 def test_the_walker_finds_a_name_written_by_hand(source, found):
@@ -93,9 +101,11 @@ def test_the_walker_finds_a_name_written_by_hand(source, found):
 
 
 def test_the_walker_reads_a_rule_file_but_its_comments_and_rule_docstrings():
-    source = ('include: "rules/in9_data.smk"\n\nrule x:\n    """Mixed-Rand of mixed_rand, in a docstring."""\n'
-              '    input:\n        f"{R}/datasets/{DS}/mixed_rand.zarr",  # texture, in a comment\n'
-              '    params:\n        args=lambda wc: ARGS["committee_vote"],\n')
+    source = (
+        'include: "rules/in9_data.smk"\n\nrule x:\n    """Mixed-Rand of mixed_rand, in a docstring."""\n'
+        '    input:\n        f"{R}/datasets/{DS}/mixed_rand.zarr",  # texture, in a comment\n'
+        '    params:\n        args=lambda wc: ARGS["committee_vote"],\n'
+    )
     hits = {(hit.kind, hit.name, hit.line) for hit in words_hits("x.smk", snakemake_words(source))}
     assert hits == {("registered", "in9", 1), ("variant", "mixed_rand", 6), ("method argument", "committee_vote", 8)}
 

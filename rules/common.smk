@@ -13,7 +13,7 @@ from debias_workbench.pipeline.sources.listing import folder_fingerprint
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.training.methods import PREREQUISITES
 from debias_workbench.training.prerequisites import jobs as prerequisites, relative_path
-from debias_workbench.workflow import job_groups, job_server
+from debias_workbench.workflow import job_groups, job_server, paper_hooks
 from debias_workbench.workflow import job_process
 from debias_workbench.workflow import resources as res
 from debias_workbench.workflow.config import background_challenge_runs, pack_jobs, packs, runs, scoring, scoring_packs
@@ -128,6 +128,12 @@ def test_stores(experiment):
 # the official test images and the main tables read them
 MAIN_EXPERIMENTS = background_challenge_runs(config)
 OFFICIAL = config["evaluation"].get("official_dataset")  # a bg_challenge dataset: the official test images
+# the analyses of trained models the papers run (workflow.paper_hooks.analysis_jobs; their rules are in the papers'
+# own files), whose rows the report reads, and what else a paper's analyses hand the report beside them, as
+# {input of the report's job: (its option of `workbench report`, the file)}
+ANALYSIS_JOBS = paper_hooks.analysis_jobs(config, MAIN_EXPERIMENTS)
+ANALYSIS_FILES = [f"{R}/analysis/{job.name}.jsonl" for job in ANALYSIS_JOBS]
+REPORT_ARRAYS = {}
 
 
 def external_folder(wildcards):
@@ -319,8 +325,8 @@ def register_job_configs():
             scoring_inputs(pack, {next(iter(pack.constraints)): value})
     for kind, digest in prerequisite_jobs():
         prerequisite_inputs({"kind": kind, "digest": digest})
-    for analysis in ("consistency", "fivecrop"):
-        analysis_config_file(analysis)
+    for job in ANALYSIS_JOBS:
+        analysis_config_file(job.name)
 
 
 wildcard_constraints:

@@ -2,55 +2,42 @@
 
 What one paper's tables need lives with the paper (`debias_workbench/papers/<paper>/`), a method's declarations
 with the method (`training/methods/<module>.yaml`), a family's with the family (`pipeline/datasets/<module>.py`:
-its variants, column titles, derived metrics, checks, code rules, smoke counts, rule files); the generic layers
-(workflow/, report/, cli.py, the Snakefile and the rule files but a family's own) reach them through the
-registries and hooks. The one walker of tests/leaks.py reads each of their files for the registered names, the
+its variants, column titles, derived metrics, checks, code rules, smoke counts, rule files), a paper's analyses
+with the paper (its `workflow.py`: rule files, jobs, job-config keys, smoke counts); the generic layers
+(workflow/, report/, cli.py, the Snakefile and the rule files under rules/ but a family's own) reach them through
+the registries and hooks. The one walker of tests/leaks.py reads each of their files for the registered names, the
 variant and test-set names, the method-argument keys, the code rules a family, method or paper owns, the values
 only a family's typed view reads ("photo"), and the imports of a family's or a paper's module or of a constant
 that names a variant. Comments and docstrings may name them (they say what and why).
 
-`KNOWN_LEAKS` lists what is left, each with the work that removes it: a new leak fails, and so does an entry
-that no longer occurs (remove it: the list only shrinks)."""
+None is left (issue 62 moved the last ones behind declarations): every leak fails."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from .leaks import ROOT, file_hits, generic_files, snakemake_words, source_hits, words_hits
+from debias_workbench.workflow import paper_hooks
 
-#: (file, kind, name): why it is still there, and what removes it
-ANALYSES = (
-    "CLAD's and ReBias's analyses (consistency, five-crop, saliency, texture) are still the workflow's; "
-    "issue 62 moves them into their paper folders"
-)
-KNOWN_LEAKS = {
-    ("debias_workbench/workflow/checks.py", "variant", "texture"): ANALYSES,
-    ("debias_workbench/workflow/plan.py", "variant", "texture"): ANALYSES,
-    ("debias_workbench/workflow/slices.py", "variant", "texture"): ANALYSES,
-    ("debias_workbench/workflow/smoke.py", "variant", "texture"): ANALYSES,
-    ("rules/analyses.smk", "variant", "texture"): ANALYSES,
-    ("rules/analyses.smk", "variant", "original"): ANALYSES,
-    ("rules/analyses.smk", "variant", "mixed_rand"): ANALYSES,
-}
+from .leaks import ROOT, file_hits, generic_files, snakemake_words, source_hits, words_hits
 
 
 @pytest.mark.parametrize("path", generic_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_generic_file_names_nothing_of_a_paper_method_or_family(path):
-    found = [str(hit) for hit in file_hits(path) if (hit.path, hit.kind, hit.name) not in KNOWN_LEAKS]
+    found = [str(hit) for hit in file_hits(path)]
     assert not found, "a generic layer names what a paper, method or dataset family owns:\n" + "\n".join(found)
 
 
-def test_every_known_leak_is_still_there():
-    """An entry of KNOWN_LEAKS that the walker no longer finds is stale: remove it."""
-    found = {(hit.path, hit.kind, hit.name) for path in generic_files() for hit in file_hits(path)}
-    assert not set(KNOWN_LEAKS) - found, sorted(set(KNOWN_LEAKS) - found)
-
-
-def test_the_walk_covers_every_generic_layer_but_a_familys_own_rule_files():
+def test_the_walk_covers_every_generic_layer_but_a_familys_or_a_papers_own_rule_files():
     walked = {str(p.relative_to(ROOT)) for p in generic_files()}
     assert {"Snakefile", "debias_workbench/cli.py", "rules/common.smk", "rules/runs.smk"} <= walked
     assert {"debias_workbench/workflow/checks.py", "debias_workbench/report/context.py"} <= walked
-    assert not {"rules/in9_common.smk", "rules/in9_data.smk", "rules/in9_derived.smk"} & walked  # in9's own (In9Family.rule_files)
+    # in9's own (In9Family.rule_files), and the papers' own (their analyses: paper_hooks.rule_files)
+    assert not {"rules/in9_common.smk", "rules/in9_data.smk", "rules/in9_derived.smk"} & walked
+    papers = {str(Path(f).relative_to(ROOT)) for f in paper_hooks.rule_files()}
+    assert {"debias_workbench/papers/clad/analyses.smk", "debias_workbench/papers/rebias/analyses.smk"} <= papers
+    assert not papers & walked and all(Path(ROOT, f).is_file() for f in papers)
 
 
 def _kinds(source: str) -> set[tuple[str, str]]:

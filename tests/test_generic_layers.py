@@ -14,11 +14,13 @@ None is left (issue 62 moved the last ones behind declarations): every leak fail
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from debias_workbench.workflow import paper_hooks
+from debias_workbench.workflow.config import background_challenge_runs, resolve_config
 
 from .leaks import ROOT, file_hits, generic_files, snakemake_words, source_hits, words_hits
 
@@ -100,3 +102,18 @@ def test_the_walker_leaves_docstrings_comments_longer_words_and_short_names_in_p
     assert ("registered", "clad") in _kinds('doc.para("quoted from the CLAD paper")\n')  # a long one counts
     assert not _kinds('x = "the alpha of the plot"\n')  # a method argument's key counts in code only
     assert ("method argument", "alpha") in _kinds('x = args["alpha"]\n')
+
+
+def test_each_declared_analysis_is_a_rule_of_its_papers_own_rule_files(default_config):
+    """What a paper declares of its analyses is its own: each job it declares (`ANALYSIS_JOBS`) is made by a rule
+    of a file it lists (`RULE_FILES`), and has the keys of its job config (`ANALYSIS_KEYS`)."""
+    default_config["analyses"]["texture"].update(experiments=["base_in9"], vgg="vgg_normalised.pth")
+    config = resolve_config(default_config)
+    declared = set()
+    for module in paper_hooks.paper_workflow_modules():
+        own = "".join(Path(str(module.__file__)).with_name(f).read_text() for f in getattr(module, "RULE_FILES", ()))
+        for jobs in getattr(module, "ANALYSIS_JOBS", ()):
+            for job in jobs(config, background_challenge_runs(config)):
+                assert re.search(rf"^rule {job.rule}:", own, re.M) and job.name in module.ANALYSIS_KEYS, job
+                declared.add(job.name)
+    assert declared == {"consistency", "fivecrop", "saliency", "texture"}

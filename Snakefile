@@ -13,7 +13,9 @@ is validated against config/schema.yaml and the methods' declarations before any
 import sys
 
 sys.path.insert(0, workflow.basedir)
+from debias_workbench.pipeline.datasets import rule_files as family_rule_files
 from debias_workbench.workflow.config import ConfigError, resolve_config
+from debias_workbench.workflow.paper_hooks import rule_files as paper_rule_files
 from debias_workbench.workflow.resources import local_gpu_cap
 from debias_workbench.workflow.scope import scoped
 from debias_workbench.workflow.user_paths import missing_paths
@@ -37,13 +39,20 @@ if workflow.local_exec and not workflow.remote_exec and "gpu" not in workflow.gl
 
 include: "rules/common.smk"
 include: "rules/job_configs.smk"
-include: "rules/in9_data.smk"
-include: "rules/in9_derived.smk"
+for _rule_file in family_rule_files():  # each dataset family's own stages (DatasetFamily.rule_files)
+
+    include: _rule_file
+
+
 include: "rules/whole_variants.smk"
 include: "rules/prerequisites.smk"
 include: "rules/runs.smk"
 include: "rules/evaluate.smk"
-include: "rules/analyses.smk"
+for _rule_file in paper_rule_files():  # each paper's own rules (its analyses: workflow.paper_hooks)
+
+    include: _rule_file
+
+
 include: "rules/report.smk"
 
 

@@ -3,19 +3,17 @@
 # its input files or its code change. Beside the helpers: the names every rule file shares, the
 # jobs' environment (set once: workflow_environment), the job server's start and stop, and the
 # global wildcard constraints (at the end). The config itself is validated by the Snakefile.
-import json
 import os
 import re
 import sys
 from pathlib import Path
 
 from debias_workbench.pipeline import variants
-from debias_workbench.pipeline.shards import ALL_SPLITS, expected_splits, images_in, job_blocks
 from debias_workbench.pipeline.sources.listing import folder_fingerprint
 from debias_workbench.pipeline.datasets import get_family
 from debias_workbench.training.methods import PREREQUISITES
 from debias_workbench.training.prerequisites import jobs as prerequisites, relative_path
-from debias_workbench.workflow import job_groups, job_server
+from debias_workbench.workflow import job_groups, job_server, paper_hooks
 from debias_workbench.workflow import job_process
 from debias_workbench.workflow import resources as res
 from debias_workbench.workflow.config import background_challenge_runs, pack_jobs, packs, runs, scoring, scoring_packs
@@ -131,6 +129,12 @@ def test_stores(experiment):
 # the official test images and the main tables read them
 MAIN_EXPERIMENTS = background_challenge_runs(config)
 OFFICIAL = config["evaluation"].get("official_dataset")  # a bg_challenge dataset: the official test images
+# the analyses of trained models the papers run (workflow.paper_hooks.analysis_jobs; their rules are in the papers'
+# own files), whose rows the report reads, and what else a paper's analyses hand the report beside them, as
+# {input of the report's job: (its option of `workbench report`, the file)}
+ANALYSIS_JOBS = paper_hooks.analysis_jobs(config, MAIN_EXPERIMENTS)
+ANALYSIS_FILES = [f"{R}/analysis/{job.name}.jsonl" for job in ANALYSIS_JOBS]
+REPORT_ARRAYS = {}
 
 
 def external_folder(wildcards):
@@ -173,78 +177,6 @@ def user_folders_fingerprint(wildcards):
     if config["datasets"][wildcards.dataset]["source"]["kind"] == "synthetic":
         return ""
     return folder_fingerprint(source_paths(wildcards.dataset))
-
-
-_LISTED = {}  # item_splits()'s, by dataset (synthetic) or by listing file and its modification time
-
-
-def item_splits(dataset):
-    """The split of each source item of `dataset` in listing order: from the config for the synthetic
-    source (every train item before every val item, as their ids sort), from the listing (a checkpoint) for folders."""
-    ds = config["datasets"][dataset]
-    if ds["source"]["kind"] == "synthetic":
-        key = (dataset, None)
-        if key not in _LISTED:
-            _LISTED[key] = expected_splits({split: res.dataset_images(ds, split) for split in ALL_SPLITS})
-        return _LISTED[key]
-    path = checkpoints.in9_list.get(dataset=dataset).output.listing
-    key = (path, os.path.getmtime(path))
-    if key not in _LISTED:
-        with open(path) as fh:
-            _LISTED[key] = [item["split"] for item in json.load(fh)["items"]]
-    return _LISTED[key]
-
-
-def step_splits(dataset, step):
-    """The splits generation step `step` ("segment" or a derived variant) of `dataset` builds."""
-    return ALL_SPLITS if step == "segment" else config["datasets"][dataset][step]["splits"]
-
-
-_SHARD_JOBS = {}  # shard_jobs()'s, by dataset, step and the item splits they were cut from
-
-
-def shard_jobs(dataset, step):
-    """The block ranges of the jobs of generation step `step` ("segment" or a derived variant) of `dataset`:
-    whole blocks of `block_images` items holding at least workbench.resources.min_job_images of its splits' items
-    each (pipeline/shards.py), only where the step builds a split."""
-    splits = item_splits(dataset)
-    key = (dataset, step, id(splits))  # _LISTED keeps `splits` alive: its id names it
-    if key not in _SHARD_JOBS:
-        block, wanted = int(config["datasets"][dataset]["block_images"]), step_splits(dataset, step)
-        _SHARD_JOBS[key] = job_blocks(splits, block, wanted, res.min_job_images(config, dataset, step))
-    return _SHARD_JOBS[key]
-
-
-def shard_images(wildcards, step):
-    """The images of its step's splits that a shard job (wildcards: dataset, shard) makes: its estimate's."""
-    blocks = shard_jobs(wildcards.dataset, step)[int(wildcards.shard)]
-    block = int(config["datasets"][wildcards.dataset]["block_images"])
-    return images_in(item_splits(wildcards.dataset), block, step_splits(wildcards.dataset, step), blocks)
-
-
-def shard_files(wildcards, step="segment"):
-    """One file per job of generation step `step` ("segment", or a derived variant: its `<variant>_shards`
-    folder) of the dataset (`shard_jobs`)."""
-    folder = "shards" if step == "segment" else f"{step}_shards"
-    count = len(shard_jobs(wildcards.dataset, step))
-    return [f"{R}/intermediate/{wildcards.dataset}/{folder}/{k:05d}.npz" for k in range(count)]
-
-
-def derived_inputs(wildcards):
-    """The files a derived variant's jobs read beside the segmented store: the style folder and
-    the AdaIN weights when the config names them (checked before the DAG: workbench.user_paths)."""
-    section = config["datasets"][wildcards.dataset][wildcards.derived]
-    if wildcards.derived != "stylized":
-        return []
-    paths = [section[k] for k in ("vgg", "decoder") if section.get(k)]
-    if section["styles"]["kind"] in ("folder", "flat") and section["styles"].get("root"):
-        paths.append(section["styles"]["root"])
-    return [os.path.expanduser(p) for p in paths]
-
-
-def derived_config_file(wildcards):
-    """A derived variant's job config: the dataset section with that variant's own section."""
-    return JOB_CONFIGS.path("datasets", dataset_job_config(config, wildcards.dataset, wildcards.derived))
 
 
 def pack_runs(pack, wildcards):
@@ -394,8 +326,8 @@ def register_job_configs():
             scoring_inputs(pack, {next(iter(pack.constraints)): value})
     for kind, digest in prerequisite_jobs():
         prerequisite_inputs({"kind": kind, "digest": digest})
-    for analysis in ("consistency", "fivecrop"):
-        analysis_config_file(analysis)
+    for job in ANALYSIS_JOBS:
+        analysis_config_file(job.name)
 
 
 wildcard_constraints:

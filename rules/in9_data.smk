@@ -1,9 +1,9 @@
 # ImageNet-9 Background Challenge data, for every dataset of the in9 family (`in9`; `in9_u2net`
 # when Table 5's U2-Net run is configured; `imagenet100`): source -> listing -> segmentation jobs of whole blocks
-# of `block_images` images (rules/common.smk shard_jobs) -> gathered intermediate store -> one store per variant; and the
-# `external` test sets (ImageNet-Sketch, ImageNet-R) read from the user's folders.
+# of `block_images` images (rules/in9_common.smk shard_jobs) -> gathered intermediate store -> one store per
+# variant; and the `external` test sets (ImageNet-Sketch, ImageNet-R) read from the user's folders.
 # Uses rules/common.smk: PY, R, dataset_config_file, datasets_of, external_folder, folder_fingerprint,
-# one_of, res, shard_files, shard_images, source_paths, user_folders_fingerprint, variants.
+# one_of, res, source_paths, user_folders_fingerprint, variants; rules/in9_common.smk: shard_files, shard_images.
 IN9_DATASETS = one_of(datasets_of("in9"))
 # the variants composed from the segmented store's arrays, the background-biased ones included
 ARRAY_VARIANTS = list(variants.VARIANTS) + [

@@ -2,11 +2,11 @@
 # IN-9 (AdaIN: a GPU job, on the CPU without one, and a CPU job where its work is under cluster.min_job_minutes:
 # workbench.resources.derived_gpu), IN-9-Texture (texture synthesis through a
 # command-line tool: a CPU job) and IN-9-C (ImageNet-C corruptions: CPU), in jobs of whole blocks holding the splits
-# the variant builds (rules/common.smk shard_jobs), then one gather into the variant
+# the variant builds (rules/in9_common.smk shard_jobs), then one gather into the variant
 # store. Each job's config slice holds only its own variant's section, so editing the
 # stylization reruns the stylized store and what reads it, nothing else.
-# Uses rules/common.smk: PY, R, derived_config_file, derived_inputs, one_of, res, shard_files, shard_images;
-# rules/in9_data.smk: IN9_DATASETS.
+# Uses rules/common.smk: PY, R, one_of, res; rules/in9_common.smk: derived_config_file, derived_inputs,
+# shard_files, shard_images; rules/in9_data.smk: IN9_DATASETS.
 
 
 for _derived, _gpu in (("stylized", True), ("texture", False), ("corrupted", False)):

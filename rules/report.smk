@@ -1,7 +1,6 @@
 # The report: tables and figures rebuilt from every run's tidy metrics.
-# Uses rules/common.smk: EVAL_DATASET, JOB_CONFIGS, MAIN_EXPERIMENTS, OFFICIAL, PROVENANCE, PY, R,
-# dataset_variants, res, run_files; rules/analyses.smk: ANALYSIS_FILES, SALIENCY_EXPERIMENTS; rules/evaluate.smk: EVAL_STORES,
-# EVAL_STORE_ARGS.
+# Uses rules/common.smk: ANALYSIS_FILES, EVAL_DATASET, JOB_CONFIGS, MAIN_EXPERIMENTS, OFFICIAL, PROVENANCE, PY, R,
+# REPORT_ARRAYS, dataset_variants, res, run_files; rules/evaluate.smk: EVAL_STORES, EVAL_STORE_ARGS.
 
 EVAL_FILES = run_files("eval.jsonl")
 if config["evaluation"].get("imagenet_model"):
@@ -18,7 +17,7 @@ rule report:
     input:
         config=JOB_CONFIGS.path("report", report_config(config, PROVENANCE), keep_order=True),
         metrics=EVAL_FILES + TRAIN_FILES + ANALYSIS_FILES,
-        saliency=rules.analysis_saliency.output.arrays if SALIENCY_EXPERIMENTS else [],
+        **{name: path for name, (_option, path) in REPORT_ARRAYS.items()},  # the papers' analyses' arrays
         quality=f"{R}/intermediate/{EVAL_DATASET}/segmentation_quality.jsonl",
         manifests=[f"{R}/datasets/{d}/{v}.manifest.json" for d in [EVAL_DATASET, *OTHER_EVAL_DATASETS]
                    for v in dataset_variants(config, d)],
@@ -28,7 +27,7 @@ rule report:
     params:
         stores=EVAL_STORE_ARGS,
         out_dir=lambda wc, output: os.path.dirname(output[0]),
-        saliency=lambda wc, input: f"--saliency-arrays {input.saliency}" if input.saliency else "",
+        arrays=lambda wc, input: " ".join(f"{option} {getattr(input, name)}" for name, (option, _p) in REPORT_ARRAYS.items()),
         py=PY,
     resources:
         **res.rule_resources(config, False, lambda wc: (30, 4000)),
@@ -41,4 +40,4 @@ rule report:
     shell:
         "{params.py} -m debias_workbench report --config {input.config} --metrics {input.metrics} "
         "--segmentation-quality {input.quality} --manifests {input.manifests} --stores {params.stores} "
-        "{params.saliency} --out-dir {params.out_dir} > {log} 2>&1"
+        "{params.arrays} --out-dir {params.out_dir} > {log} 2>&1"

@@ -35,6 +35,7 @@ import yaml
 from debias_workbench.papers import REGISTRY as PAPERS
 from debias_workbench.pipeline.datasets import REGISTRY as FAMILIES
 from debias_workbench.pipeline.datasets import family_name, get_family
+from debias_workbench.pipeline.datasets import rule_files as family_rule_paths
 from debias_workbench.pipeline.imageio import TrainPhotos
 from debias_workbench.training.methods import REGISTRY as METHODS
 from debias_workbench.training.methods import spec as method_spec
@@ -288,7 +289,7 @@ def file_hits(path: Path) -> list[Hit]:
 
 def family_rule_files() -> set[str]:
     """The rule files a family declares its own (`DatasetFamily.rule_files`)."""
-    return {f"rules/{name}" for family in FAMILIES for name in get_family(family).rule_files}
+    return set(family_rule_paths())
 
 
 def generic_files() -> list[Path]:

@@ -2,58 +2,44 @@
 
 What one paper's tables need lives with the paper (`debias_workbench/papers/<paper>/`), a method's declarations
 with the method (`training/methods/<module>.yaml`), a family's with the family (`pipeline/datasets/<module>.py`:
-its variants, column titles, derived metrics, checks, code rules, smoke counts, rule files); the generic layers
-(workflow/, report/, cli.py, the Snakefile and the rule files but a family's own) reach them through the
-registries and hooks. The one walker of tests/leaks.py reads each of their files for the registered names, the
+its variants, column titles, derived metrics, checks, code rules, smoke counts, rule files), a paper's analyses
+with the paper (its `workflow.py`: rule files, jobs, job-config keys, smoke counts); the generic layers
+(workflow/, report/, cli.py, the Snakefile and the rule files under rules/ but a family's own) reach them through
+the registries and hooks. The one walker of tests/leaks.py reads each of their files for the registered names, the
 variant and test-set names, the method-argument keys, the code rules a family, method or paper owns, the values
 only a family's typed view reads ("photo"), and the imports of a family's or a paper's module or of a constant
 that names a variant. Comments and docstrings may name them (they say what and why).
 
-`KNOWN_LEAKS` lists what is left, each with the work that removes it: a new leak fails, and so does an entry
-that no longer occurs (remove it: the list only shrinks)."""
+None is left (issue 62 moved the last ones behind declarations): every leak fails."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from .leaks import ROOT, file_hits, generic_files, snakemake_words, source_hits, words_hits
+from debias_workbench.workflow import paper_hooks
+from debias_workbench.workflow.config import background_challenge_runs, resolve_config
 
-#: (file, kind, name): why it is still there, and what removes it
-ANALYSES = ("CLAD's and ReBias's analyses (consistency, five-crop, saliency, texture) are still the workflow's; "
-            "issue 62 moves them into their paper folders")
-KNOWN_LEAKS = {
-    ("Snakefile", "registered", "in9"): "includes in9's own rule files (DatasetFamily.rule_files) by name",
-    ("rules/common.smk", "registered", "in9"): "item_splits reads in9's listing checkpoint (in9_list): in9's "
-                                               "staged helpers move to its own rule files",
-    ("rules/common.smk", "variant", "stylized"): "derived_inputs' Stylized IN-9 files: in9's staged helpers move "
-                                                 "to its own rule files",
-    ("debias_workbench/workflow/checks.py", "variant", "texture"): ANALYSES,
-    ("debias_workbench/workflow/plan.py", "variant", "texture"): ANALYSES,
-    ("debias_workbench/workflow/slices.py", "variant", "texture"): ANALYSES,
-    ("debias_workbench/workflow/smoke.py", "variant", "texture"): ANALYSES,
-    ("rules/analyses.smk", "variant", "texture"): ANALYSES,
-    ("rules/analyses.smk", "variant", "original"): ANALYSES,
-    ("rules/analyses.smk", "variant", "mixed_rand"): ANALYSES,
-}
+from .leaks import ROOT, file_hits, generic_files, snakemake_words, source_hits, words_hits
 
 
 @pytest.mark.parametrize("path", generic_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_generic_file_names_nothing_of_a_paper_method_or_family(path):
-    found = [str(hit) for hit in file_hits(path) if (hit.path, hit.kind, hit.name) not in KNOWN_LEAKS]
+    found = [str(hit) for hit in file_hits(path)]
     assert not found, "a generic layer names what a paper, method or dataset family owns:\n" + "\n".join(found)
 
 
-def test_every_known_leak_is_still_there():
-    """An entry of KNOWN_LEAKS that the walker no longer finds is stale: remove it."""
-    found = {(hit.path, hit.kind, hit.name) for path in generic_files() for hit in file_hits(path)}
-    assert not set(KNOWN_LEAKS) - found, sorted(set(KNOWN_LEAKS) - found)
-
-
-def test_the_walk_covers_every_generic_layer_but_a_familys_own_rule_files():
+def test_the_walk_covers_every_generic_layer_but_a_familys_or_a_papers_own_rule_files():
     walked = {str(p.relative_to(ROOT)) for p in generic_files()}
     assert {"Snakefile", "debias_workbench/cli.py", "rules/common.smk", "rules/runs.smk"} <= walked
     assert {"debias_workbench/workflow/checks.py", "debias_workbench/report/context.py"} <= walked
-    assert not {"rules/in9_data.smk", "rules/in9_derived.smk"} & walked  # in9's own (In9Family.rule_files)
+    # in9's own (In9Family.rule_files), and the papers' own (their analyses: paper_hooks.rule_files)
+    assert not {"rules/in9_common.smk", "rules/in9_data.smk", "rules/in9_derived.smk"} & walked
+    papers = {str(Path(f).relative_to(ROOT)) for f in paper_hooks.rule_files()}
+    assert {"debias_workbench/papers/clad/analyses.smk", "debias_workbench/papers/rebias/analyses.smk"} <= papers
+    assert not papers & walked and all(Path(ROOT, f).is_file() for f in papers)
 
 
 def _kinds(source: str) -> set[tuple[str, str]]:
@@ -81,11 +67,18 @@ def _kinds(source: str) -> set[tuple[str, str]]:
         ("from debias_workbench.pipeline.variants import BG_CONFLICT", ("import", "bg_conflict_")),  # a prefix
         ('PHOTO_TRAIN_VARIANTS = ("original", "texture")', ("variant", "texture")),  # checks.py
         ('photos = ds.get("train_views") == "photo"', ("setting value", "photo")),  # the raw string
-        ('s = committee_seconds(ds, args["committee_size"], args["committee_steps"])',
-         ("method argument", "committee_steps")),  # resources.py
-        ('CODE_RULES = {"leftover_colours": "spread evenly over the other colours"}',
-         ("code rule", "leftover_colours")),  # protocol.py's Biased MNIST rule
-        ("from debias_workbench.pipeline.datasets.in9_config import PHOTO_TRAIN_VARIANTS", ("import", "family module in9_config")),
+        (
+            's = committee_seconds(ds, args["committee_size"], args["committee_steps"])',
+            ("method argument", "committee_steps"),
+        ),  # resources.py
+        (
+            'CODE_RULES = {"leftover_colours": "spread evenly over the other colours"}',
+            ("code rule", "leftover_colours"),
+        ),  # protocol.py's Biased MNIST rule
+        (
+            "from debias_workbench.pipeline.datasets.in9_config import PHOTO_TRAIN_VARIANTS",
+            ("import", "family module in9_config"),
+        ),
     ],
 )
 def test_the_walker_finds_a_name_written_by_hand(source, found):
@@ -93,9 +86,11 @@ def test_the_walker_finds_a_name_written_by_hand(source, found):
 
 
 def test_the_walker_reads_a_rule_file_but_its_comments_and_rule_docstrings():
-    source = ('include: "rules/in9_data.smk"\n\nrule x:\n    """Mixed-Rand of mixed_rand, in a docstring."""\n'
-              '    input:\n        f"{R}/datasets/{DS}/mixed_rand.zarr",  # texture, in a comment\n'
-              '    params:\n        args=lambda wc: ARGS["committee_vote"],\n')
+    source = (
+        'include: "rules/in9_data.smk"\n\nrule x:\n    """Mixed-Rand of mixed_rand, in a docstring."""\n'
+        '    input:\n        f"{R}/datasets/{DS}/mixed_rand.zarr",  # texture, in a comment\n'
+        '    params:\n        args=lambda wc: ARGS["committee_vote"],\n'
+    )
     hits = {(hit.kind, hit.name, hit.line) for hit in words_hits("x.smk", snakemake_words(source))}
     assert hits == {("registered", "in9", 1), ("variant", "mixed_rand", 6), ("method argument", "committee_vote", 8)}
 
@@ -107,3 +102,18 @@ def test_the_walker_leaves_docstrings_comments_longer_words_and_short_names_in_p
     assert ("registered", "clad") in _kinds('doc.para("quoted from the CLAD paper")\n')  # a long one counts
     assert not _kinds('x = "the alpha of the plot"\n')  # a method argument's key counts in code only
     assert ("method argument", "alpha") in _kinds('x = args["alpha"]\n')
+
+
+def test_each_declared_analysis_is_a_rule_of_its_papers_own_rule_files(default_config):
+    """What a paper declares of its analyses is its own: each job it declares (`ANALYSIS_JOBS`) is made by a rule
+    of a file it lists (`RULE_FILES`), and has the keys of its job config (`ANALYSIS_KEYS`)."""
+    default_config["analyses"]["texture"].update(experiments=["base_in9"], vgg="vgg_normalised.pth")
+    config = resolve_config(default_config)
+    declared = set()
+    for module in paper_hooks.paper_workflow_modules():
+        own = "".join(Path(str(module.__file__)).with_name(f).read_text() for f in getattr(module, "RULE_FILES", ()))
+        for jobs in getattr(module, "ANALYSIS_JOBS", ()):
+            for job in jobs(config, background_challenge_runs(config)):
+                assert re.search(rf"^rule {job.rule}:", own, re.M) and job.name in module.ANALYSIS_KEYS, job
+                declared.add(job.name)
+    assert declared == {"consistency", "fivecrop", "saliency", "texture"}

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from debias_workbench.workflow import paper_hooks
+
 from .conftest import ROOT, workdir
 from .test_generation import store_digest
 
@@ -459,22 +461,24 @@ def _defined(source: str) -> set[str]:
 def test_each_rule_file_states_the_shared_names_it_uses():
     """Rule files share one namespace (Snakemake's include): each says in a `# Uses` comment which
     names of common.smk and of the other rule files it reads, so that a reader (and a reorder of
-    the includes) knows what it depends on. Recomputed here from the files' code."""
-    files = sorted((ROOT / "rules").glob("*.smk"))
-    sources = {f.name: f.read_text() for f in files}
-    shared = {"common.smk": _defined(sources["common.smk"]) | COMMON_IMPORTS}
-    shared |= {name: _defined(src) for name, src in sources.items() if name != "common.smk"}
+    the includes) knows what it depends on. Recomputed here from the files' code, the papers' rule
+    files (workflow.paper_hooks.rule_files) among them."""
+    files = sorted((ROOT / "rules").glob("*.smk")) + [Path(f) for f in paper_hooks.rule_files()]
+    sources = {str(f.relative_to(ROOT)): f.read_text() for f in files}
+    common = "rules/common.smk"
+    shared = {common: _defined(sources[common]) | COMMON_IMPORTS}
+    shared |= {name: _defined(src) for name, src in sources.items() if name != common}
     for name, source in sources.items():
-        if name == "common.smk":
+        if name == common:
             continue
         code = re.sub(r"^#.*$", "", source, flags=re.M)
         parts = []
-        for other in ["common.smk", *sorted(n for n in shared if n not in ("common.smk", name))]:
+        for other in [common, *sorted(n for n in shared if n not in (common, name))]:
             used = sorted(n for n in shared[other] - _defined(source) if re.search(rf"\b{n}\b", code))
             if used:
-                parts.append(f"rules/{other}: {', '.join(used)}")
+                parts.append(f"{other}: {', '.join(used)}")
         lines = source.splitlines()
         start = next((i for i, line in enumerate(lines) if line.startswith("# Uses ")), len(lines))
         block = itertools.takewhile(lambda line: line.startswith("# "), lines[start:])
         stated = " ".join(line[2:] for line in block).removeprefix("Uses ").removesuffix(".")
-        assert stated == "; ".join(parts), f"rules/{name}: its '# Uses' comment should read: Uses {'; '.join(parts)}."
+        assert stated == "; ".join(parts), f"{name}: its '# Uses' comment should read: Uses {'; '.join(parts)}."

@@ -120,10 +120,12 @@ def _sweeps(config: Config) -> list[str]:
 
 
 def _analyses(config: Config) -> list[str]:
-    """The analysed experiments exist and are scored on the evaluation dataset, whose stores the analyses read."""
+    """The experiments each analysis lists (`analyses.<analysis>.experiments`) exist and are scored on the
+    evaluation dataset, whose stores the analyses read."""
     problems, ev = [], config["evaluation"]["dataset"]
-    for analysis in ("saliency", "texture"):
-        for name in config["analyses"][analysis]["experiments"]:
+    listed = {name: section for name, section in config["analyses"].items() if isinstance(section, dict)}
+    for analysis, section in listed.items():
+        for name in section.get("experiments", []):
             if name not in config["experiments"]:
                 problems.append(f"analyses.{analysis}.experiments: {name!r} is not in `experiments`")
             elif config["experiments"][name].get("eval_dataset") not in (None, ev):

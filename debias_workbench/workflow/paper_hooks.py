@@ -11,7 +11,13 @@ of its `PAPER` (`report`) declaring any of
 * `RUN_TABLES`: functions expanded config -> {experiment: table} for runs its expansions add
   (`workbench plan` groups them under it);
 * `CODE_RULES`: {rule: value} of the code its runs execute where no setting chooses and that no dataset family
-  or method declares as its own (its protocol names them as `code:<rule>`: `workflow.protocol.code_rules`).
+  or method declares as its own (its protocol names them as `code:<rule>`: `workflow.protocol.code_rules`);
+* `RULE_FILES`: the Snakemake files beside the module that hold its rules (its analyses), which the Snakefile
+  includes after the generic rules the report's does not read;
+* `ANALYSIS_JOBS`: functions (expanded config, the Background Challenge runs) -> the `core.analysis_job.AnalysisJob`
+  its rule files run in that config (`workbench plan` lists them, rules/common.smk names their job configs);
+* `ANALYSIS_KEYS`: {analysis: the keys of the `analyses` section its job config holds} (`workflow.slices`);
+* `SMOKE`: functions config -> None shrinking its own sections of a smoke config in place (`workflow.smoke`).
 
 Read in the registry's order; the module imports only the layers below the workflow, never the report's
 code that the paper's package itself imports."""
@@ -21,9 +27,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from debias_workbench.core.analysis_job import AnalysisJob
 from debias_workbench.papers import PAPERS
 
 Config = dict[str, Any]
@@ -76,6 +84,31 @@ def code_rules() -> dict[str, dict[str, Any]]:
     """{paper: its `CODE_RULES`} of the papers that declare any."""
     declared = {name: getattr(module, "CODE_RULES", {}) for name, module in _workflow_modules().items()}
     return {name: rules for name, rules in declared.items() if rules}
+
+
+def rule_files() -> tuple[str, ...]:
+    """Every paper's `RULE_FILES`, as paths beside its `workflow` module, in the papers' order."""
+    modules = paper_workflow_modules()
+    return tuple(str(Path(str(m.__file__)).with_name(name)) for m in modules for name in getattr(m, "RULE_FILES", ()))
+
+
+def analysis_jobs(config: Config, main_runs: list[str]) -> list[AnalysisJob]:
+    """The analyses every paper runs in an expanded `config` (`main_runs`: its Background Challenge runs,
+    `workflow.config.background_challenge_runs`), in the papers' order."""
+    return [job for jobs in _declared("ANALYSIS_JOBS") for job in jobs(config, main_runs)]
+
+
+def analysis_keys(analysis: str) -> tuple[str, ...]:
+    """The keys of the `analyses` section that `analysis`'s job config holds (its paper's `ANALYSIS_KEYS`)."""
+    keys = [getattr(module, "ANALYSIS_KEYS", {}) for module in paper_workflow_modules()]
+    declared = [own[analysis] for own in keys if analysis in own]
+    if len(declared) != 1:
+        raise KeyError(f"analysis {analysis!r} is declared by {len(declared)} papers' ANALYSIS_KEYS, not one")
+    return tuple(declared[0])
+
+
+def smoke_shrinks() -> tuple[Callable[[Config], None], ...]:
+    return _declared("SMOKE")
 
 
 def expand(config: Config) -> Config:

@@ -300,22 +300,21 @@ def _models(config: dict[str, Any], experiments: list[str]) -> int:
 
 
 def analysis_jobs(config: dict[str, Any]) -> list[Job]:
-    """The analyses (rules/analyses.smk), Base (IN) (rules/evaluate.smk) and the report, estimated as their rules."""
-    # each analysis where it has models, as rules/analyses.smk plans it (a grids-only config maps no saliency)
-    main_runs, saliency = background_challenge_runs(config), config["analyses"]["saliency"]["experiments"]
-    main = _models(config, main_runs)
+    """The analyses the papers declare (`paper_hooks.analysis_jobs`, their rule files), Base (IN)
+    (rules/evaluate.smk) and the report, estimated as their rules."""
+    main_runs = background_challenge_runs(config)
     jobs = [
-        _job(config, "analysis", a, ANALYSES, 1, resources.evaluation(config, 2, main), key=a)
-        for a in ("consistency", "fivecrop")
-        if main_runs
+        _job(
+            config,
+            a.rule,
+            a.name,
+            ANALYSES,
+            1,
+            resources.evaluation(config, a.stores, a.extra_models + _models(config, list(a.experiments))),
+            key=a.name if a.keyed else "",
+        )
+        for a in paper_hooks.analysis_jobs(config, main_runs)
     ]
-    if saliency:
-        models = _models(config, saliency)
-        jobs.append(_job(config, "analysis_saliency", "saliency", ANALYSES, 1, resources.evaluation(config, 1, models)))
-    texture = config["analyses"]["texture"]
-    if texture["experiments"] and (texture["vgg"] or texture.get("vgg16")):
-        models = 1 + _models(config, texture["experiments"])
-        jobs.append(_job(config, "analysis_texture", "texture", ANALYSES, 1, resources.evaluation(config, 1, models)))
     if config["evaluation"].get("imagenet_model"):
         stores = len(dataset_variants(config, config["evaluation"]["dataset"]))
         jobs.append(

@@ -24,6 +24,7 @@ from debias_workbench.training.applicability import aligned_stores
 from debias_workbench.training.methods import spec
 from debias_workbench.training.run_config import RunConfig
 
+from . import paper_hooks
 from .config import scoring
 from .lookup import dataset_family, deep_merge
 
@@ -94,12 +95,12 @@ def imagenet_evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def analysis_config(config: dict[str, Any], analysis: str) -> dict[str, Any]:
-    """The evaluation settings plus the analysis' own keys (the models are the job's inputs)."""
+    """The evaluation settings plus the analysis' own keys of `analyses`, as its paper declares them
+    (`paper_hooks.analysis_keys`); a section without its `experiments` (the models are the job's inputs)."""
     out: dict[str, Any] = {"evaluation": evaluation_config(config)}
-    if analysis == "fivecrop":
-        out["fivecrop_fraction"] = config["analyses"]["fivecrop_fraction"]
-    elif analysis in ("saliency", "texture"):
-        out[analysis] = {k: v for k, v in config["analyses"][analysis].items() if k != "experiments"}
+    for key in paper_hooks.analysis_keys(analysis):
+        value = config["analyses"][key]
+        out[key] = {k: v for k, v in value.items() if k != "experiments"} if isinstance(value, dict) else value
     return out
 
 

@@ -18,6 +18,8 @@ from typing import Any
 from debias_workbench.pipeline.datasets import family_name, get_family
 from debias_workbench.training.methods import spec as method_spec
 
+from . import paper_hooks
+
 #: the smallest batch every method accepts: the unbiased HSIC estimator needs 4 rows (MoCo's
 #: shuffled-BN splits go down to 2 to divide it)
 BATCH = 4
@@ -56,14 +58,8 @@ def apply_smoke(config: dict[str, Any]) -> dict[str, Any]:
             _shrink_run(method)
     for dataset in out["datasets"].values():
         _shrink_dataset(dataset)
-    saliency = out["analyses"]["saliency"]
-    saliency.update(
-        images=min(saliency["images"], 4),
-        samples=min(saliency["samples"], 2),
-        figure_images=min(saliency["figure_images"], 2),
-    )
-    texture = out["analyses"]["texture"]
-    texture.update(seeds=texture["seeds"][:1], min_population=0)
+    for shrink in paper_hooks.smoke_shrinks():  # the papers' own sections (their analyses' counts)
+        shrink(out)
     out["evaluation"]["max_images"] = EVAL_IMAGES
     out["report"]["grid_images"] = min(out["report"]["grid_images"], 2)
     return out

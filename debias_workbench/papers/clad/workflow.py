@@ -1,10 +1,13 @@
-"""What CLAD's tables need from the workflow: Table 5's U2-Net runs, expanded from `analyses.u2net_model`
-(collected by `workflow.paper_hooks`; the generic layers name no paper)."""
+"""What CLAD's tables need from the workflow: Table 5's U2-Net runs, expanded from `analyses.u2net_model`, and
+its analyses of the trained models (Tables 3 and 6, Fig. 6: their rules in analyses.smk beside this module, their
+jobs, job configs and smoke counts here), collected by `workflow.paper_hooks`; the generic layers name no paper."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
+
+from debias_workbench.core.analysis_job import AnalysisJob
 
 Config = dict[str, Any]
 
@@ -51,3 +54,35 @@ def segmentation_tables(config: Config) -> dict[str, str]:
 
 EXPANSIONS = (expand_segmentation_comparison,)
 RUN_TABLES = (segmentation_tables,)
+
+
+#: the rules of its analyses (the Snakefile includes them)
+RULE_FILES = ("analyses.smk",)
+#: the analyses of every Background Challenge run (rule `analysis`, a job per analysis), each model on the
+#: ORIGINAL and MIXED_RAND stores: Table 3's feature similarity and decision consistency, Table 6's corner crops
+MAIN_RUN_ANALYSES = ("consistency", "fivecrop")
+#: Fig. 6's SmoothGrad maps (rule `analysis_saliency`), of the models `analyses.saliency.experiments` lists
+SALIENCY = "saliency"
+#: {analysis: the keys of `analyses` its job config holds}
+ANALYSIS_KEYS = {"consistency": (), "fivecrop": ("fivecrop_fraction",), SALIENCY: (SALIENCY,)}
+#: smoke mode's saliency counts: validation images mapped, SmoothGrad samples per map, images in the figure
+SMOKE_SALIENCY = {"images": 4, "samples": 2, "figure_images": 2}
+
+
+def analysis_jobs(config: Config, main_runs: list[str]) -> list[AnalysisJob]:
+    """Tables 3 and 6 where the config has Background Challenge runs (two stores per model), Fig. 6 where
+    `analyses.saliency.experiments` lists models (a grids-only config, config/matrix.yaml, maps none)."""
+    jobs = [AnalysisJob("analysis", a, tuple(main_runs), 2, keyed=True) for a in MAIN_RUN_ANALYSES if main_runs]
+    if experiments := config["analyses"][SALIENCY]["experiments"]:
+        jobs.append(AnalysisJob("analysis_saliency", SALIENCY, tuple(experiments), 1))
+    return jobs
+
+
+def smoke_saliency(config: Config) -> None:
+    """Smoke mode (`workflow.smoke`): at most `SMOKE_SALIENCY` of the saliency counts."""
+    saliency = config["analyses"][SALIENCY]
+    saliency.update({key: min(saliency[key], most) for key, most in SMOKE_SALIENCY.items()})
+
+
+ANALYSIS_JOBS = (analysis_jobs,)
+SMOKE = (smoke_saliency,)

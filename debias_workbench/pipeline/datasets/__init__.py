@@ -75,3 +75,9 @@ def column_title(column: str, family: str | None = None) -> str:
     own = FAMILIES[family].column_titles if family is not None else {}
     titled = (FAMILIES[name].column_titles for name in REGISTRY)
     return own.get(column) or next((t[column] for t in titled if column in t), column)
+
+
+def rule_files() -> tuple[str, ...]:
+    """Every registered family's own rule files (`DatasetFamily.rule_files`), as paths under the checkout
+    (`rules/<file>`), in registry order: the Snakefile includes them."""
+    return tuple(f"rules/{name}" for family in REGISTRY for name in FAMILIES[family].rule_files)

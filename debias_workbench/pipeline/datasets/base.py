@@ -145,9 +145,10 @@ class DatasetFamily:
     #: built whole by one job has the one step `variant`
     steps: dict[str, str] = {"variant": "build_variant"}
     #: each variant store built whole by one job (`workbench generate variant`, rule `dataset_variant` in
-    #: rules/whole_variants.smk); False for a family with stages of its own (in9: rules/in9_data.smk, in9_derived.smk)
+    #: rules/whole_variants.smk); False for a family with stages of its own (in9: its `rule_files`)
     whole_variants: bool = True
-    #: the rule files under rules/ of its own stages (a family without `whole_variants`), which may name it
+    #: the rule files under rules/ of its own stages (a family without `whole_variants`), which may name it; the
+    #: Snakefile includes them, in order, after rules/common.smk and job_configs.smk (`datasets.rule_files`)
     rule_files: tuple[str, ...] = ()
     #: the terms of the images' source, for a dataset card (`pipeline.export`): whoever hands a variant
     #: on hands on these terms with it

@@ -65,7 +65,7 @@ class In9Family(DatasetFamily):
     val_split = "backgrounds as biased as the train split"
     evaluated = True
     whole_variants = False  # listing, segmentation shards and gathers in rules of its own:
-    rule_files = ("in9_data.smk", "in9_derived.smk")
+    rule_files = ("in9_common.smk", "in9_data.smk", "in9_derived.smk")
     offers = {
         "only_bg_t": "each image's background, the foreground's box filled with tiles of it, from the segmentation "
         "mask (ONLY_BG_T), row-aligned with the training images",

@@ -11,12 +11,9 @@ workflow layer imports without the report's code (`workflow.paper_hooks`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from debias_workbench.core.registry import LazyRegistry
-
-if TYPE_CHECKING:
-    from .paper import Paper
 
 #: name -> "package.report.PAPER" under papers/, in the order of their sections in the report
 REGISTRY: dict[str, str] = {
@@ -27,5 +24,6 @@ REGISTRY: dict[str, str] = {
     "matrix": "matrix.report.PAPER",
 }
 
-#: name -> its `paper.Paper` (imported on first access)
-PAPERS: LazyRegistry[Paper] = LazyRegistry(__name__, REGISTRY)
+#: name -> its `paper.Paper` (imported on first access; typed loosely, as naming Paper here would close an import
+#: circle through the report code)
+PAPERS: LazyRegistry[Any] = LazyRegistry(__name__, REGISTRY)

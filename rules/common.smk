@@ -309,6 +309,13 @@ def analysis_config_file(analysis):
     return JOB_CONFIGS.path("analyses", {"analysis": analysis, **analysis_config(config, analysis)})
 
 
+def analysis_estimate(analysis):
+    """The estimate of `analysis`'s job from its paper's declaration (`AnalysisJob`: the stores it reads per model,
+    its models and its own networks), as `workbench plan` makes it."""
+    job = next(job for job in ANALYSIS_JOBS if job.name == analysis)
+    return res.evaluation(config, job.stores, job.extra_models + len(run_files("model.pt", job.experiments)))
+
+
 def register_job_configs():
     """Name (in memory, writing nothing) the config file of every job the config asks for. A job's
     input functions name its file where its DAG is built; a `job_config` job run by a process that

@@ -2,8 +2,8 @@
 # this file), one job each over every Background-Challenge run scored on `evaluation.dataset` (MAIN_EXPERIMENTS,
 # rules/common.smk) or over the models `analyses.saliency` lists:
 # `snakemake --cores 2 results/analysis/consistency.jsonl` builds one alone.
-# Uses rules/common.smk: EVAL_DATASET, MAIN_EXPERIMENTS, PY, R, REPORT_ARRAYS, THREADS, analysis_config_file, res,
-# run_files, small_job_group, small_job_resources, store_args, variant_store.
+# Uses rules/common.smk: EVAL_DATASET, MAIN_EXPERIMENTS, PY, R, REPORT_ARRAYS, THREADS, analysis_config_file,
+# analysis_estimate, res, run_files, small_job_group, small_job_resources, store_args, variant_store.
 
 # each model on the same images as ORIGINAL and MIXED_RAND (Table 3 compares the two)
 CLAD_STORES = {v: variant_store(EVAL_DATASET, v) for v in ("original", "mixed_rand")}
@@ -28,7 +28,7 @@ rule analysis:
     threads: THREADS
     group: small_job_group("analysis", lambda wc: wc.analysis)
     resources:
-        **small_job_resources("analysis", lambda wc: wc.analysis, res.rule_resources(config, True, lambda wc: res.evaluation(config, 2, len(run_files("model.pt", MAIN_EXPERIMENTS))))),
+        **small_job_resources("analysis", lambda wc: wc.analysis, res.rule_resources(config, True, lambda wc: analysis_estimate(wc.analysis))),
     conda:
         "../../../envs/workbench.yaml"
     log:
@@ -56,7 +56,7 @@ rule analysis_saliency:
     threads: THREADS
     group: small_job_group("analysis_saliency", lambda wc: "")
     resources:
-        **small_job_resources("analysis_saliency", lambda wc: "", res.rule_resources(config, True, lambda wc: res.evaluation(config, 1, len(run_files("model.pt", SALIENCY_EXPERIMENTS))))),
+        **small_job_resources("analysis_saliency", lambda wc: "", res.rule_resources(config, True, lambda wc: analysis_estimate("saliency"))),
     conda:
         "../../../envs/workbench.yaml"
     log:

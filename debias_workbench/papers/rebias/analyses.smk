@@ -1,8 +1,8 @@
 # ReBias's texture-cluster accuracy of the trained models (Table 2; its job: analysis_jobs in workflow.py beside
 # this file), one job over the models `analyses.texture` lists:
 # `snakemake --cores 2 results/analysis/texture.jsonl` builds it alone.
-# Uses rules/common.smk: EVAL_DATASET, PY, R, THREADS, analysis_config_file, res, run_files, small_job_group,
-# small_job_resources, store_args, variant_store.
+# Uses rules/common.smk: EVAL_DATASET, PY, R, THREADS, analysis_config_file, analysis_estimate, res, run_files,
+# small_job_group, small_job_resources, store_args, variant_store.
 
 # the ORIGINAL images it clusters and scores, and MIXED_RAND's, which its job has always been handed
 TEXTURE_STORES = {v: variant_store(EVAL_DATASET, v) for v in ("original", "mixed_rand")}
@@ -25,7 +25,7 @@ rule analysis_texture:
     threads: THREADS
     group: small_job_group("analysis_texture", lambda wc: "")
     resources:
-        **small_job_resources("analysis_texture", lambda wc: "", res.rule_resources(config, True, lambda wc: res.evaluation(config, 1, 1 + len(run_files("model.pt", TEXTURE_EXPERIMENTS))))),
+        **small_job_resources("analysis_texture", lambda wc: "", res.rule_resources(config, True, lambda wc: analysis_estimate("texture"))),
     conda:
         "../../../envs/workbench.yaml"
     log:
